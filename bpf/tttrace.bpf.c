@@ -1,0 +1,354 @@
+//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * tttrace BPF side: entry uprobes on libtt_metal.so that copy what a
+ * TT-Metal allocation, free, view, circular-buffer or close call names into
+ * one ordered ring buffer. No uretprobes: a C++ exception through a
+ * uretprobed frame terminates the traced process (ttmetal-facts.md §2).
+ *
+ * Contract with user space (probes/):
+ *  - every const volatile below is set before load; offsets come from a
+ *    resolved layout, never from a guess;
+ *  - each program is attached with its attach point's static (link-time)
+ *    address as the BPF cookie: the load bias of the library in the traced
+ *    process is ip - cookie, which places the Device and MeshDevice vtables
+ *    in that process without a per-process table;
+ *  - every record has a sequence number taken before its reservation; a
+ *    failed reservation bumps this CPU's lost counters and the next record
+ *    from the CPU carries the count in lost_before.
+ */
+#include "types.h"
+#include "bpf/bpf_helpers.h"
+#include "bpf/bpf_tracing.h"
+#include "tttrace.h"
+
+/* libbpf 1.1 stops at PT_REGS_PARM5; the sixth SysV argument is in r9. */
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) ((x)->r9)
+#endif
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Keep struct event in BTF for bpf2go -type event. */
+const struct event *unused_event __attribute__((unused));
+
+/* ---- knobs and layout, set from Go ----------------------------------- */
+
+/* tt::tt_metal::Buffer. With a pimpl layout (V2) buf_impl_ptr is the offset
+ * of the BufferImpl pointer inside Buffer and the other offsets are inside
+ * BufferImpl; otherwise buf_impl_ptr is -1 and they are inside Buffer. A
+ * field that the layout lacks is -1. */
+const volatile __s64 buf_impl_ptr = -1;
+const volatile __s64 buf_device = -1;
+const volatile __s64 buf_size = -1;
+const volatile __s64 buf_type = -1;
+const volatile __s64 buf_owns_data = -1;
+const volatile __s64 buf_status = -1;
+const volatile __s64 buf_hooked = -1;
+const volatile __s64 buf_address = -1;
+const volatile __s64 buf_page_size = -1;
+/* Device::id_. */
+const volatile __s64 dev_id = -1;
+/* Static addresses of the address points of the two vtables
+ * (vtable symbol + 16), 0 when the library has no such class. */
+const volatile __u64 vtable_device = 0;
+const volatile __u64 vtable_mesh = 0;
+/* Only trace processes listed in traced_pids. */
+const volatile __u8 filter_pids = 1;
+
+/* ---- maps ------------------------------------------------------------ */
+
+/* The one ordered stream of records; size set from Go. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} events SEC(".maps");
+
+/* Processes to trace, keyed by tgid. User space adds and deletes entries
+ * (a process is deleted once it has exited and been reported). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced_pids SEC(".maps");
+
+struct lost_counter {
+	__u64 total;   /* failed reservations on this CPU, ever */
+	__u64 pending; /* failed since this CPU's last delivered record */
+};
+
+/* Per-CPU loss counters: no atomics needed, a uprobe program does not
+ * migrate while it runs. User space sums total at the end. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lost_counter);
+} lost SEC(".maps");
+
+/* Global sequence counter shared by all CPUs. */
+__u64 next_seq = 0;
+
+/* ---- helpers --------------------------------------------------------- */
+
+static __always_inline int traced(__u32 tgid)
+{
+	if (!filter_pids)
+		return 1;
+	return bpf_map_lookup_elem(&traced_pids, &tgid) != 0;
+}
+
+/* Reserve and pre-fill a record; NULL when the process is not traced or the
+ * ring is full (then the loss is counted). */
+static __always_inline struct event *start(__u8 kind)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__u32 zero = 0;
+	struct lost_counter *lc;
+	struct event *e;
+	__u64 seq;
+
+	if (!traced(tgid))
+		return 0;
+	seq = __sync_fetch_and_add(&next_seq, 1);
+	lc = bpf_map_lookup_elem(&lost, &zero);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		if (lc) {
+			lc->total++;
+			lc->pending++;
+		}
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->seq = seq;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = (__u32)id;
+	e->kind = kind;
+	e->chip = -1;
+	e->buffer_type = -1;
+	if (lc) {
+		e->lost_before = lc->pending;
+		lc->pending = 0;
+	}
+	return e;
+}
+
+static __always_inline void finish(struct event *e)
+{
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* Read a field of at most 8 bytes at base+off into *dst (zeroed first);
+ * off < 0 means the layout has no such field. */
+static __always_inline void read_field(struct event *e, void *dst, __u32 len,
+				       __u64 base, __s64 off)
+{
+	if (off < 0)
+		return;
+	if (bpf_probe_read_user(dst, len, (void *)(base + off)) < 0)
+		e->read_error = 1;
+}
+
+/* Say what an IDevice* is. bias is the library's load bias in this
+ * process (ip - static address of the attach point). */
+static __always_inline void classify_device(struct event *e, __u64 dev,
+					    __u64 bias)
+{
+	__u64 vptr = 0;
+
+	e->device = dev;
+	if (!dev) {
+		e->device_kind = DEV_NONE;
+		return;
+	}
+	if (bpf_probe_read_user(&vptr, sizeof(vptr), (void *)dev) < 0) {
+		e->read_error = 1;
+		e->device_kind = DEV_UNKNOWN;
+		return;
+	}
+	e->device_vptr = vptr;
+	if (vtable_device && vptr == bias + vtable_device) {
+		__s32 id = -1;
+
+		e->device_kind = DEV_CHIP;
+		read_field(e, &id, sizeof(id), dev, dev_id);
+		e->chip = id;
+	} else if (vtable_mesh && vptr == bias + vtable_mesh) {
+		e->device_kind = DEV_MESH;
+	} else {
+		e->device_kind = DEV_UNKNOWN;
+	}
+}
+
+static __always_inline __u64 load_bias(struct pt_regs *ctx)
+{
+	return PT_REGS_IP(ctx) - bpf_get_attach_cookie(ctx);
+}
+
+/* Copy the fields of a tt::tt_metal::Buffer. */
+static __always_inline void read_buffer(struct event *e, __u64 buf, __u64 bias)
+{
+	__u64 base = buf, dev = 0, size = 0, address = 0, page_size = 0;
+	__s32 type = -1;
+	__u8 owns = 0, status = 0, hooked = 0;
+
+	e->object = buf;
+	if (buf_impl_ptr >= 0) {
+		base = 0;
+		read_field(e, &base, sizeof(base), buf, buf_impl_ptr);
+		if (!base) {
+			e->read_error = 1;
+			return;
+		}
+	}
+	read_field(e, &dev, sizeof(dev), base, buf_device);
+	read_field(e, &size, sizeof(size), base, buf_size);
+	read_field(e, &type, sizeof(type), base, buf_type);
+	read_field(e, &owns, sizeof(owns), base, buf_owns_data);
+	read_field(e, &status, sizeof(status), base, buf_status);
+	read_field(e, &hooked, sizeof(hooked), base, buf_hooked);
+	read_field(e, &address, sizeof(address), base, buf_address);
+	read_field(e, &page_size, sizeof(page_size), base, buf_page_size);
+	e->size = size;
+	e->buffer_type = type;
+	e->owns_data = owns;
+	e->status = status;
+	e->hooked = hooked;
+	e->address = address;
+	e->page_size = page_size;
+	classify_device(e, dev, bias);
+}
+
+static __always_inline int on_buffer(struct pt_regs *ctx, __u8 kind, __u64 buf)
+{
+	struct event *e = start(kind);
+
+	if (!e)
+		return 0;
+	read_buffer(e, buf, load_bias(ctx));
+	finish(e);
+	return 0;
+}
+
+static __always_inline int on_device(struct pt_regs *ctx, __u8 kind, __u64 dev,
+				     __u64 object)
+{
+	struct event *e = start(kind);
+
+	if (!e)
+		return 0;
+	e->object = object;
+	classify_device(e, dev, load_bias(ctx));
+	finish(e);
+	return 0;
+}
+
+/* ---- buffers --------------------------------------------------------- */
+
+/* void GraphTracker::track_allocate(const Buffer* buffer) */
+SEC("uprobe")
+int track_allocate(struct pt_regs *ctx)
+{
+	return on_buffer(ctx, EV_ALLOC, PT_REGS_PARM2(ctx));
+}
+
+/* void GraphTracker::track_deallocate(Buffer* buffer) */
+SEC("uprobe")
+int track_deallocate(struct pt_regs *ctx)
+{
+	return on_buffer(ctx, EV_FREE, PT_REGS_PARM2(ctx));
+}
+
+/* void Buffer::mark_as_deallocated() */
+SEC("uprobe")
+int mark_as_deallocated(struct pt_regs *ctx)
+{
+	return on_buffer(ctx, EV_MARK_DEALLOCATED, PT_REGS_PARM1(ctx));
+}
+
+/* static std::shared_ptr<Buffer> Buffer::create(IDevice* device,
+ *     DeviceAddr address, DeviceAddr size, DeviceAddr page_size,
+ *     BufferType buffer_type, ...)   (pre-allocated view; rdi is the sret) */
+SEC("uprobe")
+int buffer_create_view(struct pt_regs *ctx)
+{
+	struct event *e = start(EV_VIEW);
+
+	if (!e)
+		return 0;
+	e->address = PT_REGS_PARM3(ctx);
+	e->size = PT_REGS_PARM4(ctx);
+	e->page_size = PT_REGS_PARM5(ctx);
+	e->buffer_type = (__s32)PT_REGS_PARM6(ctx);
+	classify_device(e, PT_REGS_PARM2(ctx), load_bias(ctx));
+	finish(e);
+	return 0;
+}
+
+/* ---- circular buffers ------------------------------------------------ */
+
+/* void GraphTracker::track_allocate_cb(const CoreRangeSet& core_range_set,
+ *     uint64_t addr, uint64_t size, bool is_globally_allocated,
+ *     const IDevice* device) */
+SEC("uprobe")
+int track_allocate_cb(struct pt_regs *ctx)
+{
+	struct event *e = start(EV_CB_ALLOC);
+
+	if (!e)
+		return 0;
+	e->address = PT_REGS_PARM3(ctx);
+	e->size = PT_REGS_PARM4(ctx);
+	e->global = (__u8)PT_REGS_PARM5(ctx);
+	classify_device(e, PT_REGS_PARM6(ctx), load_bias(ctx));
+	finish(e);
+	return 0;
+}
+
+/* void GraphTracker::track_deallocate_cb(const IDevice* device) */
+SEC("uprobe")
+int track_deallocate_cb(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_CB_FREE, PT_REGS_PARM2(ctx), 0);
+}
+
+/* void detail::ProgramImpl::allocate_circular_buffers(const IDevice* device) */
+SEC("uprobe")
+int allocate_circular_buffers(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_CB_LAYOUT, PT_REGS_PARM2(ctx), PT_REGS_PARM1(ctx));
+}
+
+/* void detail::ProgramImpl::deallocate_circular_buffers() */
+SEC("uprobe")
+int deallocate_circular_buffers(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_CB_TEARDOWN, 0, PT_REGS_PARM1(ctx));
+}
+
+/* detail::ProgramImpl::~ProgramImpl() */
+SEC("uprobe")
+int program_destroy(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_PROGRAM_DESTROY, 0, PT_REGS_PARM1(ctx));
+}
+
+/* ---- devices --------------------------------------------------------- */
+
+/* bool Device::close() */
+SEC("uprobe")
+int device_close(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_DEVICE_CLOSE, PT_REGS_PARM1(ctx), 0);
+}
+
+/* bool distributed::MeshDevice::close() */
+SEC("uprobe")
+int mesh_device_close(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
+}

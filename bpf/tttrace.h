@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * tttrace wire format: the one record the BPF programs write to the ring
+ * buffer. Go gets this layout from bpf2go (-type event); there is no
+ * hand-written mirror. u64 fields first, explicit padding, no holes.
+ */
+#ifndef TTTRACE_H
+#define TTTRACE_H
+
+/* What happened. One value per probed TT-Metal function. */
+enum event_kind {
+	EV_ALLOC = 1,           /* GraphTracker::track_allocate(const Buffer*) */
+	EV_FREE = 2,            /* GraphTracker::track_deallocate(Buffer*) */
+	EV_VIEW = 3,            /* Buffer::create(IDevice*, DeviceAddr address, ...) */
+	EV_CB_ALLOC = 4,        /* GraphTracker::track_allocate_cb(...) */
+	EV_CB_FREE = 5,         /* GraphTracker::track_deallocate_cb(const IDevice*) */
+	EV_CB_LAYOUT = 6,       /* ProgramImpl::allocate_circular_buffers(const IDevice*) */
+	EV_CB_TEARDOWN = 7,     /* ProgramImpl::deallocate_circular_buffers() */
+	EV_PROGRAM_DESTROY = 8, /* ProgramImpl::~ProgramImpl() */
+	EV_DEVICE_CLOSE = 9,    /* Device::close() */
+	EV_MESH_CLOSE = 10,     /* distributed::MeshDevice::close() */
+	EV_MARK_DEALLOCATED = 11, /* Buffer::mark_as_deallocated() */
+};
+
+/* What the IDevice* of an event points at, told apart by its vptr. */
+enum device_kind {
+	DEV_NONE = 0,    /* the event has no device */
+	DEV_CHIP = 1,    /* tt::tt_metal::Device: chip holds Device::id_ */
+	DEV_MESH = 2,    /* distributed::MeshDevice: its id() is NOT a chip id */
+	DEV_UNKNOWN = 3, /* a vptr that is neither vtable (or unreadable) */
+};
+
+struct event {
+	__u64 seq;         /* global sequence, taken before the reservation: gaps are losses */
+	__u64 ts_ns;       /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 object;      /* Buffer* (alloc, free, mark) or ProgramImpl* (CB events), else 0 */
+	__u64 device;      /* the IDevice* the event names */
+	__u64 device_vptr; /* *(u64 *)device, for diagnosis of DEV_UNKNOWN */
+	__u64 address;     /* Buffer::address_, view address, CB address */
+	__u64 size;        /* Buffer::size_, view size, CB per-core size */
+	__u64 page_size;   /* Buffer::page_size_, view page size */
+	__u64 lost_before; /* reservations this CPU failed since its previous record */
+	__u32 pid;         /* tgid of the traced process */
+	__u32 tid;         /* thread that made the call */
+	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */
+	__s32 buffer_type; /* BufferType (DRAM 0, L1 1, SYSTEM_MEMORY 2, L1_SMALL 3, TRACE 4) */
+	__u8 kind;         /* enum event_kind */
+	__u8 device_kind;  /* enum device_kind */
+	__u8 hooked;       /* Buffer::hooked_allocation_ */
+	__u8 owns_data;    /* Buffer::owns_data_ */
+	__u8 status;       /* Buffer::allocation_status_ */
+	__u8 global;       /* CB is globally allocated (backed by an L1 Buffer) */
+	__u8 read_error;   /* a user-memory read failed: fields may be zero */
+	__u8 _pad;
+};
+
+#endif /* TTTRACE_H */

@@ -1,0 +1,43 @@
+package events
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/tttrace/tttrace/probes"
+)
+
+// Decode fills e from one raw ring-buffer record. It checks the length and
+// allocates nothing.
+func Decode(raw []byte, e *Event) error {
+	if len(raw) < probes.WireEventSize {
+		return fmt.Errorf("record of %d bytes, want %d", len(raw), probes.WireEventSize)
+	}
+	w := (*probes.WireEvent)(unsafe.Pointer(unsafe.SliceData(raw)))
+	*e = Event{
+		Seq:        w.Seq,
+		TsNs:       w.TsNs,
+		Pid:        w.Pid,
+		Tid:        w.Tid,
+		Kind:       Kind(w.Kind),
+		Object:     w.Object,
+		Device:     w.Device,
+		DeviceVptr: w.DeviceVptr,
+		DeviceKind: DeviceKind(w.DeviceKind),
+		Chip:       w.Chip,
+		BufferType: BufferType(w.BufferType),
+		Address:    w.Address,
+		Size:       w.Size,
+		PageSize:   w.PageSize,
+		Hooked:     w.Hooked != 0,
+		OwnsData:   w.OwnsData != 0,
+		Status:     w.Status,
+		Global:     w.Global != 0,
+		ReadError:  w.ReadError != 0,
+		LostBefore: w.LostBefore,
+	}
+	if e.Kind == 0 || e.Kind > KindMarkDeallocated {
+		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
+	}
+	return nil
+}

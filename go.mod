@@ -1,0 +1,11 @@
+module github.com/tttrace/tttrace
+
+go 1.26.0
+
+require (
+	github.com/cilium/ebpf v0.20.0 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,225 @@
+package probes
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Library is an ELF shared object opened for symbol look-ups. Its file is
+// mapped read-only and scanned in place: look-ups allocate only for the
+// symbols they match, so memory does not grow with the library's symbol
+// count (a real libtt_metal.so has hundreds of thousands).
+type Library struct {
+	Path    string
+	BuildID string // hex of NT_GNU_BUILD_ID, "" when absent
+
+	data  []byte // the whole file, mapped
+	file  *elf.File
+	loads []elf.ProgHeader // PT_LOAD segments, for address -> file offset
+	// HasSymtab reports whether the file still has a .symtab section.
+	HasSymtab bool
+	// HasDWARF reports whether the file has a .debug_info section.
+	HasDWARF bool
+}
+
+// Symbol is one defined ELF symbol.
+type Symbol struct {
+	Name  string
+	Value uint64 // link-time virtual address
+	Size  uint64
+	Type  elf.SymType
+	// Dynamic is true when the symbol came from .dynsym.
+	Dynamic bool
+}
+
+// OpenLibrary maps path and reads its ELF headers.
+func OpenLibrary(path string) (*Library, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() < 64 {
+		return nil, fmt.Errorf("%s: not an ELF file (%d bytes)", path, st.Size())
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	lib := &Library{Path: path, data: data}
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		lib.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lib.file = ef
+	if ef.Class != elf.ELFCLASS64 || ef.Machine != elf.EM_X86_64 {
+		lib.Close()
+		return nil, fmt.Errorf("%s: %s %s object, tttrace reads x86-64 ELF only", path, ef.Class, ef.Machine)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			lib.loads = append(lib.loads, p.ProgHeader)
+		}
+	}
+	lib.HasSymtab = ef.Section(".symtab") != nil
+	lib.HasDWARF = ef.Section(".debug_info") != nil
+	lib.BuildID = buildID(ef)
+	return lib, nil
+}
+
+// Close unmaps the file. It is safe on a nil Library and idempotent.
+func (l *Library) Close() error {
+	if l == nil || l.data == nil {
+		return nil
+	}
+	err := unix.Munmap(l.data)
+	l.data = nil
+	return err
+}
+
+// ELF exposes the parsed headers (sections, program headers).
+func (l *Library) ELF() *elf.File { return l.file }
+
+func buildID(ef *elf.File) string {
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		b, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for len(b) >= 12 {
+			nameSz := binary.LittleEndian.Uint32(b[0:])
+			descSz := binary.LittleEndian.Uint32(b[4:])
+			typ := binary.LittleEndian.Uint32(b[8:])
+			nameEnd := 12 + align4(nameSz)
+			descEnd := nameEnd + align4(descSz)
+			if uint64(descEnd) > uint64(len(b)) {
+				break
+			}
+			if typ == 3 /* NT_GNU_BUILD_ID */ && nameSz == 4 && string(b[12:15]) == "GNU" {
+				return fmt.Sprintf("%x", b[nameEnd:nameEnd+descSz])
+			}
+			b = b[descEnd:]
+		}
+	}
+	return ""
+}
+
+func align4(n uint32) uint32 { return (n + 3) &^ 3 }
+
+// ScanSymbols calls fn for every defined symbol of .dynsym and then .symtab
+// whose name has one of the given prefixes. Names that do not match are
+// never turned into strings.
+func (l *Library) ScanSymbols(prefixes []string, fn func(Symbol)) error {
+	pfx := make([][]byte, len(prefixes))
+	for i, p := range prefixes {
+		pfx[i] = []byte(p)
+	}
+	for _, tab := range []struct {
+		sym, str string
+		dyn      bool
+	}{{".dynsym", ".dynstr", true}, {".symtab", ".strtab", false}} {
+		if err := l.scanTable(tab.sym, tab.str, tab.dyn, pfx, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const sym64Size = 24
+
+func (l *Library) scanTable(symName, strName string, dyn bool, pfx [][]byte, fn func(Symbol)) error {
+	ss := l.file.Section(symName)
+	if ss == nil || ss.Type == elf.SHT_NOBITS {
+		return nil
+	}
+	strs := l.file.Section(strName)
+	if strs == nil {
+		return fmt.Errorf("%s: %s without %s", l.Path, symName, strName)
+	}
+	syms, err := l.slice(ss.Offset, ss.Size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", symName, err)
+	}
+	strtab, err := l.slice(strs.Offset, strs.Size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", strName, err)
+	}
+	for off := 0; off+sym64Size <= len(syms); off += sym64Size {
+		ent := syms[off : off+sym64Size]
+		shndx := binary.LittleEndian.Uint16(ent[6:])
+		if shndx == uint16(elf.SHN_UNDEF) {
+			continue
+		}
+		nameOff := binary.LittleEndian.Uint32(ent[0:])
+		if int(nameOff) >= len(strtab) {
+			continue
+		}
+		name := strtab[nameOff:]
+		matched := false
+		for _, p := range pfx {
+			if bytes.HasPrefix(name, p) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			continue
+		}
+		if end := bytes.IndexByte(name, 0); end >= 0 {
+			name = name[:end]
+		}
+		fn(Symbol{
+			Name:    string(name),
+			Type:    elf.SymType(ent[4] & 0xf),
+			Value:   binary.LittleEndian.Uint64(ent[8:]),
+			Size:    binary.LittleEndian.Uint64(ent[16:]),
+			Dynamic: dyn,
+		})
+	}
+	return nil
+}
+
+func (l *Library) slice(off, size uint64) ([]byte, error) {
+	if off > uint64(len(l.data)) || size > uint64(len(l.data))-off {
+		return nil, errors.New("section lies outside the file")
+	}
+	return l.data[off : off+size], nil
+}
+
+// FileOffset converts a link-time virtual address of code into the file
+// offset the kernel's uprobe interface takes.
+func (l *Library) FileOffset(vaddr uint64) (uint64, error) {
+	for _, p := range l.loads {
+		if vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x is in no loaded segment of %s", vaddr, l.Path)
+}
+
+// Bytes returns up to n bytes of the file image at link-time address vaddr.
+func (l *Library) Bytes(vaddr uint64, n int) ([]byte, error) {
+	off, err := l.FileOffset(vaddr)
+	if err != nil {
+		return nil, err
+	}
+	end := off + uint64(n)
+	if end > uint64(len(l.data)) {
+		end = uint64(len(l.data))
+	}
+	return l.data[off:end], nil
+}
