@@ -1,0 +1,79 @@
+package devices
+
+// Buffers are kept in a slot table: index maps a Buffer* to a slot number
+// (or to a tombstone saying how the buffer ended), slots holds the entries
+// by value. Alloc and free of a recycled Buffer* touch no new memory: the
+// map entry is overwritten in place and slots are reused from a free list.
+// About 64 bytes of slot plus one map entry per live buffer.
+
+const (
+	// slotFreed: a free was seen for the key, so a second free is a double free.
+	slotFreed uint32 = ^uint32(0)
+	// slotReleased: the buffer was released by a device or mesh close, or by
+	// mark_as_deallocated; a later free is not an error.
+	slotReleased uint32 = ^uint32(0) - 1
+	// maxSlots bounds the slot numbers below the tombstones.
+	maxSlots = int(slotReleased) - 1
+)
+
+// bufEntry is one live buffer (or a free slot when !live).
+type bufEntry struct {
+	key   uint64 // Buffer*
+	addr  uint64
+	size  uint64
+	page  uint64
+	seq   uint64 // of the alloc event
+	ts    uint64 // of the alloc event
+	mesh  uint32 // index in proc.meshes; 0: a single-chip buffer
+	chip  int32  // the chip of a single-chip buffer
+	tid   uint32 // allocating thread
+	btype uint8  // events.BufferType, valid
+	live  bool
+}
+
+type bufTable struct {
+	index map[uint64]uint32
+	slots []bufEntry
+	free  []uint32 // free slot numbers, used last-in first-out
+	live  int
+}
+
+func newBufTable() bufTable {
+	return bufTable{index: make(map[uint64]uint32)}
+}
+
+// lookup returns the slot of a live buffer.
+func (t *bufTable) lookup(key uint64) (uint32, bool) {
+	idx, ok := t.index[key]
+	if !ok || idx >= slotReleased {
+		return 0, false
+	}
+	return idx, true
+}
+
+// insert takes a slot for key, which must not be live. The caller fills it.
+func (t *bufTable) insert(key uint64) (uint32, bool) {
+	var idx uint32
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		if len(t.slots) >= maxSlots {
+			return 0, false
+		}
+		idx = uint32(len(t.slots))
+		t.slots = append(t.slots, bufEntry{})
+	}
+	t.index[key] = idx
+	t.live++
+	return idx, true
+}
+
+// remove frees slot idx and leaves the tombstone state for its key.
+func (t *bufTable) remove(idx uint32, state uint32) {
+	b := &t.slots[idx]
+	t.index[b.key] = state
+	*b = bufEntry{}
+	t.free = append(t.free, idx)
+	t.live--
+}

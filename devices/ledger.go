@@ -1,0 +1,120 @@
+// Package devices keeps tttrace's device-memory ledger: per traced process,
+// per chip, per buffer type, following TT-Metal's lifecycle rules (see
+// docs in shared/design.md, "Ledger semantics").
+//
+// The ledger consumes events.Event values in ring-buffer order and never
+// looks at anything else: it is pure Go, deterministic (the same stream
+// gives the same Summary) and must not panic on any input. Totals are
+// unsigned and are only ever decremented by what was added for the same
+// object, so they cannot wrap; Check verifies that invariant.
+//
+// A Ledger is not safe for concurrent use: the caller serializes Apply,
+// Summary and the accessors.
+package devices
+
+import (
+	"sort"
+
+	"github.com/tttrace/tttrace/events"
+)
+
+// Counter indexes. The first five equal events.BufferType values.
+const (
+	cDRAM    = int(events.DRAM)
+	cL1      = int(events.L1)
+	cSysMem  = int(events.SystemMemory)
+	cL1Small = int(events.L1Small)
+	cTrace   = int(events.Trace)
+	cCB      = 5
+	cLive    = 6
+	nCounter = 7
+)
+
+// maxSize bounds a plausible buffer or CB size (1 TiB). Larger values can
+// only come from a wrong layout or a bad read; refusing them keeps sums far
+// from uint64 wrap-around.
+const maxSize = 1 << 40
+
+// Ledger is the per-process device-memory ledger. The zero value is not
+// usable; call NewLedger.
+type Ledger struct {
+	procs   map[uint32]*proc
+	lastPid uint32
+	last    *proc
+	lost    uint64 // records the ring buffer could not take
+	events  uint64
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{procs: make(map[uint32]*proc)}
+}
+
+// ProcessInfo is what the tracer knows about a process besides its events.
+type ProcessInfo struct {
+	Command string // command line, for people
+	Parent  uint32 // parent pid (0: unknown)
+	NsPid   uint32 // pid inside its pid namespace (0: unknown or the same)
+	// AttachedMidRun: the tracer attached after the library was already in
+	// use, so buffers allocated before that are unknown (their frees are
+	// counted as unknown_frees) and peaks are lower bounds.
+	AttachedMidRun bool
+}
+
+// SetProcessInfo records what the tracer knows of pid. It also makes the
+// process appear in the summary even if it produced no event.
+func (l *Ledger) SetProcessInfo(pid uint32, info ProcessInfo) {
+	l.proc(pid).info = info
+}
+
+// Processes returns the pids the ledger knows, sorted.
+func (l *Ledger) Processes() []uint32 {
+	pids := make([]uint32, 0, len(l.procs))
+	for pid := range l.procs {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+	return pids
+}
+
+// LostEvents returns how many records are known to have been lost so far.
+func (l *Ledger) LostEvents() uint64 { return l.lost }
+
+// Exited reports whether pid is known to have ended, and how.
+func (l *Ledger) Exited(pid uint32) (exited bool, code, signal int) {
+	p := l.procs[pid]
+	if p == nil {
+		return false, 0, 0
+	}
+	return p.exited, p.exitCode, p.exitSignal
+}
+
+func (l *Ledger) proc(pid uint32) *proc {
+	if l.last != nil && l.lastPid == pid {
+		return l.last
+	}
+	p := l.procs[pid]
+	if p == nil {
+		p = newProc(pid)
+		l.procs[pid] = p
+	}
+	l.last, l.lastPid = p, pid
+	return p
+}
+
+// Apply folds one event into the ledger. Events must come in ring-buffer
+// order. Apply never panics and never fails: what it cannot make sense of
+// is counted as an anomaly of the event's process.
+func (l *Ledger) Apply(e *events.Event) {
+	if e == nil {
+		return
+	}
+	l.events++
+	if e.Kind == events.KindLost {
+		// LostBefore is the number lost; the record belongs to no process.
+		l.lost += e.LostBefore
+		return
+	}
+	l.lost += e.LostBefore
+	l.proc(e.Pid).apply(e)
+}

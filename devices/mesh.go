@@ -1,0 +1,123 @@
+package devices
+
+import (
+	"github.com/tttrace/tttrace/events"
+)
+
+// meshState is one distributed::MeshDevice. Its chips are not in any event
+// that names it: they are learned from the per-chip views created right
+// after a mesh allocation. Everything the mesh holds (its buffers and the CB
+// groups aimed at it) is charged on exactly its current chip set, and tot
+// is the sum of it, so a chip joining or leaving moves tot at once.
+type meshState struct {
+	ptr   uint64  // MeshDevice*
+	chips []int32 // in the order learned
+	tot   [nCounter]uint64
+}
+
+// mesh returns the index of the live mesh at ptr, creating it.
+func (p *proc) mesh(ptr uint64) uint32 {
+	if idx, ok := p.meshIdx[ptr]; ok {
+		return idx
+	}
+	idx := uint32(len(p.meshes))
+	p.meshes = append(p.meshes, &meshState{ptr: ptr})
+	p.meshIdx[ptr] = idx
+	return idx
+}
+
+func (m *meshState) has(chip int32) bool {
+	for _, c := range m.chips {
+		if c == chip {
+			return true
+		}
+	}
+	return false
+}
+
+// joinMesh adds chip to m's chip set and charges it with all m holds.
+func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
+	if m.has(chip) {
+		return
+	}
+	m.chips = append(m.chips, chip)
+	p.stats.MeshChipsLearned++
+	c := p.chip(chip)
+	c.closed = false
+	for i, v := range m.tot {
+		if v != 0 {
+			c.add(i, v, ts)
+		}
+	}
+}
+
+// leaveMesh removes chip from m's chip set and uncharges what m holds there.
+func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
+	for i, id := range m.chips {
+		if id != chip {
+			continue
+		}
+		m.chips = append(m.chips[:i], m.chips[i+1:]...)
+		c := p.chip(chip)
+		for j, v := range m.tot {
+			p.sub(c, j, v, e)
+		}
+		return
+	}
+}
+
+// closeChip releases everything charged on chip id (Device::close drops
+// the chip's allocator wholesale; buffers destroyed later emit nothing).
+// Single-chip buffers and CB groups of the chip are deleted; meshes lose
+// the chip, so their buffers stay charged on their other chips and later
+// mesh allocations do not charge the closed chip unless a view teaches it
+// again.
+func (p *proc) closeChip(id int32, e *events.Event) {
+	c := p.chip(id)
+	if c.cur[cLive] != 0 { // else no buffer is charged here: skip the scan
+		for i := range p.bufs.slots {
+			b := &p.bufs.slots[i]
+			if b.live && b.mesh == 0 && b.chip == id {
+				p.releaseBuffer(uint32(i), slotReleased, e)
+				p.stats.ReleasedByClose++
+			}
+		}
+	}
+	for _, m := range p.meshes {
+		if m != nil {
+			p.leaveMesh(m, id, e)
+		}
+	}
+	p.releaseCBGroups(func(g *cbGroup) bool { return g.mesh == 0 && g.chip == id }, e)
+	if c.cur != ([nCounter]uint64{}) {
+		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)
+		c.cur = [nCounter]uint64{}
+	}
+	c.closed = true
+}
+
+// meshClose handles distributed::MeshDevice::close: the mesh's buffers and
+// CB groups go, its chips are closed, and the pointer is forgotten (a new
+// MeshDevice may reuse it).
+func (p *proc) meshClose(e *events.Event) {
+	p.stats.MeshCloses++
+	idx, ok := p.meshIdx[e.Device]
+	if !ok {
+		return
+	}
+	m := p.meshes[idx]
+	for i := range p.bufs.slots {
+		b := &p.bufs.slots[i]
+		if b.live && b.mesh == idx {
+			p.releaseBuffer(uint32(i), slotReleased, e)
+			p.stats.ReleasedByClose++
+		}
+	}
+	p.releaseCBGroups(func(g *cbGroup) bool { return g.mesh == idx }, e)
+	chips := append([]int32(nil), m.chips...)
+	for _, id := range chips {
+		p.closeChip(id, e)
+	}
+	delete(p.meshIdx, e.Device)
+	p.meshes[idx] = nil
+}

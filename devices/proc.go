@@ -1,0 +1,362 @@
+package devices
+
+import (
+	"fmt"
+
+	"github.com/tttrace/tttrace/events"
+)
+
+// proc is the ledger of one traced process.
+//
+// Ownership of charges, the invariant Check verifies:
+//   - a single-chip buffer is charged on its chip;
+//   - a mesh buffer and a CB group aimed at a mesh are charged on exactly
+//     the mesh's current chip set (meshState.chips), so a mesh keeps the
+//     running totals of what it holds (meshState.tot) and a chip joining or
+//     leaving the mesh moves those totals at once;
+//   - a CB group aimed at a chip is charged on that chip.
+type proc struct {
+	pid  uint32
+	info ProcessInfo
+
+	exited     bool
+	exitCode   int
+	exitSignal int
+
+	chips    map[int32]*chipState
+	lastChip *chipState
+
+	bufs bufTable
+
+	meshIdx map[uint64]uint32 // MeshDevice* -> index in meshes (live meshes only)
+	meshes  []*meshState      // index 0 unused: a zero mesh index means "no mesh"
+
+	threads  map[uint32]*thread
+	npending int // threads with a pending mesh alloc
+
+	progs map[uint64]*progCBs // ProgramImpl* -> its CB groups
+
+	unknownFrees     uint64
+	unknownFreeBytes uint64
+	doubleFrees      uint64
+
+	stats     Stats
+	anomalies anomalyLog
+}
+
+// chipState holds one chip's current totals and their peaks.
+type chipState struct {
+	id     int32
+	closed bool
+	cur    [nCounter]uint64
+	peak   [nCounter]uint64
+	peakTs [nCounter]uint64
+}
+
+func (c *chipState) add(i int, v, ts uint64) {
+	c.cur[i] += v
+	if c.cur[i] > c.peak[i] {
+		c.peak[i] = c.cur[i]
+		c.peakTs[i] = ts
+	}
+}
+
+// thread is per-thread state needed to attribute events that do not carry
+// their context (views after a mesh alloc, CB events).
+type thread struct {
+	// A mesh alloc whose per-chip views may follow on this thread.
+	pending     bool
+	pendingAddr uint64
+	pendingMesh uint32
+
+	// The program whose allocate_circular_buffers runs on this thread, and
+	// the layout id (the Seq of that entry event).
+	hasLayout  bool
+	layoutProg uint64
+	layoutID   uint64
+
+	// The program whose deallocate_circular_buffers runs on this thread.
+	hasTeardown  bool
+	teardownProg uint64
+}
+
+func newProc(pid uint32) *proc {
+	return &proc{
+		pid:     pid,
+		chips:   make(map[int32]*chipState),
+		bufs:    newBufTable(),
+		meshIdx: make(map[uint64]uint32),
+		meshes:  make([]*meshState, 1),
+		threads: make(map[uint32]*thread),
+		progs:   make(map[uint64]*progCBs),
+	}
+}
+
+// chip returns the state of chip id, creating it (the chip is "touched").
+func (p *proc) chip(id int32) *chipState {
+	if c := p.lastChip; c != nil && c.id == id {
+		return c
+	}
+	c := p.chips[id]
+	if c == nil {
+		c = &chipState{id: id}
+		p.chips[id] = c
+	}
+	p.lastChip = c
+	return c
+}
+
+func (p *proc) thread(tid uint32) *thread {
+	t := p.threads[tid]
+	if t == nil {
+		t = &thread{}
+		p.threads[tid] = t
+	}
+	return t
+}
+
+// sub takes v from counter i of c. An underflow means the ledger's own
+// bookkeeping is wrong: it is recorded, never wrapped.
+func (p *proc) sub(c *chipState, i int, v uint64, e *events.Event) {
+	if c.cur[i] < v {
+		p.anomaly(anAccounting, e, "chip %d counter %s: %d - %d", c.id, counterNames[i], c.cur[i], v)
+		c.cur[i] = 0
+		return
+	}
+	c.cur[i] -= v
+}
+
+func (p *proc) apply(e *events.Event) {
+	p.stats.Events++
+	if p.exited {
+		p.anomaly(anAfterExit, e, "%s after the process exited", e.Kind)
+		return
+	}
+	if e.ReadError {
+		p.anomaly(anReadError, e, "%s: the probe could not read the object", e.Kind)
+	}
+	if p.npending > 0 && e.Kind != events.KindView {
+		if t := p.threads[e.Tid]; t != nil && t.pending {
+			p.endPending(t, e)
+		}
+	}
+	if e.DeviceKind == events.DeviceChip {
+		c := p.chip(e.Chip)
+		switch e.Kind {
+		case events.KindAlloc, events.KindView, events.KindCBAlloc, events.KindCBLayout:
+			c.closed = false // activity on a closed chip reopens it
+		}
+	}
+
+	switch e.Kind {
+	case events.KindAlloc:
+		p.alloc(e)
+	case events.KindFree:
+		p.free(e)
+	case events.KindView:
+		p.view(e)
+	case events.KindMarkDeallocated:
+		p.stats.MarkDeallocated++
+		if idx, ok := p.bufs.lookup(e.Object); ok {
+			p.releaseBuffer(idx, slotReleased, e)
+			p.stats.ReleasedByMark++
+		}
+	case events.KindCBLayout:
+		p.stats.CBLayouts++
+		t := p.thread(e.Tid)
+		t.hasLayout, t.layoutProg, t.layoutID = true, e.Object, e.Seq
+	case events.KindCBAlloc:
+		p.cbAlloc(e)
+	case events.KindCBTeardown:
+		p.stats.CBTeardowns++
+		t := p.thread(e.Tid)
+		t.hasTeardown, t.teardownProg = true, e.Object
+	case events.KindCBFree:
+		p.cbFree(e)
+	case events.KindProgramDestroy:
+		p.programDestroy(e)
+	case events.KindDeviceClose:
+		p.stats.DeviceCloses++
+		if e.DeviceKind != events.DeviceChip {
+			p.anomaly(anUnknownDevice, e, "device_close of a %s device %#x", e.DeviceKind, e.Device)
+			return
+		}
+		p.closeChip(e.Chip, e)
+	case events.KindMeshClose:
+		p.meshClose(e)
+	case events.KindProcessExit:
+		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
+	default:
+		p.anomaly(anUnknownKind, e, "event kind %d", uint8(e.Kind))
+	}
+}
+
+// alloc handles GraphTracker::track_allocate: the address is final.
+func (p *proc) alloc(e *events.Event) {
+	p.stats.Allocs++
+	if e.DeviceKind == events.DeviceMesh {
+		// The per-chip views of this mesh buffer follow on this thread,
+		// whether or not the buffer itself counts: they teach the mesh's chips.
+		p.stats.MeshAllocs++
+		t := p.thread(e.Tid)
+		if !t.pending {
+			p.npending++
+		}
+		t.pending, t.pendingAddr, t.pendingMesh = true, e.Address, p.mesh(e.Device)
+	}
+	switch {
+	case e.Hooked:
+		p.stats.HookedAllocs++
+		return
+	case e.Size == 0:
+		p.stats.ZeroSizeAllocs++
+		return
+	case !e.OwnsData:
+		p.stats.NonOwningAllocs++
+		return
+	case e.ReadError:
+		return // already an anomaly; its fields cannot be trusted
+	case !e.BufferType.Valid():
+		p.anomaly(anInvalidBufferType, e, "buffer %#x: buffer type %d", e.Object, int32(e.BufferType))
+		return
+	case e.Size > maxSize:
+		p.anomaly(anImplausibleSize, e, "buffer %#x: size %d", e.Object, e.Size)
+		return
+	}
+	var meshIndex uint32
+	switch e.DeviceKind {
+	case events.DeviceChip:
+	case events.DeviceMesh:
+		meshIndex = p.meshIdx[e.Device]
+	default:
+		p.anomaly(anUnknownDevice, e, "buffer %#x on a %s device %#x (vptr %#x)", e.Object, e.DeviceKind, e.Device, e.DeviceVptr)
+		return
+	}
+	if idx, ok := p.bufs.lookup(e.Object); ok {
+		old := &p.bufs.slots[idx]
+		p.anomaly(anReallocWithoutFree, e, "buffer %#x allocated again (was %s %d bytes at %#x, seq %d) without a free",
+			e.Object, events.BufferType(old.btype), old.size, old.addr, old.seq)
+		p.releaseBuffer(idx, slotFreed, e)
+	}
+	idx, ok := p.bufs.insert(e.Object)
+	if !ok {
+		p.anomaly(anTooManyBuffers, e, "buffer %#x: more live buffers than the ledger can hold", e.Object)
+		return
+	}
+	b := &p.bufs.slots[idx]
+	*b = bufEntry{
+		key:   e.Object,
+		addr:  e.Address,
+		size:  e.Size,
+		page:  e.PageSize,
+		seq:   e.Seq,
+		ts:    e.TsNs,
+		mesh:  meshIndex,
+		chip:  e.Chip,
+		tid:   e.Tid,
+		btype: uint8(e.BufferType),
+		live:  true,
+	}
+	t := int(e.BufferType)
+	if meshIndex == 0 {
+		c := p.chip(e.Chip)
+		c.add(t, e.Size, e.TsNs)
+		c.add(cLive, 1, e.TsNs)
+		return
+	}
+	m := p.meshes[meshIndex]
+	m.tot[t] += e.Size
+	m.tot[cLive]++
+	for _, id := range m.chips {
+		c := p.chip(id)
+		c.add(t, e.Size, e.TsNs)
+		c.add(cLive, 1, e.TsNs)
+	}
+}
+
+// free handles GraphTracker::track_deallocate, which runs before the
+// allocator frees the address.
+func (p *proc) free(e *events.Event) {
+	p.stats.Frees++
+	if e.Hooked {
+		p.stats.HookedFrees++
+		return
+	}
+	switch idx := p.bufs.index[e.Object]; {
+	case idx < slotReleased:
+		p.releaseBuffer(idx, slotFreed, e)
+	case idx == slotFreed:
+		p.doubleFrees++
+	case idx == slotReleased:
+		// Released by a close or mark_as_deallocated first: nothing left.
+		p.stats.FreesAfterRelease++
+	default: // not present
+		p.unknownFrees++
+		if e.Size <= maxSize {
+			p.unknownFreeBytes += e.Size
+		}
+	}
+}
+
+// releaseBuffer uncharges the live buffer in slot idx everywhere it is
+// charged and leaves its key in state (slotFreed or slotReleased).
+func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
+	b := &p.bufs.slots[idx]
+	t := int(b.btype)
+	if b.mesh == 0 {
+		c := p.chip(b.chip)
+		p.sub(c, t, b.size, e)
+		p.sub(c, cLive, 1, e)
+	} else if m := p.meshes[b.mesh]; m != nil {
+		m.tot[t] -= b.size
+		m.tot[cLive]--
+		for _, id := range m.chips {
+			c := p.chip(id)
+			p.sub(c, t, b.size, e)
+			p.sub(c, cLive, 1, e)
+		}
+	}
+	p.bufs.remove(idx, state)
+}
+
+// view handles a pre-allocated Buffer::create(device, address, ...). It
+// never counts; following a mesh alloc on the same thread at the same
+// address it names a chip of that mesh.
+func (p *proc) view(e *events.Event) {
+	p.stats.Views++
+	if e.DeviceKind != events.DeviceChip {
+		return
+	}
+	t := p.threads[e.Tid]
+	if t == nil || !t.pending || t.pendingAddr != e.Address {
+		return
+	}
+	if m := p.meshes[t.pendingMesh]; m != nil {
+		p.joinMesh(m, e.Chip, e.TsNs)
+	}
+}
+
+// endPending closes the mesh-alloc window of thread t.
+func (p *proc) endPending(t *thread, e *events.Event) {
+	t.pending = false
+	p.npending--
+	if m := p.meshes[t.pendingMesh]; m != nil && len(m.chips) == 0 {
+		p.anomaly(anMeshChipsUnknown, e, "mesh device %#x: no per-chip view followed its allocation; its buffers count on no chip", m.ptr)
+	}
+}
+
+// anomaly records one anomaly of kind k for event e.
+func (p *proc) anomaly(k anomalyKind, e *events.Event, format string, args ...any) {
+	p.anomalies.counts[k]++
+	if len(p.anomalies.list) >= maxAnomalies {
+		return
+	}
+	p.anomalies.list = append(p.anomalies.list, Anomaly{
+		Kind:   anomalyNames[k],
+		Seq:    e.Seq,
+		TsNs:   e.TsNs,
+		Tid:    e.Tid,
+		Event:  e.Kind.String(),
+		Detail: fmt.Sprintf(format, args...),
+	})
+}

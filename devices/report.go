@@ -1,0 +1,221 @@
+package devices
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Caps of the human report; the JSON summary has everything.
+const (
+	reportLeaksPerGroup = 10
+	reportAnomalies     = 20
+)
+
+// WriteReport writes the human final report of s: per process a per-chip
+// table of current totals and peaks, leaks grouped by chip and type, frees
+// that matched nothing, anomalies, and loss, loudly.
+func WriteReport(w io.Writer, s *Summary) error {
+	bw := bufio.NewWriter(w)
+	r := reporter{w: bw}
+	r.summary(s)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+type reporter struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (r *reporter) printf(format string, args ...any) {
+	if r.err != nil {
+		return
+	}
+	_, r.err = fmt.Fprintf(r.w, format, args...)
+}
+
+func (r *reporter) summary(s *Summary) {
+	r.printf("tttrace report: %d process(es), %d events\n", len(s.Processes), s.Events)
+	if !s.Complete || s.LostEvents > 0 {
+		r.printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
+	}
+	for i := range s.Processes {
+		r.printf("\n")
+		r.process(&s.Processes[i])
+	}
+	if !s.Complete || s.LostEvents > 0 {
+		r.printf("\nINCOMPLETE: %d events lost\n", s.LostEvents)
+	}
+}
+
+func (r *reporter) process(p *ProcessSummary) {
+	r.printf("process %d", p.Pid)
+	if p.Command != "" {
+		r.printf(" (%s)", p.Command)
+	}
+	switch {
+	case !p.Exited:
+		r.printf(": still running when tracing stopped")
+	case p.ExitSignal != 0:
+		r.printf(": killed by signal %d", p.ExitSignal)
+	default:
+		r.printf(": exited with code %d", p.ExitCode)
+	}
+	r.printf("\n")
+	if p.AttachedMidRun {
+		r.printf("  started late: tttrace attached after the library was in use; earlier buffers are unknown and peaks are lower bounds\n")
+	}
+
+	if len(p.Devices) == 0 {
+		r.printf("  no device activity\n")
+	} else {
+		r.table(p.Devices)
+	}
+
+	r.leaks(p)
+
+	if p.UnknownFrees > 0 {
+		r.printf("  unknown frees: %d (%s) of buffers allocated before tttrace attached\n", p.UnknownFrees, human(p.UnknownFreeBytes))
+	}
+	if p.DoubleFrees > 0 {
+		r.printf("  double frees: %d\n", p.DoubleFrees)
+	}
+	r.anomalies(p)
+}
+
+var tableHeader = []string{"CHIP", "DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS"}
+
+func (r *reporter) table(devs []DeviceSummary) {
+	rows := [][]string{tableHeader}
+	for _, d := range devs {
+		chip := fmt.Sprint(d.Device)
+		if d.Closed {
+			chip += " (closed)"
+		}
+		rows = append(rows,
+			[]string{chip, human(d.DRAMBytes), human(d.L1Bytes), human(d.L1SmallBytes), human(d.TraceBytes),
+				human(d.SystemMemoryBytes), human(d.CBBytes), fmt.Sprint(d.LiveBuffers)},
+			[]string{"  peak", human(d.Peaks.DRAMBytes.Value), human(d.Peaks.L1Bytes.Value), human(d.Peaks.L1SmallBytes.Value),
+				human(d.Peaks.TraceBytes.Value), human(d.Peaks.SystemMemoryBytes.Value), human(d.Peaks.CBBytes.Value),
+				fmt.Sprint(d.Peaks.LiveBuffers.Value)})
+	}
+	width := make([]int, len(tableHeader))
+	for _, row := range rows {
+		for i, cell := range row {
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		b.WriteString("  ")
+		for i, cell := range row {
+			if i == 0 {
+				fmt.Fprintf(&b, "%-*s", width[i], cell)
+			} else {
+				fmt.Fprintf(&b, "  %*s", width[i], cell)
+			}
+		}
+		r.printf("%s\n", b.String())
+	}
+}
+
+func (r *reporter) leaks(p *ProcessSummary) {
+	if len(p.Leaks) == 0 && len(p.UnplacedLeaks) == 0 {
+		r.printf("  no leaks\n")
+		return
+	}
+	var n, bytes uint64
+	for _, g := range p.LeakGroups {
+		n += g.Count
+		bytes += g.Bytes
+	}
+	verb := "leaked"
+	if !p.Exited {
+		verb = "still allocated"
+	}
+	r.printf("  %s: %d buffer(s) on chips, %s\n", verb, n, human(bytes))
+	i := 0
+	for _, g := range p.LeakGroups {
+		r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
+		shown := 0
+		for ; i < len(p.Leaks) && p.Leaks[i].Device == g.Device && p.Leaks[i].Type == g.Type; i++ {
+			if shown < reportLeaksPerGroup {
+				r.leak(&p.Leaks[i])
+			}
+			shown++
+		}
+		if shown > reportLeaksPerGroup {
+			r.printf("      … %d more\n", shown-reportLeaksPerGroup)
+		}
+	}
+	if len(p.UnplacedLeaks) > 0 {
+		r.printf("    on meshes whose chips were never seen: %d buffer(s)\n", len(p.UnplacedLeaks))
+		for j := range p.UnplacedLeaks {
+			if j == reportLeaksPerGroup {
+				r.printf("      … %d more\n", len(p.UnplacedLeaks)-j)
+				break
+			}
+			r.leak(&p.UnplacedLeaks[j])
+		}
+	}
+}
+
+func (r *reporter) leak(l *Leak) {
+	r.printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
+	if l.Mesh {
+		r.printf("  mesh buffer %s on mesh %s", l.Buffer, l.MeshDevice)
+	} else {
+		r.printf("  buffer %s", l.Buffer)
+	}
+	r.printf("  tid %d seq %d\n", l.Tid, l.Seq)
+}
+
+func (r *reporter) anomalies(p *ProcessSummary) {
+	kinds := make([]string, 0, len(p.AnomalyCounts))
+	var total uint64
+	for k, n := range p.AnomalyCounts {
+		if n > 0 {
+			kinds = append(kinds, k)
+			total += n
+		}
+	}
+	if total == 0 {
+		return
+	}
+	sort.Strings(kinds)
+	r.printf("  anomalies: %d\n", total)
+	for _, k := range kinds {
+		r.printf("    %s: %d\n", k, p.AnomalyCounts[k])
+	}
+	var shown uint64
+	for _, a := range p.Anomalies {
+		if shown == reportAnomalies {
+			break
+		}
+		r.printf("    seq %d tid %d %s %s: %s\n", a.Seq, a.Tid, a.Event, a.Kind, a.Detail)
+		shown++
+	}
+	if total > shown {
+		r.printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, maxAnomalies)
+	}
+}
+
+// human formats a byte count: exact below 1 KiB, else one decimal in the
+// largest binary unit that keeps the number at least 1.
+func human(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
+}

@@ -1,0 +1,294 @@
+package devices
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tttrace/tttrace/events"
+)
+
+// Summary is the final (or any-time) view of the ledger. It marshals with
+// encoding/json to the NDJSON "summary" line; field names are a public
+// interface (shared/design.md, "The NDJSON contract"): add, never rename.
+type Summary struct {
+	Type       string           `json:"type"`        // always "summary"
+	LostEvents uint64           `json:"lost_events"` // records the ring buffer could not take
+	Complete   bool             `json:"complete"`    // no record was lost: the ledger saw everything
+	Events     uint64           `json:"events"`      // events applied
+	Processes  []ProcessSummary `json:"processes"`   // sorted by pid
+}
+
+// ProcessSummary is one traced process.
+type ProcessSummary struct {
+	Pid            uint32 `json:"pid"`
+	Command        string `json:"command"`
+	Parent         uint32 `json:"ppid"`
+	NsPid          uint32 `json:"ns_pid"`
+	AttachedMidRun bool   `json:"attached_mid_run"` // started late: earlier buffers are unknown
+	Exited         bool   `json:"exited"`
+	ExitCode       int    `json:"exit_code"`
+	ExitSignal     int    `json:"exit_signal"`
+
+	Devices []DeviceSummary `json:"devices"` // every chip touched, sorted by id
+
+	// Leaks: every buffer still counted, one entry per chip it is charged
+	// on, sorted by device, type (enum order), address.
+	Leaks      []Leak      `json:"leaks"`
+	LeakGroups []LeakGroup `json:"leak_groups"` // Leaks summed per device and type
+	// UnplacedLeaks: live mesh buffers whose mesh's chips were never
+	// learned (no view followed any of its allocations); Device is 0.
+	UnplacedLeaks []Leak `json:"unplaced_leaks"`
+
+	UnknownFrees     uint64 `json:"unknown_frees"`      // frees of buffers never seen allocated
+	UnknownFreeBytes uint64 `json:"unknown_free_bytes"` // their sizes
+	DoubleFrees      uint64 `json:"double_frees"`
+
+	Stats         Stats             `json:"stats"`
+	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
+	Anomalies     []Anomaly         `json:"anomalies"`      // the first 100, in stream order
+}
+
+// DeviceSummary is one chip's current totals and peaks in one process.
+type DeviceSummary struct {
+	Device            int32  `json:"device"` // chip id
+	DRAMBytes         uint64 `json:"dram_bytes"`
+	L1Bytes           uint64 `json:"l1_bytes"`
+	L1SmallBytes      uint64 `json:"l1_small_bytes"`
+	TraceBytes        uint64 `json:"trace_bytes"`
+	SystemMemoryBytes uint64 `json:"system_memory_bytes"`
+	CBBytes           uint64 `json:"cb_bytes"`
+	LiveBuffers       uint64 `json:"live_buffers"`
+	Closed            bool   `json:"closed"` // closed and not used since
+	Peaks             Peaks  `json:"peaks"`
+}
+
+// Peak is a high-water mark and the time (CLOCK_MONOTONIC ns) it was first reached.
+type Peak struct {
+	Value uint64 `json:"value"`
+	TsNs  uint64 `json:"ts_ns"`
+}
+
+// Peaks holds the high-water mark of each DeviceSummary total.
+type Peaks struct {
+	DRAMBytes         Peak `json:"dram_bytes"`
+	L1Bytes           Peak `json:"l1_bytes"`
+	L1SmallBytes      Peak `json:"l1_small_bytes"`
+	TraceBytes        Peak `json:"trace_bytes"`
+	SystemMemoryBytes Peak `json:"system_memory_bytes"`
+	CBBytes           Peak `json:"cb_bytes"`
+	LiveBuffers       Peak `json:"live_buffers"`
+}
+
+// Leak is a buffer still counted on a chip when the process exited (or
+// tracing stopped).
+type Leak struct {
+	Device     int32  `json:"device"`
+	Type       string `json:"type"` // DRAM, L1, SYSTEM_MEMORY, L1_SMALL, TRACE
+	Address    uint64 `json:"address"`
+	Size       uint64 `json:"size"`
+	PageSize   uint64 `json:"page_size"`
+	Buffer     string `json:"buffer"` // Buffer*, hex
+	Mesh       bool   `json:"mesh"`   // the backing buffer of a mesh buffer
+	MeshDevice string `json:"mesh_device,omitempty"`
+	Tid        uint32 `json:"tid"` // allocating thread
+	Seq        uint64 `json:"seq"` // of the alloc event
+	TsNs       uint64 `json:"ts_ns"`
+
+	btype events.BufferType
+}
+
+// LeakGroup sums the leaks of one buffer type on one chip.
+type LeakGroup struct {
+	Device int32  `json:"device"`
+	Type   string `json:"type"`
+	Count  uint64 `json:"count"`
+	Bytes  uint64 `json:"bytes"`
+}
+
+// Stats counts what the ledger saw and deliberately did not count.
+type Stats struct {
+	Events            uint64 `json:"events"`
+	Allocs            uint64 `json:"allocs"`      // track_allocate events
+	MeshAllocs        uint64 `json:"mesh_allocs"` // of which on a MeshDevice
+	HookedAllocs      uint64 `json:"hooked_allocs"`
+	ZeroSizeAllocs    uint64 `json:"zero_size_allocs"`
+	NonOwningAllocs   uint64 `json:"non_owning_allocs"`
+	Frees             uint64 `json:"frees"` // track_deallocate events
+	HookedFrees       uint64 `json:"hooked_frees"`
+	FreesAfterRelease uint64 `json:"frees_after_release"` // of buffers a close or mark had released
+	Views             uint64 `json:"views"`
+	MeshChipsLearned  uint64 `json:"mesh_chips_learned"`
+	MarkDeallocated   uint64 `json:"mark_deallocated"`
+	ReleasedByMark    uint64 `json:"released_by_mark"`
+	ReleasedByClose   uint64 `json:"released_by_close"` // buffers released by a device or mesh close
+	DeviceCloses      uint64 `json:"device_closes"`
+	MeshCloses        uint64 `json:"mesh_closes"`
+	CBLayouts         uint64 `json:"cb_layouts"`
+	CBAllocs          uint64 `json:"cb_allocs"`
+	GlobalCBs         uint64 `json:"global_cbs"`   // not counted: backed by an L1 buffer
+	CBRelayouts       uint64 `json:"cb_relayouts"` // groups replaced by a new layout
+	CBTeardowns       uint64 `json:"cb_teardowns"`
+	CBFrees           uint64 `json:"cb_frees"`
+	CBFreesUnknown    uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
+	CBGroupsReleased  uint64 `json:"cb_groups_released"`
+	ProgramDestroys   uint64 `json:"program_destroys"`
+}
+
+var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
+
+// Summary returns a snapshot of the whole ledger. It does not change the
+// ledger and depends only on the events applied (and SetProcessInfo).
+func (l *Ledger) Summary() Summary {
+	s := Summary{
+		Type:       "summary",
+		LostEvents: l.lost,
+		Complete:   l.lost == 0,
+		Events:     l.events,
+		Processes:  make([]ProcessSummary, 0, len(l.procs)),
+	}
+	for _, pid := range l.Processes() {
+		s.Processes = append(s.Processes, l.procs[pid].summary())
+	}
+	return s
+}
+
+// Devices returns the current totals of every chip pid touched, sorted by
+// chip id: what a live view shows. Nil for an unknown pid.
+func (l *Ledger) Devices(pid uint32) []DeviceSummary {
+	p := l.procs[pid]
+	if p == nil {
+		return nil
+	}
+	return p.devices()
+}
+
+func (p *proc) devices() []DeviceSummary {
+	ids := make([]int32, 0, len(p.chips))
+	for id := range p.chips {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	out := make([]DeviceSummary, 0, len(ids))
+	for _, id := range ids {
+		c := p.chips[id]
+		pk := func(i int) Peak { return Peak{Value: c.peak[i], TsNs: c.peakTs[i]} }
+		out = append(out, DeviceSummary{
+			Device:            id,
+			DRAMBytes:         c.cur[cDRAM],
+			L1Bytes:           c.cur[cL1],
+			L1SmallBytes:      c.cur[cL1Small],
+			TraceBytes:        c.cur[cTrace],
+			SystemMemoryBytes: c.cur[cSysMem],
+			CBBytes:           c.cur[cCB],
+			LiveBuffers:       c.cur[cLive],
+			Closed:            c.closed,
+			Peaks: Peaks{
+				DRAMBytes:         pk(cDRAM),
+				L1Bytes:           pk(cL1),
+				L1SmallBytes:      pk(cL1Small),
+				TraceBytes:        pk(cTrace),
+				SystemMemoryBytes: pk(cSysMem),
+				CBBytes:           pk(cCB),
+				LiveBuffers:       pk(cLive),
+			},
+		})
+	}
+	return out
+}
+
+func (p *proc) summary() ProcessSummary {
+	ps := ProcessSummary{
+		Pid:              p.pid,
+		Command:          p.info.Command,
+		Parent:           p.info.Parent,
+		NsPid:            p.info.NsPid,
+		AttachedMidRun:   p.info.AttachedMidRun,
+		Exited:           p.exited,
+		ExitCode:         p.exitCode,
+		ExitSignal:       p.exitSignal,
+		Devices:          p.devices(),
+		Leaks:            []Leak{},
+		LeakGroups:       []LeakGroup{},
+		UnplacedLeaks:    []Leak{},
+		UnknownFrees:     p.unknownFrees,
+		UnknownFreeBytes: p.unknownFreeBytes,
+		DoubleFrees:      p.doubleFrees,
+		Stats:            p.stats,
+		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
+		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
+	}
+	for k, n := range p.anomalies.counts {
+		ps.AnomalyCounts[anomalyNames[k]] = n
+	}
+
+	for i := range p.bufs.slots {
+		b := &p.bufs.slots[i]
+		if !b.live {
+			continue
+		}
+		lk := Leak{
+			Device:   b.chip,
+			Type:     events.BufferType(b.btype).String(),
+			Address:  b.addr,
+			Size:     b.size,
+			PageSize: b.page,
+			Buffer:   fmt.Sprintf("%#x", b.key),
+			Tid:      b.tid,
+			Seq:      b.seq,
+			TsNs:     b.ts,
+			btype:    events.BufferType(b.btype),
+		}
+		if b.mesh == 0 {
+			ps.Leaks = append(ps.Leaks, lk)
+			continue
+		}
+		m := p.meshes[b.mesh]
+		if m == nil {
+			continue // cannot happen: a mesh close releases its buffers
+		}
+		lk.Mesh = true
+		lk.MeshDevice = fmt.Sprintf("%#x", m.ptr)
+		if len(m.chips) == 0 {
+			lk.Device = 0
+			ps.UnplacedLeaks = append(ps.UnplacedLeaks, lk)
+			continue
+		}
+		for _, id := range m.chips {
+			lk.Device = id
+			ps.Leaks = append(ps.Leaks, lk)
+		}
+	}
+	sortLeaks(ps.Leaks)
+	sortLeaks(ps.UnplacedLeaks)
+	for _, lk := range ps.Leaks {
+		n := len(ps.LeakGroups)
+		if n == 0 || ps.LeakGroups[n-1].Device != lk.Device || ps.LeakGroups[n-1].Type != lk.Type {
+			ps.LeakGroups = append(ps.LeakGroups, LeakGroup{Device: lk.Device, Type: lk.Type})
+			n++
+		}
+		ps.LeakGroups[n-1].Count++
+		ps.LeakGroups[n-1].Bytes += lk.Size
+	}
+	return ps
+}
+
+// sortLeaks orders by device, type, address, then the remaining fields so
+// the order is total (deterministic).
+func sortLeaks(ls []Leak) {
+	sort.Slice(ls, func(i, j int) bool {
+		a, b := &ls[i], &ls[j]
+		switch {
+		case a.Device != b.Device:
+			return a.Device < b.Device
+		case a.btype != b.btype:
+			return a.btype < b.btype
+		case a.Address != b.Address:
+			return a.Address < b.Address
+		case a.Seq != b.Seq:
+			return a.Seq < b.Seq
+		case a.Buffer != b.Buffer:
+			return a.Buffer < b.Buffer
+		}
+		return a.Size < b.Size
+	})
+}
