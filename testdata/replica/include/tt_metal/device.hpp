@@ -1,0 +1,106 @@
+// IDevice / Device / distributed::MeshDevice, with the vtable order and member offsets tttrace
+// relies on (ttmetal-facts.md §3).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "tt_metal/allocator.hpp"
+#include "tt_metal/types.hpp"
+
+namespace tt::tt_metal {
+
+// No data, only a vptr. Slots: [0] D1, [1] D0, [2] arch, [3] id, [4] build_id, then the rest.
+class IDevice {
+public:
+    IDevice() = default;
+    IDevice(const IDevice&) = delete;
+    IDevice& operator=(const IDevice&) = delete;
+    virtual ~IDevice();
+    virtual ARCH arch() const = 0;
+    virtual int id() const = 0;
+    virtual uint32_t build_id() const = 0;
+    virtual bool is_initialized() const = 0;
+    virtual Allocator* allocator() const = 0;
+    virtual std::size_t num_devices() const = 0;
+    virtual bool close() = 0;
+};
+
+class Device : public IDevice {
+public:
+    Device(int device_id, const AllocatorConfig& config);
+    ~Device() override;
+
+    ARCH arch() const override;
+    int id() const override;
+    uint32_t build_id() const override;
+    bool is_initialized() const override;
+    Allocator* allocator() const override;
+    std::size_t num_devices() const override;
+    // Drops the chip's allocator wholesale, releases its CBs, marks it not initialized.
+    bool close() override;
+
+    const AllocatorConfig& allocator_config() const;
+    ChipAllocator* chip_allocator() const { return allocator_.get(); }
+
+private:
+    static void static_checks();
+
+    int id_;  // first data member: offset 8
+    std::atomic<bool> initialized_;
+    uint32_t build_id_;
+    std::unique_ptr<ChipAllocator> allocator_;
+};
+
+// Open chip `device_id`, or return it if it is already open (a closed chip is opened anew as a
+// new Device object). Devices are never destroyed. `config` only applies to a new open.
+Device* CreateDevice(int device_id, const AllocatorConfig& config = AllocatorConfig{});
+// True if chip `device_id` is currently open.
+bool IsDeviceOpen(int device_id);
+
+// CB behaviour switch: false (default) = 2026 upstream (mesh expanded to chips, CBs freed with
+// track_deallocate_cb); true = legacy (track_allocate_cb gets the MeshDevice, no track_deallocate_cb).
+void set_legacy_cb_behaviour(bool legacy);
+bool legacy_cb_behaviour();
+
+namespace distributed {
+
+class MeshDevice : public IDevice, public std::enable_shared_from_this<MeshDevice> {
+    struct Private {
+        explicit Private() = default;
+    };
+
+public:
+    // A mesh over `chips` (open Devices). Its id() is a per-process counter starting at 0.
+    // MeshDevices live for the whole process (a reference is kept), like the chips.
+    static std::shared_ptr<MeshDevice> create(std::vector<Device*> chips);
+    MeshDevice(Private, int mesh_id, std::vector<Device*> chips, MeshDevice* parent);
+    ~MeshDevice() override;
+
+    ARCH arch() const override;
+    int id() const override;
+    uint32_t build_id() const override;
+    bool is_initialized() const override;
+    Allocator* allocator() const override;
+    std::size_t num_devices() const override;
+    // Closes sub-meshes, then calls Device::close() on each chip.
+    bool close() override;
+
+    // A distinct MeshDevice (next mesh id) over a subset of this mesh's chips.
+    std::shared_ptr<MeshDevice> create_submesh(const std::vector<Device*>& chips);
+    const std::vector<Device*>& get_devices() const { return chips_; }
+    MeshDevice* get_parent_mesh() const { return parent_; }
+
+private:
+    int mesh_id_;
+    std::atomic<bool> initialized_;
+    std::vector<Device*> chips_;
+    std::unique_ptr<MeshAllocator> allocator_;
+    MeshDevice* parent_;
+    std::vector<std::shared_ptr<MeshDevice>> submeshes_;
+};
+
+}  // namespace distributed
+
+}  // namespace tt::tt_metal

@@ -1,0 +1,67 @@
+// detail::ProgramImpl circular buffers (ttmetal-facts.md §5).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tt_metal/buffer.hpp"
+#include "tt_metal/types.hpp"
+
+namespace tt::tt_metal {
+class IDevice;
+class Device;
+
+namespace detail {
+
+class ProgramImpl {
+public:
+    ProgramImpl();
+    ~ProgramImpl();
+    ProgramImpl(const ProgramImpl&) = delete;
+    ProgramImpl& operator=(const ProgramImpl&) = delete;
+
+    // Adds a CB of `size` bytes per core. A globally allocated CB lives in `backing` (an L1
+    // buffer already tracked as a buffer). Marks the program as needing a new CB layout.
+    // Returns the CB index.
+    uint32_t add_circular_buffer(const CoreRangeSet& core_ranges,
+                                 uint64_t size,
+                                 bool globally_allocated = false,
+                                 std::shared_ptr<Buffer> backing = nullptr);
+
+    // Lays all CBs out (once; again after a CB was added) and reports each with
+    // GraphTracker::track_allocate_cb. A MeshDevice is expanded to its chips (2026) or passed
+    // through as is (legacy).
+    void allocate_circular_buffers(const IDevice* device);
+    // GraphTracker::track_deallocate_cb(chip) for every chip the program's CBs are on (2026);
+    // nothing in legacy mode. Called by ~ProgramImpl.
+    void deallocate_circular_buffers();
+
+    std::size_t num_circular_buffers() const { return cbs_.size(); }
+    uint64_t circular_buffer_address(uint32_t index) const;
+    uint64_t id() const { return id_; }
+
+private:
+    struct CircularBuffer {
+        CoreRangeSet core_ranges;
+        uint64_t size = 0;
+        bool globally_allocated = false;
+        std::shared_ptr<Buffer> backing;
+        uint64_t address = 0;
+    };
+    struct Hold {
+        const Device* chip = nullptr;
+        uint64_t bytes = 0;  // local (not global) CB bytes charged to this chip
+        uint64_t epoch = 0;
+    };
+
+    void release_holds_locked(bool track);
+
+    uint64_t id_;
+    std::vector<CircularBuffer> cbs_;
+    bool local_circular_buffer_allocation_needed_ = false;
+    bool holds_legacy_ = false;
+    std::vector<Hold> holds_;
+};
+
+}  // namespace detail
+}  // namespace tt::tt_metal

@@ -1,0 +1,18 @@
+// Replica-only API (not in upstream TT-Metal): ground truth for tests.
+#pragma once
+
+#include "tt_metal/buffer.hpp"
+#include "tt_metal/device.hpp"
+#include "tt_metal/graph_tracking.hpp"
+#include "tt_metal/mesh_buffer.hpp"
+#include "tt_metal/program.hpp"
+#include "tt_metal/types.hpp"
+
+extern "C" {
+// Writes the ground truth JSON to `path`. 0 ok, -1 I/O error, -2 internal inconsistency
+// (file still written, details on stderr).
+int tt_replica_write_truth(const char* path);
+// Marks "the tracer attaches now": allocations made before are counted as unknown_frees when
+// freed later, and peaks restart from the memory visible after this point.
+void tt_replica_mark_attach(void);
+}

@@ -1,0 +1,85 @@
+// Replica of the parts of TT-Metal's public types that tttrace reads.
+// Written from the published facts (shared/ttmetal-facts.md), not from upstream code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+// CoreCoord / CoreRange / CoreRangeSet live in the GLOBAL namespace (as upstream), which is
+// visible in the mangled name of GraphTracker::track_allocate_cb (RK12CoreRangeSet).
+struct CoreCoord {
+    std::size_t x = 0;
+    std::size_t y = 0;
+};
+
+struct CoreRange {
+    CoreCoord start_coord;
+    CoreCoord end_coord;
+    CoreRange() = default;
+    CoreRange(CoreCoord start, CoreCoord end) : start_coord(start), end_coord(end) {}
+    std::size_t size() const {
+        return (end_coord.x - start_coord.x + 1) * (end_coord.y - start_coord.y + 1);
+    }
+};
+
+class CoreRangeSet {
+public:
+    CoreRangeSet() = default;
+    CoreRangeSet(CoreRange range) : ranges_{range} {}
+    explicit CoreRangeSet(std::vector<CoreRange> ranges) : ranges_(std::move(ranges)) {}
+    const std::vector<CoreRange>& ranges() const { return ranges_; }
+    std::size_t num_cores() const {
+        std::size_t n = 0;
+        for (const auto& r : ranges_) n += r.size();
+        return n;
+    }
+
+private:
+    std::vector<CoreRange> ranges_;
+};
+
+namespace tt {
+
+enum class ARCH : int { Invalid = 0, GRAYSKULL = 1, WORMHOLE_B0 = 2, BLACKHOLE = 3 };
+
+namespace tt_metal {
+
+using DeviceAddr = uint64_t;
+
+enum class BufferType : int {
+    DRAM = 0,
+    L1 = 1,
+    SYSTEM_MEMORY = 2,
+    L1_SMALL = 3,
+    TRACE = 4,
+};
+inline constexpr int kNumBufferTypes = 5;
+
+enum class AllocationStatus : uint8_t {
+    ALLOCATION_REQUESTED = 0,
+    ALLOCATED = 1,
+    DEALLOCATED = 2,
+};
+
+enum class TensorMemoryLayout : int {
+    INTERLEAVED = 0,
+    HEIGHT_SHARDED = 2,
+    WIDTH_SHARDED = 3,
+    BLOCK_SHARDED = 4,
+};
+
+struct SubDeviceId {
+    uint8_t id = 0;
+};
+
+struct BufferShardingArgs {
+    TensorMemoryLayout buffer_layout = TensorMemoryLayout::INTERLEAVED;
+};
+
+// "DRAM", "L1", "SYSTEM_MEMORY", "L1_SMALL", "TRACE".
+const char* buffer_type_name(BufferType type);
+
+}  // namespace tt_metal
+}  // namespace tt

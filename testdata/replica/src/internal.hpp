@@ -1,0 +1,63 @@
+// Internal to libtt_metal.so (hidden visibility): the ground-truth ledger and call counters.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "tt_metal/types.hpp"
+
+#define TT_REPLICA_HIDDEN __attribute__((visibility("hidden")))
+
+// NOINLINE=1 builds: probed lifecycle functions are never inlined into same-file callers.
+#ifdef TT_REPLICA_NOINLINE
+#define TT_PROBED __attribute__((noinline))
+#else
+#define TT_PROBED
+#endif
+
+namespace tt::tt_metal {
+class IDevice;
+class Device;
+}  // namespace tt::tt_metal
+
+namespace tt::tt_metal::replica {
+
+// One lock for allocators, ground truth and the GraphTracker calls made while memory changes,
+// so the order of track_* calls is the order in which the truth changed.
+TT_REPLICA_HIDDEN std::mutex& mem_mutex();
+
+// Fields of a chip's truth; the first five are indexed by BufferType.
+enum Field : int { kDram = 0, kL1 = 1, kSystem = 2, kL1Small = 3, kTrace = 4, kCb = 5, kLive = 6, kNumFields = 7 };
+
+// All of these require mem_mutex() held.
+TT_REPLICA_HIDDEN void touch_chip(int chip);
+// delta may be negative; pre = the amount belongs to something made before the attach point.
+TT_REPLICA_HIDDEN void charge(int chip, int field, int64_t delta, bool pre);
+TT_REPLICA_HIDDEN void chip_closed(int chip);
+TT_REPLICA_HIDDEN void note_unknown_free(uint64_t bytes);
+TT_REPLICA_HIDDEN uint64_t attach_epoch();
+
+// Calls counted for the truth JSON (entries of probed functions). Lock-free.
+enum Call : int {
+    kBufferCreateView = 0,
+    kAllocateCircularBuffers,
+    kDeallocateCircularBuffers,
+    kProgramDestroy,
+    kDeviceClose,
+    kMeshClose,
+    kMarkAsDeallocated,
+    kNumCalls
+};
+// Out of line in another TU: a probed function's first instruction is never a lock-prefixed
+// atomic (a uprobe cannot single-step those).
+TT_REPLICA_HIDDEN void count_call(Call call);
+
+// Device registry (device.cpp). Require mem_mutex() held.
+TT_REPLICA_HIDDEN std::vector<Device*> open_devices_locked();
+TT_REPLICA_HIDDEN void device_closed_locked(Device* device);
+
+// The chips behind a device: itself for a Device, its chips for a MeshDevice.
+TT_REPLICA_HIDDEN std::vector<const Device*> chips_of(const IDevice* device);
+
+}  // namespace tt::tt_metal::replica

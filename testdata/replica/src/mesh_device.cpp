@@ -1,0 +1,70 @@
+// distributed::MeshDevice. Its own translation unit, so MeshDevice::close() reaches
+// Device::close() through a real out-of-line call.
+#include <algorithm>
+#include <stdexcept>
+
+#include "internal.hpp"
+#include "tt_metal/device.hpp"
+
+namespace tt::tt_metal::distributed {
+
+namespace {
+std::atomic<int> g_next_mesh_id{0};
+std::mutex g_meshes_mutex;
+std::vector<std::shared_ptr<MeshDevice>>& all_meshes() {
+    static auto* v = new std::vector<std::shared_ptr<MeshDevice>>();  // meshes live for the process
+    return *v;
+}
+}  // namespace
+
+MeshDevice::MeshDevice(Private, int mesh_id, std::vector<Device*> chips, MeshDevice* parent)
+    : mesh_id_(mesh_id), initialized_(true), chips_(std::move(chips)), parent_(parent) {
+    allocator_ = std::make_unique<MeshAllocator>(this);
+}
+
+MeshDevice::~MeshDevice() = default;
+
+std::shared_ptr<MeshDevice> MeshDevice::create(std::vector<Device*> chips) {
+    if (chips.empty()) throw std::invalid_argument("MeshDevice needs at least one chip");
+    auto mesh = std::make_shared<MeshDevice>(Private{}, g_next_mesh_id.fetch_add(1), std::move(chips), nullptr);
+    std::lock_guard<std::mutex> lock(g_meshes_mutex);
+    all_meshes().push_back(mesh);
+    return mesh;
+}
+
+std::shared_ptr<MeshDevice> MeshDevice::create_submesh(const std::vector<Device*>& chips) {
+    for (Device* c : chips) {
+        if (std::find(chips_.begin(), chips_.end(), c) == chips_.end()) {
+            throw std::invalid_argument("sub-mesh chip is not part of the parent mesh");
+        }
+    }
+    if (chips.empty()) throw std::invalid_argument("sub-mesh needs at least one chip");
+    auto sub = std::make_shared<MeshDevice>(Private{}, g_next_mesh_id.fetch_add(1), chips, this);
+    std::lock_guard<std::mutex> lock(g_meshes_mutex);
+    submeshes_.push_back(sub);
+    all_meshes().push_back(sub);
+    return sub;
+}
+
+ARCH MeshDevice::arch() const { return chips_.front()->arch(); }
+int MeshDevice::id() const { return mesh_id_; }
+uint32_t MeshDevice::build_id() const { return chips_.front()->build_id(); }
+bool MeshDevice::is_initialized() const { return initialized_.load(std::memory_order_acquire); }
+Allocator* MeshDevice::allocator() const { return allocator_.get(); }
+std::size_t MeshDevice::num_devices() const { return chips_.size(); }
+
+TT_PROBED bool MeshDevice::close() {
+    replica::count_call(replica::kMeshClose);
+    if (!initialized_.load(std::memory_order_acquire)) return false;
+    std::vector<std::shared_ptr<MeshDevice>> subs;
+    {
+        std::lock_guard<std::mutex> lock(g_meshes_mutex);
+        subs = submeshes_;
+    }
+    for (auto& sub : subs) sub->close();
+    for (Device* chip : chips_) chip->close();
+    initialized_.store(false, std::memory_order_release);
+    return true;
+}
+
+}  // namespace tt::tt_metal::distributed

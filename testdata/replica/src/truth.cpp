@@ -1,0 +1,225 @@
+// Ground truth: per-chip memory as the allocators and the program CB state really hold it.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "internal.hpp"
+#include "tt_metal/replica.hpp"
+
+namespace tt::tt_metal {
+
+const char* buffer_type_name(BufferType type) {
+    switch (type) {
+        case BufferType::DRAM: return "DRAM";
+        case BufferType::L1: return "L1";
+        case BufferType::SYSTEM_MEMORY: return "SYSTEM_MEMORY";
+        case BufferType::L1_SMALL: return "L1_SMALL";
+        case BufferType::TRACE: return "TRACE";
+    }
+    return "UNKNOWN";
+}
+
+namespace replica {
+namespace {
+
+struct ChipTruth {
+    int64_t cur[kNumFields] = {};
+    int64_t pre[kNumFields] = {};  // part of cur made before the attach point
+    int64_t peak[kNumFields] = {};
+};
+
+struct Ledger {
+    std::map<int, ChipTruth> chips;
+    uint64_t epoch = 0;
+    uint64_t unknown_frees = 0;
+    uint64_t unknown_free_bytes = 0;
+    bool broken = false;
+};
+
+Ledger& ledger() {
+    static Ledger* l = new Ledger();  // never destroyed: no work at exit
+    return *l;
+}
+
+std::atomic<uint64_t> g_calls[kNumCalls];
+
+const char* const kFieldNames[kNumFields] = {
+    "dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"};
+// Output order of the JSON fields.
+const int kOutOrder[kNumFields] = {kDram, kL1, kL1Small, kTrace, kSystem, kCb, kLive};
+
+const char* const kCallNames[kNumCalls] = {
+    "buffer_create_view",
+    "allocate_circular_buffers",
+    "deallocate_circular_buffers",
+    "program_destroy",
+    "device_close",
+    "mesh_close",
+    "mark_as_deallocated",
+};
+
+}  // namespace
+
+std::mutex& mem_mutex() {
+    static std::mutex* m = new std::mutex();
+    return *m;
+}
+
+void touch_chip(int chip) { ledger().chips[chip]; }
+
+void charge(int chip, int field, int64_t delta, bool pre) {
+    ChipTruth& t = ledger().chips[chip];
+    t.cur[field] += delta;
+    if (pre) t.pre[field] += delta;
+    if (t.cur[field] < 0 || t.pre[field] < 0) {
+        std::fprintf(stderr, "tt_replica: truth of chip %d field %s went negative\n", chip, kFieldNames[field]);
+        ledger().broken = true;
+    }
+    t.peak[field] = std::max(t.peak[field], t.cur[field] - t.pre[field]);
+}
+
+void chip_closed(int chip) {
+    ChipTruth& t = ledger().chips[chip];
+    for (int f = 0; f < kNumFields; ++f) {
+        t.cur[f] = 0;
+        t.pre[f] = 0;
+    }
+}
+
+void note_unknown_free(uint64_t bytes) {
+    ledger().unknown_frees += 1;
+    ledger().unknown_free_bytes += bytes;
+}
+
+uint64_t attach_epoch() { return ledger().epoch; }
+
+void count_call(Call call) { g_calls[call].fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace replica
+}  // namespace tt::tt_metal
+
+using namespace tt::tt_metal;
+
+extern "C" void tt_replica_mark_attach(void) {
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    auto& l = replica::ledger();
+    l.epoch += 1;
+    for (auto& [id, t] : l.chips) {
+        for (int f = 0; f < replica::kNumFields; ++f) {
+            t.pre[f] = t.cur[f];
+            t.peak[f] = 0;
+        }
+    }
+}
+
+extern "C" int tt_replica_write_truth(const char* path) {
+    using namespace tt::tt_metal::replica;
+    std::lock_guard<std::mutex> lock(mem_mutex());
+    auto& l = ledger();
+    int rc = 0;
+
+    struct Leak {
+        int device;
+        BufferType type;
+        DeviceAddr address;
+        DeviceAddr size;
+    };
+    std::vector<Leak> leaks;
+    std::vector<Device*> open = open_devices_locked();
+    std::sort(open.begin(), open.end(), [](Device* a, Device* b) { return a->id() < b->id(); });
+    for (Device* d : open) {
+        int64_t sums[kNumFields] = {};
+        for (int t = 0; t < kNumBufferTypes; ++t) {
+            const BankManager& bank = d->chip_allocator()->bank(static_cast<BufferType>(t));
+            for (const auto& [addr, block] : bank.blocks()) {
+                leaks.push_back({d->id(), static_cast<BufferType>(t), addr, block.size});
+                sums[t] += static_cast<int64_t>(block.size);
+                sums[kLive] += 1;
+            }
+        }
+        auto it = l.chips.find(d->id());
+        const ChipTruth empty{};
+        const ChipTruth& t = it == l.chips.end() ? empty : it->second;
+        for (int f = 0; f < kNumFields; ++f) {
+            if (f == kCb) continue;
+            if (sums[f] != t.cur[f]) {
+                std::fprintf(stderr, "tt_replica: chip %d %s: allocator holds %" PRId64 ", ledger says %" PRId64 "\n",
+                             d->id(), kFieldNames[f], sums[f], t.cur[f]);
+                rc = -2;
+            }
+        }
+    }
+    for (const auto& [id, t] : l.chips) {
+        bool is_open = std::any_of(open.begin(), open.end(), [id = id](Device* d) { return d->id() == id; });
+        if (!is_open) {
+            for (int f = 0; f < kNumFields; ++f) {
+                if (t.cur[f] != 0) {
+                    std::fprintf(stderr, "tt_replica: closed chip %d has %s = %" PRId64 "\n", id, kFieldNames[f], t.cur[f]);
+                    rc = -2;
+                }
+            }
+        }
+    }
+    if (l.broken) rc = -2;
+
+    std::string out;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "{\"pid\":%d,\n \"devices\":[", static_cast<int>(getpid()));
+    out += buf;
+    bool first = true;
+    for (const auto& [id, t] : l.chips) {
+        out += first ? "\n  " : ",\n  ";
+        first = false;
+        std::snprintf(buf, sizeof buf, "{\"device\":%d", id);
+        out += buf;
+        for (int i = 0; i < kNumFields; ++i) {
+            int f = kOutOrder[i];
+            std::snprintf(buf, sizeof buf, ",\"%s\":%" PRId64, kFieldNames[f], t.cur[f]);
+            out += buf;
+        }
+        out += ",\"peaks\":{";
+        for (int i = 0; i < kNumFields; ++i) {
+            int f = kOutOrder[i];
+            std::snprintf(buf, sizeof buf, "%s\"%s\":%" PRId64, i ? "," : "", kFieldNames[f], t.peak[f]);
+            out += buf;
+        }
+        out += "}}";
+    }
+    out += "],\n \"leaks\":[";
+    for (std::size_t i = 0; i < leaks.size(); ++i) {
+        const Leak& k = leaks[i];
+        std::snprintf(buf, sizeof buf, "%s{\"device\":%d,\"type\":\"%s\",\"address\":%" PRIu64 ",\"size\":%" PRIu64 "}",
+                      i ? ",\n  " : "\n  ", k.device, buffer_type_name(k.type), k.address, k.size);
+        out += buf;
+    }
+    std::snprintf(buf, sizeof buf, "],\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
+                  l.unknown_frees, l.unknown_free_bytes);
+    out += buf;
+    const GraphTracker& g = GraphTracker::instance();
+    std::snprintf(buf, sizeof buf,
+                  "\"track_allocate\":%" PRIu64 ",\"track_deallocate\":%" PRIu64 ",\"track_allocate_cb\":%" PRIu64
+                  ",\"track_deallocate_cb\":%" PRIu64,
+                  g.count(GraphTracker::kAllocate), g.count(GraphTracker::kDeallocate),
+                  g.count(GraphTracker::kAllocateCb), g.count(GraphTracker::kDeallocateCb));
+    out += buf;
+    for (int c = 0; c < kNumCalls; ++c) {
+        std::snprintf(buf, sizeof buf, ",\"%s\":%" PRIu64, kCallNames[c], g_calls[c].load());
+        out += buf;
+    }
+    out += "}}\n";
+
+    FILE* f = std::fopen(path, "w");
+    if (f == nullptr) {
+        std::perror(path);
+        return -1;
+    }
+    bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) return -1;
+    return rc;
+}
