@@ -282,7 +282,12 @@ func (p *proc) free(e *events.Event) {
 		p.stats.HookedFrees++
 		return
 	}
-	switch idx := p.bufs.index[e.Object]; {
+	switch idx, known := p.bufs.index[e.Object]; {
+	case !known:
+		p.unknownFrees++ // allocated before the tracer attached
+		if e.Size <= maxSize {
+			p.unknownFreeBytes += e.Size
+		}
 	case idx < slotReleased:
 		p.releaseBuffer(idx, slotFreed, e)
 	case idx == slotFreed:
@@ -290,11 +295,6 @@ func (p *proc) free(e *events.Event) {
 	case idx == slotReleased:
 		// Released by a close or mark_as_deallocated first: nothing left.
 		p.stats.FreesAfterRelease++
-	default: // not present
-		p.unknownFrees++
-		if e.Size <= maxSize {
-			p.unknownFreeBytes += e.Size
-		}
 	}
 }
 
