@@ -1,0 +1,188 @@
+// Package cli is tttrace's command line: flags, wiring of probes, events
+// and devices, output modes and exit codes. cmd/tttrace's main only parses
+// and calls Run.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit statuses of tttrace itself. In "-- CMD" mode tttrace exits with
+// CMD's status instead, unless tracing failed or lost events.
+const (
+	ExitOK          = 0
+	ExitError       = 1   // anything not listed below
+	ExitUsage       = 2   // bad flags or arguments
+	ExitPermission  = 3   // not root / BPF refused
+	ExitNoProcess   = 4   // -p PID does not exist
+	ExitNoLibrary   = 5   // library not found, or not mapped within --wait
+	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
+	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
+	ExitNotFound    = 127 // CMD not found (as a shell reports it)
+)
+
+// Flags are tttrace's options.
+type Flags struct {
+	PIDs       []int
+	Lib        string
+	Layout     string
+	JSON       bool
+	Output     string
+	NoEvents   bool
+	RingSize   string
+	Wait       time.Duration
+	Interval   time.Duration
+	ReadyFile  string
+	ShowHelp   bool
+	ShowVer    bool
+	Command    []string
+	ringBytes  int
+	outIsFile  bool
+	liveToTerm bool
+}
+
+const usageHead = `tttrace shows where Tenstorrent device memory goes in a program using
+TT-Metal: per chip, the DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY and
+circular-buffer bytes in use, their peaks, leaks and lifecycle anomalies.
+It attaches eBPF uprobes to libtt_metal.so; TT-Metal needs no rebuild and no
+environment variables. Needs root (or CAP_BPF + CAP_PERFMON).
+
+Usage:
+  tttrace [flags] -p PID [-p PID ...]   trace running processes
+  tttrace [flags] -- CMD [ARGS...]      start CMD traced from its first
+                                        instruction; exit with its status
+
+Examples:
+  sudo tttrace -p 4242
+  sudo tttrace --lib build/lib/libtt_metal.so -- python -m pytest tests/ttnn
+  sudo tttrace --json -o trace.ndjson -- ./my_workload
+  sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
+
+Tracing ends when every traced process has exited or on SIGINT/SIGTERM;
+the summary (per-chip totals, peaks, leaks) is printed then.
+
+Flags:
+`
+
+const usageTail = `
+Exit status: in "-- CMD" mode, CMD's status (128+N if killed by signal N);
+otherwise 0. Errors of tttrace itself: 1 other, 2 usage, 3 permission,
+4 no such process, 5 library not found, 6 unsupported library, 7 events were
+lost (the ledger is incomplete; "-- CMD" mode reports 7 only when CMD
+succeeded), 127 CMD not found.
+
+The NDJSON schema is documented in docs/ndjson.md.
+`
+
+// Parse reads args (without the program name).
+func Parse(args []string, stderr io.Writer) (*Flags, error) {
+	f := &Flags{}
+	fs := pflag.NewFlagSet("tttrace", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	fs.IntSliceVarP(&f.PIDs, "pid", "p", nil, "trace the running process `PID` (repeatable)")
+	fs.StringVar(&f.Lib, "lib", "", "the TT-Metal library to probe, when it is not found in the process (`PATH` to libtt_metal.so)")
+	fs.StringVar(&f.Layout, "layout", "", "read Buffer/Device field offsets from `FILE` (JSON, see docs/layout.md) instead of detecting them")
+	fs.BoolVar(&f.JSON, "json", false, "write NDJSON (one event per line, then the summary) instead of the human report")
+	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
+	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
+	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
+	fs.DurationVar(&f.Wait, "wait", 0, "with -p, how long to wait for a process to load libtt_metal.so (0: until it exits)")
+	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh period of the live per-chip view on a terminal (0 turns it off)")
+	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
+	fs.BoolVarP(&f.ShowHelp, "help", "h", false, "show this help")
+	fs.BoolVar(&f.ShowVer, "version", false, "print the version")
+	_ = fs.MarkHidden("ready-file")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fmt.Fprint(stderr, fs.FlagUsages())
+		fmt.Fprint(stderr, usageTail)
+	}
+	fs.SetInterspersed(true)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			f.ShowHelp = true
+			return f, nil
+		}
+		return nil, usageError{err}
+	}
+	if f.ShowHelp {
+		fs.Usage()
+		return f, nil
+	}
+	if f.ShowVer {
+		return f, nil
+	}
+	if fs.ArgsLenAtDash() >= 0 {
+		if fs.ArgsLenAtDash() > 0 {
+			return nil, usageError{fmt.Errorf("unexpected argument %q before --", fs.Args()[0])}
+		}
+		f.Command = fs.Args()
+		if len(f.Command) == 0 {
+			return nil, usageError{errors.New("-- must be followed by a command")}
+		}
+	} else if fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q (put the command to trace after --)", fs.Arg(0))}
+	}
+	switch {
+	case len(f.PIDs) == 0 && len(f.Command) == 0:
+		fs.Usage()
+		return nil, usageError{errors.New("nothing to trace: give -p PID or -- CMD")}
+	case len(f.PIDs) > 0 && len(f.Command) > 0:
+		return nil, usageError{errors.New("-p and -- CMD cannot be combined")}
+	}
+	for _, p := range f.PIDs {
+		if p <= 0 {
+			return nil, usageError{fmt.Errorf("-p %d: not a process id", p)}
+		}
+	}
+	n, err := parseSize(f.RingSize)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--ring-size: %w", err)}
+	}
+	f.ringBytes = n
+	if f.NoEvents && !f.JSON {
+		return nil, usageError{errors.New("--no-events goes with --json")}
+	}
+	if f.Wait < 0 || f.Interval < 0 {
+		return nil, usageError{errors.New("--wait and --interval cannot be negative")}
+	}
+	return f, nil
+}
+
+// parseSize reads "4096", "64K", "64M", "1G".
+func parseSize(s string) (int, error) {
+	mult := 1
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "B")
+	t = strings.TrimSuffix(t, "I")
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	v, err := strconv.Atoi(t)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	n := v * mult
+	if n&(n-1) != 0 {
+		return 0, fmt.Errorf("%s is not a power of two", s)
+	}
+	return n, nil
+}
+
+// usageError marks errors that deserve ExitUsage.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }

@@ -1,0 +1,375 @@
+package main
+
+// End-to-end tests: the real tttrace binary, the real BPF path, the
+// replica of libtt_metal.so (testdata/replica) running real workloads.
+// Each run compares tttrace's summary with the ground truth the replica
+// keeps from its own allocators, field for field.
+//
+// TTTRACE_BIN and TTTRACE_REPLICA (a directory of replica builds, one
+// subdirectory per variant) are set by `make test`; without them the test
+// builds both into a temporary directory.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/probes/probestest"
+)
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+	tttraceBin, replicaRoot string
+)
+
+// setup returns the tttrace binary and the replica build directory.
+func setup(t *testing.T) (bin, replica string) {
+	t.Helper()
+	probestest.RequireRoot(t)
+	buildOnce.Do(func() {
+		tttraceBin = os.Getenv("TTTRACE_BIN")
+		replicaRoot = os.Getenv("TTTRACE_REPLICA")
+		dir, err := os.MkdirTemp("", "tttrace-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if tttraceBin == "" {
+			tttraceBin = filepath.Join(dir, "tttrace")
+			if out, err := exec.Command("go", "build", "-o", tttraceBin, ".").CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+				return
+			}
+		}
+		if replicaRoot == "" {
+			replicaRoot = filepath.Join(dir, "replica")
+			out, err := exec.Command("make", "-s", "-C", "../../testdata/replica", "OUT="+filepath.Join(replicaRoot, "gcc-O2")).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("build replica: %v\n%s", err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return tttraceBin, replicaRoot
+}
+
+// truth is what the replica writes with --truth.
+type truth struct {
+	Pid              uint32        `json:"pid"`
+	Devices          []truthDevice `json:"devices"`
+	Leaks            []truthLeak   `json:"leaks"`
+	UnknownFrees     uint64        `json:"unknown_frees"`
+	UnknownFreeBytes uint64        `json:"unknown_free_bytes"`
+	Calls            map[string]uint64
+}
+
+type truthDevice struct {
+	Device            int32             `json:"device"`
+	DRAMBytes         uint64            `json:"dram_bytes"`
+	L1Bytes           uint64            `json:"l1_bytes"`
+	L1SmallBytes      uint64            `json:"l1_small_bytes"`
+	TraceBytes        uint64            `json:"trace_bytes"`
+	SystemMemoryBytes uint64            `json:"system_memory_bytes"`
+	CBBytes           uint64            `json:"cb_bytes"`
+	LiveBuffers       uint64            `json:"live_buffers"`
+	Peaks             map[string]uint64 `json:"peaks"`
+}
+
+type truthLeak struct {
+	Device  int32  `json:"device"`
+	Type    string `json:"type"`
+	Address uint64 `json:"address"`
+	Size    uint64 `json:"size"`
+}
+
+// run is one traced workload.
+type run struct {
+	variant  string
+	mode     string // "cmd" (tttrace -- ttwork), "pid" (tttrace -p), "python" (tttrace -- python3 ttwork.py)
+	scenario string
+	args     []string
+	peaks    bool // single-threaded: peaks must equal the truth's too
+}
+
+func (r run) name() string {
+	return fmt.Sprintf("%s/%s/%s", r.variant, r.mode, r.scenario)
+}
+
+// trace runs r and returns tttrace's summary and the replica's truth.
+func trace(t *testing.T, r run) (*devices.Summary, *truth) {
+	t.Helper()
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, r.variant)
+	lib := filepath.Join(dir, "libtt_metal.so")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "out.ndjson")
+	truthPath := filepath.Join(tmp, "truth.json")
+	work := append([]string{"--scenario", r.scenario, "--truth", truthPath}, r.args...)
+	var stderr bytes.Buffer
+
+	switch r.mode {
+	case "cmd", "python":
+		var target []string
+		if r.mode == "cmd" {
+			target = append([]string{filepath.Join(dir, "ttwork")}, work...)
+		} else {
+			target = append([]string{"python3", filepath.Join(dir, "ttwork.py")}, work...)
+		}
+		args := append([]string{"--json", "-o", out, "--lib", lib, "--"}, target...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		cmd.Stdout = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: tttrace %s: %v\n%s", r.name(), strings.Join(args, " "), err, stderr.String())
+		}
+	case "pid":
+		goFile := filepath.Join(tmp, "go")
+		ready := filepath.Join(tmp, "ready")
+		w := exec.Command(filepath.Join(dir, "ttwork"), append(work, "--go-file", goFile)...)
+		var wout bytes.Buffer
+		w.Stdout, w.Stderr = &wout, &wout
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Process.Kill()
+		waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+		tr := exec.Command(bin, "--json", "-o", out, "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
+		tr.Stderr, tr.Stdout = &stderr, &stderr
+		if err := tr.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Process.Kill()
+		waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+		if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Wait(); err != nil {
+			t.Fatalf("%s: workload: %v\n%s", r.name(), err, wout.String())
+		}
+		if err := tr.Wait(); err != nil {
+			t.Fatalf("%s: tttrace: %v\n%s", r.name(), err, stderr.String())
+		}
+	default:
+		t.Fatalf("unknown mode %q", r.mode)
+	}
+	sum := lastSummary(t, out)
+	var tr truth
+	b, err := os.ReadFile(truthPath)
+	if err != nil {
+		t.Fatalf("%s: truth: %v\ntttrace said:\n%s", r.name(), err, stderr.String())
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("%s: truth: %v", r.name(), err)
+	}
+	return sum, &tr
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lastSummary reads the NDJSON file: every line must be JSON with a type,
+// and the last must be the summary.
+func lastSummary(t *testing.T, path string) *devices.Summary {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	var last []byte
+	n := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(line, &head); err != nil || head.Type == "" {
+			t.Fatalf("line %d of the NDJSON is not a typed JSON object: %.200s", n+1, line)
+		}
+		last = append(last[:0], line...)
+		n++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var sum devices.Summary
+	if err := json.Unmarshal(last, &sum); err != nil || sum.Type != "summary" {
+		t.Fatalf("last NDJSON line is not the summary: %.300s", last)
+	}
+	return &sum
+}
+
+// compare checks the summary of the traced process against the truth.
+func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
+	t.Helper()
+	if sum.LostEvents != 0 || !sum.Complete {
+		t.Errorf("%s: lost_events = %d, complete = %v", r.name(), sum.LostEvents, sum.Complete)
+	}
+	var p *devices.ProcessSummary
+	for i := range sum.Processes {
+		if sum.Processes[i].Pid == tr.Pid {
+			p = &sum.Processes[i]
+		}
+	}
+	if p == nil {
+		t.Fatalf("%s: summary has no process %d (has %d processes)", r.name(), tr.Pid, len(sum.Processes))
+	}
+	if !p.Exited {
+		t.Errorf("%s: process not reported as exited", r.name())
+	}
+	got := map[int32]devices.DeviceSummary{}
+	for _, d := range p.Devices {
+		got[d.Device] = d
+	}
+	want := map[int32]truthDevice{}
+	for _, d := range tr.Devices {
+		want[d.Device] = d
+	}
+	chips := map[int32]bool{}
+	for c := range got {
+		chips[c] = true
+	}
+	for c, d := range want {
+		chips[c] = true
+		if _, ok := got[c]; !ok && d.Peaks["live_buffers"] > 0 {
+			t.Errorf("%s: chip %d held buffers but is missing from the summary", r.name(), c)
+		}
+	}
+	ids := make([]int, 0, len(chips))
+	for c := range chips {
+		ids = append(ids, int(c))
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		c := int32(id)
+		g, w := got[c], want[c]
+		pairs := []struct {
+			name      string
+			got, want uint64
+		}{
+			{"dram_bytes", g.DRAMBytes, w.DRAMBytes},
+			{"l1_bytes", g.L1Bytes, w.L1Bytes},
+			{"l1_small_bytes", g.L1SmallBytes, w.L1SmallBytes},
+			{"trace_bytes", g.TraceBytes, w.TraceBytes},
+			{"system_memory_bytes", g.SystemMemoryBytes, w.SystemMemoryBytes},
+			{"cb_bytes", g.CBBytes, w.CBBytes},
+			{"live_buffers", g.LiveBuffers, w.LiveBuffers},
+		}
+		if r.peaks {
+			pk := g.Peaks
+			pairs = append(pairs, []struct {
+				name      string
+				got, want uint64
+			}{
+				{"peak dram_bytes", pk.DRAMBytes.Value, w.Peaks["dram_bytes"]},
+				{"peak l1_bytes", pk.L1Bytes.Value, w.Peaks["l1_bytes"]},
+				{"peak l1_small_bytes", pk.L1SmallBytes.Value, w.Peaks["l1_small_bytes"]},
+				{"peak trace_bytes", pk.TraceBytes.Value, w.Peaks["trace_bytes"]},
+				{"peak system_memory_bytes", pk.SystemMemoryBytes.Value, w.Peaks["system_memory_bytes"]},
+				{"peak cb_bytes", pk.CBBytes.Value, w.Peaks["cb_bytes"]},
+				{"peak live_buffers", pk.LiveBuffers.Value, w.Peaks["live_buffers"]},
+			}...)
+		}
+		for _, pr := range pairs {
+			if pr.got != pr.want {
+				t.Errorf("%s: chip %d %s = %d, truth %d", r.name(), c, pr.name, pr.got, pr.want)
+			}
+		}
+	}
+	// Leaks: the same multiset of (device, type, address, size).
+	key := func(d int32, typ string, a, s uint64) string { return fmt.Sprintf("%d/%s/%#x/%d", d, typ, a, s) }
+	var gl, wl []string
+	for _, l := range p.Leaks {
+		gl = append(gl, key(l.Device, l.Type, l.Address, l.Size))
+	}
+	for _, l := range tr.Leaks {
+		wl = append(wl, key(l.Device, l.Type, l.Address, l.Size))
+	}
+	sort.Strings(gl)
+	sort.Strings(wl)
+	if strings.Join(gl, " ") != strings.Join(wl, " ") {
+		t.Errorf("%s: leaks differ:\n got  %d: %.600v\n want %d: %.600v", r.name(), len(gl), gl, len(wl), wl)
+	}
+	if p.UnknownFrees != tr.UnknownFrees || p.UnknownFreeBytes != tr.UnknownFreeBytes {
+		t.Errorf("%s: unknown frees %d (%d B), truth %d (%d B)", r.name(), p.UnknownFrees, p.UnknownFreeBytes, tr.UnknownFrees, tr.UnknownFreeBytes)
+	}
+	if p.DoubleFrees != 0 {
+		t.Errorf("%s: %d double frees reported; the replica never frees twice", r.name(), p.DoubleFrees)
+	}
+	// Every probed call was seen exactly once.
+	st := p.Stats
+	for _, c := range []struct {
+		name string
+		got  uint64
+	}{
+		{"track_allocate", st.Allocs},
+		{"track_deallocate", st.Frees},
+		{"track_allocate_cb", st.CBAllocs},
+		{"track_deallocate_cb", st.CBFrees},
+		{"buffer_create_view", st.Views},
+		{"allocate_circular_buffers", st.CBLayouts},
+		{"deallocate_circular_buffers", st.CBTeardowns},
+		{"program_destroy", st.ProgramDestroys},
+		{"device_close", st.DeviceCloses},
+		{"mesh_close", st.MeshCloses},
+		{"mark_as_deallocated", st.MarkDeallocated},
+	} {
+		if w, ok := tr.Calls[c.name]; !ok {
+			t.Errorf("%s: truth has no call count %q", r.name(), c.name)
+		} else if c.got != w {
+			t.Errorf("%s: %s seen %d times, called %d times", r.name(), c.name, c.got, w)
+		}
+	}
+	for kind, n := range p.AnomalyCounts {
+		if n != 0 {
+			t.Errorf("%s: anomaly %s x%d: %+v", r.name(), kind, n, p.Anomalies)
+		}
+	}
+}
+
+func check(t *testing.T, r run) {
+	t.Helper()
+	sum, tr := trace(t, r)
+	compare(t, r, sum, tr)
+}
+
+// TestE2EFoundation: the foundation scenarios in "-- CMD" and "-p" modes.
+func TestE2EFoundation(t *testing.T) {
+	for _, r := range []run{
+		{variant: "gcc-O2", mode: "cmd", scenario: "basic", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "pid", scenario: "basic", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "python", scenario: "basic", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "threads", args: []string{"--leak", "--threads", "4", "--seed", "7"}},
+		{variant: "gcc-O2", mode: "pid", scenario: "threads", args: []string{"--leak", "--threads", "4", "--seed", "8"}},
+		{variant: "gcc-O2", mode: "cmd", scenario: "oom", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "pid", scenario: "oom", peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "burst", args: []string{"--events", "1000000", "--threads", "2"}},
+		{variant: "gcc-O2", mode: "pid", scenario: "burst", args: []string{"--events", "1000000", "--threads", "2"}},
+	} {
+		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) { check(t, r) })
+	}
+}

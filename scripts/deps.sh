@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what tttrace's build, demo and tests need and a fresh machine may
+# lack (it has Go, gcc and the base system). Only missing tools are
+# installed; nothing happens when all are present. Needs root for apt-get.
+#   scripts/deps.sh build   compilers for the replica (g++, clang++)
+#   scripts/deps.sh bpf     clang + llvm-strip for make generate
+#   scripts/deps.sh bench   bpftrace for the floor measurement
+set -euo pipefail
+want=()
+need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
+for what in "${@:-build}"; do
+	case "$what" in
+	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
+	bpf) need clang clang; need llvm-strip llvm ;;
+	bench) need bpftrace bpftrace ;;
+	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
+	esac
+done
+[ ${#want[@]} -eq 0 ] && exit 0
+pkgs=$(printf '%s\n' "${want[@]}" | sort -u | tr '\n' ' ')
+echo "deps.sh: installing $pkgs" >&2
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps.sh: need root to install $pkgs" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
