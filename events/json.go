@@ -8,14 +8,21 @@ import "strconv"
 func AppendJSON(buf []byte, e *Event) []byte {
 	buf = append(buf, `{"type":"`...)
 	buf = append(buf, e.Kind.String()...)
-	buf = append(buf, `","seq":`...)
-	buf = strconv.AppendUint(buf, e.Seq, 10)
+	buf = append(buf, '"')
+	// exit and lost are the tracer's own records: no BPF seq, no thread.
+	synthesized := e.Kind == KindProcessExit || e.Kind == KindLost
+	if !synthesized {
+		buf = append(buf, `,"seq":`...)
+		buf = strconv.AppendUint(buf, e.Seq, 10)
+	}
 	buf = append(buf, `,"ts_ns":`...)
 	buf = strconv.AppendUint(buf, e.TsNs, 10)
 	buf = append(buf, `,"pid":`...)
 	buf = strconv.AppendUint(buf, uint64(e.Pid), 10)
-	buf = append(buf, `,"tid":`...)
-	buf = strconv.AppendUint(buf, uint64(e.Tid), 10)
+	if !synthesized {
+		buf = append(buf, `,"tid":`...)
+		buf = strconv.AppendUint(buf, uint64(e.Tid), 10)
+	}
 	switch e.Kind {
 	case KindAlloc, KindFree, KindMarkDeallocated:
 		buf = appendHex(buf, "buffer", e.Object)

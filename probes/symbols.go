@@ -117,6 +117,11 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 		if s.Name == symPimplSize || s.Name == symPimplDevice {
 			res.HasPimplAccessors = true
 		}
+		// GCC's clones and split-off parts (f.cold, f.isra.0, f.constprop.1,
+		// f.part.2) are not entry points with f's ABI: never attach there.
+		if strings.ContainsRune(s.Name, '.') {
+			return
+		}
 		if strings.HasPrefix(s.Name, symBufferCreateViewPrefix) {
 			prefixed = append(prefixed, s)
 			return

@@ -1,0 +1,152 @@
+package probes
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// buildLib compiles a shared object whose symbols are exactly the given
+// mangled names (functions unless they start with _ZTV: vtables).
+func buildLib(t *testing.T, names []string) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	var src strings.Builder
+	for i, n := range names {
+		if strings.HasPrefix(n, "_ZTV") {
+			src.WriteString("const void *v" + strconv.Itoa(i) + "[4] __asm__(\"" + n + "\") = {0};\n")
+			continue
+		}
+		src.WriteString("void f" + strconv.Itoa(i) + "(void) __asm__(\"" + n + "\");\n")
+		src.WriteString("void f" + strconv.Itoa(i) + "(void) { __asm__ volatile(\"nop\"); }\n")
+	}
+	dir := t.TempDir()
+	c := filepath.Join(dir, "lib.c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(dir, "libtt_metal.so")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", so, c).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return so
+}
+
+var fullNames = []string{
+	symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE",
+	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE.cold",
+	symMarkAsDeallocated, symAllocateCBs, symDeallocateCBs, symProgramImplD1, symProgramImplD2,
+	symDeviceClose, symMeshDeviceClose, symVtableDevice, symVtableMeshDevice,
+	symTrackAllocate + ".isra.0",
+}
+
+func TestResolveSymbols(t *testing.T) {
+	so := buildLib(t, fullNames)
+	lib, err := OpenLibrary(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	syms, err := ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syms.Check(lib); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if len(syms.Missing) != 0 {
+		t.Errorf("missing: %+v", syms.Missing)
+	}
+	// Independent truth: debug/elf's own symbol table.
+	ef, err := elf.Open(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	all, _ := ef.DynamicSymbols()
+	value := map[string]uint64{}
+	for _, s := range all {
+		value[s.Name] = s.Value
+	}
+	byProg := map[string][]Site{}
+	for _, s := range syms.Sites {
+		if strings.Contains(s.Symbol, ".") {
+			t.Errorf("attached to a clone: %s", s.Symbol)
+		}
+		if s.Addr != value[s.Symbol] {
+			t.Errorf("%s at %#x, ELF says %#x", s.Symbol, s.Addr, value[s.Symbol])
+		}
+		off, err := fileOffsetOf(ef, s.Addr)
+		if err != nil || off != s.Offset {
+			t.Errorf("%s: offset %#x, want %#x (%v)", s.Symbol, s.Offset, off, err)
+		}
+		byProg[s.Program] = append(byProg[s.Program], s)
+	}
+	for _, p := range attachTable {
+		if len(byProg[p.Program]) != 1 {
+			t.Errorf("%s: %d sites, want 1: %+v", p.Program, len(byProg[p.Program]), byProg[p.Program])
+		}
+	}
+	if got := byProg["program_destroy"]; len(got) == 1 && got[0].Symbol != symProgramImplD2 {
+		t.Errorf("destructor: %s, want the base-object destructor D2", got[0].Symbol)
+	}
+	if syms.VtableDevice != value[symVtableDevice]+16 || syms.VtableMesh != value[symVtableMeshDevice]+16 {
+		t.Errorf("vtable address points %#x %#x, want symbol+16 of %#x %#x",
+			syms.VtableDevice, syms.VtableMesh, value[symVtableDevice], value[symVtableMeshDevice])
+	}
+	if !IsTTMetal(lib) {
+		t.Error("IsTTMetal = false")
+	}
+}
+
+func fileOffsetOf(ef *elf.File, vaddr uint64) (uint64, error) {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, os.ErrNotExist
+}
+
+func TestCheckNamesWhatIsMissing(t *testing.T) {
+	so := buildLib(t, []string{symTrackAllocateCB, symDeviceClose})
+	lib, err := OpenLibrary(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	syms, err := ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = syms.Check(lib)
+	if err == nil {
+		t.Fatal("a library without track_allocate was accepted")
+	}
+	for _, want := range []string{"track_allocate", "track_deallocate", symVtableDevice, ".dynsym"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if IsTTMetal(lib) {
+		t.Error("IsTTMetal = true for a library without the tracker")
+	}
+}
+
+func TestOpenLibraryRejectsNonELF(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.so")
+	os.WriteFile(p, []byte(strings.Repeat("not elf ", 20)), 0o644)
+	if _, err := OpenLibrary(p); err == nil {
+		t.Fatal("a text file was accepted as a library")
+	}
+	if _, err := OpenLibrary(filepath.Join(t.TempDir(), "absent.so")); err == nil {
+		t.Fatal("a missing file was accepted")
+	}
+}
