@@ -69,6 +69,8 @@ public:
 
     IDevice* device() const { return device_; }
     BufferType buffer_type() const { return buffer_type_; }
+    TensorMemoryLayout buffer_layout() const { return buffer_layout_; }
+    bool bottom_up() const { return bottom_up_; }
     bool owns_data() const { return owns_data_; }
     bool hooked_allocation() const { return hooked_allocation_; }
     AllocationStatus allocation_status() const { return allocation_status_; }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# check-symbols.sh DIR: checks that DIR/libtt_metal.so exports (.dynsym) every symbol tttrace
+# probes or reads, that no probed function starts with a lock-prefixed instruction (a uprobe
+# cannot single-step it), and reports where each probed function is called from inside the
+# library (a function inlined into its callers there is reported as such: its probe would only
+# fire for calls from outside).
+set -euo pipefail
+dir=${1:?usage: check-symbols.sh DIR}
+lib=$dir/libtt_metal.so
+[ -f "$lib" ] || { echo "check-symbols: $lib not found" >&2; exit 1; }
+
+nmout=$(nm -D --defined-only "$lib")
+syms=$(awk '{print $NF}' <<<"$nmout")
+fail=0
+
+exact=(
+  _ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE
+  _ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE
+  _ZN2tt8tt_metal12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS0_7IDeviceE
+  _ZN2tt8tt_metal12GraphTracker19track_deallocate_cbEPKNS0_7IDeviceE
+  _ZN2tt8tt_metal12GraphTracker13hook_allocateEPKNS0_6BufferE
+  _ZN2tt8tt_metal12GraphTracker8instanceEv
+  _ZN2tt8tt_metal6Buffer13allocate_implEv
+  _ZN2tt8tt_metal6Buffer15deallocate_implEv
+  _ZN2tt8tt_metal6Buffer19mark_as_deallocatedEv
+  _ZN2tt8tt_metal6Buffer10deallocateEv
+  _ZNK2tt8tt_metal6Buffer7addressEv
+  _ZNK2tt8tt_metal6Buffer12is_allocatedEv
+  _ZNK2tt8tt_metal6Buffer9page_sizeEv
+  _ZN2tt8tt_metal6detail11ProgramImpl25allocate_circular_buffersEPKNS0_7IDeviceE
+  _ZN2tt8tt_metal6detail11ProgramImpl27deallocate_circular_buffersEv
+  _ZN2tt8tt_metal6detail11ProgramImplD2Ev
+  _ZN2tt8tt_metal6Device5closeEv
+  _ZN2tt8tt_metal11distributed10MeshDevice5closeEv
+  _ZNK2tt8tt_metal6Device2idEv
+  _ZNK2tt8tt_metal11distributed10MeshDevice2idEv
+  _ZTVN2tt8tt_metal6DeviceE
+  _ZTVN2tt8tt_metal11distributed10MeshDeviceE
+  tt_replica_write_truth
+  tt_replica_mark_attach
+)
+prefixes=(
+  _ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmNS0_10BufferTypeE
+  _ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmmNS0_10BufferTypeE
+)
+
+for s in "${exact[@]}"; do
+  if grep -qxF "$s" <<<"$syms"; then
+    echo "ok      $s  $(c++filt "$s")"
+  else
+    echo "MISSING $s  $(c++filt "$s")"; fail=1
+  fi
+done
+for p in "${prefixes[@]}"; do
+  m=$(grep -m1 "^$p" <<<"$syms" || true)
+  if [ -n "$m" ]; then
+    echo "ok      $m  $(c++filt "$m")"
+  else
+    echo "MISSING $p*"; fail=1
+  fi
+done
+if grep -qxF _ZNK2tt8tt_metal6Buffer4sizeEv <<<"$syms"; then
+  echo "note    Buffer::size() const is exported (OUTOFLINE_SIZE build; upstream V1 has it inline)"
+fi
+
+# Entry instructions and call sites of the probed functions.
+probed=(
+  _ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE
+  _ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE
+  _ZN2tt8tt_metal12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS0_7IDeviceE
+  _ZN2tt8tt_metal12GraphTracker19track_deallocate_cbEPKNS0_7IDeviceE
+  "$(grep -m1 '^_ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmmNS0_10BufferTypeE' <<<"$syms" || echo none)"
+  _ZN2tt8tt_metal6Buffer13allocate_implEv
+  _ZN2tt8tt_metal6Buffer15deallocate_implEv
+  _ZN2tt8tt_metal6Buffer19mark_as_deallocatedEv
+  _ZN2tt8tt_metal6detail11ProgramImpl25allocate_circular_buffersEPKNS0_7IDeviceE
+  _ZN2tt8tt_metal6detail11ProgramImpl27deallocate_circular_buffersEv
+  _ZN2tt8tt_metal6detail11ProgramImplD2Ev
+  _ZN2tt8tt_metal6Device5closeEv
+  _ZN2tt8tt_metal11distributed10MeshDevice5closeEv
+)
+dis=$(mktemp)
+trap 'rm -f "$dis"' EXIT
+objdump -d --no-show-raw-insn "$lib" >"$dis"
+for s in "${probed[@]}"; do
+  addr=$(awk -v s="$s" '$NF==s && !done {print $1; done=1}' <<<"$nmout")
+  [ -n "$addr" ] || continue
+  start=$((16#$addr))
+  first=$(objdump -d --no-show-raw-insn --start-address=$start --stop-address=$((start + 16)) "$lib" |
+          awk -F'\t' '/^ *[0-9a-f]+:\t/ && !done {print $2; done=1}')
+  if [[ "$first" == lock* || -z "$first" ]]; then
+    echo "BADENTRY $(c++filt "$s"): first instruction '$first'"; fail=1
+  fi
+  # Direct calls inside the library (through the PLT or straight to the address).
+  sites=$(grep -cE "(call|jmp) +[0-9a-f]+ <($s(@plt)?|0*$addr)>" "$dis" || true)
+  sites2=$(grep -cE "(call|jmp) +0*$addr( |$)" "$dis" || true)
+  echo "entry   $(c++filt "$s" | cut -c1-90): '$first', direct call/jump sites in lib: $((sites + sites2))"
+done
+
+if [ "$fail" -ne 0 ]; then
+  echo "check-symbols: FAILED for $lib" >&2
+  exit 1
+fi
+echo "check-symbols: all symbols present in $lib"

@@ -1,0 +1,939 @@
+// libttwork.so: deterministic workloads against the libtt_metal.so replica.
+// Entry point: extern "C" int ttwork_main(int argc, char** argv).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tt_metal/replica.hpp"
+
+using namespace tt::tt_metal;
+using distributed::MeshBuffer;
+using distributed::MeshDevice;
+using detail::ProgramImpl;
+using BufferPtr = std::shared_ptr<Buffer>;
+using MeshBufferPtr = std::shared_ptr<MeshBuffer>;
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull) {}
+    uint64_t next() {  // splitmix64
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+    bool chance(int percent) { return below(100) < static_cast<uint64_t>(percent); }
+};
+
+struct Options {
+    std::string scenario = "basic";
+    std::string truth;
+    std::string go_file;
+    uint64_t seed = 1;
+    int threads = -1;  // scenario default
+    uint64_t events = 1000000;
+    bool leak = false;
+};
+
+struct Ctx {
+    Options opt;
+    bool went = false;
+    int threads(int def) const { return opt.threads > 0 ? opt.threads : def; }
+    uint64_t seed(uint64_t salt) const { return opt.seed * 1000003ull + salt; }
+};
+
+// Objects deliberately never destroyed (--leak). The list itself escapes, so the compiler
+// cannot drop the allocations.
+std::mutex g_forever_mutex;
+std::vector<void*>* g_forever = new std::vector<void*>();
+
+template <class T>
+void keep_forever(T object) {
+    T* p = new T(std::move(object));
+    std::lock_guard<std::mutex> lock(g_forever_mutex);
+    g_forever->push_back(p);
+}
+
+[[noreturn]] void fail(const char* what) {
+    std::fprintf(stderr, "ttwork: check failed: %s\n", what);
+    std::fflush(stderr);
+    std::abort();
+}
+#define CHECK(cond)                 \
+    do {                            \
+        if (!(cond)) fail(#cond);   \
+    } while (0)
+
+// Before the traced part: print "ready" on stderr, wait for the go file, then mark the attach
+// point in the ground truth.
+void go_point(Ctx& ctx) {
+    if (ctx.went || ctx.opt.go_file.empty()) return;
+    ctx.went = true;
+    std::fprintf(stderr, "ready\n");
+    std::fflush(stderr);
+    while (access(ctx.opt.go_file.c_str(), F_OK) != 0) usleep(5000);
+    tt_replica_mark_attach();
+}
+
+BufferPtr try_create(IDevice* dev, DeviceAddr size, BufferType type, uint64_t* ooms = nullptr) {
+    try {
+        return Buffer::create(dev, size, size < 2048 ? size : 2048, type);
+    } catch (const std::runtime_error&) {
+        if (ooms) ++*ooms;
+        return nullptr;
+    }
+}
+
+MeshBufferPtr try_mesh(MeshDevice* mesh, DeviceAddr size, BufferType type, uint64_t* ooms = nullptr) {
+    try {
+        return MeshBuffer::create(mesh, size, size < 2048 ? size : 2048, type);
+    } catch (const std::runtime_error&) {
+        if (ooms) ++*ooms;
+        return nullptr;
+    }
+}
+
+CoreRangeSet cores(std::size_t x0, std::size_t y0, std::size_t x1, std::size_t y1) {
+    return CoreRangeSet(CoreRange({x0, y0}, {x1, y1}));
+}
+
+std::vector<Device*> open_chips(const std::vector<int>& ids, const AllocatorConfig& cfg = AllocatorConfig{}) {
+    std::vector<Device*> v;
+    for (int id : ids) v.push_back(CreateDevice(id, cfg));
+    return v;
+}
+
+std::vector<int> iota_ids(int from, int to) {
+    std::vector<int> v;
+    for (int i = from; i <= to; ++i) v.push_back(i);
+    return v;
+}
+
+const BufferType kTypes[] = {BufferType::DRAM, BufferType::L1, BufferType::SYSTEM_MEMORY, BufferType::L1_SMALL,
+                             BufferType::TRACE};
+
+// Removes a random element of v (swap with last).
+template <class T>
+void drop_random(std::vector<T>& v, Rng& rng) {
+    if (v.empty()) return;
+    std::size_t i = rng.below(v.size());
+    std::swap(v[i], v.back());
+    v.pop_back();
+}
+
+// ---------------------------------------------------------------- scenarios
+
+int scenario_basic(Ctx& ctx) {
+    go_point(ctx);
+    Rng rng(ctx.seed(1));
+    Device* d = CreateDevice(0);
+    std::vector<BufferPtr> live;
+    const DeviceAddr sizes[] = {32, 100, 2048, 4096, 8192, 1, 12345};
+    for (BufferType t : kTypes) {
+        for (DeviceAddr s : sizes) live.push_back(Buffer::create(d, s, s < 1024 ? s : 1024, t));
+    }
+    // Free about a third, in a seeded order.
+    for (int i = 0; i < 12; ++i) drop_random(live, rng);
+    // Zero-size buffers: no allocation, no event, then destroyed.
+    for (BufferType t : {BufferType::DRAM, BufferType::L1, BufferType::TRACE}) {
+        BufferPtr z = Buffer::create(d, 0, 32, t);
+        CHECK(z->is_allocated());
+        CHECK(z->address() == 0);
+    }
+    BufferPtr zero_kept = Buffer::create(d, 0, 32, BufferType::L1_SMALL);
+    // A pre-allocated view of a live buffer: counts nothing, frees nothing.
+    BufferPtr src = live.front();
+    {
+        BufferPtr view = Buffer::create(d, src->address(), src->size(), src->page_size(), src->buffer_type());
+        CHECK(view->address() == src->address());
+        CHECK(!view->owns_data());
+    }
+    CHECK(src->is_allocated());
+    // Explicit deallocate, then the destructor does nothing more.
+    BufferPtr e = Buffer::create(d, 640, 64, BufferType::DRAM);
+    e->deallocate();
+    CHECK(!e->is_allocated());
+    e.reset();
+    // Reuse of the freed addresses.
+    for (int i = 0; i < 10; ++i) {
+        live.push_back(Buffer::create(d, 32 * (1 + rng.below(40)), 32, kTypes[rng.below(5)]));
+    }
+    for (int i = 0; i < 8; ++i) drop_random(live, rng);
+    zero_kept.reset();
+    if (ctx.opt.leak) {
+        keep_forever(Buffer::create(d, 4096, 1024, BufferType::DRAM));
+        keep_forever(Buffer::create(d, 2048, 1024, BufferType::L1));
+        keep_forever(Buffer::create(d, 1 << 16, 4096, BufferType::TRACE));
+        keep_forever(live.back());  // one of the random ones too
+    }
+    live.clear();
+    std::printf("basic: done\n");
+    return 0;
+}
+
+int scenario_threads(Ctx& ctx) {
+    go_point(ctx);
+    AllocatorConfig small;
+    small.capacity[0] = 64 << 10;  // DRAM
+    small.capacity[1] = 32 << 10;  // L1
+    std::vector<Device*> chips = open_chips({0, 1}, small);
+    const int n = ctx.threads(4);
+    const int ops = 20000;
+    std::atomic<uint64_t> allocs{0}, ooms{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) {
+        pool.emplace_back([&, t] {
+            Rng rng(ctx.seed(100 + t));
+            std::vector<BufferPtr> live;
+            uint64_t my_ooms = 0, my_allocs = 0;
+            for (int i = 0; i < ops; ++i) {
+                if (live.empty() || (live.size() < 48 && rng.chance(55))) {
+                    Device* dev = chips[rng.below(2)];
+                    BufferType type = rng.chance(50) ? BufferType::DRAM : BufferType::L1;
+                    BufferPtr b = try_create(dev, 32 * (1 + rng.below(64)), type, &my_ooms);
+                    if (b) {
+                        live.push_back(std::move(b));
+                        ++my_allocs;
+                    }
+                } else {
+                    drop_random(live, rng);
+                }
+            }
+            if (ctx.opt.leak && !live.empty()) keep_forever(live.front());
+            live.clear();
+            allocs += my_allocs;
+            ooms += my_ooms;
+        });
+    }
+    for (auto& th : pool) th.join();
+    std::printf("threads: %d threads, %" PRIu64 " allocations, %" PRIu64 " OOM caught\n", n, allocs.load(), ooms.load());
+    return 0;
+}
+
+int scenario_oom(Ctx& ctx) {
+    go_point(ctx);
+    AllocatorConfig cfg;
+    cfg.capacity[0] = 1 << 20;
+    Device* d = CreateDevice(0, cfg);
+    const DeviceAddr cap = d->allocator_config().capacity[0];
+    const DeviceAddr chunk = cap / 10 / 32 * 32;
+    std::vector<BufferPtr> live;
+    bool caught = false;
+    while (live.size() < 100) {
+        try {
+            live.push_back(Buffer::create(d, chunk, 2048, BufferType::DRAM));
+        } catch (const std::runtime_error& e) {
+            std::printf("oom: caught: %s\n", e.what());
+            caught = true;
+            break;
+        }
+    }
+    CHECK(caught);
+    for (std::size_t i = 1; i < live.size(); i += 2) live[i].reset();
+    live.push_back(Buffer::create(d, chunk, 2048, BufferType::DRAM));  // into a hole
+    live.push_back(Buffer::create(d, chunk / 2, 2048, BufferType::DRAM));
+    caught = false;
+    try {
+        live.push_back(Buffer::create(d, 3 * chunk, 2048, BufferType::DRAM));  // fragmented: no room
+    } catch (const std::runtime_error& e) {
+        std::printf("oom: caught: %s\n", e.what());
+        caught = true;
+    }
+    CHECK(caught);
+    // L1 too.
+    caught = false;
+    try {
+        Buffer::create(d, d->allocator_config().capacity[1] + 32, 2048, BufferType::L1);
+    } catch (const std::runtime_error& e) {
+        std::printf("oom: caught: %s\n", e.what());
+        caught = true;
+    }
+    CHECK(caught);
+    live.push_back(Buffer::create(d, chunk / 4, 2048, BufferType::DRAM));
+    if (ctx.opt.leak) {
+        for (auto& b : live) {
+            if (b) {
+                keep_forever(b);
+                break;
+            }
+        }
+    }
+    live.clear();
+    std::printf("oom: done\n");
+    return 0;
+}
+
+int scenario_burst(Ctx& ctx) {
+    go_point(ctx);
+    Device* d = CreateDevice(0);
+    const int n = ctx.threads(2);
+    const uint64_t pairs = (ctx.opt.events + 1) / 2;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) {
+        uint64_t mine = pairs / n + (static_cast<uint64_t>(t) < pairs % n ? 1 : 0);
+        pool.emplace_back([&, t, mine] {
+            for (uint64_t i = 0; i < mine; ++i) {
+                BufferPtr b = Buffer::create(d, 32, 32, (i & 1) ? BufferType::L1 : BufferType::DRAM);
+                b.reset();
+            }
+            if (ctx.opt.leak) keep_forever(Buffer::create(d, 64 + 32 * t, 32, BufferType::DRAM));
+        });
+    }
+    for (auto& th : pool) th.join();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("burst: %" PRIu64 " events on %d threads in %.3f s\n", pairs * 2, n, secs);
+    return 0;
+}
+
+int scenario_mesh(Ctx& ctx) {
+    go_point(ctx);
+    Rng rng(ctx.seed(2));
+    std::vector<Device*> chips = open_chips(iota_ids(0, 7));  // T3K: 2x4
+    Device* c0 = chips[0];
+    // Ordinary buffers on chip 0 first: the mesh allocator must find an address free everywhere.
+    std::vector<BufferPtr> chip_bufs;
+    chip_bufs.push_back(Buffer::create(c0, 4096, 1024, BufferType::DRAM));
+    chip_bufs.push_back(Buffer::create(c0, 2048, 1024, BufferType::L1));
+    auto mesh = MeshDevice::create(chips);
+    std::printf("mesh: mesh id %d over 8 chips\n", mesh->id());
+    std::vector<MeshBufferPtr> mbs;
+    for (int i = 0; i < 24; ++i) {
+        BufferType t = rng.chance(50) ? BufferType::DRAM : BufferType::L1;
+        mbs.push_back(MeshBuffer::create(mesh.get(), 32 * (1 + rng.below(256)), 1024, t));
+        if (rng.chance(30)) drop_random(mbs, rng);
+        if (rng.chance(25)) chip_bufs.push_back(Buffer::create(c0, 32 * (1 + rng.below(64)), 32, t));
+        if (rng.chance(15)) drop_random(chip_bufs, rng);
+    }
+    for (const auto& mb : mbs) {
+        for (const auto& v : mb->get_device_buffers()) CHECK(v->address() == mb->address());
+    }
+    auto sub = mesh->create_submesh({chips[4], chips[5], chips[6], chips[7]});
+    std::printf("mesh: sub-mesh id %d over chips 4..7\n", sub->id());
+    std::vector<MeshBufferPtr> sbs;
+    for (int i = 0; i < 10; ++i) {
+        sbs.push_back(MeshBuffer::create(sub.get(), 32 * (1 + rng.below(128)), 512,
+                                         rng.chance(50) ? BufferType::DRAM : BufferType::L1));
+        if (rng.chance(30)) drop_random(sbs, rng);
+    }
+    // A mesh buffer that does not fit: caught, nothing changes.
+    uint64_t ooms = 0;
+    CHECK(!try_mesh(mesh.get(), chips[0]->allocator_config().capacity[1] * 2, BufferType::L1, &ooms));
+    CHECK(ooms == 1);
+    if (ctx.opt.leak) {
+        if (!mbs.empty()) keep_forever(mbs.front());
+        if (!sbs.empty()) keep_forever(sbs.front());
+        keep_forever(Buffer::create(c0, 1024, 1024, BufferType::DRAM));
+        keep_forever(MeshBuffer::create(mesh.get(), 8192, 1024, BufferType::L1_SMALL));
+    }
+    mbs.clear();
+    sbs.clear();
+    chip_bufs.clear();
+    std::printf("mesh: done\n");
+    return 0;
+}
+
+int scenario_galaxy(Ctx& ctx) {
+    go_point(ctx);
+    Rng rng(ctx.seed(3));
+    std::vector<Device*> chips = open_chips(iota_ids(0, 31));
+    auto mesh = MeshDevice::create(chips);
+    std::printf("galaxy: mesh id %d over 32 chips\n", mesh->id());
+    std::vector<MeshBufferPtr> mbs;
+    std::vector<BufferPtr> bufs;
+    for (int i = 0; i < 16; ++i) {
+        mbs.push_back(MeshBuffer::create(mesh.get(), 1024 * (1 + rng.below(16)), 1024,
+                                         rng.chance(60) ? BufferType::DRAM : BufferType::L1));
+        for (int k = 0; k < 4; ++k) {
+            bufs.push_back(Buffer::create(chips[rng.below(32)], 32 * (1 + rng.below(100)), 32,
+                                          rng.chance(50) ? BufferType::DRAM : BufferType::L1));
+        }
+        if (rng.chance(40)) drop_random(mbs, rng);
+        for (int k = 0; k < 2; ++k) drop_random(bufs, rng);
+    }
+    if (ctx.opt.leak) {
+        if (!mbs.empty()) keep_forever(mbs.back());
+        if (!bufs.empty()) keep_forever(bufs.front());
+        keep_forever(Buffer::create(chips[31], 4096, 1024, BufferType::TRACE));
+    }
+    mbs.clear();
+    bufs.clear();
+    std::printf("galaxy: done\n");
+    return 0;
+}
+
+int scenario_sparse(Ctx& ctx) {
+    go_point(ctx);
+    Rng rng(ctx.seed(4));
+    const std::vector<int> ids = {0, 2, 7, 15, 31, 35, 63, 100};
+    std::vector<Device*> chips = open_chips(ids);
+    auto pick = [&](int id) { return chips[std::find(ids.begin(), ids.end(), id) - ids.begin()]; };
+    auto mesh = MeshDevice::create({pick(7), pick(15), pick(35), pick(100)});
+    std::printf("sparse: mesh id %d over chips 7,15,35,100\n", mesh->id());
+    std::vector<BufferPtr> bufs;
+    std::vector<MeshBufferPtr> mbs;
+    for (Device* c : chips) {
+        for (BufferType t : {BufferType::DRAM, BufferType::L1, BufferType::L1_SMALL}) {
+            bufs.push_back(Buffer::create(c, 32 * (1 + rng.below(200)), 32, t));
+        }
+    }
+    for (int i = 0; i < 12; ++i) {
+        mbs.push_back(MeshBuffer::create(mesh.get(), 64 * (1 + rng.below(64)), 64,
+                                         rng.chance(50) ? BufferType::DRAM : BufferType::L1));
+        if (rng.chance(40)) drop_random(mbs, rng);
+        drop_random(bufs, rng);
+    }
+    if (ctx.opt.leak) {
+        keep_forever(Buffer::create(pick(100), 4096, 1024, BufferType::DRAM));
+        keep_forever(Buffer::create(pick(63), 2048, 1024, BufferType::L1));
+        keep_forever(Buffer::create(pick(35), 512, 512, BufferType::DRAM));
+        if (!mbs.empty()) keep_forever(mbs.front());
+    }
+    bufs.clear();
+    mbs.clear();
+    std::printf("sparse: done\n");
+    return 0;
+}
+
+// Programs with CBs, 2026 or legacy behaviour.
+int run_cb(Ctx& ctx, bool legacy) {
+    const char* name = legacy ? "cb_legacy" : "cb";
+    go_point(ctx);
+    set_legacy_cb_behaviour(legacy);
+    Rng rng(ctx.seed(legacy ? 6 : 5));
+    Device* c0 = CreateDevice(0);
+    Device* c1 = CreateDevice(1);
+    auto mesh = MeshDevice::create(open_chips({2, 3, 4, 5}));
+    std::printf("%s: mesh id %d over chips 2..5\n", name, mesh->id());
+    // A mesh buffer first (legacy: the mesh's chips are learned from its views), also the
+    // backing of a globally allocated CB.
+    MeshBufferPtr gmesh = MeshBuffer::create(mesh.get(), 32768, 1024, BufferType::L1);
+    BufferPtr gchip = Buffer::create(c0, 65536, 2048, BufferType::L1);
+
+    auto p1 = std::make_unique<ProgramImpl>();  // chip 0: 2 local + 1 global
+    p1->add_circular_buffer(cores(0, 0, 7, 7), 4096);
+    p1->add_circular_buffer(cores(0, 0, 0, 3), 2048);
+    p1->add_circular_buffer(cores(0, 0, 7, 7), 65536, true, gchip);
+    p1->allocate_circular_buffers(c0);
+    p1->allocate_circular_buffers(c0);  // cached: no new track calls
+    CHECK(p1->circular_buffer_address(2) == gchip->address());
+
+    auto p2 = std::make_unique<ProgramImpl>();  // mesh: 2 local + 1 global
+    p2->add_circular_buffer(cores(0, 0, 3, 3), 8192);
+    p2->add_circular_buffer(cores(1, 1, 2, 2), 1024);
+    p2->add_circular_buffer(cores(0, 0, 3, 3), 32768, true, gmesh->get_backing_buffer());
+    p2->allocate_circular_buffers(mesh.get());
+    p2->allocate_circular_buffers(mesh.get());  // cached
+
+    auto p3 = std::make_unique<ProgramImpl>();  // chip 1: add a CB after the layout, lay out again
+    p3->add_circular_buffer(cores(0, 0, 1, 1), 3072);
+    p3->add_circular_buffer(cores(0, 0, 1, 1), 96);
+    p3->allocate_circular_buffers(c1);
+    p3->add_circular_buffer(cores(2, 2, 2, 2), 512);
+    p3->allocate_circular_buffers(c1);  // all three again
+
+    auto p4 = std::make_unique<ProgramImpl>();  // chip 0
+    p4->add_circular_buffer(cores(0, 0, 0, 0), 16384 + 32 * rng.below(16));
+    p4->allocate_circular_buffers(c0);
+
+    auto p5 = std::make_unique<ProgramImpl>();  // mesh, re-laid out after a CB is added
+    p5->add_circular_buffer(cores(0, 0, 0, 0), 640);
+    p5->allocate_circular_buffers(mesh.get());
+    p5->add_circular_buffer(cores(0, 0, 0, 0), 1280);
+    p5->allocate_circular_buffers(mesh.get());
+
+    auto p6 = std::make_unique<ProgramImpl>();  // chip 1: explicit teardown, then laid out again
+    p6->add_circular_buffer(cores(0, 0, 3, 0), 2000);
+    p6->allocate_circular_buffers(c1);
+    p6->deallocate_circular_buffers();
+    p6->allocate_circular_buffers(c1);
+
+    // Teardown in various orders while others stay alive.
+    p4.reset();
+    p2.reset();
+    p1->deallocate_circular_buffers();  // explicit, then the destructor finds nothing more (2026)
+    p1.reset();
+    p6.reset();
+    if (ctx.opt.leak) {
+        keep_forever(std::move(p3));
+        keep_forever(std::move(p5));
+        keep_forever(gmesh);
+    } else {
+        p5.reset();
+        p3.reset();
+    }
+    gmesh.reset();
+    gchip.reset();
+    set_legacy_cb_behaviour(false);
+    std::printf("%s: done\n", name);
+    return 0;
+}
+
+int scenario_cb(Ctx& ctx) { return run_cb(ctx, false); }
+int scenario_cb_legacy(Ctx& ctx) { return run_cb(ctx, true); }
+
+int scenario_close(Ctx& ctx) {
+    go_point(ctx);
+    Device* c0 = CreateDevice(0);
+    Device* c1 = CreateDevice(1);
+    Device* c4 = CreateDevice(4);
+    auto mesh = MeshDevice::create(open_chips({2, 3}));
+    std::printf("close: mesh id %d over chips 2,3\n", mesh->id());
+    Device* c2 = mesh->get_devices()[0];
+
+    BufferPtr b1a = Buffer::create(c1, 8192, 1024, BufferType::DRAM);
+    BufferPtr b1b = Buffer::create(c1, 4096, 1024, BufferType::L1);
+    auto p1 = std::make_unique<ProgramImpl>();
+    p1->add_circular_buffer(cores(0, 0, 1, 1), 4096);
+    p1->allocate_circular_buffers(c1);
+    MeshBufferPtr mb1 = MeshBuffer::create(mesh.get(), 16384, 1024, BufferType::DRAM);
+    MeshBufferPtr mb2 = MeshBuffer::create(mesh.get(), 2048, 1024, BufferType::L1);
+    BufferPtr b2 = Buffer::create(c2, 1024, 1024, BufferType::L1);
+    auto pm = std::make_unique<ProgramImpl>();
+    pm->add_circular_buffer(cores(0, 0, 0, 0), 8192);
+    pm->add_circular_buffer(cores(0, 0, 0, 0), 1024, true, mb2->get_backing_buffer());
+    pm->allocate_circular_buffers(mesh.get());
+    BufferPtr b0 = Buffer::create(c0, 4096, 1024, BufferType::DRAM);
+    BufferPtr b4 = Buffer::create(c4, 4096, 1024, BufferType::L1);
+
+    c1->close();
+    mesh->close();
+    CHECK(!c1->is_initialized() && !c2->is_initialized() && !mesh->is_initialized());
+    CHECK(c0->is_initialized() && c4->is_initialized());
+
+    // Destroy what lived on the closed chips: no free events.
+    b1a.reset();
+    b1b->deallocate();
+    b1b.reset();
+    b2.reset();
+    mb1.reset();          // mark_as_deallocated on backing + views
+    mb2->deallocate();    // same, explicitly
+    pm.reset();           // closed chips: nothing to release
+    mb2.reset();
+    p1->deallocate_circular_buffers();
+    p1.reset();
+
+    // Other chips are still active.
+    std::vector<BufferPtr> more;
+    for (int i = 0; i < 6; ++i) more.push_back(Buffer::create(i % 2 ? c0 : c4, 1024 * (i + 1), 1024, BufferType::DRAM));
+    auto p0 = std::make_unique<ProgramImpl>();
+    p0->add_circular_buffer(cores(0, 0, 0, 0), 2048);
+    p0->allocate_circular_buffers(c0);
+    p0.reset();
+    more.erase(more.begin(), more.begin() + 3);
+    if (ctx.opt.leak) {
+        keep_forever(b0);
+        keep_forever(b4);
+        keep_forever(more.back());
+    }
+    b0.reset();
+    b4.reset();
+    more.clear();
+    std::printf("close: done\n");
+    return 0;
+}
+
+int scenario_capture(Ctx& ctx) {
+    go_point(ctx);
+    Device* c0 = CreateDevice(0);
+    Device* c1 = CreateDevice(1);
+    auto mesh = MeshDevice::create({c0, c1});
+    GraphTracker& tracker = GraphTracker::instance();
+    BufferPtr n1 = Buffer::create(c0, 4096, 1024, BufferType::DRAM);
+    BufferPtr n2 = Buffer::create(c0, 2048, 1024, BufferType::L1);
+
+    tracker.begin_capture();
+    BufferPtr h1 = Buffer::create(c0, 8192, 1024, BufferType::DRAM);
+    BufferPtr h2 = Buffer::create(c1, 1024, 1024, BufferType::L1);
+    MeshBufferPtr h3 = MeshBuffer::create(mesh.get(), 4096, 1024, BufferType::DRAM);
+    BufferPtr h4 = Buffer::create(c0, 0, 32, BufferType::DRAM);
+    BufferPtr h5 = Buffer::create(c0, 640, 64, BufferType::L1);
+    CHECK(h1->hooked_allocation() && h1->address() == 0);
+    CHECK(h3->address() == 0);
+    h1.reset();  // freed during the capture
+    h4.reset();
+    tracker.end_capture();
+    h2.reset();  // after it
+    h3.reset();
+
+    BufferPtr n3 = Buffer::create(c0, 4096, 1024, BufferType::DRAM);
+    CHECK(!n3->hooked_allocation());
+    BufferPtr n4 = Buffer::create(c1, 4096, 1024, BufferType::DRAM);
+    n2.reset();
+    if (ctx.opt.leak) {
+        keep_forever(n1);
+        keep_forever(h5);  // a hooked buffer: holds no memory, not a leak
+        keep_forever(n4);
+    }
+    n1.reset();
+    n3.reset();
+    n4.reset();
+    h5.reset();
+    std::printf("capture: done\n");
+    return 0;
+}
+
+int scenario_sametype(Ctx& ctx) {
+    go_point(ctx);
+    Device* d = CreateDevice(40);  // a chip no other scenario uses: its allocators start empty
+    BufferPtr dram = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    BufferPtr l1 = Buffer::create(d, 4096, 1024, BufferType::L1);
+    CHECK(dram->address() == l1->address());
+    std::printf("sametype: DRAM and L1 both at 0x%" PRIx64 " on chip 40\n", dram->address());
+    BufferPtr small = Buffer::create(d, 1024, 1024, BufferType::L1_SMALL);
+    CHECK(small->address() == l1->address());
+    dram.reset();  // the L1 buffer at the same address stays
+    CHECK(l1->is_allocated());
+    BufferPtr dram2 = Buffer::create(d, 2048, 1024, BufferType::DRAM);
+    CHECK(dram2->address() == l1->address());
+    l1.reset();
+    BufferPtr l1b = Buffer::create(d, 512, 512, BufferType::L1);
+    CHECK(l1b->address() == dram2->address());
+    if (ctx.opt.leak) {
+        keep_forever(dram2);
+        keep_forever(l1b);
+    }
+    dram2.reset();
+    l1b.reset();
+    small.reset();
+    std::printf("sametype: done\n");
+    return 0;
+}
+
+int scenario_midrun(Ctx& ctx) {
+    Rng rng(ctx.seed(7));
+    Device* d = CreateDevice(0);
+    std::vector<BufferPtr> pre;
+    uint64_t pre_bytes = 0;
+    for (int i = 0; i < 40; ++i) {
+        DeviceAddr size = 32 * (1 + i);
+        pre.push_back(Buffer::create(d, size, 32, kTypes[i % 5]));
+        pre_bytes += size;
+    }
+    std::printf("midrun: %zu buffers (%" PRIu64 " B) allocated before the go point\n", pre.size(), pre_bytes);
+    std::fflush(stdout);
+    go_point(ctx);
+    while (!pre.empty()) drop_random(pre, rng);
+    std::vector<BufferPtr> live;
+    for (int i = 0; i < 60; ++i) {
+        live.push_back(Buffer::create(d, 32 * (1 + rng.below(50)), 32, kTypes[rng.below(5)]));
+        if (rng.chance(50)) drop_random(live, rng);
+    }
+    if (ctx.opt.leak && !live.empty()) {
+        keep_forever(live.front());
+        keep_forever(live.back());
+    }
+    live.clear();
+    std::printf("midrun: done\n");
+    return 0;
+}
+
+int scenario_concurrent(Ctx& ctx) {
+    go_point(ctx);
+    std::vector<Device*> chips = open_chips({0, 1, 2, 3});
+    auto mesh = MeshDevice::create(chips);
+    std::printf("concurrent: mesh id %d over chips 0..3\n", mesh->id());
+    const int n = ctx.threads(4);
+    std::atomic<uint64_t> ooms{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) {
+        pool.emplace_back([&, t] {
+            Rng rng(ctx.seed(200 + t));
+            std::vector<BufferPtr> live;
+            uint64_t my_ooms = 0;
+            const BufferType types[] = {BufferType::DRAM, BufferType::L1, BufferType::L1_SMALL};
+            for (int i = 0; i < 5000; ++i) {
+                if (live.empty() || (live.size() < 32 && rng.chance(55))) {
+                    BufferPtr b = try_create(chips[rng.below(2)], 32 * (1 + rng.below(128)), types[rng.below(3)], &my_ooms);
+                    if (b) live.push_back(std::move(b));
+                } else {
+                    drop_random(live, rng);
+                }
+            }
+            if (ctx.opt.leak && !live.empty()) keep_forever(live.front());
+            live.clear();
+            ooms += my_ooms;
+        });
+    }
+    pool.emplace_back([&] {  // programs with CBs on chips and on the mesh
+        Rng rng(ctx.seed(300));
+        std::unique_ptr<ProgramImpl> kept;
+        for (int i = 0; i < 300; ++i) {
+            auto p = std::make_unique<ProgramImpl>();
+            IDevice* target = (i % 3 == 2) ? static_cast<IDevice*>(mesh.get()) : chips[i % 3];
+            int ncb = 1 + static_cast<int>(rng.below(3));
+            for (int k = 0; k < ncb; ++k) p->add_circular_buffer(cores(0, 0, k, k), 32 * (1 + rng.below(64)));
+            BufferPtr backing;
+            MeshBufferPtr mbacking;
+            if (rng.chance(30)) {
+                if (i % 3 == 2) {
+                    mbacking = try_mesh(mesh.get(), 2048, BufferType::L1);
+                    if (mbacking) backing = mbacking->get_backing_buffer();
+                } else {
+                    backing = try_create(target, 2048, BufferType::L1);
+                }
+                if (backing) p->add_circular_buffer(cores(0, 0, 0, 0), 2048, true, backing);
+            }
+            p->allocate_circular_buffers(target);
+            if (rng.chance(30)) p->allocate_circular_buffers(target);
+            if (rng.chance(20)) {
+                p->add_circular_buffer(cores(0, 0, 0, 0), 256);
+                p->allocate_circular_buffers(target);
+            }
+            if (rng.chance(25)) p->deallocate_circular_buffers();
+            if (ctx.opt.leak && i == 150) kept = std::move(p);
+            p.reset();
+            backing.reset();
+            mbacking.reset();
+        }
+        if (kept) keep_forever(std::move(kept));
+    });
+    pool.emplace_back([&] {  // mesh buffers
+        Rng rng(ctx.seed(400));
+        std::vector<MeshBufferPtr> live;
+        uint64_t my_ooms = 0;
+        for (int i = 0; i < 1000; ++i) {
+            if (live.size() < 8 && rng.chance(55)) {
+                MeshBufferPtr mb = try_mesh(mesh.get(), 32 * (1 + rng.below(256)),
+                                            rng.chance(50) ? BufferType::DRAM : BufferType::L1, &my_ooms);
+                if (mb) live.push_back(std::move(mb));
+            } else {
+                drop_random(live, rng);
+            }
+        }
+        if (ctx.opt.leak && !live.empty()) keep_forever(live.front());
+        live.clear();
+        ooms += my_ooms;
+    });
+    for (auto& th : pool) th.join();
+    std::printf("concurrent: %d alloc threads + program thread + mesh thread, %" PRIu64 " OOM caught\n", n,
+                ooms.load());
+    return 0;
+}
+
+// Checks the vtable slots, the Device id offset and the Buffer offsets at run time (dladdr).
+int scenario_layout(Ctx& ctx) {
+    go_point(ctx);
+    int bad = 0;
+    auto slot_name = [](const void* obj, int slot) -> std::string {
+        void* const* vt = *static_cast<void* const* const*>(obj);
+        Dl_info info{};
+        if (dladdr(vt[slot], &info) == 0 || info.dli_sname == nullptr) return "?";
+        return info.dli_sname;
+    };
+    auto expect = [&](const std::string& got, std::initializer_list<const char*> want, const char* what) {
+        for (const char* w : want) {
+            if (got == w) {
+                std::printf("layout: ok   %-22s %s\n", what, got.c_str());
+                return;
+            }
+        }
+        std::printf("layout: FAIL %-22s %s\n", what, got.c_str());
+        ++bad;
+    };
+    Device* d = CreateDevice(0);
+    expect(slot_name(d, 0), {"_ZN2tt8tt_metal6DeviceD1Ev", "_ZN2tt8tt_metal6DeviceD2Ev"}, "Device slot 0 (D1)");
+    expect(slot_name(d, 1), {"_ZN2tt8tt_metal6DeviceD0Ev"}, "Device slot 1 (D0)");
+    expect(slot_name(d, 2), {"_ZNK2tt8tt_metal6Device4archEv"}, "Device slot 2 arch");
+    expect(slot_name(d, 3), {"_ZNK2tt8tt_metal6Device2idEv"}, "Device slot 3 id");
+    expect(slot_name(d, 4), {"_ZNK2tt8tt_metal6Device8build_idEv"}, "Device slot 4 build_id");
+    auto mesh = MeshDevice::create({d});
+    const char* m = "_ZN2tt8tt_metal11distributed10MeshDevice";
+    expect(slot_name(mesh.get(), 0), {"_ZN2tt8tt_metal11distributed10MeshDeviceD1Ev",
+                                      "_ZN2tt8tt_metal11distributed10MeshDeviceD2Ev"}, "MeshDevice slot 0 (D1)");
+    expect(slot_name(mesh.get(), 1), {"_ZN2tt8tt_metal11distributed10MeshDeviceD0Ev"}, "MeshDevice slot 1 (D0)");
+    expect(slot_name(mesh.get(), 2), {"_ZNK2tt8tt_metal11distributed10MeshDevice4archEv"}, "MeshDevice slot 2");
+    expect(slot_name(mesh.get(), 3), {"_ZNK2tt8tt_metal11distributed10MeshDevice2idEv"}, "MeshDevice slot 3");
+    expect(slot_name(mesh.get(), 4), {"_ZNK2tt8tt_metal11distributed10MeshDevice8build_idEv"}, "MeshDevice slot 4");
+    (void)m;
+    auto vtable = [](const char* sym) {
+        return static_cast<const char*>(dlsym(RTLD_DEFAULT, sym)) + 16;
+    };
+    auto vptr = [](const void* obj) { return *static_cast<const char* const*>(obj); };
+    if (vptr(d) != vtable("_ZTVN2tt8tt_metal6DeviceE")) {
+        std::printf("layout: FAIL Device vptr != _ZTV + 16\n");
+        ++bad;
+    }
+    if (vptr(mesh.get()) != vtable("_ZTVN2tt8tt_metal11distributed10MeshDeviceE")) {
+        std::printf("layout: FAIL MeshDevice vptr != _ZTV + 16\n");
+        ++bad;
+    }
+    if (*reinterpret_cast<const int*>(reinterpret_cast<const char*>(d) + 8) != d->id()) {
+        std::printf("layout: FAIL Device id_ not at 8\n");
+        ++bad;
+    }
+    BufferPtr b = Buffer::create(d, 4096, 1024, BufferType::L1);
+    const char* raw = reinterpret_cast<const char*>(b.get());
+    auto at = [raw](std::size_t off, auto type_tag) {
+        decltype(type_tag) v;
+        std::memcpy(&v, raw + off, sizeof v);
+        return v;
+    };
+    bool ok = at(16, static_cast<void*>(nullptr)) == static_cast<void*>(static_cast<IDevice*>(d)) &&
+              at(24, uint64_t{}) == 4096 && at(32, int{}) == 1 && at(43, bool{}) == true &&
+              at(72, uint8_t{}) == 1 && at(73, bool{}) == false && at(80, uint64_t{}) == b->address() &&
+              at(88, uint64_t{}) == 1024;
+    std::printf("layout: %s Buffer V1 offsets\n", ok ? "ok  " : "FAIL");
+    if (!ok) ++bad;
+    b.reset();
+    return bad ? 1 : 0;
+}
+
+struct Scenario {
+    const char* name;
+    int (*fn)(Ctx&);
+};
+
+const Scenario kScenarios[] = {
+    {"basic", scenario_basic},
+    {"threads", scenario_threads},
+    {"oom", scenario_oom},
+    {"burst", scenario_burst},
+    {"mesh", scenario_mesh},
+    {"galaxy", scenario_galaxy},
+    {"sparse", scenario_sparse},
+    {"cb", scenario_cb},
+    {"cb_legacy", scenario_cb_legacy},
+    {"close", scenario_close},
+    {"capture", scenario_capture},
+    {"sametype", scenario_sametype},
+    {"midrun", scenario_midrun},
+    {"concurrent", scenario_concurrent},
+    {"layout", scenario_layout},
+};
+
+// `all`: every single-process scenario except burst, midrun (and layout), in this order.
+const char* const kAllOrder[] = {"basic", "mesh",    "galaxy",     "sparse",  "cb",  "cb_legacy",
+                                 "close", "capture", "sametype", "concurrent", "threads", "oom"};
+
+void usage(FILE* f) {
+    std::fprintf(f,
+                 "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
+                 "              [--go-file PATH] [--leak]\n"
+                 "scenarios:");
+    for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
+    std::fprintf(f, " all\n");
+}
+
+bool parse_u64(const char* s, uint64_t* out) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s, &end, 0);
+    if (errno != 0 || end == s || *end != '\0') return false;
+    *out = v;
+    return true;
+}
+
+}  // namespace
+
+extern "C" int ttwork_main(int argc, char** argv) {
+    Ctx ctx;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        std::string val;
+        bool has_inline = false;
+        if (a.rfind("--", 0) == 0) {
+            auto eq = a.find('=');
+            if (eq != std::string::npos) {
+                val = a.substr(eq + 1);
+                a = a.substr(0, eq);
+                has_inline = true;
+            }
+        }
+        auto value = [&]() -> const char* {
+            if (has_inline) return val.c_str();
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "ttwork: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        uint64_t n = 0;
+        if (a == "--scenario") {
+            ctx.opt.scenario = value();
+        } else if (a == "--truth") {
+            ctx.opt.truth = value();
+        } else if (a == "--go-file") {
+            ctx.opt.go_file = value();
+        } else if (a == "--leak") {
+            ctx.opt.leak = true;
+        } else if (a == "--seed" || a == "--threads" || a == "--events") {
+            const char* v = value();
+            if (!parse_u64(v, &n)) {
+                std::fprintf(stderr, "ttwork: bad number for %s: %s\n", a.c_str(), v);
+                return 2;
+            }
+            if (a == "--seed") ctx.opt.seed = n;
+            if (a == "--threads") ctx.opt.threads = static_cast<int>(std::min<uint64_t>(n, 256));
+            if (a == "--events") ctx.opt.events = n;
+        } else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "ttwork: unknown argument %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+
+    int rc = 0;
+    bool found = false;
+    try {
+        if (ctx.opt.scenario == "all") {
+            // threads and oom open chips 0/1 with small capacities when they are the first to
+            // open them; they run last so the scenarios before them get the default capacities.
+            found = true;
+            for (const char* name : kAllOrder) {
+                for (const auto& s : kScenarios) {
+                    if (std::strcmp(s.name, name) == 0 && rc == 0) {
+                        std::printf("all: %s\n", name);
+                        rc = s.fn(ctx);
+                    }
+                }
+            }
+        } else {
+            for (const auto& s : kScenarios) {
+                if (ctx.opt.scenario == s.name) {
+                    found = true;
+                    rc = s.fn(ctx);
+                }
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ttwork: scenario %s threw: %s\n", ctx.opt.scenario.c_str(), e.what());
+        rc = 1;
+    }
+    if (!found) {
+        std::fprintf(stderr, "ttwork: unknown scenario %s\n", ctx.opt.scenario.c_str());
+        usage(stderr);
+        return 2;
+    }
+    std::fflush(stdout);
+    if (!ctx.opt.truth.empty()) {
+        int w = tt_replica_write_truth(ctx.opt.truth.c_str());
+        if (w != 0) {
+            std::fprintf(stderr, "ttwork: writing the ground truth failed (%d)\n", w);
+            if (rc == 0) rc = 1;
+        }
+    }
+    return rc;
+}
