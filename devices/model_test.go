@@ -211,12 +211,12 @@ type gProc struct {
 	inMesh  map[int32]*mMesh // chip -> open mesh holding it
 
 	nextKey   uint64
-	keyPool   []uint64         // Buffer* values free for reuse
-	bufs      []*mBuf          // program-owned, not in flight: may be freed
-	hooked    []uint64         // keys of hooked buffers not yet freed
-	deadMesh  []uint64         // keys of mesh buffers whose mesh closed: mark_as_deallocated later
-	progs     []uint64         // ProgramImpl* values
-	progBusy  map[uint64]bool  // in a layout/teardown sequence
+	keyPool   []uint64        // Buffer* values free for reuse
+	bufs      []*mBuf         // program-owned, not in flight: may be freed
+	hooked    []uint64        // keys of hooked buffers not yet freed
+	deadMesh  []uint64        // keys of mesh buffers whose mesh closed: mark_as_deallocated later
+	progs     []uint64        // ProgramImpl* values
+	progBusy  map[uint64]bool // in a layout/teardown sequence
 	progChips map[uint64][]int32
 	layoutN   int
 	meshPtrs  []uint64
