@@ -53,6 +53,8 @@ const volatile __s64 dev_id = -1;
  * (vtable symbol + 16), 0 when the library has no such class. */
 const volatile __u64 vtable_device = 0;
 const volatile __u64 vtable_mesh = 0;
+/* Pending bytes in the ring that make a submit wake the reader. */
+const volatile __u64 wakeup_bytes = 1;
 /* Only trace processes listed in traced_pids. */
 const volatile __u8 filter_pids = 1;
 
@@ -137,9 +139,16 @@ static __always_inline struct event *start(__u8 kind)
 	return e;
 }
 
+/* Waking the reader costs an interrupt-work round trip per record; it is
+ * only worth it once a batch has piled up. User space also polls on a short
+ * deadline, so a quiet trickle is still read promptly. */
 static __always_inline void finish(struct event *e)
 {
-	bpf_ringbuf_submit(e, 0);
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 }
 
 /* Read a field of at most 8 bytes at base+off into *dst (zeroed first);

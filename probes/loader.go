@@ -84,6 +84,7 @@ func Load(syms *Symbols, opts Options) (*Tracer, error) {
 		"vtable_device": syms.VtableDevice,
 		"vtable_mesh":   syms.VtableMesh,
 		"filter_pids":   filter,
+		"wakeup_bytes":  uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]

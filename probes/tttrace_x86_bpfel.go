@@ -127,6 +127,7 @@ type tttraceVariableSpecs struct {
 	UnusedEvent  *ebpf.VariableSpec `ebpf:"unused_event"`
 	VtableDevice *ebpf.VariableSpec `ebpf:"vtable_device"`
 	VtableMesh   *ebpf.VariableSpec `ebpf:"vtable_mesh"`
+	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -181,6 +182,7 @@ type tttraceVariables struct {
 	UnusedEvent  *ebpf.Variable `ebpf:"unused_event"`
 	VtableDevice *ebpf.Variable `ebpf:"vtable_device"`
 	VtableMesh   *ebpf.Variable `ebpf:"vtable_mesh"`
+	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.

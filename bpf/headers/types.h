@@ -35,6 +35,18 @@ enum {
 	BPF_EXIST = 2,
 };
 
+/* bpf_ringbuf_submit() flags and bpf_ringbuf_query() selectors. */
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+	BPF_RB_RING_SIZE = 1,
+	BPF_RB_CONS_POS = 2,
+	BPF_RB_PROD_POS = 3,
+};
+
 /* x86-64 struct pt_regs, uapi layout (asm/ptrace.h). */
 struct pt_regs {
 	unsigned long r15;

@@ -28,8 +28,8 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	buildErr  error
+	buildOnce               sync.Once
+	buildErr                error
 	tttraceBin, replicaRoot string
 )
 
@@ -102,7 +102,8 @@ type run struct {
 	mode     string // "cmd" (tttrace -- ttwork), "pid" (tttrace -p), "python" (tttrace -- python3 ttwork.py)
 	scenario string
 	args     []string
-	peaks    bool // single-threaded: peaks must equal the truth's too
+	peaks    bool     // single-threaded: peaks must equal the truth's too
+	flags    []string // extra tttrace flags
 }
 
 func (r run) name() string {
@@ -129,7 +130,7 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 		} else {
 			target = append([]string{"python3", filepath.Join(dir, "ttwork.py")}, work...)
 		}
-		args := append([]string{"--json", "-o", out, "--lib", lib, "--"}, target...)
+		args := append(append([]string{"--json", "-o", out, "--lib", lib}, r.flags...), append([]string{"--"}, target...)...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stderr = &stderr
 		cmd.Stdout = &stderr
@@ -223,11 +224,12 @@ func lastSummary(t *testing.T, path string) *devices.Summary {
 	return &sum
 }
 
-// compare checks the summary of the traced process against the truth.
-func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
-	t.Helper()
+// compare lists every difference between the summary of the traced
+// process and the truth.
+func compare(r run, sum *devices.Summary, tr *truth) (diffs []string) {
+	errorf := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
 	if sum.LostEvents != 0 || !sum.Complete {
-		t.Errorf("%s: lost_events = %d, complete = %v", r.name(), sum.LostEvents, sum.Complete)
+		errorf("%s: lost_events = %d, complete = %v", r.name(), sum.LostEvents, sum.Complete)
 	}
 	var p *devices.ProcessSummary
 	for i := range sum.Processes {
@@ -236,10 +238,11 @@ func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
 		}
 	}
 	if p == nil {
-		t.Fatalf("%s: summary has no process %d (has %d processes)", r.name(), tr.Pid, len(sum.Processes))
+		errorf("%s: summary has no process %d (has %d processes)", r.name(), tr.Pid, len(sum.Processes))
+		return diffs
 	}
 	if !p.Exited {
-		t.Errorf("%s: process not reported as exited", r.name())
+		errorf("%s: process not reported as exited", r.name())
 	}
 	got := map[int32]devices.DeviceSummary{}
 	for _, d := range p.Devices {
@@ -256,7 +259,7 @@ func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
 	for c, d := range want {
 		chips[c] = true
 		if _, ok := got[c]; !ok && d.Peaks["live_buffers"] > 0 {
-			t.Errorf("%s: chip %d held buffers but is missing from the summary", r.name(), c)
+			errorf("%s: chip %d held buffers but is missing from the summary", r.name(), c)
 		}
 	}
 	ids := make([]int, 0, len(chips))
@@ -296,7 +299,7 @@ func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
 		}
 		for _, pr := range pairs {
 			if pr.got != pr.want {
-				t.Errorf("%s: chip %d %s = %d, truth %d", r.name(), c, pr.name, pr.got, pr.want)
+				errorf("%s: chip %d %s = %d, truth %d", r.name(), c, pr.name, pr.got, pr.want)
 			}
 		}
 	}
@@ -312,13 +315,13 @@ func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
 	sort.Strings(gl)
 	sort.Strings(wl)
 	if strings.Join(gl, " ") != strings.Join(wl, " ") {
-		t.Errorf("%s: leaks differ:\n got  %d: %.600v\n want %d: %.600v", r.name(), len(gl), gl, len(wl), wl)
+		errorf("%s: leaks differ:\n got  %d: %.600v\n want %d: %.600v", r.name(), len(gl), gl, len(wl), wl)
 	}
 	if p.UnknownFrees != tr.UnknownFrees || p.UnknownFreeBytes != tr.UnknownFreeBytes {
-		t.Errorf("%s: unknown frees %d (%d B), truth %d (%d B)", r.name(), p.UnknownFrees, p.UnknownFreeBytes, tr.UnknownFrees, tr.UnknownFreeBytes)
+		errorf("%s: unknown frees %d (%d B), truth %d (%d B)", r.name(), p.UnknownFrees, p.UnknownFreeBytes, tr.UnknownFrees, tr.UnknownFreeBytes)
 	}
 	if p.DoubleFrees != 0 {
-		t.Errorf("%s: %d double frees reported; the replica never frees twice", r.name(), p.DoubleFrees)
+		errorf("%s: %d double frees reported; the replica never frees twice", r.name(), p.DoubleFrees)
 	}
 	// Every probed call was seen exactly once.
 	st := p.Stats
@@ -339,22 +342,40 @@ func compare(t *testing.T, r run, sum *devices.Summary, tr *truth) {
 		{"mark_as_deallocated", st.MarkDeallocated},
 	} {
 		if w, ok := tr.Calls[c.name]; !ok {
-			t.Errorf("%s: truth has no call count %q", r.name(), c.name)
+			errorf("%s: truth has no call count %q", r.name(), c.name)
 		} else if c.got != w {
-			t.Errorf("%s: %s seen %d times, called %d times", r.name(), c.name, c.got, w)
+			errorf("%s: %s seen %d times, called %d times", r.name(), c.name, c.got, w)
 		}
 	}
 	for kind, n := range p.AnomalyCounts {
 		if n != 0 {
-			t.Errorf("%s: anomaly %s x%d: %+v", r.name(), kind, n, p.Anomalies)
+			errorf("%s: anomaly %s x%d: %+v", r.name(), kind, n, p.Anomalies)
 		}
 	}
+	return diffs
 }
 
 func check(t *testing.T, r run) {
 	t.Helper()
 	sum, tr := trace(t, r)
-	compare(t, r, sum, tr)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+}
+
+// TestE2EComparisonCatchesWrongNumbers: the same run with the size read at
+// the wrong offset must not pass the comparison.
+func TestE2EComparisonCatchesWrongNumbers(t *testing.T) {
+	layout := filepath.Join(t.TempDir(), "wrong.json")
+	os.WriteFile(layout, []byte(`{"name":"wrong","buffer_impl_ptr":-1,"device":16,"size":88,"buffer_type":32,`+
+		`"owns_data":43,"allocation_status":72,"hooked_allocation":73,"address":80,"page_size":24,"device_id":8}`), 0o644)
+	r := run{variant: "gcc-O2", mode: "cmd", scenario: "basic", args: []string{"--leak"}, flags: []string{"--layout", layout}}
+	sum, tr := trace(t, r)
+	diffs := compare(r, sum, tr)
+	if len(diffs) == 0 {
+		t.Fatal("sizes read at the page_size offset passed the ground-truth comparison")
+	}
+	t.Logf("caught, as it should: %d differences, e.g. %s", len(diffs), diffs[0])
 }
 
 // TestE2EFoundation: the foundation scenarios in "-- CMD" and "-p" modes.
