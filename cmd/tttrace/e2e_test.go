@@ -394,3 +394,54 @@ func TestE2EFoundation(t *testing.T) {
 		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) { check(t, r) })
 	}
 }
+
+// TestE2ELifecycle: every lifecycle case of TT-Metal, exact against the
+// replica's ground truth: meshes (T3K, sub-meshes, a mesh id equal to a chip
+// id), 32 chips, sparse ids up to 100, circular buffers (2026 and legacy
+// behaviour), closes with live memory, graph capture, a DRAM and an L1
+// buffer at one address, and the whole sequence in one process.
+func TestE2ELifecycle(t *testing.T) {
+	for _, r := range []run{
+		{variant: "gcc-O2", mode: "cmd", scenario: "mesh", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "galaxy", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "sparse", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "cb", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "cb_legacy", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "capture", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "sametype", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "pid", scenario: "mesh", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "python", scenario: "all", args: []string{"--leak"}, peaks: true},
+	} {
+		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) { check(t, r) })
+	}
+}
+
+// TestE2EAttachMidRun: -p after the workload allocated. Frees of buffers
+// allocated before attach are unknown frees with their bytes, no total goes
+// negative, and the summary says the ledger started late.
+func TestE2EAttachMidRun(t *testing.T) {
+	r := run{variant: "gcc-O2", mode: "pid", scenario: "midrun", args: []string{"--leak"}}
+	sum, tr := trace(t, r)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+	if tr.UnknownFrees == 0 {
+		t.Fatal("the midrun scenario freed nothing allocated before attach: the test proves nothing")
+	}
+	for _, p := range sum.Processes {
+		if p.Pid == tr.Pid && !p.AttachedMidRun {
+			t.Error("attached_mid_run = false for a process attached after it loaded the library")
+		}
+	}
+}
+
+// TestE2EConcurrent: threads allocating and freeing on shared chips while
+// others run and destroy programs with CBs and create mesh buffers; exact
+// over repeated runs with different seeds.
+func TestE2EConcurrent(t *testing.T) {
+	for seed := 1; seed <= 3; seed++ {
+		r := run{variant: "gcc-O2", mode: "cmd", scenario: "concurrent", args: []string{"--leak", "--threads", "4", "--seed", fmt.Sprint(seed)}}
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { check(t, r) })
+	}
+}

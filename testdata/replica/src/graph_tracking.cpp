@@ -54,6 +54,10 @@ void GraphTracker::begin_capture() { capture_depth_.fetch_add(1, std::memory_ord
 void GraphTracker::end_capture() { capture_depth_.fetch_sub(1, std::memory_order_acq_rel); }
 
 uint64_t GraphTracker::count(Kind kind) const { return counts_[kind].load(std::memory_order_relaxed); }
+
+void GraphTracker::reset_counts() {
+    for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
+}
 uint64_t GraphTracker::tracked_bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
 }  // namespace tt::tt_metal

@@ -109,6 +109,9 @@ extern "C" void tt_replica_mark_attach(void) {
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
     auto& l = replica::ledger();
     l.epoch += 1;
+    // Calls are counted from here on: they are what a tracer attached now sees.
+    for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
+    GraphTracker::instance().reset_counts();
     for (auto& [id, t] : l.chips) {
         for (int f = 0; f < replica::kNumFields; ++f) {
             t.pre[f] = t.cur[f];

@@ -33,6 +33,8 @@ public:
     void end_capture();
 
     uint64_t count(Kind kind) const;
+    // Replica-only: restart the counts (the ground truth's attach point).
+    void reset_counts();
     uint64_t tracked_bytes() const;
 
 private:
