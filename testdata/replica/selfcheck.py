@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Self-check of the libtt_metal.so replica: builds it (unless --no-build), runs every ttwork
+scenario through the binary and through ttwork.py, and checks the ground truth it writes.
+
+  python3 testdata/replica/selfcheck.py [--out DIR] [--no-build] [--cxx CXX] [--opt=-O2]
+                                        [--make-arg VAR=VALUE ...]
+
+Checks, per run: exit status 0; the truth is valid JSON of the documented shape; devices are
+sorted and unique; peaks >= current values; with --leak, the leaks per chip and type sum to the
+chip's byte fields and their count is live_buffers; without --leak, nothing is left. Plus
+scenario facts: burst reaches 1,000,000 tracked events quickly, midrun counts its pre-go
+buffers as unknown frees, closed chips read zero, CB call counts, determinism per seed.
+Python 3 standard library only."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb", "cb_legacy",
+             "close", "capture", "sametype", "midrun", "concurrent", "layout", "all"]
+SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
+                   "capture", "sametype", "midrun"]
+BYTE_FIELDS = {"DRAM": "dram_bytes", "L1": "l1_bytes", "SYSTEM_MEMORY": "system_memory_bytes",
+               "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes"}
+FIELDS = ["dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes",
+          "cb_bytes", "live_buffers"]
+CALLS = ["track_allocate", "track_deallocate", "track_allocate_cb", "track_deallocate_cb",
+         "buffer_create_view", "allocate_circular_buffers", "deallocate_circular_buffers",
+         "program_destroy", "device_close", "mesh_close", "mark_as_deallocated"]
+MIDRUN_PRE = 40
+MIDRUN_PRE_BYTES = sum(32 * (1 + i) for i in range(MIDRUN_PRE))
+
+failures = []
+
+
+def fail(what):
+    failures.append(what)
+    print("FAIL:", what, flush=True)
+
+
+def run(cmd, scenario, leak, truth, tmp, go=False, timeout=120):
+    args = cmd + ["--scenario", scenario, "--truth", truth]
+    if leak:
+        args.append("--leak")
+    t0 = time.monotonic()
+    if not go:
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        return p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0
+    gofile = os.path.join(tmp, "go-%s" % scenario)
+    if os.path.exists(gofile):
+        os.unlink(gofile)
+    p = subprocess.Popen(args + ["--go-file", gofile], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stderr.readline().decode().strip()
+    if line != "ready":
+        fail("%s: expected 'ready' on stderr, got %r" % (scenario, line))
+    open(gofile, "w").close()
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out.decode(), line + "\n" + err.decode(), time.monotonic() - t0
+
+
+def check_truth(name, scenario, t, leak):
+    for key in ["pid", "devices", "leaks", "unknown_frees", "unknown_free_bytes", "calls"]:
+        if key not in t:
+            fail("%s: truth has no %s" % (name, key))
+            return
+    ids = [d["device"] for d in t["devices"]]
+    if ids != sorted(set(ids)):
+        fail("%s: devices not sorted/unique: %s" % (name, ids))
+    for c in CALLS:
+        if not isinstance(t["calls"].get(c), int):
+            fail("%s: calls.%s missing" % (name, c))
+    leaks_by = {}
+    for k in t["leaks"]:
+        if k["type"] not in BYTE_FIELDS:
+            fail("%s: leak of unknown type %s" % (name, k["type"]))
+            continue
+        e = leaks_by.setdefault(k["device"], {"count": 0})
+        f = BYTE_FIELDS[k["type"]]
+        e[f] = e.get(f, 0) + k["size"]
+        e["count"] += 1
+    for d in t["devices"]:
+        for f in FIELDS:
+            if f not in d or f not in d["peaks"]:
+                fail("%s: device %s lacks %s" % (name, d["device"], f))
+                continue
+            if d[f] < 0 or d["peaks"][f] < d[f]:
+                fail("%s: device %s %s=%s peak=%s" % (name, d["device"], f, d[f], d["peaks"][f]))
+        e = leaks_by.get(d["device"], {"count": 0})
+        for f in BYTE_FIELDS.values():
+            if d.get(f) != e.get(f, 0):
+                fail("%s: device %s %s=%s but leaks sum to %s" % (name, d["device"], f, d.get(f), e.get(f, 0)))
+        if d.get("live_buffers") != e["count"]:
+            fail("%s: device %s live_buffers=%s but %d leaks" % (name, d["device"], d.get("live_buffers"), e["count"]))
+    for dev in leaks_by:
+        if dev not in ids:
+            fail("%s: leak on device %s not in devices" % (name, dev))
+    if not leak:
+        if t["leaks"]:
+            fail("%s: leaks without --leak: %s" % (name, t["leaks"][:3]))
+        for d in t["devices"]:
+            for f in FIELDS:
+                if d.get(f):
+                    fail("%s: device %s %s=%s left without --leak" % (name, d["device"], f, d[f]))
+    elif scenario != "layout" and not t["leaks"]:
+        fail("%s: --leak left no leak" % name)
+
+
+def scenario_facts(scenario, t, leak, out, secs, go):
+    c = t["calls"]
+    dev = {d["device"]: d for d in t["devices"]}
+    name = "%s%s" % (scenario, " --leak" if leak else "")
+    if scenario == "burst":
+        n = c["track_allocate"] + c["track_deallocate"]
+        if n < 1000000:
+            fail("%s: only %d tracked events" % (name, n))
+        if secs > 10:
+            fail("%s: took %.1f s" % (name, secs))
+        print("   burst: %d tracked events in %.2f s" % (n, secs))
+    if scenario == "midrun":
+        want = (MIDRUN_PRE, MIDRUN_PRE_BYTES) if go else (0, 0)
+        got = (t["unknown_frees"], t["unknown_free_bytes"])
+        if got != want:
+            fail("%s: unknown frees %s, want %s" % (name, got, want))
+    elif t["unknown_frees"] or t["unknown_free_bytes"]:
+        fail("%s: unknown frees without a go point" % name)
+    if scenario == "oom" and out.count("Out of Memory") < 3:
+        fail("%s: OOM messages missing" % name)
+    if scenario == "sametype" and "DRAM and L1 both at" not in out:
+        fail("%s: no address collision reported" % name)
+    if scenario == "close":
+        for chip in (1, 2, 3):
+            d = dev.get(chip)
+            if d is None or any(d[f] for f in FIELDS):
+                fail("%s: closed chip %s not zero: %s" % (name, chip, d))
+        if c["device_close"] != 3 or c["mesh_close"] != 1 or c["mark_as_deallocated"] != 6:
+            fail("%s: close calls %s" % (name, c))
+        if not leak:
+            if c["track_allocate"] - c["track_deallocate"] != 5:
+                fail("%s: expected 5 allocations never freed (closed chips), calls %s" % (name, c))
+    if scenario == "cb":
+        want_dcb = 8 if leak else 13
+        if c["track_allocate_cb"] != 35 or c["track_deallocate_cb"] != want_dcb:
+            fail("%s: CB calls %s" % (name, c))
+        if c["allocate_circular_buffers"] != 11 or c["program_destroy"] != (4 if leak else 6):
+            fail("%s: program calls %s" % (name, c))
+    if scenario == "cb_legacy":
+        if c["track_allocate_cb"] != 16 or c["track_deallocate_cb"] != 0:
+            fail("%s: CB calls %s" % (name, c))
+    if scenario in ("cb", "cb_legacy") and leak:
+        want = {1: 3680, 2: 1920, 3: 1920, 4: 1920, 5: 1920, 0: 0}
+        for chip, v in want.items():
+            if dev.get(chip, {}).get("cb_bytes") != v:
+                fail("%s: chip %s cb_bytes %s, want %s" % (name, chip, dev.get(chip, {}).get("cb_bytes"), v))
+    if scenario == "capture":
+        if c["track_allocate"] != 8:
+            fail("%s: capture track_allocate %s" % (name, c["track_allocate"]))
+    if scenario == "mesh" and leak:
+        if "mesh id 0 over 8 chips" not in out or "sub-mesh id 1" not in out:
+            fail("%s: mesh ids: %s" % (name, out))
+        if sorted(dev) != list(range(8)):
+            fail("%s: devices %s" % (name, sorted(dev)))
+    if scenario == "sparse" and sorted(dev) != [0, 2, 7, 15, 31, 35, 63, 100]:
+        fail("%s: devices %s" % (name, sorted(dev)))
+    if scenario == "galaxy" and sorted(dev) != list(range(32)):
+        fail("%s: devices %s" % (name, sorted(dev)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(HERE, "build"))
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--cxx")
+    ap.add_argument("--opt")
+    ap.add_argument("--make-arg", action="append", default=[])
+    ap.add_argument("--scenario", action="append", help="only these scenarios")
+    ap.add_argument("--no-python", action="store_true", help="skip the ttwork.py runs")
+    a = ap.parse_args()
+    out = os.path.abspath(a.out)
+    if not a.no_build:
+        margs = ["make", "-s", "-C", HERE, "OUT=" + out] + a.make_arg
+        if a.cxx:
+            margs.append("CXX=" + a.cxx)
+        if a.opt:
+            margs.append("OPT=" + a.opt)
+        subprocess.run(margs, check=True)
+        subprocess.run([os.path.join(HERE, "check-symbols.sh"), out], check=True, stdout=subprocess.DEVNULL)
+    runners = [("ttwork", [os.path.join(out, "ttwork")])]
+    if not a.no_python:
+        runners.append(("ttwork.py", [sys.executable, os.path.join(out, "ttwork.py")]))
+    scenarios = a.scenario or SCENARIOS
+    with tempfile.TemporaryDirectory(prefix="replica-selfcheck-") as tmp:
+        for rname, cmd in runners:
+            for scenario in scenarios:
+                if rname == "ttwork.py" and scenario == "burst":
+                    variants = [(True, False)]
+                else:
+                    variants = [(True, False), (False, False)]
+                if scenario == "midrun":
+                    variants.append((True, True))
+                for leak, go in variants:
+                    name = "%s %s%s%s" % (rname, scenario, " --leak" if leak else "", " --go-file" if go else "")
+                    truth = os.path.join(tmp, "truth.json")
+                    if os.path.exists(truth):
+                        os.unlink(truth)
+                    try:
+                        rc, so, se, secs = run(cmd, scenario, leak, truth, tmp, go=go)
+                    except subprocess.TimeoutExpired:
+                        fail("%s: timed out" % name)
+                        continue
+                    if rc != 0:
+                        fail("%s: exit %d\n%s%s" % (name, rc, so[-2000:], se[-2000:]))
+                        continue
+                    try:
+                        with open(truth) as f:
+                            t = json.load(f)
+                    except (OSError, ValueError) as e:
+                        fail("%s: truth unreadable: %s" % (name, e))
+                        continue
+                    nfail = len(failures)
+                    check_truth(name, scenario, t, leak)
+                    scenario_facts(scenario, t, leak, so, secs, go)
+                    if len(failures) == nfail:
+                        print("ok   %-40s %6.2f s  devices=%d leaks=%d" % (name, secs, len(t["devices"]), len(t["leaks"])),
+                              flush=True)
+        # Determinism: same seed, same truth (single-threaded scenarios).
+        for scenario in [s for s in SINGLE_THREADED if s in scenarios]:
+            got = []
+            for i in range(2):
+                truth = os.path.join(tmp, "det-%d.json" % i)
+                rc, _, _, _ = run(runners[0][1], scenario, True, truth, tmp)
+                with open(truth) as f:
+                    t = json.load(f)
+                t.pop("pid")
+                got.append(t)
+            if got[0] != got[1]:
+                fail("%s: two runs with the same seed differ" % scenario)
+            else:
+                print("ok   %-40s deterministic" % scenario)
+    if failures:
+        print("selfcheck: %d failure(s)" % len(failures))
+        return 1
+    print("selfcheck: all checks passed (%s)" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
