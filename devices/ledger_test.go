@@ -557,3 +557,49 @@ func TestSummaryDeterministic(t *testing.T) {
 		t.Fatal("same stream, different summaries")
 	}
 }
+
+// TestCheckDetectsCorruption: the consistency check the fuzz and model
+// tests rely on is not vacuous.
+func TestCheckDetectsCorruption(t *testing.T) {
+	corruptions := map[string]func(p *proc){
+		"chip total":   func(p *proc) { p.chips[0].cur[cDRAM]++ },
+		"live count":   func(p *proc) { p.chips[1].cur[cLive]-- },
+		"mesh total":   func(p *proc) { p.meshes[1].tot[cL1] += 5 },
+		"cb group":     func(p *proc) { p.progs[progP].groups[0].bytes++ },
+		"index":        func(p *proc) { p.bufs.index[0xa0] = slotFreed },
+		"peak":         func(p *proc) { p.chips[0].peak[cDRAM] = 0 },
+		"closed chip":  func(p *proc) { p.chips[0].closed = true },
+		"mesh chip":    func(p *proc) { p.meshes[1].chips = append(p.meshes[1].chips, 0) },
+		"wrap":         func(p *proc) { p.chips[5].cur[cDRAM] -= 10; p.chips[5].peak[cDRAM] -= 10 },
+		"accounting":   func(p *proc) { p.anomalies.counts[anAccounting]++ },
+		"free slots":   func(p *proc) { p.bufs.live++ },
+		"orphan group": func(p *proc) { p.progs[progQ] = &progCBs{} },
+	}
+	for name, corrupt := range corruptions {
+		t.Run(name, func(t *testing.T) {
+			r := newRec(t)
+			r.apply(
+				evAlloc(1, 0xa0, 0, events.DRAM, 0, 100),
+				evMeshAlloc(1, 0xb0, meshA, events.L1, 0x50, 30), evView(1, 1, 0x50), evView(1, 2, 0x50),
+				evCBLayout(1, progP, 0), evCB(1, 0, 0x10, 8),
+				evView(1, 5, 0),
+			)
+			corrupt(r.l.procs[r.pid])
+			if err := r.l.Check(); err == nil {
+				t.Error("Check found nothing")
+			}
+		})
+	}
+}
+
+func TestExitedAccessor(t *testing.T) {
+	r := newRec(t)
+	if ex, _, _ := r.l.Exited(r.pid); ex {
+		t.Error("unknown pid exited")
+	}
+	r.apply(evAlloc(1, 0xa0, 0, events.DRAM, 0, 100), evExit(0, 9))
+	ex, code, sig := r.l.Exited(r.pid)
+	if !ex || code != 0 || sig != 9 {
+		t.Errorf("Exited = %v %d %d", ex, code, sig)
+	}
+}

@@ -205,6 +205,8 @@ func (p *proc) alloc(e *events.Event) {
 		t.pending, t.pendingAddr, t.pendingMesh = true, e.Address, p.mesh(e.Device)
 	}
 	switch {
+	case e.ReadError:
+		return // already an anomaly; its fields cannot be trusted
 	case e.Hooked:
 		p.stats.HookedAllocs++
 		return
@@ -214,8 +216,6 @@ func (p *proc) alloc(e *events.Event) {
 	case !e.OwnsData:
 		p.stats.NonOwningAllocs++
 		return
-	case e.ReadError:
-		return // already an anomaly; its fields cannot be trusted
 	case !e.BufferType.Valid():
 		p.anomaly(anInvalidBufferType, e, "buffer %#x: buffer type %d", e.Object, int32(e.BufferType))
 		return
