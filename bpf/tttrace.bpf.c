@@ -7,12 +7,14 @@
  * uretprobed frame terminates the traced process (ttmetal-facts.md §2).
  *
  * Contract with user space (probes/):
- *  - every const volatile below is set before load; offsets come from a
- *    resolved layout, never from a guess;
- *  - each program is attached with its attach point's static (link-time)
- *    address as the BPF cookie: the load bias of the library in the traced
- *    process is ip - cookie, which places the Device and MeshDevice vtables
- *    in that process without a per-process table;
+ *  - every const volatile below is set before load;
+ *  - each probed library has an entry in the libs map with its layout
+ *    (field offsets from a resolved layout, never from a guess) and vtables;
+ *  - each program is attached with a BPF cookie holding the library's
+ *    index in the libs map (top 16 bits) and the attach point's static
+ *    (link-time) address (low 48 bits): the load bias of the library in the
+ *    traced process is ip - address, which places that library's Device and
+ *    MeshDevice vtables in the process without a per-process table;
  *  - every record has a sequence number taken before its reservation; a
  *    failed reservation bumps this CPU's lost counters and the next record
  *    from the CPU carries the count in lost_before.
@@ -20,6 +22,7 @@
 #include "types.h"
 #include "bpf/bpf_helpers.h"
 #include "bpf/bpf_tracing.h"
+#include "bpf/bpf_core_read.h"
 #include "tttrace.h"
 
 /* libbpf 1.1 stops at PT_REGS_PARM5; the sixth SysV argument is in r9. */
@@ -34,29 +37,12 @@ const struct event *unused_event __attribute__((unused));
 
 /* ---- knobs and layout, set from Go ----------------------------------- */
 
-/* tt::tt_metal::Buffer. With a pimpl layout (V2) buf_impl_ptr is the offset
- * of the BufferImpl pointer inside Buffer and the other offsets are inside
- * BufferImpl; otherwise buf_impl_ptr is -1 and they are inside Buffer. A
- * field that the layout lacks is -1. */
-const volatile __s64 buf_impl_ptr = -1;
-const volatile __s64 buf_device = -1;
-const volatile __s64 buf_size = -1;
-const volatile __s64 buf_type = -1;
-const volatile __s64 buf_owns_data = -1;
-const volatile __s64 buf_status = -1;
-const volatile __s64 buf_hooked = -1;
-const volatile __s64 buf_address = -1;
-const volatile __s64 buf_page_size = -1;
-/* Device::id_. */
-const volatile __s64 dev_id = -1;
-/* Static addresses of the address points of the two vtables
- * (vtable symbol + 16), 0 when the library has no such class. */
-const volatile __u64 vtable_device = 0;
-const volatile __u64 vtable_mesh = 0;
 /* Pending bytes in the ring that make a submit wake the reader. */
 const volatile __u64 wakeup_bytes = 1;
 /* Only trace processes listed in traced_pids. */
 const volatile __u8 filter_pids = 1;
+/* Add the children a traced process forks to traced_pids. */
+const volatile __u8 follow_children = 0;
 
 /* ---- maps ------------------------------------------------------------ */
 
@@ -65,6 +51,38 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 24);
 } events SEC(".maps");
+
+/* What tttrace knows of each probed library, indexed by the library index
+ * in the cookie; written by user space before it attaches the library.
+ * vtable_*: static addresses of the address points (vtable symbol + 16) of
+ * the Device and MeshDevice vtables, 0 when the library has no such class.
+ * The rest is the layout of tt::tt_metal::Buffer and Device: with a pimpl
+ * layout (V2) buf_impl_ptr is the offset of the BufferImpl pointer inside
+ * Buffer and the buf_* offsets are inside BufferImpl; otherwise buf_impl_ptr
+ * is -1 and they are inside Buffer. A field a layout lacks is -1. */
+struct lib_info {
+	__u64 vtable_device;
+	__u64 vtable_mesh;
+	__s64 buf_impl_ptr;
+	__s64 buf_device;
+	__s64 buf_size;
+	__s64 buf_type;
+	__s64 buf_owns_data;
+	__s64 buf_status;
+	__s64 buf_hooked;
+	__s64 buf_address;
+	__s64 buf_page_size;
+	__s64 dev_id;
+};
+
+#define MAX_LIBS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_LIBS);
+	__type(key, __u32);
+	__type(value, struct lib_info);
+} libs SEC(".maps");
 
 /* Processes to trace, keyed by tgid. User space adds and deletes entries
  * (a process is deleted once it has exited and been reported). */
@@ -151,6 +169,13 @@ static __always_inline void finish(struct event *e)
 	bpf_ringbuf_submit(e, flags);
 }
 
+/* For records user space must act on at once (a library was mapped, a
+ * process forked or ended). */
+static __always_inline void finish_now(struct event *e)
+{
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
 /* Read a field of at most 8 bytes at base+off into *dst (zeroed first);
  * off < 0 means the layout has no such field. */
 static __always_inline void read_field(struct event *e, void *dst, __u32 len,
@@ -162,12 +187,30 @@ static __always_inline void read_field(struct event *e, void *dst, __u32 len,
 		e->read_error = 1;
 }
 
-/* Say what an IDevice* is. bias is the library's load bias in this
- * process (ip - static address of the attach point). */
-static __always_inline void classify_device(struct event *e, __u64 dev,
-					    __u64 bias)
+/* Where the probed library is in this process and which it is. */
+struct site {
+	__u64 bias; /* load bias: ip - static address of the attach point */
+	struct lib_info *lib;
+};
+
+#define COOKIE_ADDR_MASK ((1ULL << 48) - 1)
+
+static __always_inline struct site locate(struct pt_regs *ctx)
 {
-	__u64 vptr = 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 idx = cookie >> 48;
+	struct site s;
+
+	s.bias = PT_REGS_IP(ctx) - (cookie & COOKIE_ADDR_MASK);
+	s.lib = bpf_map_lookup_elem(&libs, &idx);
+	return s;
+}
+
+/* Say what an IDevice* is, by its vptr. */
+static __always_inline void classify_device(struct event *e, __u64 dev,
+					    struct site *site)
+{
+	__u64 vptr = 0, vt_device = 0, vt_mesh = 0;
 
 	e->device = dev;
 	if (!dev) {
@@ -180,48 +223,52 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 		return;
 	}
 	e->device_vptr = vptr;
-	if (vtable_device && vptr == bias + vtable_device) {
+	if (site->lib) {
+		vt_device = site->lib->vtable_device;
+		vt_mesh = site->lib->vtable_mesh;
+	}
+	if (vt_device && vptr == site->bias + vt_device) {
 		__s32 id = -1;
 
 		e->device_kind = DEV_CHIP;
-		read_field(e, &id, sizeof(id), dev, dev_id);
+		read_field(e, &id, sizeof(id), dev, site->lib->dev_id);
 		e->chip = id;
-	} else if (vtable_mesh && vptr == bias + vtable_mesh) {
+	} else if (vt_mesh && vptr == site->bias + vt_mesh) {
 		e->device_kind = DEV_MESH;
 	} else {
 		e->device_kind = DEV_UNKNOWN;
 	}
 }
 
-static __always_inline __u64 load_bias(struct pt_regs *ctx)
-{
-	return PT_REGS_IP(ctx) - bpf_get_attach_cookie(ctx);
-}
-
 /* Copy the fields of a tt::tt_metal::Buffer. */
-static __always_inline void read_buffer(struct event *e, __u64 buf, __u64 bias)
+static __always_inline void read_buffer(struct event *e, __u64 buf, struct site *site)
 {
+	struct lib_info *l = site->lib;
 	__u64 base = buf, dev = 0, size = 0, address = 0, page_size = 0;
 	__s32 type = -1;
 	__u8 owns = 0, status = 0, hooked = 0;
 
 	e->object = buf;
-	if (buf_impl_ptr >= 0) {
+	if (!l) {
+		e->read_error = 1;
+		return;
+	}
+	if (l->buf_impl_ptr >= 0) {
 		base = 0;
-		read_field(e, &base, sizeof(base), buf, buf_impl_ptr);
+		read_field(e, &base, sizeof(base), buf, l->buf_impl_ptr);
 		if (!base) {
 			e->read_error = 1;
 			return;
 		}
 	}
-	read_field(e, &dev, sizeof(dev), base, buf_device);
-	read_field(e, &size, sizeof(size), base, buf_size);
-	read_field(e, &type, sizeof(type), base, buf_type);
-	read_field(e, &owns, sizeof(owns), base, buf_owns_data);
-	read_field(e, &status, sizeof(status), base, buf_status);
-	read_field(e, &hooked, sizeof(hooked), base, buf_hooked);
-	read_field(e, &address, sizeof(address), base, buf_address);
-	read_field(e, &page_size, sizeof(page_size), base, buf_page_size);
+	read_field(e, &dev, sizeof(dev), base, l->buf_device);
+	read_field(e, &size, sizeof(size), base, l->buf_size);
+	read_field(e, &type, sizeof(type), base, l->buf_type);
+	read_field(e, &owns, sizeof(owns), base, l->buf_owns_data);
+	read_field(e, &status, sizeof(status), base, l->buf_status);
+	read_field(e, &hooked, sizeof(hooked), base, l->buf_hooked);
+	read_field(e, &address, sizeof(address), base, l->buf_address);
+	read_field(e, &page_size, sizeof(page_size), base, l->buf_page_size);
 	e->size = size;
 	e->buffer_type = type;
 	e->owns_data = owns;
@@ -229,16 +276,18 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, __u64 bias)
 	e->hooked = hooked;
 	e->address = address;
 	e->page_size = page_size;
-	classify_device(e, dev, bias);
+	classify_device(e, dev, site);
 }
 
 static __always_inline int on_buffer(struct pt_regs *ctx, __u8 kind, __u64 buf)
 {
 	struct event *e = start(kind);
+	struct site site;
 
 	if (!e)
 		return 0;
-	read_buffer(e, buf, load_bias(ctx));
+	site = locate(ctx);
+	read_buffer(e, buf, &site);
 	finish(e);
 	return 0;
 }
@@ -247,11 +296,13 @@ static __always_inline int on_device(struct pt_regs *ctx, __u8 kind, __u64 dev,
 				     __u64 object)
 {
 	struct event *e = start(kind);
+	struct site site;
 
 	if (!e)
 		return 0;
+	site = locate(ctx);
 	e->object = object;
-	classify_device(e, dev, load_bias(ctx));
+	classify_device(e, dev, &site);
 	finish(e);
 	return 0;
 }
@@ -286,14 +337,16 @@ SEC("uprobe")
 int buffer_create_view(struct pt_regs *ctx)
 {
 	struct event *e = start(EV_VIEW);
+	struct site site;
 
 	if (!e)
 		return 0;
+	site = locate(ctx);
 	e->address = PT_REGS_PARM3(ctx);
 	e->size = PT_REGS_PARM4(ctx);
 	e->page_size = PT_REGS_PARM5(ctx);
 	e->buffer_type = (__s32)PT_REGS_PARM6(ctx);
-	classify_device(e, PT_REGS_PARM2(ctx), load_bias(ctx));
+	classify_device(e, PT_REGS_PARM2(ctx), &site);
 	finish(e);
 	return 0;
 }
@@ -307,13 +360,15 @@ SEC("uprobe")
 int track_allocate_cb(struct pt_regs *ctx)
 {
 	struct event *e = start(EV_CB_ALLOC);
+	struct site site;
 
 	if (!e)
 		return 0;
+	site = locate(ctx);
 	e->address = PT_REGS_PARM3(ctx);
 	e->size = PT_REGS_PARM4(ctx);
 	e->global = (__u8)PT_REGS_PARM5(ctx);
-	classify_device(e, PT_REGS_PARM6(ctx), load_bias(ctx));
+	classify_device(e, PT_REGS_PARM6(ctx), &site);
 	finish(e);
 	return 0;
 }
@@ -360,4 +415,72 @@ SEC("uprobe")
 int mesh_device_close(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+/* void _dl_debug_state(void) in ld.so: called after each change of the link
+ * map (dlopen/dlclose and the start-up load). User space looks for a newly
+ * mapped TT-Metal library and attaches to it. */
+SEC("uprobe")
+int dl_debug_state(struct pt_regs *ctx)
+{
+	struct event *e = start(EV_LINK_MAP);
+
+	if (!e)
+		return 0;
+	finish_now(e);
+	return 0;
+}
+
+/* The fields of task_struct read here, relocated against the running
+ * kernel's BTF (CO-RE): no vmlinux.h needed. */
+struct task_struct {
+	int pid;
+	int tgid;
+	int exit_code;
+} __attribute__((preserve_access_index));
+
+/* sched_process_fork(struct task_struct *parent, struct task_struct *child) */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+	struct event *e;
+
+	if (!follow_children || ptgid == ctgid)
+		return 0; /* not following, or a new thread */
+	if (!bpf_map_lookup_elem(&traced_pids, &ptgid))
+		return 0;
+	/* The child is traced from its first instruction: it is added before
+	 * it can run. */
+	bpf_map_update_elem(&traced_pids, &ctgid, &one, BPF_ANY);
+	e = start(EV_FORK);
+	if (!e)
+		return 0;
+	e->pid = ctgid;
+	e->tid = BPF_CORE_READ(child, pid);
+	e->object = ptgid;
+	finish_now(e);
+	return 0;
+}
+
+/* sched_process_exit(struct task_struct *p, ...): the main thread of a
+ * traced process exits; its exit code says how the process ended. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(process_exit, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct event *e;
+
+	if (BPF_CORE_READ(p, pid) != tgid)
+		return 0;
+	e = start(EV_EXIT);
+	if (!e)
+		return 0;
+	e->address = (__u32)BPF_CORE_READ(p, exit_code);
+	finish_now(e);
+	return 0;
 }

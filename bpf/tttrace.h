@@ -20,6 +20,9 @@ enum event_kind {
 	EV_DEVICE_CLOSE = 9,    /* Device::close() */
 	EV_MESH_CLOSE = 10,     /* distributed::MeshDevice::close() */
 	EV_MARK_DEALLOCATED = 11, /* Buffer::mark_as_deallocated() */
+	EV_LINK_MAP = 12,       /* ld.so _dl_debug_state(): the link map changed (dlopen) */
+	EV_FORK = 13,           /* a traced process forked: pid is the child, object its parent */
+	EV_EXIT = 14,           /* a traced process's main thread exited: address is exit_code */
 };
 
 /* What the IDevice* of an event points at, told apart by its vptr. */

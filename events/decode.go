@@ -36,7 +36,7 @@ func Decode(raw []byte, e *Event) error {
 		ReadError:  w.ReadError != 0,
 		LostBefore: w.LostBefore,
 	}
-	if e.Kind == 0 || e.Kind > KindMarkDeallocated {
+	if e.Kind == 0 || e.Kind > KindMainExit {
 		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
 	}
 	return nil

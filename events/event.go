@@ -24,6 +24,9 @@ const (
 	KindDeviceClose      Kind = 9  // Device::close()
 	KindMeshClose        Kind = 10 // distributed::MeshDevice::close()
 	KindMarkDeallocated  Kind = 11 // Buffer::mark_as_deallocated()
+	KindLinkMap          Kind = 12 // ld.so _dl_debug_state(): a library may have been mapped (tracer-internal)
+	KindFork             Kind = 13 // a traced process forked: Pid is the child, Object the parent
+	KindMainExit         Kind = 14 // the main thread of a traced process exited: Address is its wait status (tracer-internal)
 	KindLost             Kind = 64 // synthesized by the reader: records the ring buffer could not take
 	KindProcessExit      Kind = 65 // synthesized by the tracer: the process has ended
 	maxKindForStringPlus Kind = 66
@@ -41,6 +44,9 @@ var kindNames = [maxKindForStringPlus]string{
 	KindDeviceClose:     "device_close",
 	KindMeshClose:       "mesh_close",
 	KindMarkDeallocated: "mark_deallocated",
+	KindLinkMap:         "link_map",
+	KindFork:            "fork",
+	KindMainExit:        "main_exit",
 	KindLost:            "lost",
 	KindProcessExit:     "exit",
 }
@@ -151,7 +157,8 @@ type Event struct {
 	// that CPU's previous record. For KindLost it is the number lost.
 	LostBefore uint64
 
-	// ExitCode / ExitSignal describe how a process ended (KindProcessExit).
+	// ExitCode / ExitSignal describe how a process ended (KindProcessExit);
+	// -1 / 0 when tttrace could not learn it.
 	ExitCode   int
 	ExitSignal int
 }

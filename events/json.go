@@ -47,6 +47,9 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendDevice(buf, e)
 	case KindCBTeardown, KindProgramDestroy:
 		buf = appendHex(buf, "program", e.Object)
+	case KindFork:
+		buf = append(buf, `,"ppid":`...)
+		buf = strconv.AppendUint(buf, e.Object, 10)
 	case KindLost:
 		buf = append(buf, `,"count":`...)
 		buf = strconv.AppendUint(buf, e.LostBefore, 10)

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -28,12 +29,13 @@ var ErrPermission = errors.New("loading BPF programs needs root (or CAP_BPF and 
 
 // Options configure the BPF side.
 type Options struct {
-	Layout Layout
 	// RingSize in bytes: a power of two and a multiple of the page size.
 	RingSize int
 	// AllProcesses traces every process that runs the library instead of
 	// only the PIDs added with AddPID.
 	AllProcesses bool
+	// FollowChildren adds the processes a traced process forks.
+	FollowChildren bool
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -41,13 +43,27 @@ type Tracer struct {
 	objs  tttraceObjects
 	links []link.Link
 	rd    *ringbuf.Reader
-	// Attached lists the sites actually attached.
-	Attached []Site
+	// Sites lists the sites attached, over all libraries.
+	Sites []Site
+	// libs are the attached libraries, by index (the cookie's top bits).
+	libs []attachedLib
 }
 
-// Load verifies and loads the BPF programs with the layout and vtables
-// injected as constants.
-func Load(syms *Symbols, opts Options) (*Tracer, error) {
+type attachedLib struct {
+	path string
+	info os.FileInfo
+}
+
+// maxLibs is MAX_LIBS in bpf/tttrace.bpf.c.
+const maxLibs = 256
+
+// cookieAddrBits is how many low bits of a BPF cookie hold the attach
+// point's address; the library index is above them.
+const cookieAddrBits = 48
+
+// Load verifies and loads the BPF programs with the layout injected as
+// constants.
+func Load(opts Options) (*Tracer, error) {
 	if opts.RingSize == 0 {
 		opts.RingSize = DefaultRingSize
 	}
@@ -65,25 +81,16 @@ func Load(syms *Symbols, opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read embedded BPF objects: %w", err)
 	}
-	l := opts.Layout
-	filter := uint8(1)
+	filter, follow := uint8(1), uint8(0)
 	if opts.AllProcesses {
 		filter = 0
 	}
+	if opts.FollowChildren {
+		follow = 1
+	}
 	consts := map[string]any{
-		"buf_impl_ptr":  l.BufferImplPtr,
-		"buf_device":    l.Device,
-		"buf_size":      l.Size,
-		"buf_type":      l.Type,
-		"buf_owns_data": l.OwnsData,
-		"buf_status":    l.Status,
-		"buf_hooked":    l.Hooked,
-		"buf_address":   l.Address,
-		"buf_page_size": l.PageSize,
-		"dev_id":        l.DeviceID,
-		"vtable_device": syms.VtableDevice,
-		"vtable_mesh":   syms.VtableMesh,
-		"filter_pids":   filter,
+		"filter_pids":     filter,
+		"follow_children": follow,
 		"wakeup_bytes":  uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {
@@ -135,16 +142,61 @@ func (t *Tracer) programs() map[string]*ebpf.Program {
 	}
 }
 
-// Attach installs an entry uprobe on every site of syms in lib. The probes
-// are attached to the file's inode, so they fire in every process that maps
-// it, including ones that map it later. On failure nothing stays attached.
-func (t *Tracer) Attach(lib *Library, syms *Symbols) error {
+// Attached reports whether the file at path is already probed.
+func (t *Tracer) Attached(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range t.libs {
+		if os.SameFile(l.info, st) {
+			return true
+		}
+	}
+	return false
+}
+
+// Attach installs an entry uprobe on every site of syms in lib, reading
+// objects with layout. The probes are attached to the file's inode, so they
+// fire in every process that maps it, including ones that map it later. On
+// failure nothing stays attached. Attaching a file already attached does
+// nothing.
+func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
+	st, err := os.Stat(lib.Path)
+	if err != nil {
+		return err
+	}
+	if t.Attached(lib.Path) {
+		return nil
+	}
+	if len(t.libs) >= maxLibs {
+		return fmt.Errorf("%s: already probing %d libraries, the most tttrace can", lib.Path, maxLibs)
+	}
+	idx := uint32(len(t.libs))
+	info := tttraceLibInfo{
+		VtableDevice: syms.VtableDevice,
+		VtableMesh:   syms.VtableMesh,
+		BufImplPtr:   layout.BufferImplPtr,
+		BufDevice:    layout.Device,
+		BufSize:      layout.Size,
+		BufType:      layout.Type,
+		BufOwnsData:  layout.OwnsData,
+		BufStatus:    layout.Status,
+		BufHooked:    layout.Hooked,
+		BufAddress:   layout.Address,
+		BufPageSize:  layout.PageSize,
+		DevId:        layout.DeviceID,
+	}
+	if err := t.objs.Libs.Update(idx, &info, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("record library %s: %w", lib.Path, err)
+	}
 	exe, err := link.OpenExecutable(lib.Path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", lib.Path, err)
 	}
 	progs := t.programs()
 	var links []link.Link
+	var attached []Site
 	for _, s := range syms.Sites {
 		if err := CheckProbeable(lib, s.Addr); err != nil {
 			closeLinks(links)
@@ -155,17 +207,74 @@ func (t *Tracer) Attach(lib *Library, syms *Symbols) error {
 			closeLinks(links)
 			return fmt.Errorf("no BPF program %q", s.Program)
 		}
-		// The cookie is the site's link-time address: ip - cookie is the
-		// library's load bias in whichever process hits the probe.
-		l, err := exe.Uprobe("", prog, &link.UprobeOptions{Address: s.Offset, Cookie: s.Addr})
+		if s.Addr>>cookieAddrBits != 0 {
+			closeLinks(links)
+			return fmt.Errorf("%s at %#x: address does not fit a cookie", s.Symbol, s.Addr)
+		}
+		// ip - (low bits of the cookie) is the library's load bias in
+		// whichever process hits the probe; the top bits say which library.
+		cookie := uint64(idx)<<cookieAddrBits | s.Addr
+		l, err := exe.Uprobe("", prog, &link.UprobeOptions{Address: s.Offset, Cookie: cookie})
 		if err != nil {
 			closeLinks(links)
 			return fmt.Errorf("attach uprobe to %s (%s at %#x): %w", s.Function, s.Symbol, s.Addr, err)
 		}
 		links = append(links, l)
-		t.Attached = append(t.Attached, s)
+		attached = append(attached, s)
 	}
 	t.links = append(t.links, links...)
+	t.Sites = append(t.Sites, attached...)
+	t.libs = append(t.libs, attachedLib{path: lib.Path, info: st})
+	return nil
+}
+
+// AttachLoader probes the dynamic loader's _dl_debug_state, which ld.so
+// calls after every change of a process's link map: the tracer hears of each
+// dlopen and can attach to a TT-Metal library the moment it is mapped.
+func (t *Tracer) AttachLoader(ldso string) error {
+	lib, err := OpenLibrary(ldso)
+	if err != nil {
+		return err
+	}
+	defer lib.Close()
+	var addr uint64
+	err = lib.ScanSymbols([]string{"_dl_debug_state"}, func(s Symbol) {
+		if s.Name == "_dl_debug_state" && s.Type == elf.STT_FUNC {
+			addr = s.Value
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if addr == 0 {
+		return fmt.Errorf("%s has no _dl_debug_state", ldso)
+	}
+	off, err := lib.FileOffset(addr)
+	if err != nil {
+		return err
+	}
+	exe, err := link.OpenExecutable(ldso)
+	if err != nil {
+		return err
+	}
+	l, err := exe.Uprobe("", t.objs.DlDebugState, &link.UprobeOptions{Address: off})
+	if err != nil {
+		return fmt.Errorf("attach to %s _dl_debug_state: %w", ldso, err)
+	}
+	t.links = append(t.links, l)
+	return nil
+}
+
+// AttachProcessEvents follows forks (when FollowChildren) and reports how
+// traced processes end.
+func (t *Tracer) AttachProcessEvents() error {
+	for _, p := range []*ebpf.Program{t.objs.ProcessFork, t.objs.ProcessExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			return fmt.Errorf("attach %s: %w", p, err)
+		}
+		t.links = append(t.links, l)
+	}
 	return nil
 }
 

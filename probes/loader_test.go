@@ -10,7 +10,7 @@ import (
 // V1 layout and checks the attach table names only programs that exist.
 func TestLoadVerifier(t *testing.T) {
 	probestest.RequireRoot(t)
-	tr, err := Load(&Symbols{VtableDevice: 0x1000, VtableMesh: 0x2000}, Options{Layout: LayoutV1, RingSize: 1 << 16})
+	tr, err := Load(Options{RingSize: 1 << 16, FollowChildren: true})
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}
@@ -38,7 +38,7 @@ func TestLoadVerifier(t *testing.T) {
 }
 
 func TestLoadRejectsBadRingSize(t *testing.T) {
-	if _, err := Load(&Symbols{}, Options{Layout: LayoutV1, RingSize: 3 << 12}); err == nil {
+	if _, err := Load(Options{RingSize: 3 << 12}); err == nil {
 		t.Fatal("ring size not a power of two was accepted")
 	}
 }

@@ -38,6 +38,22 @@ type tttraceEvent struct {
 	Pad        uint8
 }
 
+type tttraceLibInfo struct {
+	_            structs.HostLayout
+	VtableDevice uint64
+	VtableMesh   uint64
+	BufImplPtr   int64
+	BufDevice    int64
+	BufSize      int64
+	BufType      int64
+	BufOwnsData  int64
+	BufStatus    int64
+	BufHooked    int64
+	BufAddress   int64
+	BufPageSize  int64
+	DevId        int64
+}
+
 type tttraceLostCounter struct {
 	_       structs.HostLayout
 	Total   uint64
@@ -90,8 +106,11 @@ type tttraceProgramSpecs struct {
 	BufferCreateView          *ebpf.ProgramSpec `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.ProgramSpec `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.ProgramSpec `ebpf:"device_close"`
+	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
 	MarkAsDeallocated         *ebpf.ProgramSpec `ebpf:"mark_as_deallocated"`
 	MeshDeviceClose           *ebpf.ProgramSpec `ebpf:"mesh_device_close"`
+	ProcessExit               *ebpf.ProgramSpec `ebpf:"process_exit"`
+	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
 	TrackAllocate             *ebpf.ProgramSpec `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.ProgramSpec `ebpf:"track_allocate_cb"`
@@ -104,6 +123,7 @@ type tttraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	Libs       *ebpf.MapSpec `ebpf:"libs"`
 	Lost       *ebpf.MapSpec `ebpf:"lost"`
 	TracedPids *ebpf.MapSpec `ebpf:"traced_pids"`
 }
@@ -112,22 +132,11 @@ type tttraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
-	BufAddress   *ebpf.VariableSpec `ebpf:"buf_address"`
-	BufDevice    *ebpf.VariableSpec `ebpf:"buf_device"`
-	BufHooked    *ebpf.VariableSpec `ebpf:"buf_hooked"`
-	BufImplPtr   *ebpf.VariableSpec `ebpf:"buf_impl_ptr"`
-	BufOwnsData  *ebpf.VariableSpec `ebpf:"buf_owns_data"`
-	BufPageSize  *ebpf.VariableSpec `ebpf:"buf_page_size"`
-	BufSize      *ebpf.VariableSpec `ebpf:"buf_size"`
-	BufStatus    *ebpf.VariableSpec `ebpf:"buf_status"`
-	BufType      *ebpf.VariableSpec `ebpf:"buf_type"`
-	DevId        *ebpf.VariableSpec `ebpf:"dev_id"`
-	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
-	NextSeq      *ebpf.VariableSpec `ebpf:"next_seq"`
-	UnusedEvent  *ebpf.VariableSpec `ebpf:"unused_event"`
-	VtableDevice *ebpf.VariableSpec `ebpf:"vtable_device"`
-	VtableMesh   *ebpf.VariableSpec `ebpf:"vtable_mesh"`
-	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	FilterPids     *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowChildren *ebpf.VariableSpec `ebpf:"follow_children"`
+	NextSeq        *ebpf.VariableSpec `ebpf:"next_seq"`
+	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -151,6 +160,7 @@ func (o *tttraceObjects) Close() error {
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
+	Libs       *ebpf.Map `ebpf:"libs"`
 	Lost       *ebpf.Map `ebpf:"lost"`
 	TracedPids *ebpf.Map `ebpf:"traced_pids"`
 }
@@ -158,6 +168,7 @@ type tttraceMaps struct {
 func (m *tttraceMaps) Close() error {
 	return _TttraceClose(
 		m.Events,
+		m.Libs,
 		m.Lost,
 		m.TracedPids,
 	)
@@ -167,22 +178,11 @@ func (m *tttraceMaps) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
-	BufAddress   *ebpf.Variable `ebpf:"buf_address"`
-	BufDevice    *ebpf.Variable `ebpf:"buf_device"`
-	BufHooked    *ebpf.Variable `ebpf:"buf_hooked"`
-	BufImplPtr   *ebpf.Variable `ebpf:"buf_impl_ptr"`
-	BufOwnsData  *ebpf.Variable `ebpf:"buf_owns_data"`
-	BufPageSize  *ebpf.Variable `ebpf:"buf_page_size"`
-	BufSize      *ebpf.Variable `ebpf:"buf_size"`
-	BufStatus    *ebpf.Variable `ebpf:"buf_status"`
-	BufType      *ebpf.Variable `ebpf:"buf_type"`
-	DevId        *ebpf.Variable `ebpf:"dev_id"`
-	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
-	NextSeq      *ebpf.Variable `ebpf:"next_seq"`
-	UnusedEvent  *ebpf.Variable `ebpf:"unused_event"`
-	VtableDevice *ebpf.Variable `ebpf:"vtable_device"`
-	VtableMesh   *ebpf.Variable `ebpf:"vtable_mesh"`
-	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
+	FilterPids     *ebpf.Variable `ebpf:"filter_pids"`
+	FollowChildren *ebpf.Variable `ebpf:"follow_children"`
+	NextSeq        *ebpf.Variable `ebpf:"next_seq"`
+	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
+	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.
@@ -193,8 +193,11 @@ type tttracePrograms struct {
 	BufferCreateView          *ebpf.Program `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.Program `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.Program `ebpf:"device_close"`
+	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
 	MarkAsDeallocated         *ebpf.Program `ebpf:"mark_as_deallocated"`
 	MeshDeviceClose           *ebpf.Program `ebpf:"mesh_device_close"`
+	ProcessExit               *ebpf.Program `ebpf:"process_exit"`
+	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
 	TrackAllocate             *ebpf.Program `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.Program `ebpf:"track_allocate_cb"`
@@ -208,8 +211,11 @@ func (p *tttracePrograms) Close() error {
 		p.BufferCreateView,
 		p.DeallocateCircularBuffers,
 		p.DeviceClose,
+		p.DlDebugState,
 		p.MarkAsDeallocated,
 		p.MeshDeviceClose,
+		p.ProcessExit,
+		p.ProcessFork,
 		p.ProgramDestroy,
 		p.TrackAllocate,
 		p.TrackAllocateCb,

@@ -40,6 +40,8 @@ type Flags struct {
 	Wait       time.Duration
 	Interval   time.Duration
 	ReadyFile  string
+	Follow     bool
+	All        bool
 	ShowHelp   bool
 	ShowVer    bool
 	Command    []string
@@ -58,6 +60,8 @@ Usage:
   tttrace [flags] -p PID [-p PID ...]   trace running processes
   tttrace [flags] -- CMD [ARGS...]      start CMD traced from its first
                                         instruction; exit with its status
+  tttrace [flags] --all                 trace every process using TT-Metal,
+                                        including ones that start later
 
 Examples:
   sudo tttrace -p 4242
@@ -65,8 +69,14 @@ Examples:
   sudo tttrace --json -o trace.ndjson -- ./my_workload
   sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
 
+Without --lib, tttrace finds the library in the process (by name, or by its
+symbols if renamed), probes likely copies before they load (the command's
+directories, LD_LIBRARY_PATH, PYTHONPATH, TT_METAL_HOME, the interpreter's
+site-packages), and hears of any other through the dynamic loader.
+
 Tracing ends when every traced process has exited or on SIGINT/SIGTERM;
-the summary (per-chip totals, peaks, leaks) is printed then.
+the summary (per-chip totals, peaks, leaks) is printed then. A process
+that ends while others are traced gets its own report at once.
 
 Flags:
 `
@@ -94,9 +104,11 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
-	fs.DurationVar(&f.Wait, "wait", 0, "with -p, how long to wait for a process to load libtt_metal.so (0: until it exits)")
+	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh period of the live per-chip view on a terminal (0 turns it off)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
+	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
+	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
 	fs.BoolVarP(&f.ShowHelp, "help", "h", false, "show this help")
 	fs.BoolVar(&f.ShowVer, "version", false, "print the version")
 	_ = fs.MarkHidden("ready-file")
@@ -131,12 +143,24 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	} else if fs.NArg() > 0 {
 		return nil, usageError{fmt.Errorf("unexpected argument %q (put the command to trace after --)", fs.Arg(0))}
 	}
+	modes := 0
+	for _, on := range []bool{len(f.PIDs) > 0, len(f.Command) > 0, f.All} {
+		if on {
+			modes++
+		}
+	}
 	switch {
-	case len(f.PIDs) == 0 && len(f.Command) == 0:
+	case modes == 0:
 		fs.Usage()
-		return nil, usageError{errors.New("nothing to trace: give -p PID or -- CMD")}
-	case len(f.PIDs) > 0 && len(f.Command) > 0:
-		return nil, usageError{errors.New("-p and -- CMD cannot be combined")}
+		return nil, usageError{errors.New("nothing to trace: give -p PID, -- CMD or --all")}
+	case modes > 1:
+		return nil, usageError{errors.New("-p, -- CMD and --all cannot be combined")}
+	}
+	if !fs.Changed("follow") {
+		f.Follow = len(f.Command) > 0
+	}
+	if f.Wait > 0 && len(f.PIDs) == 0 {
+		return nil, usageError{errors.New("--wait goes with -p")}
 	}
 	for _, p := range f.PIDs {
 		if p <= 0 {

@@ -1,98 +1,14 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/tttrace/tttrace/probes"
 )
-
-// findLibrary decides which file to probe. With -p it also reports which
-// processes had the library mapped already (their ledgers start late).
-func findLibrary(ctx context.Context, f *Flags) (string, map[int]bool, error) {
-	mapped := map[int]bool{}
-	if f.Lib != "" {
-		st, err := os.Stat(f.Lib)
-		if err != nil {
-			return "", nil, fail(ExitNoLibrary, "--lib: %w", err)
-		}
-		for _, pid := range f.PIDs {
-			if p, err := probes.FindMappedLibrary(pid); err == nil && sameFile(p, st) {
-				mapped[pid] = true
-			}
-		}
-		return f.Lib, mapped, nil
-	}
-	if len(f.Command) > 0 {
-		return "", nil, fail(ExitNoLibrary, "-- CMD needs --lib PATH: the command loads libtt_metal.so after it starts, "+
-			"so tttrace cannot read it from the process yet (e.g. --lib $TT_METAL_HOME/build/lib/libtt_metal.so)")
-	}
-	var path string
-	var first os.FileInfo
-	for _, pid := range f.PIDs {
-		p, err := waitMapped(ctx, pid, f.Wait)
-		if err != nil {
-			return "", nil, err
-		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return "", nil, fail(ExitNoLibrary, "pid %d: %w", pid, err)
-		}
-		if first == nil {
-			path, first = p, st
-		} else if !os.SameFile(first, st) {
-			return "", nil, fail(ExitUsage, "pid %d maps a different TT-Metal library (%s) than the other processes (%s): trace them with separate tttrace runs", pid, p, path)
-		}
-		mapped[pid] = true
-	}
-	return path, mapped, nil
-}
-
-func sameFile(path string, st os.FileInfo) bool {
-	o, err := os.Stat(path)
-	return err == nil && os.SameFile(o, st)
-}
-
-// waitMapped returns the TT-Metal library pid maps, waiting for it to be
-// loaded for at most wait (0: as long as the process lives).
-func waitMapped(ctx context.Context, pid int, wait time.Duration) (string, error) {
-	var deadline time.Time
-	if wait > 0 {
-		deadline = time.Now().Add(wait)
-	}
-	announced := false
-	for {
-		p, err := probes.FindMappedLibrary(pid)
-		switch {
-		case err == nil:
-			return p, nil
-		case errors.Is(err, probes.ErrNoProcess):
-			return "", fail(ExitNoLibrary, "pid %d exited without loading libtt_metal.so", pid)
-		case !errors.Is(err, probes.ErrNotMapped):
-			return "", fail(ExitError, "pid %d: %w", pid, err)
-		}
-		if !deadline.IsZero() && time.Now().After(deadline) {
-			return "", fail(ExitNoLibrary, "pid %d did not load libtt_metal.so within --wait %s (give the library with --lib to trace it as soon as it loads)", pid, wait)
-		}
-		if !announced {
-			fmt.Fprintf(os.Stderr, "tttrace: waiting for pid %d to load libtt_metal.so\n", pid)
-			announced = true
-		}
-		select {
-		case <-ctx.Done():
-			return "", fail(ExitError, "interrupted while waiting for pid %d to load libtt_metal.so", pid)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
 
 // The exec gate: "-- CMD" starts a copy of tttrace that blocks on a pipe
 // and then execs CMD, so CMD's pid is known and traced before its first

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -63,24 +64,56 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // session is one tracing run.
 type session struct {
-	f            *Flags
-	stderr       io.Writer
-	out          *bufio.Writer
-	tracer       *probes.Tracer
-	ledger       *devices.Ledger
-	live         map[uint32]bool // traced processes not yet ended
-	exits        chan exitNote
+	f      *Flags
+	stderr io.Writer
+	out    *bufio.Writer
+	tracer *probes.Tracer
+	ledger *devices.Ledger
+
+	procs   map[uint32]*procState // traced processes not yet ended
+	ended   map[uint32]bool       // traced processes that ended (pids are not reused for them)
+	exits   chan exitNote
+	libKind map[probes.FileKey]libVerdict // what each shared object seen is
+	loaders map[probes.FileKey]bool       // dynamic loaders probed
+	child   *gatedChild
+	anyLib  bool // some process mapped a TT-Metal library
+	timeout chan struct{}
+
 	jsonBuf      []byte
 	decodeErrors uint64
 }
 
+// procState is what the session tracks of a traced process.
+type procState struct {
+	info       devices.ProcessInfo
+	hasLib     bool    // a TT-Metal library is mapped in it
+	mainStatus *uint32 // wait status of its main thread, from BPF
+}
+
+type libVerdict uint8
+
+const (
+	libOther    libVerdict = iota + 1 // not TT-Metal
+	libAttached                       // TT-Metal, probed
+	libRefused                        // TT-Metal, but tttrace cannot read it
+)
+
 type exitNote struct {
 	pid          uint32
 	code, signal int
+	known        bool // code/signal are the real ones (from wait)
 }
 
 // Run traces as f says and returns the exit status.
 func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
+	if os.Geteuid() != 0 {
+		return 0, fail(ExitPermission, "%v", probes.ErrPermission)
+	}
+	for _, pid := range f.PIDs {
+		if err := probes.ProcessExists(pid); err != nil {
+			return 0, fail(ExitNoProcess, "-p %d: no such process", pid)
+		}
+	}
 	out := stdout
 	if f.Output != "" {
 		of, err := os.Create(f.Output)
@@ -90,34 +123,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 		defer of.Close()
 		out = of
 	}
-	if len(f.PIDs) > 0 {
-		for _, pid := range f.PIDs {
-			if err := probes.ProcessExists(pid); err != nil {
-				return 0, fail(ExitNoProcess, "-p %d: no such process", pid)
-			}
-		}
-	}
-	libPath, mappedAtStart, err := findLibrary(ctx, f)
-	if err != nil {
-		return 0, err
-	}
-	lib, err := probes.OpenLibrary(libPath)
-	if err != nil {
-		return 0, fail(ExitNoLibrary, "library: %w", err)
-	}
-	defer lib.Close()
-	syms, err := probes.ResolveSymbols(lib)
-	if err != nil {
-		return 0, fail(ExitUnsupported, "read symbols of %s: %w", libPath, err)
-	}
-	if err := syms.Check(lib); err != nil {
-		return 0, fail(ExitUnsupported, "%w", err)
-	}
-	layout, err := probes.ResolveLayout(lib, syms, f.Layout)
-	if err != nil {
-		return 0, fail(ExitUnsupported, "%w", err)
-	}
-	tracer, err := probes.Load(syms, probes.Options{Layout: layout.Layout, RingSize: f.ringBytes})
+	tracer, err := probes.Load(probes.Options{RingSize: f.ringBytes, AllProcesses: f.All, FollowChildren: f.Follow})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return 0, fail(ExitPermission, "%w", err)
@@ -125,78 +131,48 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 		return 0, fail(ExitError, "%w", err)
 	}
 	defer tracer.Close()
-
 	s := &session{
-		f:      f,
-		stderr: stderr,
-		out:    bufio.NewWriterSize(out, 1<<20),
-		tracer: tracer,
-		ledger: devices.NewLedger(),
-		live:   map[uint32]bool{},
-		exits:  make(chan exitNote, 64),
+		f:       f,
+		stderr:  stderr,
+		out:     bufio.NewWriterSize(out, 1<<20),
+		tracer:  tracer,
+		ledger:  devices.NewLedger(),
+		procs:   map[uint32]*procState{},
+		ended:   map[uint32]bool{},
+		exits:   make(chan exitNote, 256),
+		libKind: map[probes.FileKey]libVerdict{},
+		loaders: map[probes.FileKey]bool{},
+		timeout: make(chan struct{}, 1),
 	}
 	defer s.out.Flush()
-
-	// Processes are added to the BPF filter before the probes go in, so no
-	// call of theirs falls between attach and filter.
-	var child *gatedChild
-	if len(f.Command) > 0 {
-		child, err = startGated(f.Command)
-		if err != nil {
-			return 0, err
-		}
-		defer child.abandon()
-		if err := s.track(uint32(child.pid()), devices.ProcessInfo{Command: joinArgs(f.Command)}); err != nil {
-			return 0, err
-		}
-	} else {
-		for _, pid := range f.PIDs {
-			info := devices.ProcessInfo{Command: probes.Cmdline(pid), AttachedMidRun: mappedAtStart[pid]}
-			if err := s.track(uint32(pid), info); err != nil {
-				return 0, err
-			}
-		}
+	if err := s.setup(ctx); err != nil {
+		return 0, err
 	}
-	if err := tracer.Attach(lib, syms); err != nil {
-		return 0, fail(ExitUnsupported, "%w", err)
-	}
-	fmt.Fprintf(stderr, "tttrace: tracing %s (layout %s, %d probes)\n", libPath, layout.Layout.Name, len(tracer.Attached))
-	for _, m := range syms.Missing {
-		fmt.Fprintf(stderr, "tttrace: note: %s not found in the library: %s will not be seen\n", m.Function, m.Why)
-	}
-	if f.ReadyFile != "" {
-		if err := os.WriteFile(f.ReadyFile, []byte("ready\n"), 0o644); err != nil {
-			return 0, fail(ExitError, "ready file: %w", err)
+	defer func() {
+		if s.child != nil {
+			s.child.abandon()
 		}
+	}()
+	interrupted, err := s.loop(ctx)
+	if err != nil {
+		return 0, err
 	}
-
-	if child != nil {
-		if err := child.release(); err != nil {
-			return 0, err
-		}
-		go func() {
-			code, sig := child.wait()
-			s.exits <- exitNote{uint32(child.pid()), code, sig}
-			_ = tracer.Reader().Flush()
-		}()
-	} else {
-		for _, pid := range f.PIDs {
-			go s.watchPID(ctx, pid)
-		}
-	}
-
-	interrupted := s.loop(ctx)
 	sum, err := s.finish()
 	if err != nil {
 		return 0, err
 	}
-
 	status := ExitOK
-	if child != nil && !interrupted {
-		if _, code, sig := s.ledger.Exited(uint32(child.pid())); sig != 0 {
+	if s.child != nil && !interrupted {
+		if _, code, sig := s.ledger.Exited(uint32(s.child.pid())); sig != 0 {
 			status = 128 + sig
 		} else {
 			status = code
+		}
+	}
+	if len(f.PIDs) > 0 && !s.anyLib {
+		fmt.Fprintf(stderr, "tttrace: no traced process loaded libtt_metal.so\n")
+		if status == ExitOK {
+			status = ExitNoLibrary
 		}
 	}
 	if sum.LostEvents > 0 {
@@ -208,43 +184,255 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 	return status, nil
 }
 
-// track adds pid to the BPF filter and the ledger.
-func (s *session) track(pid uint32, info devices.ProcessInfo) error {
-	if err := s.tracer.AddPID(pid); err != nil {
-		return fail(ExitError, "trace pid %d: %w", pid, err)
+// setup attaches everything and starts or adopts the traced processes, in
+// an order that lets no TT-Metal call of theirs slip through: processes are
+// in the BPF filter and libraries probed before the command runs.
+func (s *session) setup(ctx context.Context) error {
+	f := s.f
+	if err := s.tracer.AttachProcessEvents(); err != nil {
+		return fail(ExitError, "%w", err)
 	}
-	s.ledger.SetProcessInfo(pid, info)
-	s.live[pid] = true
+	if err := s.attachLoader("/lib64/ld-linux-x86-64.so.2"); err != nil {
+		fmt.Fprintf(s.stderr, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+	}
+	if f.Lib != "" {
+		if _, err := os.Stat(f.Lib); err != nil {
+			return fail(ExitNoLibrary, "--lib: %w", err)
+		}
+		if err := s.attachLibrary(f.Lib, true); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(f.Command) > 0:
+		if f.Lib == "" {
+			s.attachCandidates(probes.CandidateLibraries(0, f.Command))
+		}
+		child, err := startGated(f.Command)
+		if err != nil {
+			return err
+		}
+		s.child = child
+		s.track(uint32(child.pid()), devices.ProcessInfo{Command: joinArgs(f.Command), Parent: uint32(os.Getpid())})
+	case f.All:
+		for _, pid := range probes.AllPids() {
+			if pid != os.Getpid() {
+				s.adopt(pid, false)
+			}
+		}
+	default:
+		for _, pid := range f.PIDs {
+			if err := s.adopt(pid, true); err != nil {
+				return err
+			}
+		}
+	}
+	names := "no TT-Metal library yet"
+	if n := len(s.tracer.Sites); n > 0 {
+		names = fmt.Sprintf("%d probes", n)
+	}
+	fmt.Fprintf(s.stderr, "tttrace: tracing (%s)\n", names)
+	if f.ReadyFile != "" {
+		if err := os.WriteFile(f.ReadyFile, []byte("ready\n"), 0o644); err != nil {
+			return fail(ExitError, "ready file: %w", err)
+		}
+	}
+	if s.child != nil {
+		if err := s.child.release(); err != nil {
+			return err
+		}
+		go func(c *gatedChild) {
+			code, sig := c.wait()
+			s.exits <- exitNote{pid: uint32(c.pid()), code: code, signal: sig, known: true}
+			_ = s.tracer.Reader().Flush()
+		}(s.child)
+	}
+	if f.Wait > 0 && len(f.PIDs) > 0 {
+		time.AfterFunc(f.Wait, func() {
+			s.timeout <- struct{}{}
+			_ = s.tracer.Reader().Flush()
+		})
+	}
 	return nil
 }
 
-// watchPID reports the end of a process that is not our child.
-func (s *session) watchPID(ctx context.Context, pid int) {
-	note := exitNote{pid: uint32(pid), code: -1}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err == nil {
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for ctx.Err() == nil {
-			n, err := unix.Poll(fds, 500)
-			if err == nil && n > 0 {
-				break
-			}
-			if err != nil && !errors.Is(err, unix.EINTR) {
-				break
-			}
+// adopt starts tracing a running process. For -p (explicit) a library it
+// maps that tttrace cannot read is an error; with --all only TT-Metal
+// processes are adopted.
+func (s *session) adopt(pid int, explicit bool) error {
+	objs, loader, err := probes.MappedObjects(pid)
+	if err != nil {
+		if explicit {
+			return fail(ExitNoProcess, "-p %d: %v", pid, err)
 		}
-		if ctx.Err() != nil {
-			return
+		return nil
+	}
+	if loader != "" {
+		if err := s.attachLoader(loader); err != nil && explicit {
+			fmt.Fprintf(s.stderr, "tttrace: note: pid %d: %v\n", pid, err)
 		}
 	}
-	s.exits <- note
+	found := false
+	for _, o := range objs {
+		v, err := s.classify(o, explicit)
+		if err != nil {
+			return err
+		}
+		found = found || v == libAttached
+	}
+	if !explicit && !found {
+		return nil
+	}
+	if !found {
+		// Not loaded yet: probe the files it would load, and hear of the
+		// load through ld.so otherwise.
+		if s.f.Lib == "" {
+			s.attachCandidates(probes.CandidateLibraries(pid, nil))
+		}
+		fmt.Fprintf(s.stderr, "tttrace: pid %d has not loaded libtt_metal.so yet: waiting for it\n", pid)
+	}
+	st := s.track(uint32(pid), devices.ProcessInfo{
+		Command:        probes.Cmdline(pid),
+		Parent:         probes.ParentPid(pid),
+		NsPid:          probes.NsPid(pid),
+		AttachedMidRun: found,
+	})
+	st.hasLib = found
+	s.anyLib = s.anyLib || found
+	return nil
+}
+
+// classify says whether the shared object at path is TT-Metal and probes it
+// if so. strict turns an unreadable TT-Metal library into an error.
+func (s *session) classify(path string, strict bool) (libVerdict, error) {
+	key, err := probes.KeyOf(path)
+	if err != nil {
+		return libOther, nil
+	}
+	if v, ok := s.libKind[key]; ok {
+		return v, nil
+	}
+	lib, err := probes.OpenLibrary(path)
+	if err != nil {
+		s.libKind[key] = libOther
+		return libOther, nil
+	}
+	isTT := probes.IsTTMetal(lib)
+	lib.Close()
+	if !isTT {
+		s.libKind[key] = libOther
+		return libOther, nil
+	}
+	if err := s.attachLibrary(path, strict); err != nil {
+		s.libKind[key] = libRefused
+		return libRefused, err
+	}
+	return s.libKind[key], nil
+}
+
+// attachLibrary probes the TT-Metal library at path. strict: errors are
+// returned (with their exit status); otherwise they are printed and the
+// library is left alone.
+func (s *session) attachLibrary(path string, strict bool) error {
+	key, err := probes.KeyOf(path)
+	if err != nil {
+		return fail(ExitNoLibrary, "%s: %w", path, err)
+	}
+	err = func() error {
+		lib, err := probes.OpenLibrary(path)
+		if err != nil {
+			return fail(ExitNoLibrary, "library: %w", err)
+		}
+		defer lib.Close()
+		syms, err := probes.ResolveSymbols(lib)
+		if err != nil {
+			return fail(ExitUnsupported, "read symbols of %s: %w", path, err)
+		}
+		if err := syms.Check(lib); err != nil {
+			return fail(ExitUnsupported, "%w", err)
+		}
+		layout, err := probes.ResolveLayout(lib, syms, s.f.Layout)
+		if err != nil {
+			return fail(ExitUnsupported, "%w", err)
+		}
+		if err := s.tracer.Attach(lib, syms, layout.Layout); err != nil {
+			return fail(ExitUnsupported, "%w", err)
+		}
+		fmt.Fprintf(s.stderr, "tttrace: probing %s (layout %s from %s)\n", path, layout.Layout.Name, layout.From)
+		for _, m := range syms.Missing {
+			fmt.Fprintf(s.stderr, "tttrace: note: %s not found in %s: %s will not be seen\n", m.Function, filepath.Base(path), m.Why)
+		}
+		return nil
+	}()
+	if err != nil {
+		s.libKind[key] = libRefused
+		if strict {
+			return err
+		}
+		fmt.Fprintf(s.stderr, "tttrace: not probing %s: %v\n", path, err)
+		return nil
+	}
+	s.libKind[key] = libAttached
+	return nil
+}
+
+// attachCandidates probes every candidate that is a TT-Metal library.
+func (s *session) attachCandidates(paths []string) {
+	for _, p := range paths {
+		_, _ = s.classify(p, false)
+	}
+}
+
+// attachLoader probes a dynamic loader's _dl_debug_state (once per file).
+func (s *session) attachLoader(path string) error {
+	key, err := probes.KeyOf(path)
+	if err != nil {
+		return err
+	}
+	if s.loaders[key] {
+		return nil
+	}
+	if err := s.tracer.AttachLoader(path); err != nil {
+		return err
+	}
+	s.loaders[key] = true
+	return nil
+}
+
+// track adds pid to the BPF filter and the ledger.
+func (s *session) track(pid uint32, info devices.ProcessInfo) *procState {
+	if err := s.tracer.AddPID(pid); err != nil {
+		fmt.Fprintf(s.stderr, "tttrace: trace pid %d: %v\n", pid, err)
+	}
+	st := &procState{info: info}
+	s.procs[pid] = st
+	s.ledger.SetProcessInfo(pid, info)
+	if s.child == nil || uint32(s.child.pid()) != pid {
+		go s.watchPID(int(pid))
+	}
+	return st
+}
+
+// watchPID reports the end of a process that is not our child.
+func (s *session) watchPID(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == nil {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err == nil || !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+	s.exits <- exitNote{pid: uint32(pid)}
 	_ = s.tracer.Reader().Flush()
 }
 
-// loop reads the ring buffer until every traced process has ended or ctx
-// is cancelled (then it returns true).
-func (s *session) loop(ctx context.Context) bool {
+// loop reads the ring buffer until every traced process has ended (or, with
+// --all, until ctx is cancelled). interrupted says ctx ended it.
+func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 	rd := s.tracer.Reader()
 	var rec ringbuf.Record
 	tick := 100 * time.Millisecond
@@ -256,15 +444,23 @@ func (s *session) loop(ctx context.Context) bool {
 			continue
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrFlushed) {
-			fmt.Fprintf(s.stderr, "tttrace: ring buffer: %v\n", err)
-			return true
+			return true, fail(ExitError, "ring buffer: %w", err)
 		}
 		s.reapExits()
-		if len(s.live) == 0 {
-			return false
+		select {
+		case <-s.timeout:
+			for pid, st := range s.procs {
+				if !st.hasLib {
+					return false, fail(ExitNoLibrary, "pid %d did not load libtt_metal.so within --wait %s", pid, s.f.Wait)
+				}
+			}
+		default:
+		}
+		if len(s.procs) == 0 && !s.f.All {
+			return false, nil
 		}
 		if ctx.Err() != nil {
-			return true
+			return true, nil
 		}
 	}
 }
@@ -275,8 +471,7 @@ func (s *session) drain() {
 	var rec ringbuf.Record
 	rd.SetDeadline(time.Now())
 	for {
-		err := rd.ReadInto(&rec)
-		if err != nil {
+		if err := rd.ReadInto(&rec); err != nil {
 			return
 		}
 		s.handle(rec.RawSample)
@@ -302,10 +497,60 @@ func (s *session) reapExits() {
 	}
 	s.drain()
 	for _, n := range notes {
+		st := s.procs[n.pid]
+		if st == nil {
+			continue
+		}
+		if !n.known {
+			n.code, n.signal = -1, 0
+			if st.mainStatus != nil {
+				ws := unix.WaitStatus(*st.mainStatus)
+				if ws.Signaled() {
+					n.code, n.signal = -1, int(ws.Signal())
+				} else {
+					n.code = ws.ExitStatus()
+				}
+			}
+		}
+		// The command line may have changed with an exec.
+		if c := probes.Cmdline(int(n.pid)); c != "" {
+			st.info.Command = c
+			s.ledger.SetProcessInfo(n.pid, st.info)
+		}
 		ev := events.Event{Kind: events.KindProcessExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
 		s.emit(&ev)
 		_ = s.tracer.RemovePID(n.pid)
-		delete(s.live, n.pid)
+		delete(s.procs, n.pid)
+		s.ended[n.pid] = true
+		if len(s.procs) > 0 || s.f.All {
+			s.reportProcess(n.pid)
+		}
+	}
+}
+
+// reportProcess writes the final report of one ended process while others
+// are still traced: a process_summary line with --json, a report otherwise.
+func (s *session) reportProcess(pid uint32) {
+	sum := s.ledger.Summary()
+	for _, p := range sum.Processes {
+		if p.Pid != pid {
+			continue
+		}
+		if s.f.JSON {
+			b, err := json.Marshal(struct {
+				Type string `json:"type"`
+				devices.ProcessSummary
+			}{"process_summary", p})
+			if err == nil {
+				s.out.Write(b)
+				s.out.WriteByte('\n')
+			}
+			return
+		}
+		one := sum
+		one.Processes = []devices.ProcessSummary{p}
+		_ = devices.WriteReport(s.out, &one)
+		_ = s.out.Flush()
 	}
 }
 
@@ -318,11 +563,83 @@ func (s *session) handle(raw []byte) {
 		}
 		return
 	}
+	switch ev.Kind {
+	case events.KindLinkMap:
+		s.onLinkMap(ev.Pid)
+		return
+	case events.KindMainExit:
+		if st := s.procs[ev.Pid]; st != nil {
+			ws := uint32(ev.Address)
+			st.mainStatus = &ws
+		}
+		return
+	case events.KindFork:
+		if s.procs[ev.Pid] == nil && !s.ended[ev.Pid] {
+			parent := uint32(ev.Object)
+			info := devices.ProcessInfo{Parent: parent, NsPid: probes.NsPid(int(ev.Pid)), Command: probes.Cmdline(int(ev.Pid))}
+			st := s.track(ev.Pid, info)
+			if ps := s.procs[parent]; ps != nil {
+				st.hasLib = ps.hasLib
+			}
+		}
+	}
 	s.emit(&ev)
 }
 
+// onLinkMap looks for a TT-Metal library newly mapped in pid.
+func (s *session) onLinkMap(pid uint32) {
+	st := s.procs[pid]
+	if st == nil {
+		if !s.f.All || s.ended[pid] {
+			return
+		}
+		// --all: a process we have not met.
+		_ = s.adopt(int(pid), false)
+		if st = s.procs[pid]; st != nil {
+			st.info.AttachedMidRun = false
+			s.ledger.SetProcessInfo(pid, st.info)
+			s.checkLate(pid, st)
+		}
+		return
+	}
+	if st.hasLib {
+		return
+	}
+	s.checkLate(pid, st)
+}
+
+// checkLate finds pid's TT-Metal library after a link-map change; if it had
+// to be attached only now, calls made before are unseen: say so.
+func (s *session) checkLate(pid uint32, st *procState) {
+	objs, _, err := probes.MappedObjects(int(pid))
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		key, err := probes.KeyOf(o)
+		if err != nil {
+			continue
+		}
+		_, known := s.libKind[key]
+		v, _ := s.classify(o, false)
+		if v != libAttached {
+			continue
+		}
+		st.hasLib = true
+		s.anyLib = true
+		if !known {
+			st.info.AttachedMidRun = true
+			s.ledger.SetProcessInfo(pid, st.info)
+			fmt.Fprintf(s.stderr, "tttrace: pid %d loaded %s, which was not probed in advance: "+
+				"calls made before it was attached are not seen (give --lib to trace it from the start)\n", pid, o)
+		}
+	}
+}
+
 func (s *session) emit(ev *events.Event) {
-	s.ledger.Apply(ev)
+	if ev.Kind != events.KindFork {
+		s.ledger.Apply(ev)
+	}
 	if s.f.JSON && !s.f.NoEvents {
 		s.jsonBuf = events.AppendJSON(s.jsonBuf[:0], ev)
 		_, _ = s.out.Write(s.jsonBuf)

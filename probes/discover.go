@@ -1,0 +1,221 @@
+package probes
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// How tttrace finds the TT-Metal library of a process without --lib:
+//
+//  1. Before the process runs TT-Metal code, every candidate file that
+//     could be it (CandidateLibraries) is probed by inode. A uprobe on an
+//     inode fires in every process that maps the file later, so a candidate
+//     that is loaded is traced from its first call: nothing is missed.
+//  2. ld.so calls _dl_debug_state after every change of the link map
+//     (start-up and each dlopen). A probe there tells the tracer to look at
+//     the process's mappings; a TT-Metal library found there that was not a
+//     candidate is attached at once, and the process is marked as attached
+//     late, because calls made before that are not seen.
+//
+// A library is recognised by its symbols, so a renamed copy (or _ttnn.so
+// with TT-Metal linked in) is found too.
+
+// FileKey identifies a file by device and inode.
+type FileKey struct{ Dev, Ino uint64 }
+
+// KeyOf returns the FileKey of path.
+func KeyOf(path string) (FileKey, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return FileKey{}, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return FileKey{}, fmt.Errorf("%s: no inode", path)
+	}
+	return FileKey{Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
+}
+
+// MappedObjects returns the distinct shared objects pid maps, as paths valid
+// from this mount namespace, and the dynamic loader among them ("" if none).
+func MappedObjects(pid int) (objs []string, loader string, err error) {
+	maps, err := Maps(pid)
+	if err != nil {
+		return nil, "", err
+	}
+	seen := map[string]bool{}
+	for _, m := range maps {
+		if seen[m.Path] || strings.HasSuffix(m.Path, " (deleted)") {
+			continue
+		}
+		seen[m.Path] = true
+		base := filepath.Base(m.Path)
+		if !strings.Contains(base, ".so") {
+			continue
+		}
+		p := procRootPath(pid, m.Path)
+		if strings.HasPrefix(base, "ld-linux") {
+			loader = p
+		}
+		objs = append(objs, p)
+	}
+	return objs, loader, nil
+}
+
+// CandidateLibraries lists files that may be the TT-Metal library a
+// process will load: libtt_metal.so* in the directories a TT-Metal user's
+// process loads it from. pid is the process (0: one about to start with
+// command and this process's environment and working directory). Only
+// existing files are returned; whether they really are TT-Metal is for the
+// caller to check (IsTTMetal).
+func CandidateLibraries(pid int, command []string) []string {
+	env := os.Environ()
+	cwd, _ := os.Getwd()
+	root := ""
+	if pid > 0 {
+		env = procEnviron(pid)
+		cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		root = fmt.Sprintf("/proc/%d/root", pid)
+		command = strings.Split(Cmdline(pid), " ")
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+			command = append(command, exe)
+		}
+	}
+	var dirs []string
+	add := func(d string) {
+		if d == "" {
+			return
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(cwd, d)
+		}
+		dirs = append(dirs, d)
+	}
+	add(cwd)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LD_LIBRARY_PATH", "PYTHONPATH":
+			for _, d := range strings.Split(v, ":") {
+				add(d)
+			}
+		case "TT_METAL_HOME":
+			add(v)
+		case "VIRTUAL_ENV", "CONDA_PREFIX":
+			add(v)
+			sitePackages(filepath.Join(root, v), add)
+		}
+	}
+	for _, a := range command {
+		// Paths named on the command line: the program, scripts, test dirs.
+		if !strings.Contains(a, "/") {
+			continue
+		}
+		if !filepath.IsAbs(a) {
+			a = filepath.Join(cwd, a)
+		}
+		d := filepath.Dir(a)
+		add(d)
+		if strings.HasPrefix(filepath.Base(a), "python") {
+			// An interpreter: its installation's site-packages.
+			sitePackages(filepath.Join(root, filepath.Dir(d)), add)
+		}
+	}
+	var out []string
+	seen := map[FileKey]bool{}
+	for _, d := range dirs {
+		for _, sub := range []string{"", "lib", "build/lib", "ttnn/build/lib", "ttnn/ttnn/build/lib"} {
+			matches, _ := filepath.Glob(filepath.Join(root+d, sub, "libtt_metal.so*"))
+			for _, m := range matches {
+				k, err := KeyOf(m)
+				if err != nil || seen[k] {
+					continue
+				}
+				seen[k] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// sitePackages adds prefix/lib/python3*/site-packages and dist-packages.
+func sitePackages(prefix string, add func(string)) {
+	for _, pat := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "local/lib/python3*/dist-packages"} {
+		ms, _ := filepath.Glob(filepath.Join(prefix, pat))
+		for _, m := range ms {
+			add(m)
+		}
+	}
+}
+
+func procEnviron(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil
+	}
+	var env []string
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if len(kv) > 0 {
+			env = append(env, string(kv))
+		}
+	}
+	return env
+}
+
+// NsPid returns pid's id in its own (innermost) pid namespace, or 0 when it
+// is the same as pid or unknown.
+func NsPid(pid int) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) < 2 {
+				return 0
+			}
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return uint32(n)
+		}
+	}
+	return 0
+}
+
+// ParentPid returns pid's parent, 0 if unknown.
+func ParentPid(pid int) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return uint32(n)
+}
+
+// AllPids lists the processes in /proc.
+func AllPids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
