@@ -104,6 +104,7 @@ type run struct {
 	args     []string
 	peaks    bool     // single-threaded: peaks must equal the truth's too
 	flags    []string // extra tttrace flags
+	noLib    bool     // let tttrace find the library itself (no --lib)
 }
 
 func (r run) name() string {
@@ -130,7 +131,11 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 		} else {
 			target = append([]string{"python3", filepath.Join(dir, "ttwork.py")}, work...)
 		}
-		args := append(append([]string{"--json", "-o", out, "--lib", lib}, r.flags...), append([]string{"--"}, target...)...)
+		flags := []string{"--json", "-o", out}
+		if !r.noLib {
+			flags = append(flags, "--lib", lib)
+		}
+		args := append(append(flags, r.flags...), append([]string{"--"}, target...)...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stderr = &stderr
 		cmd.Stdout = &stderr
@@ -233,8 +238,9 @@ func compare(r run, sum *devices.Summary, tr *truth) (diffs []string) {
 	}
 	var p *devices.ProcessSummary
 	for i := range sum.Processes {
-		if sum.Processes[i].Pid == tr.Pid {
-			p = &sum.Processes[i]
+		// A process in its own pid namespace knows itself by its ns pid.
+		if q := &sum.Processes[i]; q.Pid == tr.Pid || (q.NsPid != 0 && q.NsPid == tr.Pid) {
+			p = q
 		}
 	}
 	if p == nil {

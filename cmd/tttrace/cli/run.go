@@ -79,8 +79,9 @@ type session struct {
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
 
-	jsonBuf      []byte
-	decodeErrors uint64
+	jsonBuf       []byte
+	decodeErrors  uint64
+	followedQuiet int // followed processes that ended without using TT-Metal
 }
 
 // procState is what the session tracks of a traced process.
@@ -88,6 +89,10 @@ type procState struct {
 	info       devices.ProcessInfo
 	hasLib     bool    // a TT-Metal library is mapped in it
 	mainStatus *uint32 // wait status of its main thread, from BPF
+	// inLedger: the process is in the report. Explicit targets always are;
+	// followed children only once they use TT-Metal, so a command run
+	// through wrapper scripts is not buried under processes that never did.
+	inLedger bool
 }
 
 type libVerdict uint8
@@ -213,7 +218,7 @@ func (s *session) setup(ctx context.Context) error {
 			return err
 		}
 		s.child = child
-		s.track(uint32(child.pid()), devices.ProcessInfo{Command: joinArgs(f.Command), Parent: uint32(os.Getpid())})
+		s.track(uint32(child.pid()), devices.ProcessInfo{Command: joinArgs(f.Command), Parent: uint32(os.Getpid())}, true)
 	case f.All:
 		for _, pid := range probes.AllPids() {
 			if pid != os.Getpid() {
@@ -296,7 +301,7 @@ func (s *session) adopt(pid int, explicit bool) error {
 		Parent:         probes.ParentPid(pid),
 		NsPid:          probes.NsPid(pid),
 		AttachedMidRun: found,
-	})
+	}, true)
 	st.hasLib = found
 	s.anyLib = s.anyLib || found
 	return nil
@@ -399,18 +404,26 @@ func (s *session) attachLoader(path string) error {
 	return nil
 }
 
-// track adds pid to the BPF filter and the ledger.
-func (s *session) track(pid uint32, info devices.ProcessInfo) *procState {
+// track adds pid to the BPF filter, and to the report when explicit.
+func (s *session) track(pid uint32, info devices.ProcessInfo, explicit bool) *procState {
 	if err := s.tracer.AddPID(pid); err != nil {
 		fmt.Fprintf(s.stderr, "tttrace: trace pid %d: %v\n", pid, err)
 	}
 	st := &procState{info: info}
 	s.procs[pid] = st
-	s.ledger.SetProcessInfo(pid, info)
+	if explicit {
+		s.enter(pid, st)
+	}
 	if s.child == nil || uint32(s.child.pid()) != pid {
 		go s.watchPID(int(pid))
 	}
 	return st
+}
+
+// enter puts a traced process in the ledger and the report.
+func (s *session) enter(pid uint32, st *procState) {
+	st.inLedger = true
+	s.ledger.SetProcessInfo(pid, st.info)
 }
 
 // watchPID reports the end of a process that is not our child.
@@ -431,19 +444,23 @@ func (s *session) watchPID(pid int) {
 }
 
 // loop reads the ring buffer until every traced process has ended (or, with
-// --all, until ctx is cancelled). interrupted says ctx ended it.
+// --all, until ctx is cancelled). interrupted says ctx ended it. Ends of
+// processes, signals and --wait are looked at every tick even while
+// records keep coming.
 func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 	rd := s.tracer.Reader()
 	var rec ringbuf.Record
-	tick := 100 * time.Millisecond
-	for {
-		rd.SetDeadline(time.Now().Add(tick))
+	const tick = 100 * time.Millisecond
+	deadline := time.Now().Add(tick)
+	rd.SetDeadline(deadline)
+	for n := uint(1); ; n++ {
 		err := rd.ReadInto(&rec)
 		if err == nil {
 			s.handle(rec.RawSample)
-			continue
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrFlushed) {
+			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && time.Now().Before(deadline)) {
+				continue
+			}
+		} else if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, ringbuf.ErrFlushed) {
 			return true, fail(ExitError, "ring buffer: %w", err)
 		}
 		s.reapExits()
@@ -462,6 +479,8 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		if ctx.Err() != nil {
 			return true, nil
 		}
+		deadline = time.Now().Add(tick)
+		rd.SetDeadline(deadline)
 	}
 }
 
@@ -512,16 +531,15 @@ func (s *session) reapExits() {
 				}
 			}
 		}
-		// The command line may have changed with an exec.
-		if c := probes.Cmdline(int(n.pid)); c != "" {
-			st.info.Command = c
-			s.ledger.SetProcessInfo(n.pid, st.info)
-		}
-		ev := events.Event{Kind: events.KindProcessExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
-		s.emit(&ev)
 		_ = s.tracer.RemovePID(n.pid)
 		delete(s.procs, n.pid)
 		s.ended[n.pid] = true
+		if !st.inLedger {
+			s.followedQuiet++
+			continue
+		}
+		ev := events.Event{Kind: events.KindProcessExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
+		s.emit(&ev)
 		if len(s.procs) > 0 || s.f.All {
 			s.reportProcess(n.pid)
 		}
@@ -544,6 +562,7 @@ func (s *session) reportProcess(pid uint32) {
 			if err == nil {
 				s.out.Write(b)
 				s.out.WriteByte('\n')
+				_ = s.out.Flush()
 			}
 			return
 		}
@@ -574,13 +593,29 @@ func (s *session) handle(raw []byte) {
 		}
 		return
 	case events.KindFork:
-		if s.procs[ev.Pid] == nil && !s.ended[ev.Pid] {
-			parent := uint32(ev.Object)
-			info := devices.ProcessInfo{Parent: parent, NsPid: probes.NsPid(int(ev.Pid)), Command: probes.Cmdline(int(ev.Pid))}
-			st := s.track(ev.Pid, info)
-			if ps := s.procs[parent]; ps != nil {
-				st.hasLib = ps.hasLib
+		if s.procs[ev.Pid] != nil || s.ended[ev.Pid] {
+			return
+		}
+		parent := uint32(ev.Object)
+		info := devices.ProcessInfo{Parent: parent, NsPid: probes.NsPid(int(ev.Pid)), Command: probes.Cmdline(int(ev.Pid))}
+		st := s.track(ev.Pid, info, false)
+		if ps := s.procs[parent]; ps != nil {
+			// A fork inherits the parent's mappings.
+			st.hasLib = ps.hasLib
+		}
+	default:
+		if s.f.All && s.procs[ev.Pid] == nil && !s.ended[ev.Pid] {
+			// --all: a process whose link-map record came too late to
+			// adopt it (it may have ended already): track it now.
+			s.track(ev.Pid, devices.ProcessInfo{Command: probes.Cmdline(int(ev.Pid)), Parent: probes.ParentPid(int(ev.Pid)), NsPid: probes.NsPid(int(ev.Pid))}, true)
+		}
+		if st := s.procs[ev.Pid]; st != nil && !st.inLedger {
+			// A followed child's first TT-Metal call: it joins the report,
+			// under the command it has now (it may have exec'ed).
+			if c := probes.Cmdline(int(ev.Pid)); c != "" {
+				st.info.Command = c
 			}
+			s.enter(ev.Pid, st)
 		}
 	}
 	s.emit(&ev)
@@ -597,7 +632,7 @@ func (s *session) onLinkMap(pid uint32) {
 		_ = s.adopt(int(pid), false)
 		if st = s.procs[pid]; st != nil {
 			st.info.AttachedMidRun = false
-			s.ledger.SetProcessInfo(pid, st.info)
+			s.enter(pid, st)
 			s.checkLate(pid, st)
 		}
 		return
@@ -629,7 +664,7 @@ func (s *session) checkLate(pid uint32, st *procState) {
 		s.anyLib = true
 		if !known {
 			st.info.AttachedMidRun = true
-			s.ledger.SetProcessInfo(pid, st.info)
+			s.enter(pid, st)
 			fmt.Fprintf(s.stderr, "tttrace: pid %d loaded %s, which was not probed in advance: "+
 				"calls made before it was attached are not seen (give --lib to trace it from the start)\n", pid, o)
 		}
@@ -649,11 +684,15 @@ func (s *session) emit(ev *events.Event) {
 // finish drains what is left, accounts losses no record reported, and
 // writes the summary.
 func (s *session) finish() (*devices.Summary, error) {
-	s.drain()
+	// Detach first: under a sustained burst a drain would chase the
+	// producer. What the probes committed before is still in the ring.
 	if err := s.tracer.Detach(); err != nil {
 		fmt.Fprintf(s.stderr, "tttrace: detach: %v\n", err)
 	}
 	s.drain()
+	if s.followedQuiet > 0 {
+		fmt.Fprintf(s.stderr, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
+	}
 	total, err := s.tracer.LostTotal()
 	if err != nil {
 		return nil, fail(ExitError, "%w", err)
