@@ -77,6 +77,9 @@ func (l *Ledger) Processes() []uint32 {
 	return pids
 }
 
+// Events returns how many events have been applied.
+func (l *Ledger) Events() uint64 { return l.events }
+
 // LostEvents returns how many records are known to have been lost so far.
 func (l *Ledger) LostEvents() uint64 { return l.lost }
 

@@ -27,6 +27,18 @@ func WriteReport(w io.Writer, s *Summary) error {
 	return r.err
 }
 
+// WriteDeviceTable writes the per-chip table of the report (current totals
+// and peaks with units) for devs: what a live view redraws.
+func WriteDeviceTable(w io.Writer, devs []DeviceSummary) error {
+	bw := bufio.NewWriter(w)
+	r := reporter{w: bw}
+	r.table(devs)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return r.err
+}
+
 type reporter struct {
 	w   *bufio.Writer
 	err error

@@ -76,6 +76,7 @@ type session struct {
 	libKind map[probes.FileKey]libVerdict // what each shared object seen is
 	loaders map[probes.FileKey]bool       // dynamic loaders probed
 	child   *gatedChild
+	live    *liveView
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
 
@@ -148,6 +149,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 		libKind: map[probes.FileKey]libVerdict{},
 		loaders: map[probes.FileKey]bool{},
 		timeout: make(chan struct{}, 1),
+		live:    newLiveView(f, stderr),
 	}
 	defer s.out.Flush()
 	if err := s.setup(ctx); err != nil {
@@ -479,6 +481,7 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		if ctx.Err() != nil {
 			return true, nil
 		}
+		s.live.draw(s.ledger, s.procs)
 		deadline = time.Now().Add(tick)
 		rd.SetDeadline(deadline)
 	}
@@ -568,6 +571,7 @@ func (s *session) reportProcess(pid uint32) {
 		}
 		one := sum
 		one.Processes = []devices.ProcessSummary{p}
+		s.live.erase()
 		_ = devices.WriteReport(s.out, &one)
 		_ = s.out.Flush()
 	}
@@ -684,6 +688,7 @@ func (s *session) emit(ev *events.Event) {
 // finish drains what is left, accounts losses no record reported, and
 // writes the summary.
 func (s *session) finish() (*devices.Summary, error) {
+	s.live.erase()
 	// Detach first: under a sustained burst a drain would chase the
 	// producer. What the probes committed before is still in the ring.
 	if err := s.tracer.Detach(); err != nil {
