@@ -91,7 +91,7 @@ func Load(opts Options) (*Tracer, error) {
 	consts := map[string]any{
 		"filter_pids":     filter,
 		"follow_children": follow,
-		"wakeup_bytes":  uint64(opts.RingSize / 64),
+		"wakeup_bytes":    uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
