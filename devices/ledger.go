@@ -39,6 +39,9 @@ const maxSize = 1 << 40
 // usable; call NewLedger.
 type Ledger struct {
 	procs   map[uint32]*proc
+	// retired are exited processes whose pid was reused (NewIncarnation):
+	// still reported, no longer addressable by pid.
+	retired []*proc
 	lastPid uint32
 	last    *proc
 	lost    uint64 // records the ring buffer could not take
@@ -75,6 +78,22 @@ func (l *Ledger) Processes() []uint32 {
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	return pids
+}
+
+// NewIncarnation says pid now names a new process: the kernel reused the pid
+// of one that exited. The exited one stays in the summary; events for pid
+// go to a new, empty ledger. It does nothing if pid is unknown or has not
+// exited (then it is still the same process).
+func (l *Ledger) NewIncarnation(pid uint32) {
+	p := l.procs[pid]
+	if p == nil || !p.exited {
+		return
+	}
+	l.retired = append(l.retired, p)
+	delete(l.procs, pid)
+	if l.lastPid == pid {
+		l.last = nil
+	}
 }
 
 // Events returns how many events have been applied.

@@ -144,11 +144,16 @@ func (l *Ledger) Summary() Summary {
 		LostEvents: l.lost,
 		Complete:   l.lost == 0,
 		Events:     l.events,
-		Processes:  make([]ProcessSummary, 0, len(l.procs)),
+		Processes:  make([]ProcessSummary, 0, len(l.procs)+len(l.retired)),
+	}
+	for _, p := range l.retired {
+		s.Processes = append(s.Processes, p.summary())
 	}
 	for _, pid := range l.Processes() {
 		s.Processes = append(s.Processes, l.procs[pid].summary())
 	}
+	// By pid; a reused pid's incarnations in the order they lived.
+	sort.SliceStable(s.Processes, func(i, j int) bool { return s.Processes[i].Pid < s.Processes[j].Pid })
 	return s
 }
 

@@ -597,9 +597,10 @@ func (s *session) handle(raw []byte) {
 		}
 		return
 	case events.KindFork:
-		if s.procs[ev.Pid] != nil || s.ended[ev.Pid] {
+		if s.procs[ev.Pid] != nil {
 			return
 		}
+		s.reborn(ev.Pid)
 		parent := uint32(ev.Object)
 		info := devices.ProcessInfo{Parent: parent, NsPid: probes.NsPid(int(ev.Pid)), Command: probes.Cmdline(int(ev.Pid))}
 		st := s.track(ev.Pid, info, false)
@@ -608,9 +609,10 @@ func (s *session) handle(raw []byte) {
 			st.hasLib = ps.hasLib
 		}
 	default:
-		if s.f.All && s.procs[ev.Pid] == nil && !s.ended[ev.Pid] {
+		if s.f.All && s.procs[ev.Pid] == nil {
 			// --all: a process whose link-map record came too late to
 			// adopt it (it may have ended already): track it now.
+			s.reborn(ev.Pid)
 			s.track(ev.Pid, devices.ProcessInfo{Command: probes.Cmdline(int(ev.Pid)), Parent: probes.ParentPid(int(ev.Pid)), NsPid: probes.NsPid(int(ev.Pid))}, true)
 		}
 		if st := s.procs[ev.Pid]; st != nil && !st.inLedger {
@@ -625,14 +627,25 @@ func (s *session) handle(raw []byte) {
 	s.emit(&ev)
 }
 
+// reborn handles a pid seen again after its process ended: every record of
+// the ended process was drained before its end was applied, so this is a
+// new process the kernel gave the same pid.
+func (s *session) reborn(pid uint32) {
+	if s.ended[pid] {
+		delete(s.ended, pid)
+		s.ledger.NewIncarnation(pid)
+	}
+}
+
 // onLinkMap looks for a TT-Metal library newly mapped in pid.
 func (s *session) onLinkMap(pid uint32) {
 	st := s.procs[pid]
 	if st == nil {
-		if !s.f.All || s.ended[pid] {
+		if !s.f.All {
 			return
 		}
 		// --all: a process we have not met.
+		s.reborn(pid)
 		_ = s.adopt(int(pid), false)
 		if st = s.procs[pid]; st != nil {
 			st.info.AttachedMidRun = false
