@@ -38,7 +38,7 @@ const maxSize = 1 << 40
 // Ledger is the per-process device-memory ledger. The zero value is not
 // usable; call NewLedger.
 type Ledger struct {
-	procs   map[uint32]*proc
+	procs map[uint32]*proc
 	// retired are exited processes whose pid was reused (NewIncarnation):
 	// still reported, no longer addressable by pid.
 	retired []*proc
