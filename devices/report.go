@@ -6,6 +6,9 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Caps of the human report; the JSON summary has everything.
@@ -67,14 +70,26 @@ func (r *reporter) summary(s *Summary) {
 
 func (r *reporter) process(p *ProcessSummary) {
 	r.printf("process %d", p.Pid)
+	if p.NsPid != 0 && p.NsPid != p.Pid {
+		r.printf(" (pid %d in its namespace)", p.NsPid)
+	}
 	if p.Command != "" {
 		r.printf(" (%s)", p.Command)
+	}
+	if p.Parent != 0 {
+		r.printf(", parent %d", p.Parent)
 	}
 	switch {
 	case !p.Exited:
 		r.printf(": still running when tracing stopped")
 	case p.ExitSignal != 0:
-		r.printf(": killed by signal %d", p.ExitSignal)
+		name := unix.SignalName(syscall.Signal(p.ExitSignal))
+		if name == "" {
+			name = "?"
+		}
+		r.printf(": killed by signal %d (%s)", p.ExitSignal, name)
+	case p.ExitCode < 0:
+		r.printf(": exited (status unknown)")
 	default:
 		r.printf(": exited with code %d", p.ExitCode)
 	}
