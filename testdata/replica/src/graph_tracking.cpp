@@ -4,6 +4,7 @@
 
 #include "tt_metal/buffer.hpp"
 #include "tt_metal/device.hpp"
+#include "reporter.hpp"
 
 namespace tt::tt_metal {
 
@@ -20,12 +21,14 @@ void GraphTracker::track_allocate(const Buffer* buffer) {
     last_.store(buffer, std::memory_order_relaxed);
     counts_[kAllocate].fetch_add(1, std::memory_order_relaxed);
     if (buffer->hooked_allocation()) hooked_.fetch_add(1, std::memory_order_relaxed);
+    TT_REPLICA_REPORT(1, buffer);
 }
 
 void GraphTracker::track_deallocate(Buffer* buffer) {
     if (buffer == nullptr) return;
     last_.store(buffer, std::memory_order_relaxed);
     counts_[kDeallocate].fetch_add(1, std::memory_order_relaxed);
+    TT_REPLICA_REPORT(2, buffer);
 }
 
 void GraphTracker::track_allocate_cb(const CoreRangeSet& core_range_set,
