@@ -305,6 +305,47 @@ int scenario_burst(Ctx& ctx) {
     return 0;
 }
 
+// hold: --events N tracked events = N/2 buffers, all live at once, then all freed (the
+// tracer's memory with many live buffers). Spread over kHoldChips chips and three buffer types,
+// one bank after the other, because the replica's first-fit allocator walks a bank's blocks on
+// every allocation.
+int scenario_hold(Ctx& ctx) {
+    go_point(ctx);
+    constexpr int kHoldChips = 256;
+    const BufferType types[] = {BufferType::DRAM, BufferType::SYSTEM_MEMORY, BufferType::TRACE};
+    std::vector<Device*> chips = open_chips(iota_ids(0, kHoldChips - 1));
+    const int n = ctx.threads(2);
+    const uint64_t total = ctx.opt.events / 2;
+    const uint64_t banks = kHoldChips * 3;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<BufferPtr>> held(n);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) {
+        pool.emplace_back([&, t] {
+            // Bank k gets total/banks buffers (the first total%banks one more); thread t fills
+            // banks t, t+n, ...
+            for (uint64_t k = t; k < banks; k += n) {
+                uint64_t count = total / banks + (k < total % banks ? 1 : 0);
+                Device* d = chips[k / 3];
+                for (uint64_t i = 0; i < count; ++i) held[t].push_back(Buffer::create(d, 32, 32, types[k % 3]));
+            }
+        });
+    }
+    for (auto& th : pool) th.join();
+    pool.clear();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("hold: %" PRIu64 " buffers live on %d chips (allocated in %.3f s)\n", total, kHoldChips, secs);
+    std::fflush(stdout);
+    if (ctx.opt.leak) {
+        for (auto& v : held) keep_forever(std::move(v));
+        return 0;
+    }
+    for (int t = 0; t < n; ++t) pool.emplace_back([&, t] { held[t].clear(); });
+    for (auto& th : pool) th.join();
+    std::printf("hold: freed\n");
+    return 0;
+}
+
 int scenario_mesh(Ctx& ctx) {
     go_point(ctx);
     Rng rng(ctx.seed(2));
@@ -808,6 +849,7 @@ const Scenario kScenarios[] = {
     {"threads", scenario_threads},
     {"oom", scenario_oom},
     {"burst", scenario_burst},
+    {"hold", scenario_hold},
     {"mesh", scenario_mesh},
     {"galaxy", scenario_galaxy},
     {"sparse", scenario_sparse},
