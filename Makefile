@@ -54,6 +54,7 @@ test: vet build replica
 
 fuzz:
 	$(GO) test ./devices -run '^$$' -fuzz FuzzLedger -fuzztime 60s
+	$(GO) test ./events -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 
 clean:
 	rm -rf bin build

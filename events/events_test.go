@@ -1,0 +1,185 @@
+package events
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/tttrace/tttrace/probes"
+)
+
+// wire encodes w as the ring buffer holds it (little endian, bpf2go's
+// layout), independently of Decode's unsafe cast.
+func wire(t testing.TB, w probes.WireEvent) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, w); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != probes.WireEventSize {
+		t.Fatalf("encoded %d bytes, WireEventSize is %d", b.Len(), probes.WireEventSize)
+	}
+	return b.Bytes()
+}
+
+func TestDecode(t *testing.T) {
+	w := probes.WireEvent{
+		Seq: 77, TsNs: 123456789, Object: 0x55d0c0ffee00, Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010,
+		Address: 0x10000, Size: 4096, PageSize: 1024, LostBefore: 3, Pid: 4242, Tid: 4243, Chip: 35,
+		BufferType: int32(L1Small), Kind: uint8(KindAlloc), DeviceKind: uint8(DeviceChip),
+		Hooked: 1, OwnsData: 1, Status: 1, Global: 1, ReadError: 1,
+	}
+	var e Event
+	if err := Decode(wire(t, w), &e); err != nil {
+		t.Fatal(err)
+	}
+	want := Event{Seq: 77, TsNs: 123456789, Pid: 4242, Tid: 4243, Kind: KindAlloc, Object: 0x55d0c0ffee00,
+		Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010, DeviceKind: DeviceChip, Chip: 35, BufferType: L1Small,
+		Address: 0x10000, Size: 4096, PageSize: 1024, Hooked: true, OwnsData: true, Status: 1, Global: true,
+		ReadError: true, LostBefore: 3}
+	if e != want {
+		t.Errorf("decoded\n %+v\nwant\n %+v", e, want)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := wire(t, probes.WireEvent{Kind: uint8(KindFree)})
+	var e Event
+	if err := Decode(good[:len(good)-1], &e); err == nil {
+		t.Error("a short record was accepted")
+	}
+	if err := Decode(nil, &e); err == nil {
+		t.Error("an empty record was accepted")
+	}
+	for _, k := range []uint8{0, uint8(KindMainExit) + 1, uint8(KindLost), 255} {
+		if err := Decode(wire(t, probes.WireEvent{Kind: k}), &e); err == nil {
+			t.Errorf("kind %d from the ring was accepted", k)
+		}
+	}
+}
+
+// Every kind encodes to one JSON object on one line, with its type, the
+// common fields (seq/tid only on records from BPF) and its own fields.
+func TestAppendJSON(t *testing.T) {
+	base := Event{Seq: 9, TsNs: 1000, Pid: 7, Tid: 8, Object: 0xabc, Device: 0xd0, DeviceVptr: 0xd1, Chip: 3,
+		BufferType: Trace, Address: 4096, Size: 64, PageSize: 32, Global: true, ExitCode: 2, ExitSignal: 0}
+	own := map[Kind][]string{
+		KindAlloc:           {"buffer", "device_kind", "device", "buffer_type", "address", "size", "page_size", "hooked", "owns_data"},
+		KindFree:            {"buffer", "device_kind", "device", "buffer_type", "address", "size"},
+		KindMarkDeallocated: {"buffer", "device_kind"},
+		KindView:            {"device_kind", "device", "buffer_type", "address", "size", "page_size"},
+		KindCBAlloc:         {"device_kind", "device", "address", "size", "global"},
+		KindCBFree:          {"device_kind", "device"},
+		KindCBLayout:        {"program", "device_kind"},
+		KindCBTeardown:      {"program"},
+		KindProgramDestroy:  {"program"},
+		KindDeviceClose:     {"device_kind", "device"},
+		KindMeshClose:       {"device_kind"},
+		KindFork:            {"ppid"},
+		KindLost:            {"count"},
+		KindProcessExit:     {"exit_code", "exit_signal"},
+	}
+	var buf []byte
+	for k, fields := range own {
+		for _, dk := range []DeviceKind{DeviceChip, DeviceMesh, DeviceUnknown, DeviceNone} {
+			e := base
+			e.Kind, e.DeviceKind = k, dk
+			buf = AppendJSON(buf[:0], &e)
+			if bytes.Count(buf, []byte("\n")) != 1 || buf[len(buf)-1] != '\n' {
+				t.Fatalf("%s: not one line: %q", k, buf)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(buf, &m); err != nil {
+				t.Fatalf("%s: invalid JSON %q: %v", k, buf, err)
+			}
+			if m["type"] != k.String() {
+				t.Errorf("%s: type %v", k, m["type"])
+			}
+			synth := k == KindLost || k == KindProcessExit
+			for _, f := range []string{"ts_ns", "pid"} {
+				if _, ok := m[f]; !ok {
+					t.Errorf("%s: no %q in %s", k, f, buf)
+				}
+			}
+			for _, f := range []string{"seq", "tid"} {
+				if _, ok := m[f]; ok == synth {
+					t.Errorf("%s: %q present=%v, want %v", k, f, ok, !synth)
+				}
+			}
+			for _, f := range fields {
+				if f == "device" && dk != DeviceChip {
+					continue
+				}
+				if _, ok := m[f]; !ok {
+					t.Errorf("%s (%s): no %q in %s", k, dk, f, buf)
+				}
+			}
+			if dk == DeviceMesh && m["device_kind"] == "mesh" {
+				if _, ok := m["device"]; ok {
+					t.Errorf("%s: a mesh event carries a chip id: %s", k, buf)
+				}
+			}
+		}
+	}
+	// Values, against the event.
+	e := base
+	e.Kind, e.DeviceKind = KindAlloc, DeviceChip
+	var m map[string]any
+	json.Unmarshal(AppendJSON(nil, &e), &m)
+	for f, want := range map[string]any{"seq": 9.0, "ts_ns": 1000.0, "pid": 7.0, "tid": 8.0, "device": 3.0,
+		"buffer": "0xabc", "buffer_type": "TRACE", "address": 4096.0, "size": 64.0, "page_size": 32.0} {
+		if m[f] != want {
+			t.Errorf("alloc %s = %v, want %v", f, m[f], want)
+		}
+	}
+}
+
+func TestAppendJSONAllocatesNothing(t *testing.T) {
+	e := Event{Kind: KindAlloc, DeviceKind: DeviceChip, BufferType: DRAM, Seq: 1 << 40, Size: 1 << 30}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendJSON(buf[:0], &e) }); n != 0 {
+		t.Errorf("AppendJSON allocates %v times per event", n)
+	}
+	raw := wire(t, probes.WireEvent{Kind: uint8(KindFree)})
+	if n := testing.AllocsPerRun(100, func() { _ = Decode(raw, &e) }); n != 0 {
+		t.Errorf("Decode allocates %v times per event", n)
+	}
+}
+
+func TestBufferTypeNames(t *testing.T) {
+	for i := BufferType(0); i < NumBufferTypes; i++ {
+		got, ok := ParseBufferType(i.String())
+		if !ok || got != i {
+			t.Errorf("%d: %q parses to %d, %v", i, i.String(), got, ok)
+		}
+	}
+	if BufferType(9).Valid() || BufferType(-1).Valid() {
+		t.Error("out-of-range buffer types are valid")
+	}
+	if s := BufferType(9).String(); s != "BufferType(9)" {
+		t.Errorf("BufferType(9) = %q", s)
+	}
+	if s := Kind(200).String(); s != "kind("+strconv.Itoa(200)+")" {
+		t.Errorf("Kind(200) = %q", s)
+	}
+}
+
+// FuzzDecode: any bytes either fail to decode or give an event whose NDJSON
+// line is valid JSON; nothing panics.
+func FuzzDecode(f *testing.F) {
+	f.Add(wire(f, probes.WireEvent{Kind: uint8(KindAlloc), BufferType: 99, DeviceKind: 7}))
+	f.Add(wire(f, probes.WireEvent{Kind: uint8(KindFork), Object: 1 << 63}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var e Event
+		if err := Decode(raw, &e); err != nil {
+			return
+		}
+		line := AppendJSON(nil, &e)
+		if !json.Valid(line) {
+			t.Fatalf("invalid JSON for %+v: %q", e, line)
+		}
+	})
+}
