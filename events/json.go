@@ -1,6 +1,9 @@
 package events
 
-import "strconv"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // AppendJSON appends e as one NDJSON object (with its trailing newline) to
 // buf. It allocates nothing beyond growing buf. Fields are those documented
@@ -13,15 +16,15 @@ func AppendJSON(buf []byte, e *Event) []byte {
 	synthesized := e.Kind == KindProcessExit || e.Kind == KindLost
 	if !synthesized {
 		buf = append(buf, `,"seq":`...)
-		buf = strconv.AppendUint(buf, e.Seq, 10)
+		buf = appendUint(buf, e.Seq)
 	}
 	buf = append(buf, `,"ts_ns":`...)
-	buf = strconv.AppendUint(buf, e.TsNs, 10)
+	buf = appendUint(buf, e.TsNs)
 	buf = append(buf, `,"pid":`...)
-	buf = strconv.AppendUint(buf, uint64(e.Pid), 10)
+	buf = appendUint(buf, uint64(e.Pid))
 	if !synthesized {
 		buf = append(buf, `,"tid":`...)
-		buf = strconv.AppendUint(buf, uint64(e.Tid), 10)
+		buf = appendUint(buf, uint64(e.Tid))
 	}
 	switch e.Kind {
 	case KindAlloc, KindFree, KindMarkDeallocated:
@@ -36,9 +39,9 @@ func AppendJSON(buf []byte, e *Event) []byte {
 	case KindCBAlloc:
 		buf = appendDevice(buf, e)
 		buf = append(buf, `,"address":`...)
-		buf = strconv.AppendUint(buf, e.Address, 10)
+		buf = appendUint(buf, e.Address)
 		buf = append(buf, `,"size":`...)
-		buf = strconv.AppendUint(buf, e.Size, 10)
+		buf = appendUint(buf, e.Size)
 		buf = appendBool(buf, "global", e.Global)
 	case KindCBFree, KindDeviceClose, KindMeshClose:
 		buf = appendDevice(buf, e)
@@ -49,10 +52,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendHex(buf, "program", e.Object)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
-		buf = strconv.AppendUint(buf, e.Object, 10)
+		buf = appendUint(buf, e.Object)
 	case KindLost:
 		buf = append(buf, `,"count":`...)
-		buf = strconv.AppendUint(buf, e.LostBefore, 10)
+		buf = appendUint(buf, e.LostBefore)
 	case KindProcessExit:
 		buf = append(buf, `,"exit_code":`...)
 		buf = strconv.AppendInt(buf, int64(e.ExitCode), 10)
@@ -61,7 +64,7 @@ func AppendJSON(buf []byte, e *Event) []byte {
 	}
 	if e.Kind != KindLost && e.LostBefore != 0 {
 		buf = append(buf, `,"lost_before":`...)
-		buf = strconv.AppendUint(buf, e.LostBefore, 10)
+		buf = appendUint(buf, e.LostBefore)
 	}
 	if e.ReadError {
 		buf = appendBool(buf, "read_error", true)
@@ -76,7 +79,7 @@ func appendDevice(buf []byte, e *Event) []byte {
 	switch e.DeviceKind {
 	case DeviceChip:
 		buf = append(buf, `,"device":`...)
-		buf = strconv.AppendInt(buf, int64(e.Chip), 10)
+		buf = appendInt(buf, int64(e.Chip))
 	case DeviceMesh:
 		buf = appendHex(buf, "mesh", e.Device)
 	case DeviceUnknown:
@@ -90,19 +93,95 @@ func appendBufferFields(buf []byte, e *Event) []byte {
 	buf = append(buf, `,"buffer_type":"`...)
 	buf = append(buf, e.BufferType.String()...)
 	buf = append(buf, `","address":`...)
-	buf = strconv.AppendUint(buf, e.Address, 10)
+	buf = appendUint(buf, e.Address)
 	buf = append(buf, `,"size":`...)
-	buf = strconv.AppendUint(buf, e.Size, 10)
+	buf = appendUint(buf, e.Size)
 	buf = append(buf, `,"page_size":`...)
-	return strconv.AppendUint(buf, e.PageSize, 10)
+	return appendUint(buf, e.PageSize)
 }
 
 func appendHex(buf []byte, key string, v uint64) []byte {
 	buf = append(buf, `,"`...)
 	buf = append(buf, key...)
 	buf = append(buf, `":"0x`...)
-	buf = strconv.AppendUint(buf, v, 16)
+	n := 1
+	if v != 0 {
+		n = (bits.Len64(v) + 3) / 4
+	}
+	buf, d := grow(buf, n)
+	for i := n - 1; i >= 0; i-- {
+		d[i] = hexDigits[v&0xf]
+		v >>= 4
+	}
 	return append(buf, '"')
+}
+
+// The hot path formats a dozen numbers per event; strconv's Append*
+// format into a scratch array and copy it, these write in place.
+
+const hexDigits = "0123456789abcdef"
+
+// digitPairs holds "00".."99".
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
+
+// pow10 bounds the decimal lengths: v has n digits when pow10[n-1] <= v < pow10[n].
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+func decimalLen(v uint64) int {
+	// bits.Len64 gives log2; 1233/4096 approximates log10(2).
+	n := (bits.Len64(v)*1233)>>12 + 1
+	if n < len(pow10) && v >= pow10[n] {
+		n++
+	}
+	if n > 1 && v < pow10[n-1] {
+		n--
+	}
+	return n
+}
+
+// grow extends buf by n bytes and returns it with the n new bytes.
+func grow(buf []byte, n int) ([]byte, []byte) {
+	l := len(buf)
+	if cap(buf)-l < n {
+		buf = append(buf, make([]byte, n)...)
+	} else {
+		buf = buf[:l+n]
+	}
+	return buf, buf[l:]
+}
+
+// appendInt appends v in decimal, as strconv.AppendInt(buf, v, 10).
+func appendInt(buf []byte, v int64) []byte {
+	if v < 0 {
+		return appendUint(append(buf, '-'), uint64(-v))
+	}
+	return appendUint(buf, uint64(v))
+}
+
+// appendUint appends v in decimal, as strconv.AppendUint(buf, v, 10).
+func appendUint(buf []byte, v uint64) []byte {
+	if v < 10 {
+		return append(buf, byte('0'+v))
+	}
+	n := decimalLen(v)
+	buf, d := grow(buf, n)
+	i := n
+	for v >= 100 {
+		q := v / 100
+		r := (v - q*100) * 2
+		i -= 2
+		d[i], d[i+1] = digitPairs[r], digitPairs[r+1]
+		v = q
+	}
+	if v >= 10 {
+		d[0], d[1] = digitPairs[v*2], digitPairs[v*2+1]
+	} else {
+		d[0] = byte('0' + v)
+	}
+	return buf
 }
 
 func appendBool(buf []byte, key string, v bool) []byte {
