@@ -13,6 +13,15 @@ nmout=$(nm -D --defined-only "$lib")
 syms=$(awk '{print $NF}' <<<"$nmout")
 fail=0
 
+# LAYOUT=V0 builds put tt::tt_metal in namespace v0: the names below are written without it and
+# rewritten here (insert 2v0 after tt_metal, shift the substitutions S0_, S1_ by one).
+v0=
+if grep -q '^_ZN2tt8tt_metal2v0' <<<"$syms"; then v0=1; echo "note    symbols in namespace tt::tt_metal::v0 (LAYOUT=V0)"; fi
+ns() {
+  if [ -z "$v0" ]; then echo "$1"; return; fi
+  sed -E -e 's/^(_ZN|_ZNK|_ZTVN)2tt8tt_metal/\12tt8tt_metal2v0/' -e 's/S1_/S2_/g' -e 's/S0_/S1_/g' <<<"$1"
+}
+
 exact=(
   _ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE
   _ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE
@@ -45,6 +54,7 @@ prefixes=(
 )
 
 for s in "${exact[@]}"; do
+  s=$(ns "$s")
   if grep -qxF "$s" <<<"$syms"; then
     echo "ok      $s  $(c++filt "$s")"
   else
@@ -52,6 +62,7 @@ for s in "${exact[@]}"; do
   fi
 done
 for p in "${prefixes[@]}"; do
+  p=$(ns "$p")
   m=$(grep -m1 "^$p" <<<"$syms" || true)
   if [ -n "$m" ]; then
     echo "ok      $m  $(c++filt "$m")"
@@ -60,7 +71,7 @@ for p in "${prefixes[@]}"; do
   fi
 done
 if grep -qxF _ZNK2tt8tt_metal6Buffer4sizeEv <<<"$syms"; then
-  echo "note    Buffer::size() const is exported (OUTOFLINE_SIZE build; upstream V1 has it inline)"
+  echo "note    Buffer::size() const is exported (OUTOFLINE_SIZE or LAYOUT=V2 build; upstream V1 has it inline)"
 fi
 
 # Entry instructions and call sites of the probed functions.
@@ -69,7 +80,7 @@ probed=(
   _ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE
   _ZN2tt8tt_metal12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS0_7IDeviceE
   _ZN2tt8tt_metal12GraphTracker19track_deallocate_cbEPKNS0_7IDeviceE
-  "$(grep -m1 '^_ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmmNS0_10BufferTypeE' <<<"$syms" || echo none)"
+  "$(grep -m1 "^$(ns _ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmmNS0_10BufferTypeE)" <<<"$syms" || echo none)"
   _ZN2tt8tt_metal6Buffer13allocate_implEv
   _ZN2tt8tt_metal6Buffer15deallocate_implEv
   _ZN2tt8tt_metal6Buffer19mark_as_deallocatedEv
@@ -83,6 +94,7 @@ dis=$(mktemp)
 trap 'rm -f "$dis"' EXIT
 objdump -d --no-show-raw-insn "$lib" >"$dis"
 for s in "${probed[@]}"; do
+  [[ "$s" == _ZN2tt8tt_metal2v0* ]] || s=$(ns "$s")
   addr=$(awk -v s="$s" '$NF==s && !done {print $1; done=1}' <<<"$nmout")
   [ -n "$addr" ] || continue
   start=$((16#$addr))

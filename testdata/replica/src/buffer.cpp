@@ -8,6 +8,12 @@
 #include "internal.hpp"
 #include "tt_metal/device.hpp"
 #include "tt_metal/graph_tracking.hpp"
+#ifdef TT_REPLICA_LAYOUT_V2
+#include "buffer_impl.hpp"
+#endif
+#ifdef TT_REPLICA_INLINE_TRACKER
+#include "graph_tracking_inline.hpp"
+#endif
 
 namespace tt::tt_metal {
 
@@ -15,9 +21,60 @@ namespace {
 std::atomic<uint64_t> g_next_buffer_id{1};
 }
 
+#ifdef TT_REPLICA_LAYOUT_V2
+inline Buffer::Fields& Buffer::f() { return *impl_; }
+inline const Buffer::Fields& Buffer::f() const { return *impl_; }
+#else
+inline Buffer::Fields& Buffer::f() { return *this; }
+inline const Buffer::Fields& Buffer::f() const { return *this; }
+#endif
+
+// The track_* calls as this build makes them: out of line (upstream), or with their bodies
+// inlined here (INLINE_TRACKER=1, what LTO can do).
+#ifdef TT_REPLICA_INLINE_TRACKER
+#define TT_TRACK_ALLOCATE(tracker, buffer) (tracker).track_allocate_inline(buffer)
+#define TT_TRACK_DEALLOCATE(tracker, buffer) (tracker).track_deallocate_inline(buffer)
+#else
+#define TT_TRACK_ALLOCATE(tracker, buffer) (tracker).track_allocate(buffer)
+#define TT_TRACK_DEALLOCATE(tracker, buffer) (tracker).track_deallocate(buffer)
+#endif
+
 void Buffer::static_checks() {
-    // The "V1" layout tttrace reads. offsetof on a non-standard-layout class is
+    // The layout tttrace reads. offsetof on a non-standard-layout class is
     // conditionally supported (both GCC and Clang give the Itanium ABI offsets).
+    static_assert(sizeof(BufferType) == 4 && sizeof(AllocationStatus) == 1);
+#if defined(TT_REPLICA_LAYOUT_V2)
+    static_assert(offsetof(Buffer, impl_) == 16);
+    static_assert(sizeof(std::unique_ptr<BufferImpl>) == 8);
+    static_assert(offsetof(BufferImpl, device_) == 0);
+    static_assert(offsetof(BufferImpl, size_) == 8);
+    static_assert(offsetof(BufferImpl, buffer_type_) == 16);
+    static_assert(offsetof(BufferImpl, owns_data_) == 27);
+    static_assert(offsetof(BufferImpl, allocation_status_) == 56);
+    static_assert(offsetof(BufferImpl, hooked_allocation_) == 57);
+    static_assert(offsetof(BufferImpl, address_) == 64);
+    static_assert(offsetof(BufferImpl, page_size_) == 72);
+#elif defined(TT_REPLICA_LAYOUT_V0)
+    static_assert(offsetof(Buffer, device_) == 0);
+    static_assert(offsetof(Buffer, size_) == 8);
+    static_assert(offsetof(Buffer, buffer_type_) == 16);
+    static_assert(offsetof(Buffer, owns_data_) == 27);
+    static_assert(offsetof(Buffer, allocation_status_) == 56);
+    static_assert(sizeof(std::atomic<AllocationStatus>) == 1);
+    static_assert(offsetof(Buffer, hooked_allocation_) == 57);
+    static_assert(offsetof(Buffer, address_) == 64);
+    static_assert(offsetof(Buffer, page_size_) == 72);
+    static_assert(static_cast<int>(AllocationStatus::ALLOCATED) == 2);
+#elif defined(TT_REPLICA_LAYOUT_UNKNOWN)
+    static_assert(offsetof(Buffer, address_) == 16);
+    static_assert(offsetof(Buffer, page_size_) == 24);
+    static_assert(offsetof(Buffer, allocation_status_) == 32);
+    static_assert(offsetof(Buffer, hooked_allocation_) == 33);
+    static_assert(offsetof(Buffer, owns_data_) == 34);
+    static_assert(offsetof(Buffer, buffer_type_) == 40);
+    static_assert(offsetof(Buffer, device_) == 48);
+    static_assert(offsetof(Buffer, size_) == 56);
+#else
     static_assert(offsetof(Buffer, device_) == 16);
     static_assert(offsetof(Buffer, size_) == 24);
     static_assert(offsetof(Buffer, buffer_type_) == 32);
@@ -32,7 +89,7 @@ void Buffer::static_checks() {
     static_assert(offsetof(Buffer, address_) == 80);
     static_assert(offsetof(Buffer, page_size_) == 88);
     static_assert(sizeof(std::weak_ptr<Buffer>) == 16);
-    static_assert(sizeof(BufferType) == 4 && sizeof(AllocationStatus) == 1);
+#endif
 }
 
 Buffer::Buffer(Private,
@@ -44,6 +101,26 @@ Buffer::Buffer(Private,
                std::optional<bool> bottom_up,
                std::optional<SubDeviceId> sub_device_id,
                bool owns_data)
+#ifdef TT_REPLICA_LAYOUT_V2
+    : impl_(std::make_unique<BufferImpl>()) {
+    BufferImpl& m = *impl_;
+    m.device_ = device;
+    m.size_ = size;
+    m.buffer_type_ = buffer_type;
+    m.buffer_layout_ = buffer_layout;
+    m.bottom_up_ = bottom_up.value_or(buffer_type == BufferType::DRAM);
+    m.sub_device_id_ = sub_device_id ? std::optional<uint8_t>(sub_device_id->id) : std::nullopt;
+    m.owns_data_ = owns_data;
+    m.sub_device_manager_id_ = std::nullopt;
+    m.allocator_ = device->allocator();
+    m.allocation_status_ = AllocationStatus::ALLOCATION_REQUESTED;
+    m.hooked_allocation_ = false;
+    m.address_ = 0;
+    m.page_size_ = page_size;
+    m.unique_id_ = g_next_buffer_id.fetch_add(1, std::memory_order_relaxed);
+    m.alloc_epoch_ = 0;
+}
+#else
     : device_(device),
       size_(size),
       buffer_type_(buffer_type),
@@ -59,6 +136,7 @@ Buffer::Buffer(Private,
       page_size_(page_size),
       unique_id_(g_next_buffer_id.fetch_add(1, std::memory_order_relaxed)),
       alloc_epoch_(0) {}
+#endif
 
 std::shared_ptr<Buffer> Buffer::create(IDevice* device,
                                        DeviceAddr size,
@@ -69,8 +147,8 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
                                        std::optional<SubDeviceId> sub_device_id) {
     auto buffer = std::make_shared<Buffer>(Private{}, device, size, page_size, buffer_type,
                                            sharding_args.buffer_layout, bottom_up, sub_device_id, true);
-    if (buffer->size_ == 0) {
-        buffer->allocation_status_ = AllocationStatus::ALLOCATED;
+    if (buffer->f().size_ == 0) {
+        buffer->f().allocation_status_ = AllocationStatus::ALLOCATED;
         return buffer;
     }
     buffer->allocate_impl();
@@ -92,55 +170,71 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
     }
     auto buffer = std::make_shared<Buffer>(Private{}, device, size, page_size, buffer_type,
                                            sharding_args.buffer_layout, bottom_up, sub_device_id, false);
-    buffer->address_ = address;
-    buffer->allocation_status_ = AllocationStatus::ALLOCATED;
+    buffer->f().address_ = address;
+    buffer->f().allocation_status_ = AllocationStatus::ALLOCATED;
     return buffer;
 }
 
-TT_PROBED void Buffer::allocate_impl() {
+TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {
     // Replica: one lock across allocator + tracker, so the tracked order is the truth's order.
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    Fields& m = f();
     GraphTracker& tracker = GraphTracker::instance();
     if (tracker.hook_allocate(this)) {
-        address_ = 0;
-        hooked_allocation_ = true;
+        m.address_ = 0;
+        m.hooked_allocation_ = true;
     } else {
-        address_ = allocator_->allocate_buffer(this);  // throws on out-of-memory
+        m.address_ = m.allocator_->allocate_buffer(this);  // throws on out-of-memory
     }
-    alloc_epoch_ = replica::attach_epoch();
-    allocation_status_ = AllocationStatus::ALLOCATED;
-    tracker.track_allocate(this);
+    m.alloc_epoch_ = replica::attach_epoch();
+    m.allocation_status_ = AllocationStatus::ALLOCATED;
+    TT_TRACK_ALLOCATE(tracker, this);
 }
 
-TT_PROBED void Buffer::deallocate() {
-    if (!owns_data_) return;
+TT_PROBED TT_LIFECYCLE void Buffer::deallocate() {
+    if (!f().owns_data_) return;
     deallocate_impl();
 }
 
-TT_PROBED void Buffer::deallocate_impl() {
+TT_PROBED TT_LIFECYCLE void Buffer::deallocate_impl() {
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
-    if (allocation_status_ != AllocationStatus::ALLOCATED) return;
-    if (device_->is_initialized() && size_ != 0) {
-        GraphTracker::instance().track_deallocate(this);
-        if (alloc_epoch_ < replica::attach_epoch()) replica::note_unknown_free(size_);
-        if (!hooked_allocation_) allocator_->deallocate_buffer(this);
+    Fields& m = f();
+    if (m.allocation_status_ != AllocationStatus::ALLOCATED) return;
+    if (m.device_->is_initialized() && m.size_ != 0) {
+        TT_TRACK_DEALLOCATE(GraphTracker::instance(), this);
+        if (m.alloc_epoch_ < replica::attach_epoch()) replica::note_unknown_free(m.size_);
+        if (!m.hooked_allocation_) m.allocator_->deallocate_buffer(this);
+    } else if (m.size_ != 0) {
+        // Upstream skips the tracker here (the device was closed first): a tracer that sees the
+        // call itself (tttrace's lifecycle probes) sees a free the tracker does not.
+        replica::count_call(replica::kDeallocateOnClosedDevice);
     }
-    allocation_status_ = AllocationStatus::DEALLOCATED;
+    m.allocation_status_ = AllocationStatus::DEALLOCATED;
 }
 
 TT_PROBED void Buffer::mark_as_deallocated() {
     replica::count_call(replica::kMarkAsDeallocated);
-    allocation_status_ = AllocationStatus::DEALLOCATED;
+    f().allocation_status_ = AllocationStatus::DEALLOCATED;
 }
 
 Buffer::~Buffer() {
-    if (allocation_status_ != AllocationStatus::DEALLOCATED) deallocate();
+    if (f().allocation_status_ != AllocationStatus::DEALLOCATED) deallocate();
 }
 
-DeviceAddr Buffer::address() const { return address_; }
-bool Buffer::is_allocated() const { return allocation_status_ == AllocationStatus::ALLOCATED; }
-DeviceAddr Buffer::page_size() const { return page_size_; }
-#ifdef TT_REPLICA_OUTOFLINE_SIZE
+DeviceAddr Buffer::address() const { return f().address_; }
+bool Buffer::is_allocated() const { return f().allocation_status_ == AllocationStatus::ALLOCATED; }
+DeviceAddr Buffer::page_size() const { return f().page_size_; }
+#if defined(TT_REPLICA_LAYOUT_V2)
+DeviceAddr Buffer::size() const { return impl_->size_; }
+IDevice* Buffer::device() const { return impl_->device_; }
+BufferType Buffer::buffer_type() const { return impl_->buffer_type_; }
+TensorMemoryLayout Buffer::buffer_layout() const { return impl_->buffer_layout_; }
+bool Buffer::bottom_up() const { return impl_->bottom_up_; }
+bool Buffer::owns_data() const { return impl_->owns_data_; }
+bool Buffer::hooked_allocation() const { return impl_->hooked_allocation_; }
+AllocationStatus Buffer::allocation_status() const { return impl_->allocation_status_; }
+uint64_t Buffer::unique_id() const { return impl_->unique_id_; }
+#elif defined(TT_REPLICA_OUTOFLINE_SIZE)
 DeviceAddr Buffer::size() const { return size_; }
 #endif
 

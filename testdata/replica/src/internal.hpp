@@ -16,6 +16,15 @@
 #define TT_PROBED
 #endif
 
+// INLINE_LIFECYCLE=1 builds: Buffer::allocate_impl, deallocate and deallocate_impl are inlined
+// into their callers in buffer.cpp (Buffer::create, ~Buffer, deallocate), as an optimizer may;
+// their exported out-of-line copies stay.
+#ifdef TT_REPLICA_INLINE_LIFECYCLE
+#define TT_LIFECYCLE __attribute__((always_inline))
+#else
+#define TT_LIFECYCLE
+#endif
+
 namespace tt::tt_metal {
 class IDevice;
 class Device;
@@ -47,6 +56,9 @@ enum Call : int {
     kDeviceClose,
     kMeshClose,
     kMarkAsDeallocated,
+    // Buffer::deallocate_impl of an allocated, non-empty buffer whose device was closed: no
+    // track_deallocate (upstream's rule), but a real call of the function.
+    kDeallocateOnClosedDevice,
     kNumCalls
 };
 // Out of line in another TU: a probed function's first instruction is never a lock-prefixed

@@ -61,6 +61,7 @@ const char* const kCallNames[kNumCalls] = {
     "device_close",
     "mesh_close",
     "mark_as_deallocated",
+    "deallocate_on_closed_device",
 };
 
 }  // namespace

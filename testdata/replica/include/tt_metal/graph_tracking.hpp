@@ -26,6 +26,13 @@ public:
                            bool is_globally_allocated,
                            const IDevice* device);
     void track_deallocate_cb(const IDevice* device);
+#ifdef TT_REPLICA_INLINE_TRACKER
+    // INLINE_TRACKER=1 builds: the bodies of track_allocate / track_deallocate, inlined into
+    // Buffer's allocate_impl / deallocate_impl (src/graph_tracking_inline.hpp), as LTO can do.
+    // The exported out-of-line functions above stay, and are no longer called from the library.
+    inline void track_allocate_inline(const Buffer* buffer);
+    inline void track_deallocate_inline(Buffer* buffer);
+#endif
 
     // True while a graph capture is active: allocate_impl then skips the allocator.
     bool hook_allocate(const Buffer* buffer);

@@ -57,11 +57,21 @@ enum class BufferType : int {
 };
 inline constexpr int kNumBufferTypes = 5;
 
+#ifdef TT_REPLICA_LAYOUT_V0
+// V0 (late 2024): four states, ALLOCATED is 2.
+enum class AllocationStatus : uint8_t {
+    ALLOCATION_REQUESTED = 0,
+    ALLOCATION_FAILED = 1,
+    ALLOCATED = 2,
+    DEALLOCATED = 3,
+};
+#else
 enum class AllocationStatus : uint8_t {
     ALLOCATION_REQUESTED = 0,
     ALLOCATED = 1,
     DEALLOCATED = 2,
 };
+#endif
 
 enum class TensorMemoryLayout : int {
     INTERLEAVED = 0,

@@ -1,0 +1,31 @@
+// LAYOUT=V2 (2026 pimpl): the members of a Buffer, held through Buffer::impl_ (offset 16).
+// Offsets as ttmetal-facts.md §3 gives them: device_ 0, size_ 8, buffer_type_ 16, owns_data_ 27,
+// allocation_status_ 56, hooked_allocation_ 57, address_ 64 (page_size_ 72: not in the facts).
+#pragma once
+
+#include <optional>
+
+#include "tt_metal/buffer.hpp"
+
+namespace tt::tt_metal {
+
+class BufferImpl {
+public:
+    IDevice* device_;                                     // 0
+    DeviceAddr size_;                                     // 8
+    BufferType buffer_type_;                              // 16
+    TensorMemoryLayout buffer_layout_;                    // 20
+    bool bottom_up_;                                      // 24
+    std::optional<uint8_t> sub_device_id_;                // 25
+    bool owns_data_;                                      // 27
+    std::optional<uint64_t> sub_device_manager_id_;      // 32
+    Allocator* allocator_;                                // 48
+    AllocationStatus allocation_status_;                  // 56
+    bool hooked_allocation_;                              // 57
+    DeviceAddr address_;                                  // 64
+    DeviceAddr page_size_;                                // 72
+    uint64_t unique_id_;
+    uint64_t alloc_epoch_;
+};
+
+}  // namespace tt::tt_metal
