@@ -46,6 +46,9 @@ func start(t *testing.T, name string, args ...string) (*exec.Cmd, *syncBuffer) {
 	cmd := exec.Command(name, args...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A process it leaves behind (tttrace stopped before its command) must
+	// not keep Wait reading the shared output forever.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +340,38 @@ func TestE2EEndings(t *testing.T) {
 		if tr := readTruth(t, truthPath); tr.Calls["track_allocate"] != 2000000 {
 			t.Errorf("workload made %d allocations, want 2000000", tr.Calls["track_allocate"])
 		}
+	})
+
+	// -- CMD: a first SIGINT (Ctrl-C reaches the command too) keeps tracing
+	// until the command exits, exactly; a second stops at once.
+	t.Run("cmd_sigint_waits_for_command", func(t *testing.T) {
+		tmp := t.TempDir()
+		out, truthPath, goFile := filepath.Join(tmp, "out"), filepath.Join(tmp, "truth"), filepath.Join(tmp, "go")
+		tt, tout := start(t, bin, "--json", "-o", out, "--lib", lib, "--", filepath.Join(dir, "ttwork"),
+			"--scenario", "basic", "--leak", "--truth", truthPath, "--go-file", goFile)
+		waitFor(t, func() bool { return strings.Contains(tout.String(), "ready") }, "workload ready")
+		tt.Process.Signal(syscall.SIGINT)
+		waitFor(t, func() bool { return strings.Contains(tout.String(), "tracing until") }, "tttrace noting the interrupt")
+		touch(t, goFile)
+		if err := tt.Wait(); err != nil {
+			t.Fatalf("tttrace: %v\n%s", err, tout)
+		}
+		wantExact(t, "sigint", true, lastSummary(t, out), readTruth(t, truthPath))
+
+		tt2, tout2 := start(t, bin, "--json", "-o", out, "--lib", lib, "--", filepath.Join(dir, "ttwork"),
+			"--scenario", "basic", "--go-file", filepath.Join(tmp, "never"))
+		waitFor(t, func() bool { return strings.Contains(tout2.String(), "ready") }, "workload ready")
+		tt2.Process.Signal(syscall.SIGINT)
+		waitFor(t, func() bool { return strings.Contains(tout2.String(), "tracing until") }, "tttrace noting the interrupt")
+		tt2.Process.Signal(syscall.SIGINT)
+		if err := tt2.Wait(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+			t.Fatalf("tttrace after a second SIGINT: %v\n%s", err, tout2)
+		}
+		p := lastSummary(t, out).Processes
+		if len(p) != 1 || p[0].Exited {
+			t.Fatalf("after a second SIGINT: want the summary of the still running command, got %+v", p)
+		}
+		syscall.Kill(int(p[0].Pid), syscall.SIGKILL)
 	})
 
 	// SIGKILL of tttrace mid-burst: the workload finishes correctly.

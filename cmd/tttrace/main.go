@@ -3,10 +3,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/tttrace/tttrace/cmd/tttrace/cli"
 )
@@ -14,8 +11,5 @@ import (
 func main() {
 	// A "-- CMD" child waits here until the probes are attached.
 	cli.ExecGate()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -37,7 +38,10 @@ func fail(code int, format string, args ...any) error {
 
 // Main parses args, runs tttrace and returns its exit status. Errors are
 // printed once, on stderr.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "doctor" {
+		return Doctor(args[1:], stdout, stderr)
+	}
 	f, err := Parse(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %v\n", err)
@@ -50,6 +54,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "tttrace %s\n", Version)
 		return ExitOK
 	}
+	ctx, stop := stopOnSignals(f, stderr)
+	defer stop()
 	code, err := Run(ctx, f, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %v\n", err)
@@ -60,6 +66,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return code
+}
+
+// stopOnSignals returns a context cancelled by SIGTERM, or by SIGINT. With
+// -- CMD a first SIGINT (Ctrl-C, which the command receives too) keeps
+// tracing while the command winds down, freeing what it frees; a second
+// one stops at once.
+func stopOnSignals(f *Flags, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		interrupts := 0
+		for sig := range ch {
+			if sig == os.Interrupt && len(f.Command) > 0 && interrupts == 0 {
+				interrupts++
+				fmt.Fprintf(stderr, "tttrace: interrupted: tracing until %s exits (Ctrl-C again to stop now)\n", f.Command[0])
+				continue
+			}
+			cancel()
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
 // session is one tracing run.
@@ -351,24 +379,14 @@ func (s *session) attachLibrary(path string, strict bool) error {
 			return fail(ExitNoLibrary, "library: %w", err)
 		}
 		defer lib.Close()
-		syms, err := probes.ResolveSymbols(lib)
+		prep, err := prepareLibrary(lib, s.f.Layout, s.f.Probes)
 		if err != nil {
-			return fail(ExitUnsupported, "read symbols of %s: %w", path, err)
+			return err
 		}
-		if err := syms.Check(lib); err != nil {
+		if err := s.tracer.AttachPlan(lib, prep.syms, prep.plan, prep.layout.Layout); err != nil {
 			return fail(ExitUnsupported, "%w", err)
 		}
-		layout, err := probes.ResolveLayout(lib, syms, s.f.Layout)
-		if err != nil {
-			return fail(ExitUnsupported, "%w", err)
-		}
-		if err := s.tracer.Attach(lib, syms, layout.Layout); err != nil {
-			return fail(ExitUnsupported, "%w", err)
-		}
-		fmt.Fprintf(s.stderr, "tttrace: probing %s (layout %s from %s)\n", path, layout.Layout.Name, layout.From)
-		for _, m := range syms.Missing {
-			fmt.Fprintf(s.stderr, "tttrace: note: %s not found in %s: %s will not be seen\n", m.Function, filepath.Base(path), m.Why)
-		}
+		prep.report(s.stderr, path)
 		return nil
 	}()
 	if err != nil {
