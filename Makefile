@@ -56,5 +56,11 @@ fuzz:
 	$(GO) test ./devices -run '^$$' -fuzz FuzzLedger -fuzztime 60s
 	$(GO) test ./events -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 
+# Performance and loss against the floor and the alternatives (root, about
+# 10 minutes; not part of make test): one table, see docs/bench.md.
+.PHONY: bench
+bench:
+	scripts/bench.sh
+
 clean:
 	rm -rf bin build

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# make bench: tttrace's performance and loss figures, measured against the
+# floor (count-only bpftrace uprobes) and an in-process reporter, in one
+# table with the goals (docs/bench.md explains every row). Needs root (BPF).
+# Not part of make test. Takes about 10 minutes on 2 CPUs.
+#
+#   scripts/bench.sh [benchtool flags]     e.g. -rounds 3, -only cost,loss
+#   BENCH_ROUNDS=N (default 5)
+#
+# Builds into build/bench/: a private copy of the replica (its own inode, so
+# uprobes another tracer puts on build/replica never fire in these runs), the
+# REPORTER=socket replica, and once, the 200+ MB generated library. Raw
+# results: build/bench/results.json; the table: build/bench/table.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench: needs root (it loads BPF programs)" >&2
+	exit 1
+fi
+start=$SECONDS
+scripts/deps.sh build bench
+make -s build
+B=$PWD/build/bench
+mkdir -p "$B"
+make -s -C testdata/replica OUT="$B/replica"
+make -s -C testdata/replica OUT="$B/replica-socket" REPORTER=socket
+python3 scripts/genbiglib.py --replica "$B/replica" --out "$B/big"
+go build -o "$B/benchtool" ./scripts/benchtool
+"$B/benchtool" -tttrace bin/tttrace -replica "$B/replica" -socket "$B/replica-socket" -big "$B/big" \
+	-work "$B/run" -json "$B/results.json" -rounds "${BENCH_ROUNDS:-5}" "$@" | tee "$B/table.md"
+echo "bench: done in $((SECONDS - start)) s (table in build/bench/table.md)" >&2
