@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cilium/ebpf v0.20.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0 // indirect
 )
 

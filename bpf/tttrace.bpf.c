@@ -484,3 +484,252 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	finish_now(e);
 	return 0;
 }
+
+/* ==== lifecycle plan ===================================================
+ *
+ * For builds where GraphTracker::track_allocate / track_deallocate are not
+ * called (inlined, e.g. by LTO), allocations and frees are taken from
+ * Buffer's own lifecycle functions instead (probes/plan.go chooses the
+ * plan and the attach points from the library's code):
+ *
+ *  - allocation: Buffer::allocate_impl() (or, where the compiler inlined it,
+ *    the owning Buffer::create(...)) is probed at its entry and at each of
+ *    its exits: every ret instruction and every jump that leaves it, never
+ *    with a uretprobe (an exception through a uretprobed frame terminates
+ *    the process). The entry records, per thread, the object and the stack
+ *    pointer; an exit emits the allocation only if the stack pointer is the
+ *    one recorded (that frame is returning: the probe on a jump that stays
+ *    inside the function, or a record left by a call that threw, never
+ *    matches) and the status is ALLOCATED. allocate_impl throws on
+ *    out-of-memory before it sets ALLOCATED; its record is overwritten by the
+ *    thread's next entry.
+ *  - free: the entry of Buffer::deallocate_impl() (or of deallocate() or
+ *    ~Buffer() where it was inlined there) emits a free when the buffer is
+ *    ALLOCATED and not empty: what deallocate_impl frees. Whether the device
+ *    is still initialized cannot be read (a virtual call), so a buffer whose
+ *    device was closed first also gets a free here, which the tracker would
+ *    not see; the ledger has released such a buffer at the close already and
+ *    only counts the free (frees_after_release). Where even ~Buffer() was
+ *    inlined, into the destruction of the shared_ptr control block that
+ *    holds the Buffer (make_shared), that control block's _M_dispose() is
+ *    probed instead.
+ */
+
+/* Per library (same index as libs): what the lifecycle programs need
+ * besides the layout. Written by user space before it attaches. */
+struct lc_info {
+	__u64 dispose_offset; /* where std::_Sp_counted_ptr_inplace<Buffer> holds its Buffer */
+	__u8 allocated;       /* the value of AllocationStatus::ALLOCATED (1; 2 in V0) */
+	__u8 _pad[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_LIBS);
+	__type(key, __u32);
+	__type(value, struct lc_info);
+} lc_libs SEC(".maps");
+
+/* Which function a pending record belongs to. */
+enum lc_kind {
+	LC_ALLOC = 0,  /* Buffer::allocate_impl(): object is the Buffer* */
+	LC_CREATE = 1, /* owning Buffer::create(): object is the sret shared_ptr* */
+};
+
+struct lc_key {
+	__u32 tid;
+	__u32 kind; /* enum lc_kind */
+};
+
+struct lc_pending {
+	__u64 object; /* Buffer*, or where create returns its shared_ptr<Buffer> */
+	__u64 sp;     /* stack pointer at the entry */
+};
+
+/* Calls entered and not yet returned, per thread and function. An entry
+ * overwrites, a matching exit deletes; a call that threw leaves its record
+ * until the thread's next call of the function. LRU: records of threads
+ * that ended are dropped when the map fills. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct lc_key);
+	__type(value, struct lc_pending);
+} lc_calls SEC(".maps");
+
+/* The status, size and ownership of a Buffer, read before a record is
+ * reserved; 0 when unreadable (the caller then emits nothing). */
+struct lc_peek {
+	__u64 size;
+	__u8 status;
+	__u8 owns;
+	__u8 ok;
+};
+
+static __always_inline struct lc_peek lc_peek_buffer(__u64 buf, struct lib_info *l)
+{
+	struct lc_peek p = {};
+	__u64 base = buf;
+
+	if (!l || l->buf_status < 0 || l->buf_size < 0)
+		return p;
+	if (l->buf_impl_ptr >= 0) {
+		base = 0;
+		if (bpf_probe_read_user(&base, sizeof(base), (void *)(buf + l->buf_impl_ptr)) < 0 || !base)
+			return p;
+	}
+	if (bpf_probe_read_user(&p.status, 1, (void *)(base + l->buf_status)) < 0)
+		return p;
+	if (bpf_probe_read_user(&p.size, sizeof(p.size), (void *)(base + l->buf_size)) < 0)
+		return p;
+	if (l->buf_owns_data >= 0 &&
+	    bpf_probe_read_user(&p.owns, 1, (void *)(base + l->buf_owns_data)) < 0)
+		return p;
+	p.ok = 1;
+	return p;
+}
+
+/* ALLOCATED for the library of this attach point (0xff: unknown). */
+static __always_inline __u8 lc_allocated(struct pt_regs *ctx)
+{
+	__u32 idx = bpf_get_attach_cookie(ctx) >> 48;
+	struct lc_info *li = bpf_map_lookup_elem(&lc_libs, &idx);
+
+	return li ? li->allocated : 0xff;
+}
+
+static __always_inline int lc_enter(struct pt_regs *ctx, __u32 kind, __u64 object)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lc_key k = { .tid = (__u32)id, .kind = kind };
+	struct lc_pending v = { .object = object, .sp = PT_REGS_SP(ctx) };
+
+	if (!traced(id >> 32))
+		return 0;
+	bpf_map_update_elem(&lc_calls, &k, &v, BPF_ANY);
+	return 0;
+}
+
+/* The object recorded by this frame's entry, or 0. */
+static __always_inline __u64 lc_leave(struct pt_regs *ctx, __u32 kind)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lc_key k = { .tid = (__u32)id, .kind = kind };
+	struct lc_pending *v;
+	__u64 object;
+
+	if (!traced(id >> 32))
+		return 0;
+	v = bpf_map_lookup_elem(&lc_calls, &k);
+	if (!v || v->sp != PT_REGS_SP(ctx))
+		return 0;
+	object = v->object;
+	bpf_map_delete_elem(&lc_calls, &k);
+	return object;
+}
+
+/* Emit the allocation of buf if it is ALLOCATED (and, for create, not
+ * empty: an empty buffer is ALLOCATED without allocate_impl). */
+static __always_inline int lc_emit_alloc(struct pt_regs *ctx, __u64 buf, int need_size)
+{
+	struct site site = locate(ctx);
+	struct lc_peek p;
+
+	if (!buf)
+		return 0;
+	p = lc_peek_buffer(buf, site.lib);
+	if (!p.ok || p.status != lc_allocated(ctx) || (need_size && !p.size))
+		return 0;
+	return on_buffer(ctx, EV_ALLOC, buf);
+}
+
+/* Emit the free deallocate_impl makes of buf: ALLOCATED, not empty (and,
+ * entered through deallocate() or ~Buffer(), owning its memory). */
+static __always_inline int lc_emit_free(struct pt_regs *ctx, __u64 buf, int need_owns)
+{
+	struct site site;
+	struct lc_peek p;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	site = locate(ctx);
+	p = lc_peek_buffer(buf, site.lib);
+	if (!p.ok || p.status != lc_allocated(ctx) || !p.size || (need_owns && !p.owns))
+		return 0;
+	return on_buffer(ctx, EV_FREE, buf);
+}
+
+/* void Buffer::allocate_impl(): entry */
+SEC("uprobe")
+int lc_alloc_enter(struct pt_regs *ctx)
+{
+	return lc_enter(ctx, LC_ALLOC, PT_REGS_PARM1(ctx));
+}
+
+/* void Buffer::allocate_impl(): each ret, and each jump leaving it */
+SEC("uprobe")
+int lc_alloc_exit(struct pt_regs *ctx)
+{
+	return lc_emit_alloc(ctx, lc_leave(ctx, LC_ALLOC), 0);
+}
+
+/* static std::shared_ptr<Buffer> Buffer::create(IDevice* device,
+ *     DeviceAddr size, DeviceAddr page_size, BufferType, ...) (owning, with
+ *     allocate_impl inlined): entry; rdi is where the shared_ptr goes */
+SEC("uprobe")
+int lc_create_enter(struct pt_regs *ctx)
+{
+	return lc_enter(ctx, LC_CREATE, PT_REGS_PARM1(ctx));
+}
+
+/* Buffer::create (owning): each exit; the shared_ptr's first word is the
+ * Buffer* */
+SEC("uprobe")
+int lc_create_exit(struct pt_regs *ctx)
+{
+	__u64 ret = lc_leave(ctx, LC_CREATE), buf = 0;
+
+	if (!ret || bpf_probe_read_user(&buf, sizeof(buf), (void *)ret) < 0)
+		return 0;
+	return lc_emit_alloc(ctx, buf, 1);
+}
+
+/* void Buffer::deallocate_impl(): entry */
+SEC("uprobe")
+int lc_free(struct pt_regs *ctx)
+{
+	return lc_emit_free(ctx, PT_REGS_PARM1(ctx), 0);
+}
+
+/* void Buffer::deallocate() / Buffer::~Buffer() with deallocate_impl
+ * inlined: entry */
+SEC("uprobe")
+int lc_free_owned(struct pt_regs *ctx)
+{
+	return lc_emit_free(ctx, PT_REGS_PARM1(ctx), 1);
+}
+
+/* void std::_Sp_counted_ptr_inplace<Buffer, ...>::_M_dispose() with
+ * ~Buffer() inlined into it: entry; the Buffer lives in the control block,
+ * lc_info.dispose_offset bytes in */
+SEC("uprobe")
+int lc_free_dispose(struct pt_regs *ctx)
+{
+	__u32 idx = bpf_get_attach_cookie(ctx) >> 48;
+	struct lc_info *li = bpf_map_lookup_elem(&lc_libs, &idx);
+
+	if (!li || !li->dispose_offset)
+		return 0;
+	return lc_emit_free(ctx, PT_REGS_PARM1(ctx) + li->dispose_offset, 1);
+}
+
+/* detail::ProgramImpl::~ProgramImpl() where the compiler inlined
+ * deallocate_circular_buffers() into it (clang -O3): the teardown's entry,
+ * which says whose CBs the track_deallocate_cb calls that follow free, then
+ * the destruction. */
+SEC("uprobe")
+int program_destroy_teardown(struct pt_regs *ctx)
+{
+	on_device(ctx, EV_CB_TEARDOWN, 0, PT_REGS_PARM1(ctx));
+	return on_device(ctx, EV_PROGRAM_DESTROY, 0, PT_REGS_PARM1(ctx));
+}

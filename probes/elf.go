@@ -26,6 +26,11 @@ type Library struct {
 	HasSymtab bool
 	// HasDWARF reports whether the file has a .debug_info section.
 	HasDWARF bool
+
+	// Machine-code analysis (code.go), built on first use.
+	codeIdx *codeIndex
+	codeErr error
+	symAt   map[uint64][]Symbol
 }
 
 // Symbol is one defined ELF symbol.

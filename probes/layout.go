@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Layout gives the byte offsets tttrace reads in TT-Metal objects. Offsets
@@ -25,6 +26,9 @@ type Layout struct {
 	PageSize      int64 `json:"page_size"`
 	// DeviceID is the offset of Device::id_.
 	DeviceID int64 `json:"device_id"`
+	// Allocated is the value of AllocationStatus::ALLOCATED (1; 2 in the
+	// V0 layout), -1 when unknown. Only the lifecycle plan reads the status.
+	Allocated int64 `json:"allocated_value"`
 }
 
 // LayoutV1 is tt::tt_metal::Buffer as 2025 to early-2026 mainline lays it
@@ -41,34 +45,277 @@ var LayoutV1 = Layout{
 	Address:       80,
 	PageSize:      88,
 	DeviceID:      8,
+	Allocated:     1,
+}
+
+// LayoutV0 is the late-2024 Buffer (no enable_shared_from_this, an atomic
+// status with four states). Offsets the facts do not give are -1:
+// hooked_allocation_ (graph-capture allocations cannot be told apart) and
+// page_size_ (taken from Buffer::page_size() const's code when it can be).
+var LayoutV0 = Layout{
+	Name:          "V0",
+	BufferImplPtr: -1,
+	Device:        0,
+	Size:          8,
+	Type:          16,
+	OwnsData:      27,
+	Status:        56,
+	Hooked:        -1,
+	Address:       64,
+	PageSize:      -1,
+	DeviceID:      8,
+	Allocated:     2,
+}
+
+// LayoutV2 is the 2026 pimpl Buffer: a std::unique_ptr<BufferImpl> at 16,
+// the fields in BufferImpl. page_size_ is not in the facts (-1), taken
+// from Buffer::page_size() const's code when it can be.
+var LayoutV2 = Layout{
+	Name:          "V2",
+	BufferImplPtr: 16,
+	Device:        0,
+	Size:          8,
+	Type:          16,
+	OwnsData:      27,
+	Status:        56,
+	Hooked:        57,
+	Address:       64,
+	PageSize:      -1,
+	DeviceID:      8,
+	Allocated:     1,
 }
 
 // LayoutSource says where a layout came from, for the user.
 type LayoutSource struct {
-	Layout Layout
-	From   string // "profile V1 (symbol fingerprint)", "file x.json", ...
+	Layout Layout `json:"layout"`
+	From   string `json:"from"` // "file x.json", "DWARF of ...", "built-in profile V1 (...)"
+	// Checked lists what was looked at, in order (for doctor and errors).
+	Checked []string `json:"checked"`
+	// Evidence is what the library's own code says (accessor disassembly).
+	Evidence []Evidence `json:"evidence"`
+	// Warnings: a layout file the library's code disagrees with.
+	Warnings []string `json:"warnings"`
+	// Unknown names fields the layout lacks and what that costs.
+	Unknown []string `json:"unknown"`
 }
 
-// ResolveLayout chooses the layout for lib. A layout file, when given,
-// wins; otherwise the built-in profile whose symbol fingerprint matches the
-// library is used, and a library matching none is refused.
+// fieldRef names a Layout field for comparisons.
+type fieldRef struct {
+	json   string
+	member string // C++ member, for people
+	get    func(*Layout) *int64
+	buffer bool // a Buffer field (inside BufferImpl in a pimpl layout)
+}
+
+var layoutFields = []fieldRef{
+	{"device", "device_", func(l *Layout) *int64 { return &l.Device }, true},
+	{"size", "size_", func(l *Layout) *int64 { return &l.Size }, true},
+	{"buffer_type", "buffer_type_", func(l *Layout) *int64 { return &l.Type }, true},
+	{"owns_data", "owns_data_", func(l *Layout) *int64 { return &l.OwnsData }, true},
+	{"allocation_status", "allocation_status_", func(l *Layout) *int64 { return &l.Status }, true},
+	{"hooked_allocation", "hooked_allocation_", func(l *Layout) *int64 { return &l.Hooked }, true},
+	{"address", "address_", func(l *Layout) *int64 { return &l.Address }, true},
+	{"page_size", "page_size_", func(l *Layout) *int64 { return &l.PageSize }, true},
+	{"device_id", "Device::id_", func(l *Layout) *int64 { return &l.DeviceID }, false},
+}
+
+func fieldByJSON(name string) *fieldRef {
+	for i := range layoutFields {
+		if layoutFields[i].json == name {
+			return &layoutFields[i]
+		}
+	}
+	return nil
+}
+
+// disagreements compares a layout with the library's own code. With fill,
+// fields the layout lacks (-1) are taken from the code instead.
+func disagreements(l *Layout, ev []Evidence, fill bool) (diffs, filled []string) {
+	for _, e := range ev {
+		f := fieldByJSON(e.Field)
+		if f == nil {
+			continue
+		}
+		p := f.get(l)
+		if f.buffer && e.ImplPtr != l.BufferImplPtr {
+			diffs = append(diffs, fmt.Sprintf("%s reads %s through %s, the layout says %s",
+				e.Source, f.member, implDesc(e.ImplPtr), implDesc(l.BufferImplPtr)))
+			continue
+		}
+		switch {
+		case *p < 0 && fill:
+			*p = e.Offset
+			filled = append(filled, fmt.Sprintf("%s at %d (from %s)", f.member, e.Offset, e.Source))
+		case *p != e.Offset:
+			diffs = append(diffs, fmt.Sprintf("%s: %s is at %d, the layout says %d", e.Source, f.member, e.Offset, *p))
+		}
+		if e.Field == "allocation_status" && e.Allocated >= 0 {
+			switch {
+			case l.Allocated < 0 && fill:
+				l.Allocated = e.Allocated
+			case l.Allocated != e.Allocated:
+				diffs = append(diffs, fmt.Sprintf("%s: ALLOCATED is %d, the layout says %d", e.Source, e.Allocated, l.Allocated))
+			}
+		}
+	}
+	return diffs, filled
+}
+
+func implDesc(p int64) string {
+	if p < 0 {
+		return "the Buffer itself"
+	}
+	return fmt.Sprintf("the BufferImpl pointer at %d", p)
+}
+
+// profile is a built-in layout and the symbol fingerprint that selects it.
+type profile struct {
+	layout Layout
+	match  func(*Symbols) bool
+	print  string // what the fingerprint is, for people
+}
+
+var profiles = []profile{
+	{LayoutV0, func(s *Symbols) bool { return s.HasV0Namespace && !s.HasPimplAccessors },
+		"symbols in namespace tt::tt_metal::v0, no exported Buffer::size() const / device() const"},
+	{LayoutV2, func(s *Symbols) bool { return s.HasPimplAccessors && !s.HasV0Namespace },
+		"exported Buffer::size() const / device() const (pimpl), no namespace v0"},
+	{LayoutV1, func(s *Symbols) bool { return !s.HasV0Namespace && !s.HasPimplAccessors },
+		"no namespace v0, no exported Buffer::size() const / device() const"},
+}
+
+// ResolveLayout chooses the layout for lib, from the first source that has
+// one: a layout file (the user's word: it wins, but where the library's own
+// code disagrees the user is warned), the DWARF of the library or of its
+// separate debug file, or the built-in profile (V0, V1, V2) whose symbol
+// fingerprint matches. DWARF and profiles are checked against the library's
+// own code (disassembly of out-of-line accessors), which also supplies
+// offsets a profile lacks; any disagreement refuses the library with what
+// was checked.
 func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSource, error) {
+	src := &LayoutSource{}
+	ev, notes := accessorEvidence(lib, syms)
+	src.Evidence = ev
+	var evDesc []string
+	for _, e := range ev {
+		evDesc = append(evDesc, e.Source)
+	}
+	evDesc = append(evDesc, notes...)
+	if len(evDesc) == 0 {
+		evDesc = []string{"no out-of-line accessor found"}
+	}
+	disasm := "disassembly: " + strings.Join(evDesc, "; ")
+
 	if layoutFile != "" {
 		l, err := ReadLayoutFile(layoutFile)
 		if err != nil {
 			return nil, err
 		}
-		return &LayoutSource{Layout: *l, From: "file " + layoutFile}, nil
+		if l.Allocated < 0 {
+			for _, e := range ev {
+				if e.Field == "allocation_status" && e.Allocated >= 0 && e.Offset == l.Status {
+					l.Allocated = e.Allocated
+				}
+			}
+		}
+		diffs, _ := disagreements(l, ev, false)
+		for _, d := range diffs {
+			src.Warnings = append(src.Warnings, "the library's own code disagrees with "+layoutFile+": "+d)
+		}
+		src.Layout, src.From = *l, "file "+layoutFile
+		src.Checked = []string{"--layout " + layoutFile + ": used as given", disasm}
+		src.Unknown = unknownFields(l)
+		return src, nil
 	}
-	switch {
-	case syms.HasV0Namespace:
-		return nil, fmt.Errorf("%s looks like a late-2024 TT-Metal build (symbols in namespace tt::tt_metal::v0): "+
-			"its layout (V0) is not supported by this version of tttrace; give the offsets with --layout FILE", lib.Path)
-	case syms.HasPimplAccessors:
-		return nil, fmt.Errorf("%s looks like a 2026 pimpl TT-Metal build (out-of-line Buffer::size()/device()): "+
-			"its layout (V2) is not supported by this version of tttrace; give the offsets with --layout FILE", lib.Path)
+	src.Checked = append(src.Checked, "--layout: not given")
+
+	dbg := findDebugInfo(lib)
+	dwarfNote := "DWARF: " + strings.Join(dbg.checked, "; ")
+	if dbg.path != "" {
+		l, where, err := dwarfLayout(dbg.path)
+		if err != nil {
+			dwarfNote += "; not usable: " + err.Error()
+		} else {
+			src.Checked = append(src.Checked, dwarfNote+"; "+where+" read", disasm)
+			if diffs, _ := disagreements(l, ev, false); len(diffs) > 0 {
+				return nil, fmt.Errorf("%s: its DWARF (%s) and its own code disagree on Buffer's layout: %s; "+
+					"tttrace will not guess which is right: give the offsets with --layout FILE (docs/layout.md)",
+					lib.Path, dbg.path, strings.Join(diffs, "; "))
+			}
+			l.Name = "DWARF"
+			src.Layout = *l
+			src.From = "DWARF of " + dbg.path
+			if len(ev) > 0 {
+				src.From += fmt.Sprintf(" (agrees with the code of %d accessors)", len(ev))
+			}
+			src.Unknown = unknownFields(l)
+			return src, nil
+		}
 	}
-	return &LayoutSource{Layout: LayoutV1, From: "built-in profile V1 (symbol fingerprint: no v0 namespace, no pimpl accessors)"}, nil
+	src.Checked = append(src.Checked, dwarfNote, disasm)
+
+	var tried []string
+	for _, p := range profiles {
+		if !p.match(syms) {
+			tried = append(tried, fmt.Sprintf("profile %s needs %s: not this library", p.layout.Name, p.print))
+			continue
+		}
+		l := p.layout
+		diffs, filled := disagreements(&l, ev, true)
+		if len(diffs) > 0 {
+			tried = append(tried, fmt.Sprintf("profile %s (%s) matches the symbols, but the library's code disagrees: %s",
+				p.layout.Name, p.print, strings.Join(diffs, "; ")))
+			continue
+		}
+		src.Layout = l
+		src.From = fmt.Sprintf("built-in profile %s (symbol fingerprint: %s)", l.Name, p.print)
+		if n := len(ev) - len(filled); n > 0 {
+			src.From += fmt.Sprintf(", confirmed by the code of %d accessors", n)
+		} else {
+			src.From += ", not confirmed by the library's code (no accessor could be read)"
+		}
+		if len(filled) > 0 {
+			src.From += "; from the code: " + strings.Join(filled, ", ")
+		}
+		src.Checked = append(src.Checked, tried...)
+		src.Unknown = unknownFields(&l)
+		return src, nil
+	}
+	src.Checked = append(src.Checked, tried...)
+	return nil, &LayoutError{Lib: lib.Path, Checked: src.Checked}
+}
+
+// LayoutError is a library whose layout no source gives.
+type LayoutError struct {
+	Lib     string
+	Checked []string
+}
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("%s: the layout of tt::tt_metal::Buffer is unknown, and tttrace does not guess offsets "+
+		"(wrong numbers are worse than none). Checked: %s. Give the offsets with --layout FILE (docs/layout.md)",
+		e.Lib, strings.Join(e.Checked, ". "))
+}
+
+// unknownFields says what a layout lacks and what that costs.
+func unknownFields(l *Layout) []string {
+	var out []string
+	if l.Hooked < 0 {
+		out = append(out, "hooked_allocation_: graph-capture (hooked) allocations would be counted as real")
+	}
+	if l.Type < 0 {
+		out = append(out, "buffer_type_: allocations cannot be counted by type")
+	}
+	if l.OwnsData < 0 {
+		out = append(out, "owns_data_: non-owning buffers cannot be told apart")
+	}
+	if l.Status < 0 || l.Allocated < 0 {
+		out = append(out, "allocation_status_ / ALLOCATED: the lifecycle probe plan is impossible")
+	}
+	if l.PageSize < 0 {
+		out = append(out, "page_size_: events carry no page size (the ledger does not need it)")
+	}
+	return out
 }
 
 // ReadLayoutFile reads a layout written as JSON with the field names of
@@ -88,7 +335,13 @@ func ReadLayoutFile(path string) (*Layout, error) {
 			return nil, fmt.Errorf("layout file %s: no %q (use -1 for a field the layout lacks)", path, k)
 		}
 	}
-	l := &Layout{}
+	for k := range raw {
+		if k != "name" && k != "allocated_value" && fieldByJSON(k) == nil && k != "buffer_impl_ptr" {
+			return nil, fmt.Errorf("layout file %s: unknown key %q", path, k)
+		}
+	}
+	// allocated_value is optional: the library's is_allocated() supplies it.
+	l := &Layout{Allocated: -1}
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, fmt.Errorf("layout file %s: %w", path, err)
 	}

@@ -139,6 +139,14 @@ func (t *Tracer) programs() map[string]*ebpf.Program {
 		"program_destroy":             o.ProgramDestroy,
 		"device_close":                o.DeviceClose,
 		"mesh_device_close":           o.MeshDeviceClose,
+		progAllocEnter:                o.LcAllocEnter,
+		progAllocExit:                 o.LcAllocExit,
+		progCreateEnter:               o.LcCreateEnter,
+		progCreateExit:                o.LcCreateExit,
+		progFree:                      o.LcFree,
+		progFreeOwned:                 o.LcFreeOwned,
+		progDestroyTeardown:           o.ProgramDestroyTeardown,
+		progFreeDispose:               o.LcFreeDispose,
 	}
 }
 
@@ -156,12 +164,22 @@ func (t *Tracer) Attached(path string) bool {
 	return false
 }
 
-// Attach installs an entry uprobe on every site of syms in lib, reading
+// Attach installs an entry uprobe on every site of syms in lib (the
+// tracker plan, unchecked): AttachPlan is what tttrace uses.
+func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
+	return t.attach(lib, syms, syms.Sites, layout, 0)
+}
+
+// AttachPlan installs a uprobe on every site of plan in lib, reading
 // objects with layout. The probes are attached to the file's inode, so they
 // fire in every process that maps it, including ones that map it later. On
 // failure nothing stays attached. Attaching a file already attached does
 // nothing.
-func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
+func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layout) error {
+	return t.attach(lib, syms, plan.Sites, layout, plan.DisposeOffset)
+}
+
+func (t *Tracer) attach(lib *Library, syms *Symbols, sites []Site, layout Layout, disposeOffset uint64) error {
 	st, err := os.Stat(lib.Path)
 	if err != nil {
 		return err
@@ -190,6 +208,13 @@ func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
 	if err := t.objs.Libs.Update(idx, &info, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}
+	lc := tttraceLcInfo{Allocated: 0xff, DisposeOffset: disposeOffset}
+	if layout.Allocated >= 0 && layout.Allocated < 0xff {
+		lc.Allocated = uint8(layout.Allocated)
+	}
+	if err := t.objs.LcLibs.Update(idx, &lc, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("record library %s: %w", lib.Path, err)
+	}
 	exe, err := link.OpenExecutable(lib.Path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", lib.Path, err)
@@ -197,7 +222,7 @@ func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
 	progs := t.programs()
 	var links []link.Link
 	var attached []Site
-	for _, s := range syms.Sites {
+	for _, s := range sites {
 		if err := CheckProbeable(lib, s.Addr); err != nil {
 			closeLinks(links)
 			return fmt.Errorf("%s (%s): %w", s.Function, s.Symbol, err)
@@ -276,37 +301,6 @@ func (t *Tracer) AttachProcessEvents() error {
 		t.links = append(t.links, l)
 	}
 	return nil
-}
-
-// CheckProbeable refuses attach points whose first instruction the kernel
-// cannot single-step out of line: a uprobe there is accepted and then never
-// fires, which would silently lose events.
-func CheckProbeable(lib *Library, addr uint64) error {
-	b, err := lib.Bytes(addr, 15)
-	if err != nil {
-		return err
-	}
-	if len(b) == 0 {
-		return errors.New("no code at the attach point")
-	}
-	// Legacy prefixes come first, in any order; lock (0xf0) is one of them.
-	for _, c := range b {
-		if c == 0xf0 {
-			return errors.New("its first instruction has a lock prefix, which uprobes cannot single-step")
-		}
-		if !isLegacyPrefix(c) {
-			break
-		}
-	}
-	return nil
-}
-
-func isLegacyPrefix(c byte) bool {
-	switch c {
-	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf2, 0xf3:
-		return true
-	}
-	return false
 }
 
 func closeLinks(links []link.Link) error {

@@ -21,8 +21,13 @@ func TestLoadVerifier(t *testing.T) {
 			t.Errorf("attach table names %q, which is not a loaded program", p.Program)
 		}
 	}
-	if len(progs) != len(attachTable) {
-		t.Errorf("%d programs loaded, attach table has %d rows", len(progs), len(attachTable))
+	for _, p := range []string{progAllocEnter, progAllocExit, progCreateEnter, progCreateExit, progFree, progFreeOwned, progDestroyTeardown, progFreeDispose} {
+		if progs[p] == nil {
+			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
+		}
+	}
+	if want := len(attachTable) + 8; len(progs) != want {
+		t.Errorf("%d programs loaded, want %d (attach table and lifecycle plan)", len(progs), want)
 	}
 	if n, err := tr.LostTotal(); err != nil || n != 0 {
 		t.Errorf("lost total on a fresh load = %d, %v; want 0, nil", n, err)

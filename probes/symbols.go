@@ -3,7 +3,9 @@ package probes
 import (
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -31,7 +33,94 @@ const (
 	symPimplSize   = "_ZNK2tt8tt_metal6Buffer4sizeEv"
 	symPimplDevice = "_ZNK2tt8tt_metal6Buffer6deviceEv"
 	symV0Namespace = "_ZN2tt8tt_metal2v0"
+
+	// Buffer's lifecycle (ttmetal-facts.md §1), for the lifecycle plan.
+	symAllocateImpl   = "_ZN2tt8tt_metal6Buffer13allocate_implEv"
+	symDeallocateImpl = "_ZN2tt8tt_metal6Buffer15deallocate_implEv"
+	symDeallocate     = "_ZN2tt8tt_metal6Buffer10deallocateEv"
+	symBufferD2       = "_ZN2tt8tt_metal6BufferD2Ev"
+	symBufferD1       = "_ZN2tt8tt_metal6BufferD1Ev"
+	// Buffer::create(IDevice*, DeviceAddr size, DeviceAddr page_size,
+	// BufferType, ...): the owning overload (one address argument fewer than
+	// the view's).
+	symBufferCreateOwningPrefix = "_ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmNS0_10BufferTypeE"
 )
+
+// v0Name is name as it is mangled when tt::tt_metal's contents live in the
+// inline namespace v0 (late-2024 builds): "2v0" after tt_metal, and every
+// substitution S<n>_ shifted by one, since tt::tt_metal::v0 takes the
+// substitution after tt::tt_metal (S_ = tt, S0_ = tt::tt_metal, S1_ =
+// tt::tt_metal::v0, ...). Names outside tt::tt_metal come back unchanged.
+func v0Name(name string) string {
+	var head string
+	for _, p := range []string{"_ZN2tt8tt_metal", "_ZNK2tt8tt_metal", "_ZTVN2tt8tt_metal"} {
+		if strings.HasPrefix(name, p) && !strings.HasPrefix(name, p+"2v0") {
+			head = p
+			break
+		}
+	}
+	if head == "" {
+		return name
+	}
+	rest := name[len(head):]
+	var b strings.Builder
+	b.WriteString(head)
+	b.WriteString("2v0")
+	for i := 0; i < len(rest); {
+		c := rest[i]
+		switch {
+		case c >= '0' && c <= '9':
+			// <source-name>: a length, then that many characters.
+			j := i
+			for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+				j++
+			}
+			n, _ := strconv.Atoi(rest[i:j])
+			end := min(j+n, len(rest))
+			b.WriteString(rest[i:end])
+			i = end
+		case c == 'S' && i+1 < len(rest) && rest[i+1] != '_' && isSeqID(rest[i+1:]):
+			// S<seq-id>_: base-36 (0-9A-Z) index, plus one.
+			j := i + 1
+			for rest[j] != '_' {
+				j++
+			}
+			v, _ := strconv.ParseUint(rest[i+1:j], 36, 64)
+			b.WriteString("S" + strings.ToUpper(strconv.FormatUint(v+1, 36)) + "_")
+			i = j + 1
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
+}
+
+// isSeqID reports whether s starts with [0-9A-Z]+_.
+func isSeqID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			return i > 0
+		case c >= '0' && c <= '9', c >= 'A' && c <= 'Z':
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// withV0 returns names followed by their v0 spellings.
+func withV0(names ...string) []string {
+	out := append([]string(nil), names...)
+	for _, n := range names {
+		if v := v0Name(n); v != n {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 // The Itanium ABI places a vtable's address point 16 bytes in: after the
 // offset-to-top and the RTTI pointer.
@@ -110,21 +199,28 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	found := map[string]Symbol{}
 	var prefixed []Symbol
 	res := &Symbols{}
-	err := lib.ScanSymbols([]string{"_ZN2tt8tt_metal", "_ZNK2tt8tt_metal6Buffer", "_ZTVN2tt8tt_metal"}, func(s Symbol) {
+	pimpl := withV0(symPimplSize, symPimplDevice)
+	viewPrefixes := withV0(symBufferCreateViewPrefix)
+	err := lib.ScanSymbols([]string{"_ZN2tt8tt_metal", "_ZNK2tt8tt_metal", "_ZTVN2tt8tt_metal"}, func(s Symbol) {
 		if strings.HasPrefix(s.Name, symV0Namespace) {
 			res.HasV0Namespace = true
 		}
-		if s.Name == symPimplSize || s.Name == symPimplDevice {
+		if slices.Contains(pimpl, s.Name) {
 			res.HasPimplAccessors = true
+		}
+		if !strings.HasPrefix(s.Name, "_ZN") && !strings.HasPrefix(s.Name, "_ZTV") {
+			return // const methods: only the fingerprint above is wanted
 		}
 		// GCC's clones and split-off parts (f.cold, f.isra.0, f.constprop.1,
 		// f.part.2) are not entry points with f's ABI: never attach there.
 		if strings.ContainsRune(s.Name, '.') {
 			return
 		}
-		if strings.HasPrefix(s.Name, symBufferCreateViewPrefix) {
-			prefixed = append(prefixed, s)
-			return
+		for _, p := range viewPrefixes {
+			if strings.HasPrefix(s.Name, p) {
+				prefixed = append(prefixed, s)
+				return
+			}
 		}
 		if _, ok := found[s.Name]; !ok {
 			found[s.Name] = s
@@ -133,15 +229,19 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s, ok := found[symVtableDevice]; ok {
-		res.VtableDevice = s.Value + vtableAddressPoint
+	for _, n := range withV0(symVtableDevice) {
+		if s, ok := found[n]; ok && res.VtableDevice == 0 {
+			res.VtableDevice = s.Value + vtableAddressPoint
+		}
 	}
-	if s, ok := found[symVtableMeshDevice]; ok {
-		res.VtableMesh = s.Value + vtableAddressPoint
+	for _, n := range withV0(symVtableMeshDevice) {
+		if s, ok := found[n]; ok && res.VtableMesh == 0 {
+			res.VtableMesh = s.Value + vtableAddressPoint
+		}
 	}
 	for _, p := range attachTable {
 		var syms []Symbol
-		for _, n := range p.Names {
+		for _, n := range withV0(p.Names...) {
 			if pre, ok := strings.CutSuffix(n, "*"); ok {
 				for _, s := range prefixed {
 					if strings.HasPrefix(s.Name, pre) {
@@ -194,12 +294,14 @@ func (s *Symbols) Check(lib *Library) error {
 	return nil
 }
 
-// IsTTMetal reports whether lib defines the tracker functions tttrace needs:
-// how a library is recognised by its symbols rather than its name.
+// IsTTMetal reports whether lib defines GraphTracker::track_allocate (in
+// namespace v0 too): how a library is recognised by its symbols rather than
+// its name.
 func IsTTMetal(lib *Library) bool {
 	hit := false
-	_ = lib.ScanSymbols([]string{symTrackAllocate}, func(s Symbol) {
-		if s.Name == symTrackAllocate {
+	names := withV0(symTrackAllocate)
+	_ = lib.ScanSymbols(names, func(s Symbol) {
+		if slices.Contains(names, s.Name) {
 			hit = true
 		}
 	})

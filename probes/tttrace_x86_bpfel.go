@@ -38,6 +38,25 @@ type tttraceEvent struct {
 	Pad        uint8
 }
 
+type tttraceLcInfo struct {
+	_             structs.HostLayout
+	DisposeOffset uint64
+	Allocated     uint8
+	Pad           [7]uint8
+}
+
+type tttraceLcKey struct {
+	_    structs.HostLayout
+	Tid  uint32
+	Kind uint32
+}
+
+type tttraceLcPending struct {
+	_      structs.HostLayout
+	Object uint64
+	Sp     uint64
+}
+
 type tttraceLibInfo struct {
 	_            structs.HostLayout
 	VtableDevice uint64
@@ -107,11 +126,19 @@ type tttraceProgramSpecs struct {
 	DeallocateCircularBuffers *ebpf.ProgramSpec `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.ProgramSpec `ebpf:"device_close"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
+	LcAllocEnter              *ebpf.ProgramSpec `ebpf:"lc_alloc_enter"`
+	LcAllocExit               *ebpf.ProgramSpec `ebpf:"lc_alloc_exit"`
+	LcCreateEnter             *ebpf.ProgramSpec `ebpf:"lc_create_enter"`
+	LcCreateExit              *ebpf.ProgramSpec `ebpf:"lc_create_exit"`
+	LcFree                    *ebpf.ProgramSpec `ebpf:"lc_free"`
+	LcFreeDispose             *ebpf.ProgramSpec `ebpf:"lc_free_dispose"`
+	LcFreeOwned               *ebpf.ProgramSpec `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.ProgramSpec `ebpf:"mark_as_deallocated"`
 	MeshDeviceClose           *ebpf.ProgramSpec `ebpf:"mesh_device_close"`
 	ProcessExit               *ebpf.ProgramSpec `ebpf:"process_exit"`
 	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
+	ProgramDestroyTeardown    *ebpf.ProgramSpec `ebpf:"program_destroy_teardown"`
 	TrackAllocate             *ebpf.ProgramSpec `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.ProgramSpec `ebpf:"track_allocate_cb"`
 	TrackDeallocate           *ebpf.ProgramSpec `ebpf:"track_deallocate"`
@@ -123,6 +150,8 @@ type tttraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	LcCalls    *ebpf.MapSpec `ebpf:"lc_calls"`
+	LcLibs     *ebpf.MapSpec `ebpf:"lc_libs"`
 	Libs       *ebpf.MapSpec `ebpf:"libs"`
 	Lost       *ebpf.MapSpec `ebpf:"lost"`
 	TracedPids *ebpf.MapSpec `ebpf:"traced_pids"`
@@ -160,6 +189,8 @@ func (o *tttraceObjects) Close() error {
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
+	LcCalls    *ebpf.Map `ebpf:"lc_calls"`
+	LcLibs     *ebpf.Map `ebpf:"lc_libs"`
 	Libs       *ebpf.Map `ebpf:"libs"`
 	Lost       *ebpf.Map `ebpf:"lost"`
 	TracedPids *ebpf.Map `ebpf:"traced_pids"`
@@ -168,6 +199,8 @@ type tttraceMaps struct {
 func (m *tttraceMaps) Close() error {
 	return _TttraceClose(
 		m.Events,
+		m.LcCalls,
+		m.LcLibs,
 		m.Libs,
 		m.Lost,
 		m.TracedPids,
@@ -194,11 +227,19 @@ type tttracePrograms struct {
 	DeallocateCircularBuffers *ebpf.Program `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.Program `ebpf:"device_close"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
+	LcAllocEnter              *ebpf.Program `ebpf:"lc_alloc_enter"`
+	LcAllocExit               *ebpf.Program `ebpf:"lc_alloc_exit"`
+	LcCreateEnter             *ebpf.Program `ebpf:"lc_create_enter"`
+	LcCreateExit              *ebpf.Program `ebpf:"lc_create_exit"`
+	LcFree                    *ebpf.Program `ebpf:"lc_free"`
+	LcFreeDispose             *ebpf.Program `ebpf:"lc_free_dispose"`
+	LcFreeOwned               *ebpf.Program `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.Program `ebpf:"mark_as_deallocated"`
 	MeshDeviceClose           *ebpf.Program `ebpf:"mesh_device_close"`
 	ProcessExit               *ebpf.Program `ebpf:"process_exit"`
 	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
+	ProgramDestroyTeardown    *ebpf.Program `ebpf:"program_destroy_teardown"`
 	TrackAllocate             *ebpf.Program `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.Program `ebpf:"track_allocate_cb"`
 	TrackDeallocate           *ebpf.Program `ebpf:"track_deallocate"`
@@ -212,11 +253,19 @@ func (p *tttracePrograms) Close() error {
 		p.DeallocateCircularBuffers,
 		p.DeviceClose,
 		p.DlDebugState,
+		p.LcAllocEnter,
+		p.LcAllocExit,
+		p.LcCreateEnter,
+		p.LcCreateExit,
+		p.LcFree,
+		p.LcFreeDispose,
+		p.LcFreeOwned,
 		p.MarkAsDeallocated,
 		p.MeshDeviceClose,
 		p.ProcessExit,
 		p.ProcessFork,
 		p.ProgramDestroy,
+		p.ProgramDestroyTeardown,
 		p.TrackAllocate,
 		p.TrackAllocateCb,
 		p.TrackDeallocate,

@@ -1,0 +1,475 @@
+package probes
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fixtureSrc is a small stand-in for libtt_metal.so: the symbols tttrace
+// needs (GraphTracker, the Device vtable), Buffer with out-of-line
+// accessors, and Buffer's lifecycle, in four member layouts (-DLAYOUT_V1,
+// -DLAYOUT_V0 (with -Dtt_metal=tt_metal::v0), -DLAYOUT_V2 (pimpl),
+// -DLAYOUT_SHUFFLED). The static_asserts make the compiler check the
+// offsets the tests expect. -DTRACKER_INLINED inlines the tracker into
+// Buffer as LTO can.
+const fixtureSrc = `
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <atomic>
+
+namespace tt::tt_metal {
+enum class BufferType : int { DRAM = 0, L1 = 1 };
+#ifdef LAYOUT_V0
+enum class AllocationStatus : uint8_t { ALLOCATION_REQUESTED = 0, ALLOCATION_FAILED = 1, ALLOCATED = 2, DEALLOCATED = 3 };
+#else
+enum class AllocationStatus : uint8_t { ALLOCATION_REQUESTED = 0, ALLOCATED = 1, DEALLOCATED = 2 };
+#endif
+
+class IDevice {
+public:
+    virtual ~IDevice();
+    virtual int arch() const;
+    virtual int id() const = 0;
+};
+class Device : public IDevice {
+public:
+    explicit Device(int id) : id_(id) {}
+    int id() const override;
+    int id_;
+};
+
+class Buffer;
+class GraphTracker {
+public:
+    void track_allocate(const Buffer* buffer);
+    void track_deallocate(Buffer* buffer);
+    const void* last = nullptr;
+};
+
+struct BufferImpl {
+    IDevice* device_; uint64_t size_; BufferType buffer_type_; int layout_; bool bottom_up_;
+    std::optional<uint8_t> sub_device_id_; bool owns_data_; std::optional<uint64_t> sdm_; void* allocator_;
+    AllocationStatus allocation_status_; bool hooked_allocation_; uint64_t address_; uint64_t page_size_;
+};
+
+class Buffer final
+#ifndef LAYOUT_V0
+    : public std::enable_shared_from_this<Buffer>
+#endif
+{
+public:
+    uint64_t address() const;
+    bool is_allocated() const;
+    uint64_t page_size() const;
+#ifdef LAYOUT_V2
+    uint64_t size() const;
+    IDevice* device() const;
+#endif
+    void allocate_impl();
+    void deallocate_impl();
+    static void checks();
+#if defined(LAYOUT_V2)
+    std::unique_ptr<BufferImpl> impl_;
+#elif defined(LAYOUT_SHUFFLED)
+    uint64_t address_; uint64_t page_size_; AllocationStatus allocation_status_; bool hooked_allocation_;
+    bool owns_data_; BufferType buffer_type_; IDevice* device_; uint64_t size_;
+#else
+    IDevice* device_; uint64_t size_; BufferType buffer_type_; int layout_; bool bottom_up_;
+    std::optional<uint8_t> sub_device_id_; bool owns_data_; std::optional<uint64_t> sdm_; void* allocator_;
+#ifdef LAYOUT_V0
+    std::atomic<AllocationStatus> allocation_status_;
+#else
+    AllocationStatus allocation_status_;
+#endif
+    bool hooked_allocation_; uint64_t address_; uint64_t page_size_;
+#endif
+};
+
+#ifdef LAYOUT_V2
+#define F(x) impl_->x
+#else
+#define F(x) x
+#endif
+
+void Buffer::checks() {
+#if defined(LAYOUT_V2)
+    static_assert(offsetof(Buffer, impl_) == 16 && offsetof(BufferImpl, address_) == 64 &&
+                  offsetof(BufferImpl, allocation_status_) == 56 && offsetof(BufferImpl, size_) == 8);
+#elif defined(LAYOUT_SHUFFLED)
+    static_assert(offsetof(Buffer, address_) == 16 && offsetof(Buffer, page_size_) == 24 &&
+                  offsetof(Buffer, allocation_status_) == 32 && offsetof(Buffer, hooked_allocation_) == 33 &&
+                  offsetof(Buffer, owns_data_) == 34 && offsetof(Buffer, buffer_type_) == 36 &&
+                  offsetof(Buffer, device_) == 40 && offsetof(Buffer, size_) == 48);
+#elif defined(LAYOUT_V0)
+    static_assert(offsetof(Buffer, device_) == 0 && offsetof(Buffer, owns_data_) == 27 &&
+                  offsetof(Buffer, allocation_status_) == 56 && offsetof(Buffer, address_) == 64 &&
+                  offsetof(Buffer, page_size_) == 72);
+#else
+    static_assert(offsetof(Buffer, device_) == 16 && offsetof(Buffer, owns_data_) == 43 &&
+                  offsetof(Buffer, allocation_status_) == 72 && offsetof(Buffer, address_) == 80 &&
+                  offsetof(Buffer, page_size_) == 88);
+#endif
+    static_assert(offsetof(Device, id_) == 8);
+}
+
+IDevice::~IDevice() {}
+int IDevice::arch() const { return 2; }
+int Device::id() const { return id_; }
+Device* make_device(int id) { return new Device(id); }
+
+GraphTracker tracker;
+void GraphTracker::track_allocate(const Buffer* buffer) { if (buffer) last = buffer; }
+void GraphTracker::track_deallocate(Buffer* buffer) { if (buffer) last = buffer; }
+
+uint64_t Buffer::address() const { return F(address_); }
+bool Buffer::is_allocated() const { return F(allocation_status_) == AllocationStatus::ALLOCATED; }
+uint64_t Buffer::page_size() const { return F(page_size_); }
+#ifdef LAYOUT_V2
+uint64_t Buffer::size() const { return impl_->size_; }
+IDevice* Buffer::device() const { return impl_->device_; }
+#endif
+
+__attribute__((noinline)) void Buffer::allocate_impl() {
+    F(address_) = 4096;
+    F(allocation_status_) = AllocationStatus::ALLOCATED;
+#ifdef TRACKER_INLINED
+    tracker.last = this;
+#else
+    tracker.track_allocate(this);
+#endif
+}
+__attribute__((noinline)) void Buffer::deallocate_impl() {
+    if (F(allocation_status_) != AllocationStatus::ALLOCATED) return;
+#ifdef TRACKER_INLINED
+    tracker.last = this;
+#else
+    tracker.track_deallocate(this);
+#endif
+    F(allocation_status_) = AllocationStatus::DEALLOCATED;
+}
+}  // namespace tt::tt_metal
+`
+
+// buildFixture compiles fixtureSrc with the given flags into a library in
+// a temporary directory.
+func buildFixture(t *testing.T, flags ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("g++ not installed")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fixture.cpp")
+	if err := os.WriteFile(src, []byte(fixtureSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(dir, "libtt_metal.so")
+	args := append([]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id", "-o", so, src}, flags...)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %v: %v\n%s", flags, err, out)
+	}
+	return so
+}
+
+func resolveLayoutOf(t *testing.T, so, layoutFile string) (*LayoutSource, error) {
+	t.Helper()
+	lib, err := OpenLibrary(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lib.Close() })
+	syms, err := ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syms.Check(lib); err != nil {
+		t.Fatalf("fixture fails Check: %v", err)
+	}
+	return ResolveLayout(lib, syms, layoutFile)
+}
+
+// noDebugRoots keeps the host's /usr/lib/debug out of a test.
+func noDebugRoots(t *testing.T, roots ...string) {
+	old := DebugRoots
+	DebugRoots = roots
+	t.Cleanup(func() { DebugRoots = old })
+}
+
+func checkOffsets(t *testing.T, got Layout, want map[string]int64) {
+	t.Helper()
+	for name, w := range want {
+		f := fieldByJSON(name)
+		var g int64
+		switch {
+		case f != nil:
+			g = *f.get(&got)
+		case name == "buffer_impl_ptr":
+			g = got.BufferImplPtr
+		case name == "allocated_value":
+			g = got.Allocated
+		default:
+			t.Fatalf("no field %s", name)
+		}
+		if g != w {
+			t.Errorf("%s = %d, want %d (layout %+v)", name, g, w, got)
+		}
+	}
+}
+
+func TestLayoutProfileConfirmedByCode(t *testing.T) {
+	noDebugRoots(t)
+	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V1"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Layout.Name != "V1" || !strings.Contains(src.From, "profile V1") || !strings.Contains(src.From, "confirmed by the code of 4 accessors") {
+		t.Errorf("from %q (layout %s)", src.From, src.Layout.Name)
+	}
+	got := map[string]Evidence{}
+	for _, e := range src.Evidence {
+		got[e.Field] = e
+	}
+	for field, off := range map[string]int64{"address": 80, "page_size": 88, "allocation_status": 72, "device_id": 8} {
+		if e, ok := got[field]; !ok || e.Offset != off || e.ImplPtr != -1 {
+			t.Errorf("evidence for %s: %+v, want offset %d", field, e, off)
+		}
+	}
+	if e := got["allocation_status"]; e.Allocated != 1 {
+		t.Errorf("ALLOCATED from is_allocated(): %d, want 1", e.Allocated)
+	}
+}
+
+func TestLayoutV0ProfileFillsFromCode(t *testing.T) {
+	noDebugRoots(t)
+	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V0", "-Dtt_metal=tt_metal::v0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Layout.Name != "V0" {
+		t.Fatalf("layout %s from %s", src.Layout.Name, src.From)
+	}
+	// page_size_ is not in the V0 facts: it comes from page_size()'s code;
+	// hooked_allocation_ stays unknown and is reported so.
+	checkOffsets(t, src.Layout, map[string]int64{"device": 0, "address": 64, "allocation_status": 56,
+		"page_size": 72, "hooked_allocation": -1, "allocated_value": 2})
+	if !strings.Contains(strings.Join(src.Unknown, " "), "hooked_allocation_") {
+		t.Errorf("unknown fields not reported: %v", src.Unknown)
+	}
+}
+
+func TestLayoutV2ProfileThroughImpl(t *testing.T) {
+	noDebugRoots(t)
+	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V2"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOffsets(t, src.Layout, map[string]int64{"buffer_impl_ptr": 16, "size": 8, "address": 64, "allocation_status": 56, "page_size": 72})
+	n := 0
+	for _, e := range src.Evidence {
+		if e.ImplPtr == 16 {
+			n++
+		}
+	}
+	if n < 5 { // address, page_size, is_allocated, size, device
+		t.Errorf("%d accessors read through the BufferImpl pointer, want 5: %+v", n, src.Evidence)
+	}
+}
+
+func TestLayoutUnknownRefusedNamingChecks(t *testing.T) {
+	noDebugRoots(t)
+	_, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_SHUFFLED"), "")
+	var le *LayoutError
+	if !errors.As(err, &le) {
+		t.Fatalf("shuffled layout without DWARF: %v, want a LayoutError", err)
+	}
+	for _, want := range []string{"--layout: not given", "no .debug_info", "Buffer::address() const", "address_ is at 16",
+		"the layout says 80", "profile V0 needs", "profile V2 needs", "profile V1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+}
+
+var shuffled = map[string]int64{"address": 16, "page_size": 24, "allocation_status": 32, "hooked_allocation": 33,
+	"owns_data": 34, "buffer_type": 36, "device": 40, "size": 48, "device_id": 8, "allocated_value": 1, "buffer_impl_ptr": -1}
+
+func TestLayoutFromDWARF(t *testing.T) {
+	noDebugRoots(t)
+	for _, compress := range []string{"", "zlib", "zstd"} {
+		t.Run("compress="+compress, func(t *testing.T) {
+			so := buildFixture(t, "-DLAYOUT_SHUFFLED", "-g")
+			if compress != "" {
+				if out, err := exec.Command("objcopy", "--compress-debug-sections="+compress, so).CombinedOutput(); err != nil {
+					t.Skipf("objcopy cannot compress with %s: %v %s", compress, err, out)
+				}
+			}
+			src, err := resolveLayoutOf(t, so, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(src.From, "DWARF of "+so) {
+				t.Errorf("from %q", src.From)
+			}
+			checkOffsets(t, src.Layout, shuffled)
+		})
+	}
+	t.Run("pimpl", func(t *testing.T) {
+		src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V2", "-g"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOffsets(t, src.Layout, map[string]int64{"buffer_impl_ptr": 16, "device": 0, "size": 8, "owns_data": 27,
+			"allocation_status": 56, "hooked_allocation": 57, "address": 64, "page_size": 72})
+	})
+	t.Run("v0", func(t *testing.T) {
+		src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V0", "-Dtt_metal=tt_metal::v0", "-g"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOffsets(t, src.Layout, map[string]int64{"device": 0, "hooked_allocation": 57, "allocation_status": 56, "allocated_value": 2})
+	})
+}
+
+// A separate debug file is used only when it belongs to this build.
+func TestLayoutFromDebugFileByBuildID(t *testing.T) {
+	so := buildFixture(t, "-DLAYOUT_SHUFFLED", "-g")
+	other := buildFixture(t, "-DLAYOUT_SHUFFLED", "-g", "-DOTHER_BUILD=1", "-O1")
+	lib, err := OpenLibrary(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := lib.BuildID
+	lib.Close()
+	if id == "" {
+		t.Fatal("fixture has no build-id")
+	}
+	root := t.TempDir()
+	noDebugRoots(t, root)
+	dbg := filepath.Join(root, ".build-id", id[:2], id[2:]+".debug")
+	os.MkdirAll(filepath.Dir(dbg), 0o755)
+	run := func(args ...string) {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	run("objcopy", "--only-keep-debug", "--compress-debug-sections=zlib", so, dbg)
+	run("objcopy", "--strip-debug", so)
+
+	src, err := resolveLayoutOf(t, so, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(src.From, "DWARF of "+dbg) {
+		t.Errorf("from %q, want the debug file %s", src.From, dbg)
+	}
+	checkOffsets(t, src.Layout, shuffled)
+
+	// Another build's debug file at that path: refused, and with no other
+	// source the layout is unknown.
+	run("objcopy", "--only-keep-debug", other, dbg)
+	_, err = resolveLayoutOf(t, so, "")
+	if err == nil || !strings.Contains(err.Error(), "another build, not used") {
+		t.Errorf("a foreign debug file: %v", err)
+	}
+}
+
+func TestLayoutFileWinsButDisagreementIsReported(t *testing.T) {
+	noDebugRoots(t)
+	so := buildFixture(t, "-DLAYOUT_V1")
+	f := filepath.Join(t.TempDir(), "l.json")
+	os.WriteFile(f, []byte(`{"buffer_impl_ptr":-1,"device":16,"size":24,"buffer_type":32,"owns_data":43,`+
+		`"allocation_status":72,"hooked_allocation":73,"address":88,"page_size":80,"device_id":8}`), 0o644)
+	src, err := resolveLayoutOf(t, so, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.From != "file "+f || src.Layout.Address != 88 {
+		t.Errorf("the file was not used as given: %+v from %s", src.Layout, src.From)
+	}
+	if src.Layout.Allocated != 1 {
+		t.Errorf("allocated_value not taken from is_allocated(): %d", src.Layout.Allocated)
+	}
+	w := strings.Join(src.Warnings, "\n")
+	if !strings.Contains(w, "address_ is at 80, the layout says 88") || !strings.Contains(w, "page_size_ is at 88") {
+		t.Errorf("disagreement not reported: %q", w)
+	}
+	os.WriteFile(f, []byte(`{"device":16,"size":24,"address":80}`), 0o644)
+	if _, err := resolveLayoutOf(t, so, f); err == nil || !strings.Contains(err.Error(), "buffer_impl_ptr") {
+		t.Errorf("an incomplete layout file: %v", err)
+	}
+	os.WriteFile(f, []byte(`{"buffer_impl_ptr":-1,"device":16,"size":24,"buffer_type":32,"owns_data":43,`+
+		`"allocation_status":72,"hooked_allocation":73,"address":80,"page_size":88,"device_id":8,"adress":1}`), 0o644)
+	if _, err := resolveLayoutOf(t, so, f); err == nil || !strings.Contains(err.Error(), "adress") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+}
+
+// DWARF and the library's code must agree; a debug file of the same build
+// cannot disagree, so the comparison itself is checked.
+func TestDisagreementsAreErrors(t *testing.T) {
+	l := LayoutV1
+	ev := []Evidence{{Field: "address", Offset: 80, ImplPtr: -1, Allocated: -1, Source: "a"},
+		{Field: "allocation_status", Offset: 72, ImplPtr: -1, Allocated: 2, Source: "b"},
+		{Field: "size", Offset: 8, ImplPtr: 16, Allocated: -1, Source: "c"}}
+	diffs, _ := disagreements(&l, ev, false)
+	if len(diffs) != 2 || !strings.Contains(diffs[0], "ALLOCATED is 2") || !strings.Contains(diffs[1], "BufferImpl pointer at 16") {
+		t.Errorf("diffs %q", diffs)
+	}
+	l = LayoutV0
+	diffs, filled := disagreements(&l, []Evidence{{Field: "page_size", Offset: 72, ImplPtr: -1, Allocated: -1, Source: "p"}}, true)
+	if len(diffs) != 0 || len(filled) != 1 || l.PageSize != 72 {
+		t.Errorf("fill: %v %v %+v", diffs, filled, l)
+	}
+}
+
+func TestChoosePlanFromCallSites(t *testing.T) {
+	noDebugRoots(t)
+	for _, c := range []struct {
+		flags []string
+		kind  string
+	}{
+		{[]string{"-DLAYOUT_V1"}, "tracker"},
+		{[]string{"-DLAYOUT_V1", "-DTRACKER_INLINED"}, "lifecycle"},
+	} {
+		so := buildFixture(t, c.flags...)
+		lib, err := OpenLibrary(so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, _ := ResolveSymbols(lib)
+		src, err := ResolveLayout(lib, syms, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ChoosePlan(lib, syms, src.Layout, ProbesAuto)
+		if err != nil {
+			t.Fatalf("%v: %v", c.flags, err)
+		}
+		if p.Kind != c.kind {
+			t.Errorf("%v: plan %s (%s), want %s", c.flags, p.Kind, p.Why, c.kind)
+		}
+		// Independent count: objdump's calls and jumps to track_allocate.
+		out, _ := exec.Command("objdump", "-d", "--no-show-raw-insn", so).Output()
+		n := len(regexp.MustCompile(`(?m)\t(call|jmp)\s+[0-9a-f]+ <_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE(@plt)?>$`).FindAll(out, -1))
+		if got := p.CallSites["GraphTracker::track_allocate"]; got != n {
+			t.Errorf("%v: %d call sites of track_allocate, objdump shows %d", c.flags, got, n)
+		}
+		progs := map[string]int{}
+		for _, s := range p.Sites {
+			progs[s.Program]++
+		}
+		if c.kind == "lifecycle" && (progs[progAllocEnter] != 1 || progs[progAllocExit] == 0 || progs[progFree] != 1 || progs["track_allocate"] != 0) {
+			t.Errorf("lifecycle sites: %v", progs)
+		}
+		if c.kind == "tracker" && (progs["track_allocate"] != 1 || progs[progAllocEnter] != 0) {
+			t.Errorf("tracker sites: %v", progs)
+		}
+		lib.Close()
+	}
+}

@@ -1,0 +1,618 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Probe plans. A plan is the list of instructions tttrace probes in one
+// library, chosen at start-up from the library's code:
+//
+//   - tracker: the entries of GraphTracker::track_allocate/track_deallocate,
+//     where the address is final. Only valid when the library really calls
+//     them: an LTO build can inline them into Buffer, and their entry
+//     probes would then never fire.
+//   - lifecycle: Buffer's own lifecycle (bpf/tttrace.bpf.c, "lifecycle
+//     plan"): allocate_impl at its entry and at each of its exits (never a
+//     uretprobe), deallocate_impl at its entry; where the compiler inlined
+//     those into Buffer::create, deallocate() or ~Buffer(), those instead.
+//
+// Both share the other attach points (views, CBs, closes,
+// mark_as_deallocated). Every attach point's instruction must be one the
+// kernel can probe; a plan that needs one it cannot is refused.
+
+// ProbeMode selects the plan: "auto" (from the code), "tracker", "lifecycle".
+type ProbeMode string
+
+// Probe modes.
+const (
+	ProbesAuto      ProbeMode = "auto"
+	ProbesTracker   ProbeMode = "tracker"
+	ProbesLifecycle ProbeMode = "lifecycle"
+)
+
+// ParseProbeMode reads --probes.
+func ParseProbeMode(s string) (ProbeMode, error) {
+	switch m := ProbeMode(s); m {
+	case ProbesAuto, ProbesTracker, ProbesLifecycle:
+		return m, nil
+	case "":
+		return ProbesAuto, nil
+	}
+	return "", fmt.Errorf("--probes %q: want tracker, lifecycle or auto", s)
+}
+
+// Plan is what tttrace attaches in one library and why.
+type Plan struct {
+	Kind string `json:"kind"` // "tracker" or "lifecycle"
+	Why  string `json:"why"`
+	// Sites are the probes to attach.
+	Sites []Site `json:"-"`
+	// Points describes every attach point considered, for doctor.
+	Points []PlanPoint `json:"points"`
+	// Missing lists optional attach points the library lacks.
+	Missing []Missing `json:"-"`
+	// Exact says whether the plan sees every change of device memory; when
+	// not, Caveats says what is not seen.
+	Exact   bool     `json:"exact"`
+	Caveats []string `json:"caveats"`
+	// Notes are facts about the plan that do not make it inexact.
+	Notes []string `json:"notes"`
+	// CallSites counts the calls and jumps to the functions the choice
+	// depends on, inside the library.
+	CallSites map[string]int `json:"call_sites"`
+	// DisposeOffset is where the shared_ptr control block whose
+	// _M_dispose() is probed holds its Buffer (0: none is probed).
+	DisposeOffset uint64 `json:"dispose_offset,omitempty"`
+}
+
+// PlanPoint is one attach point of a plan, or a function the plan decided
+// not to probe.
+type PlanPoint struct {
+	Program  string `json:"program"`
+	Function string `json:"function"`
+	Symbol   string `json:"symbol,omitempty"`
+	Addr     uint64 `json:"addr,omitempty"`
+	Insn     string `json:"insn,omitempty"`
+	// Status: "attached" (in the plan), "inlined" (its code lives in its
+	// callers: not probed there), "unprobeable", "missing", "not needed".
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Attach points of Buffer's lifecycle (bpf/tttrace.bpf.c).
+const (
+	progAllocEnter      = "lc_alloc_enter"
+	progAllocExit       = "lc_alloc_exit"
+	progCreateEnter     = "lc_create_enter"
+	progCreateExit      = "lc_create_exit"
+	progFree            = "lc_free"
+	progFreeOwned       = "lc_free_owned"
+	progDestroyTeardown = "program_destroy_teardown"
+	progFreeDispose     = "lc_free_dispose"
+)
+
+// ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
+// layout from ResolveLayout.
+func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Plan, error) {
+	if mode == "" {
+		mode = ProbesAuto
+	}
+	c, err := lib.code()
+	if err != nil {
+		return nil, fmt.Errorf("%s: read its code: %w", lib.Path, err)
+	}
+	fns, err := lib.lookupFuncs(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
+		symProgramImplD2, symProgramImplD1), withV0(symBufferCreateOwningPrefix))
+	if err != nil {
+		return nil, err
+	}
+	var all []Symbol
+	for _, ss := range fns {
+		all = append(all, ss...)
+	}
+	sites, unconfirmed, err := c.callSites(all)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{CallSites: map[string]int{}, Exact: true}
+	count := func(name string) int {
+		n := 0
+		for _, s := range fns[name] {
+			n += len(sites[s.Name])
+		}
+		p.CallSites[demangledName(name)] = n
+		return n
+	}
+	nAlloc, nFree := count(symTrackAllocate), count(symTrackDeallocate)
+	nCB, nCBFree := count(symTrackAllocateCB), count(symTrackDeallocateCB)
+	for _, n := range []string{symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2} {
+		count(n)
+	}
+	trackerCalled := nAlloc > 0 && nFree > 0
+	trackerWhy := fmt.Sprintf("GraphTracker::track_allocate has %d call sites in the library, track_deallocate %d", nAlloc, nFree)
+	if unconfirmed > 0 {
+		trackerWhy += fmt.Sprintf(" (%d byte patterns outside any unwind entry could not be confirmed as calls and are not counted)", unconfirmed)
+	}
+	switch mode {
+	case ProbesTracker:
+		p.Kind, p.Why = "tracker", "--probes tracker; "+trackerWhy
+		if !trackerCalled {
+			p.Exact = false
+			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
+		}
+	case ProbesLifecycle:
+		p.Kind, p.Why = "lifecycle", "--probes lifecycle; "+trackerWhy
+	default:
+		if trackerCalled {
+			p.Kind, p.Why = "tracker", trackerWhy
+		} else {
+			p.Kind, p.Why = "lifecycle", trackerWhy+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
+		}
+	}
+
+	// The attach table's points, both plans, except the tracker's own in
+	// the lifecycle plan.
+	for _, s := range syms.Sites {
+		if p.Kind == "lifecycle" && (s.Program == "track_allocate" || s.Program == "track_deallocate") {
+			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
+				Status: "not needed", Detail: "lifecycle plan"})
+			continue
+		}
+		p.add(lib, s, "")
+	}
+	for _, m := range syms.Missing {
+		if p.Kind == "lifecycle" && (m.Program == "track_allocate" || m.Program == "track_deallocate") {
+			continue
+		}
+		p.Missing = append(p.Missing, m)
+		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: "missing", Detail: m.Why + " will not be seen"})
+		if m.Required {
+			return nil, fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
+		}
+	}
+	if nCB == 0 && len(fns[symTrackAllocateCB]) > 0 {
+		p.Exact = false
+		p.Caveats = append(p.Caveats, "GraphTracker::track_allocate_cb is never called in the library (inlined): circular buffers are not seen")
+	}
+	if nCBFree == 0 && len(fns[symTrackDeallocateCB]) > 0 && nCB > 0 {
+		p.Notes = append(p.Notes, "GraphTracker::track_deallocate_cb is never called in the library: CBs are released with their program")
+	}
+
+	if err := p.programTeardown(lib, c, fns); err != nil {
+		return nil, err
+	}
+	if p.Kind == "lifecycle" {
+		if err := p.lifecycle(lib, c, fns, sites, layout); err != nil {
+			return nil, err
+		}
+	}
+	if layout.Hooked < 0 {
+		p.Exact = false
+		p.Caveats = append(p.Caveats, "the layout has no hooked_allocation_: allocations made during graph capture count as real")
+	}
+	for _, pt := range p.Points {
+		if pt.Status == "unprobeable" {
+			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
+		}
+	}
+	sort.SliceStable(p.Sites, func(i, j int) bool { return p.Sites[i].Addr < p.Sites[j].Addr })
+	return p, nil
+}
+
+// add puts site s in the plan, if its instruction can be probed.
+func (p *Plan) add(lib *Library, s Site, detail string) {
+	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: "attached", Detail: detail}
+	in, err := lib.decodeAt(s.Addr)
+	if err == nil {
+		pt.Insn = in.String()
+		err = probeable(&in)
+	}
+	if err != nil {
+		pt.Status, pt.Detail = "unprobeable", err.Error()
+	} else {
+		p.Sites = append(p.Sites, s)
+	}
+	p.Points = append(p.Points, pt)
+}
+
+// site makes a Site for the instruction at addr of function sym.
+func site(lib *Library, program, function string, sym Symbol, addr uint64) (Site, error) {
+	off, err := lib.FileOffset(addr)
+	if err != nil {
+		return Site{}, err
+	}
+	name := sym.Name
+	if addr != sym.Value {
+		name = fmt.Sprintf("%s+%#x", sym.Name, addr-sym.Value)
+	}
+	return Site{Program: program, Function: function, Symbol: name, Addr: addr, Offset: off}, nil
+}
+
+// programTeardown handles ~ProgramImpl with deallocate_circular_buffers
+// inlined into it (clang -O3): the destructor's entry must then also be
+// the teardown's entry, or the track_deallocate_cb calls that follow are
+// attributed to no program.
+func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symbol) error {
+	teardown := first(fns, symDeallocateCBs)
+	if teardown == nil {
+		return nil
+	}
+	for i := range p.Sites {
+		s := &p.Sites[i]
+		if s.Program != "program_destroy" {
+			continue
+		}
+		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Addr, Size: symSize(fns, s.Addr)})
+		if err != nil {
+			return fmt.Errorf("%s: %w", lib.Path, err)
+		}
+		if fc.calls(*teardown) {
+			continue
+		}
+		s.Program = progDestroyTeardown
+		for j := range p.Points {
+			if p.Points[j].Addr == s.Addr && p.Points[j].Program == "program_destroy" {
+				p.Points[j].Program = progDestroyTeardown
+				p.Points[j].Detail = "deallocate_circular_buffers() is inlined into it: its entry is also the teardown's"
+			}
+		}
+		p.Points = append(p.Points, PlanPoint{Program: "deallocate_circular_buffers", Function: "detail::ProgramImpl::deallocate_circular_buffers()",
+			Symbol: teardown.Name, Addr: teardown.Value, Status: "inlined",
+			Detail: "inlined into ~ProgramImpl (whose entry stands for it); its own entry is probed for other callers"})
+	}
+	return nil
+}
+
+func symSize(fns map[string][]Symbol, addr uint64) uint64 {
+	for _, ss := range fns {
+		for _, s := range ss {
+			if s.Value == addr {
+				return s.Size
+			}
+		}
+	}
+	return 0
+}
+
+// lifecycle adds Buffer's lifecycle probes.
+func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, sites map[string][]CallSite, layout Layout) error {
+	var need []string
+	if layout.Status < 0 || layout.Allocated < 0 {
+		need = append(need, "allocation_status_ and the value of ALLOCATED")
+	}
+	if layout.Size < 0 {
+		need = append(need, "size_")
+	}
+	if layout.OwnsData < 0 {
+		need = append(need, "owns_data_")
+	}
+	if len(need) > 0 {
+		return fmt.Errorf("%s: the lifecycle plan reads %s, which the layout (%s) lacks", lib.Path, strings.Join(need, ", "), layout.Name)
+	}
+	if layout.Allocated > 255 {
+		return fmt.Errorf("%s: ALLOCATED = %d does not fit allocation_status_ (one byte)", lib.Path, layout.Allocated)
+	}
+
+	// Allocations: allocate_impl, and the owning creates that inlined it.
+	alloc := first(fns, symAllocateImpl)
+	creates := fns[symBufferCreateOwningPrefix]
+	if alloc == nil && len(creates) == 0 {
+		return errors.New(lib.Path + ": neither Buffer::allocate_impl() nor an owning Buffer::create(...) is in the library: allocations cannot be seen")
+	}
+	if alloc != nil {
+		if err := p.entryAndExits(lib, c, *alloc, "Buffer::allocate_impl()", progAllocEnter, progAllocExit, ""); err != nil {
+			return err
+		}
+	}
+	for _, cr := range creates {
+		fc, err := c.analyze(cr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", lib.Path, err)
+		}
+		if alloc != nil && fc.calls(*alloc) {
+			p.Points = append(p.Points, PlanPoint{Program: progCreateEnter, Function: "Buffer::create(IDevice*, size, ...)",
+				Symbol: cr.Name, Addr: cr.Value, Status: "not needed", Detail: "calls allocate_impl(), which is probed"})
+			continue
+		}
+		if err := p.entryAndExits(lib, c, cr, "Buffer::create(IDevice*, size, ...)", progCreateEnter, progCreateExit,
+			"allocate_impl() is inlined into it"); err != nil {
+			return err
+		}
+		if alloc != nil {
+			p.Points = append(p.Points, PlanPoint{Program: progAllocEnter, Function: "Buffer::allocate_impl()", Symbol: alloc.Name,
+				Addr: alloc.Value, Status: "inlined", Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
+		}
+	}
+
+	// Frees: deallocate_impl, and deallocate() / ~Buffer() where the free
+	// was inlined. A function is probed when it calls none of the inner
+	// ones: then the free happens in its own code.
+	dimpl := first(fns, symDeallocateImpl)
+	dealloc := first(fns, symDeallocate)
+	if dimpl == nil && dealloc == nil {
+		return errors.New(lib.Path + ": neither Buffer::deallocate_impl() nor Buffer::deallocate() is in the library: frees cannot be seen")
+	}
+	var inner []Symbol
+	if dimpl != nil {
+		p.add(lib, mustSite(lib, progFree, "Buffer::deallocate_impl()", *dimpl, dimpl.Value), "")
+		inner = append(inner, *dimpl)
+	}
+	if dealloc != nil {
+		fc, err := c.analyze(*dealloc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", lib.Path, err)
+		}
+		if len(inner) > 0 && fc.calls(inner...) {
+			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
+				Addr: dealloc.Value, Status: "not needed", Detail: "calls deallocate_impl(), which is probed"})
+		} else {
+			p.add(lib, mustSite(lib, progFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
+		}
+		inner = append(inner, *dealloc)
+	}
+	dtors := map[uint64]Symbol{}
+	for _, n := range []string{symBufferD2, symBufferD1} {
+		if s := first(fns, n); s != nil {
+			if _, dup := dtors[s.Value]; !dup {
+				dtors[s.Value] = *s
+			}
+		}
+	}
+	var dtorList []Symbol
+	for _, s := range dtors {
+		dtorList = append(dtorList, s)
+	}
+	sort.Slice(dtorList, func(i, j int) bool { return dtorList[i].Name > dtorList[j].Name }) // D2 first
+	for i, d := range dtorList {
+		fc, err := c.analyze(d)
+		if err != nil {
+			return fmt.Errorf("%s: %w", lib.Path, err)
+		}
+		calls := append(append([]Symbol(nil), inner...), dtorList[:i]...)
+		if fc.calls(calls...) {
+			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::~Buffer()", Symbol: d.Name,
+				Addr: d.Value, Status: "not needed", Detail: "calls deallocate() or deallocate_impl(), which are probed"})
+			continue
+		}
+		p.add(lib, mustSite(lib, progFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
+	}
+	// ~Buffer() is only ever called by the shared_ptr control block
+	// make_shared gave the Buffer (its constructor is private to create).
+	// Never called from the library: it was inlined into that block's
+	// _M_dispose(), which must be probed instead.
+	dtorCalls := 0
+	for _, d := range dtorList {
+		for _, n := range []string{symBufferD2, symBufferD1} {
+			for _, s := range fns[n] {
+				if s.Value == d.Value {
+					dtorCalls += len(sites[s.Name])
+				}
+			}
+		}
+	}
+	if len(dtorList) > 0 && dtorCalls == 0 {
+		if err := p.disposeOfBuffer(lib, c, layout, append(inner, dtorList...)); err != nil {
+			return err
+		}
+	}
+	p.Notes = append(p.Notes, "frees are seen at deallocate_impl's entry, also for buffers whose device was closed first "+
+		"(the tracker is not called for those; the ledger released them at the close and counts them as frees_after_release)")
+	return nil
+}
+
+// Control blocks of std::make_shared<Buffer>: libstdc++ and libc++. Both
+// have _M_dispose / __on_zero_shared in vtable slot 2 (after the two
+// destructors); the Buffer lies in the block after its counts.
+var controlBlockVtables = []string{
+	"_ZTVSt23_Sp_counted_ptr_inplaceIN2tt8tt_metal6BufferE",
+	"_ZTVSt23_Sp_counted_ptr_inplaceIN2tt8tt_metal2v06BufferE",
+	"_ZTVNSt3__120__shared_ptr_emplaceIN2tt8tt_metal6BufferE",
+	"_ZTVNSt3__120__shared_ptr_emplaceIN2tt8tt_metal2v06BufferE",
+}
+
+// disposeOfBuffer finds the control block's dispose function that has
+// ~Buffer() inlined, confirms from its code where the block holds the
+// Buffer, and plans a probe at its entry. Anything it cannot confirm
+// refuses the plan: frees would be missed.
+func (p *Plan) disposeOfBuffer(lib *Library, c *codeIndex, layout Layout, frees []Symbol) error {
+	refuse := func(why string) error {
+		return fmt.Errorf("%s: Buffer::~Buffer() is never called in the library (inlined into its callers) and %s: "+
+			"frees cannot be seen, so the lifecycle plan is refused", lib.Path, why)
+	}
+	var vts []Symbol
+	err := lib.ScanSymbols(controlBlockVtables, func(s Symbol) {
+		if s.Type == 1 /* STT_OBJECT */ && s.Value != 0 {
+			vts = append(vts, s)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(vts) == 0 {
+		return refuse("the vtable of its shared_ptr control block (std::_Sp_counted_ptr_inplace<Buffer> or libc++'s __shared_ptr_emplace) is not exported")
+	}
+	resolve := func(name string) (uint64, bool) {
+		m, err := lib.lookup([]string{name})
+		if err != nil {
+			return 0, false
+		}
+		s, ok := m[name]
+		return s.Value, ok
+	}
+	planned := false
+	for _, vt := range vts {
+		fn, err := c.readPointer(vt.Value+vtableAddressPoint+2*8, resolve)
+		if err != nil {
+			return refuse(fmt.Sprintf("slot 2 of %s cannot be read: %v", vt.Name, err))
+		}
+		// Named by where it is found: vtable symbol and slot.
+		sym := Symbol{Name: vt.Name + "[2]", Value: fn}
+		fc, err := c.analyze(sym)
+		if err != nil {
+			return refuse(err.Error())
+		}
+		if fc.calls(frees...) {
+			continue // it calls ~Buffer, deallocate or deallocate_impl: probed there
+		}
+		off, how, err := bufferInBlock(lib, fn, layout)
+		if err != nil {
+			return refuse(fmt.Sprintf("where %s's dispose (at %#x) holds the Buffer cannot be confirmed: %v", vt.Name, fn, err))
+		}
+		if p.DisposeOffset != 0 && p.DisposeOffset != off {
+			return refuse("two control blocks hold the Buffer at different offsets")
+		}
+		p.DisposeOffset = off
+		p.add(lib, mustSite(lib, progFreeDispose, "shared_ptr<Buffer> control block: dispose", sym, fn),
+			fmt.Sprintf("~Buffer() is inlined into it; the Buffer is at +%d (%s)", off, how))
+		planned = true
+	}
+	if !planned {
+		return refuse("no control block's dispose function contains it")
+	}
+	return nil
+}
+
+// bufferInBlock reads the start of a dispose function for its first use
+// of this (rdi) as a Buffer: an access to [rdi+K+f] for a Buffer field f
+// ~Buffer() reads first (allocation_status_, owns_data_, or the BufferImpl
+// pointer), with K one of the control-block sizes of libstdc++ (16) and
+// libc++ (24).
+func bufferInBlock(lib *Library, fn uint64, layout Layout) (uint64, string, error) {
+	fields := map[int64]string{}
+	if layout.BufferImplPtr >= 0 {
+		fields[layout.BufferImplPtr] = "the BufferImpl pointer"
+	} else {
+		fields[layout.Status] = "allocation_status_"
+		fields[layout.OwnsData] = "owns_data_"
+	}
+	at := fn
+	for n := 0; n < 16; n++ {
+		in, err := lib.decodeAt(at)
+		if err != nil {
+			return 0, "", err
+		}
+		for _, a := range in.Args {
+			m, ok := a.(x86asm.Mem)
+			if !ok || m.Base != x86asm.RDI || m.Index != 0 {
+				continue
+			}
+			for _, k := range []int64{16, 24} {
+				if f, ok := fields[m.Disp-k]; ok {
+					return uint64(k), fmt.Sprintf("%q reads %s there", in.String(), f), nil
+				}
+			}
+		}
+		if in.Op == x86asm.RET || in.Op == x86asm.JMP || in.Op == x86asm.CALL || condJumps[in.Op] {
+			break
+		}
+		if r, ok := in.Args[0].(x86asm.Reg); ok && canonReg(r) == x86asm.RDI {
+			break // rdi overwritten
+		}
+		at = in.next()
+	}
+	return 0, "", errors.New("no access to a Buffer field through it before the first branch")
+}
+
+func mustSite(lib *Library, program, function string, sym Symbol, addr uint64) Site {
+	s, err := site(lib, program, function, sym, addr)
+	if err != nil {
+		// A symbol of the library always lies in a loaded segment.
+		s = Site{Program: program, Function: function, Symbol: sym.Name, Addr: addr}
+	}
+	return s
+}
+
+// entryAndExits plans the entry probe and one probe per exit of fn.
+func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function, enter, exit, detail string) error {
+	fc, err := c.analyze(fn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", lib.Path, err)
+	}
+	if len(fc.Exits) == 0 {
+		return fmt.Errorf("%s: %s has no ret and no jump out of it: where it returns cannot be probed", lib.Path, function)
+	}
+	p.add(lib, mustSite(lib, enter, function, fn, fn.Value), detail)
+	for _, x := range fc.Exits {
+		p.add(lib, mustSite(lib, exit, function+" exit ("+x.Why+")", fn, x.Addr), "")
+	}
+	return nil
+}
+
+// first returns the first symbol found under name (or its v0 spelling).
+func first(fns map[string][]Symbol, name string) *Symbol {
+	if ss := fns[name]; len(ss) > 0 {
+		return &ss[0]
+	}
+	return nil
+}
+
+// lookupFuncs finds defined functions by exact name and by prefix, keyed by
+// the name or prefix as given without the v0 namespace. Clones (f.cold,
+// f.isra.0) are never entry points and are left out.
+func (l *Library) lookupFuncs(names, prefixes []string) (map[string][]Symbol, error) {
+	key := map[string]string{}
+	for _, n := range append(append([]string(nil), names...), prefixes...) {
+		k := n
+		for _, m := range append(append([]string(nil), names...), prefixes...) {
+			if v0Name(m) == n && m != n {
+				k = m
+			}
+		}
+		key[n] = k
+	}
+	out := map[string][]Symbol{}
+	seen := map[uint64]map[string]bool{}
+	err := l.ScanSymbols(append(append([]string(nil), names...), prefixes...), func(s Symbol) {
+		if s.Type != 2 /* STT_FUNC */ || s.Value == 0 || strings.ContainsRune(s.Name, '.') {
+			return
+		}
+		k, ok := key[s.Name]
+		if !ok {
+			for _, p := range prefixes {
+				if strings.HasPrefix(s.Name, p) {
+					k, ok = key[p], true
+					break
+				}
+			}
+		}
+		if !ok {
+			return
+		}
+		if seen[s.Value] == nil {
+			seen[s.Value] = map[string]bool{}
+		}
+		if seen[s.Value][k] {
+			return // the same function in .dynsym and .symtab
+		}
+		seen[s.Value][k] = true
+		out[k] = append(out[k], s)
+	})
+	return out, err
+}
+
+// demangledName gives a short readable name for the mangled names tttrace
+// knows (not a demangler).
+func demangledName(name string) string {
+	known := map[string]string{
+		symTrackAllocate: "GraphTracker::track_allocate", symTrackDeallocate: "GraphTracker::track_deallocate",
+		symTrackAllocateCB: "GraphTracker::track_allocate_cb", symTrackDeallocateCB: "GraphTracker::track_deallocate_cb",
+		symAllocateImpl: "Buffer::allocate_impl", symDeallocateImpl: "Buffer::deallocate_impl",
+		symDeallocate: "Buffer::deallocate", symBufferD2: "Buffer::~Buffer", symBufferD1: "Buffer::~Buffer (D1)",
+		symDeallocateCBs: "ProgramImpl::deallocate_circular_buffers", symProgramImplD2: "ProgramImpl::~ProgramImpl",
+	}
+	for k, v := range known {
+		if name == k || name == v0Name(k) {
+			return v
+		}
+	}
+	if strings.HasPrefix(name, symBufferCreateOwningPrefix) || strings.HasPrefix(name, v0Name(symBufferCreateOwningPrefix)) {
+		return "Buffer::create (owning)"
+	}
+	return name
+}
