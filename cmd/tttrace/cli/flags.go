@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tttrace/tttrace/probes"
 )
 
 // Exit statuses of tttrace itself. In "-- CMD" mode tttrace exits with
@@ -33,6 +35,7 @@ type Flags struct {
 	PIDs       []int
 	Lib        string
 	Layout     string
+	Probes     string
 	JSON       bool
 	Output     string
 	NoEvents   bool
@@ -62,6 +65,9 @@ Usage:
                                         instruction; exit with its status
   tttrace [flags] --all                 trace every process using TT-Metal,
                                         including ones that start later
+  tttrace doctor [LIB | -p PID] [--json]
+                                        check a library: layout, probe plan,
+                                        attach points, kernel features
 
 Examples:
   sudo tttrace -p 4242
@@ -100,6 +106,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntSliceVarP(&f.PIDs, "pid", "p", nil, "trace the running process `PID` (repeatable)")
 	fs.StringVar(&f.Lib, "lib", "", "the TT-Metal library to probe, when it is not found in the process (`PATH` to libtt_metal.so)")
 	fs.StringVar(&f.Layout, "layout", "", "read Buffer/Device field offsets from `FILE` (JSON, see docs/layout.md) instead of detecting them")
+	fs.StringVar(&f.Probes, "probes", "auto", "probe `PLAN`: tracker (GraphTracker::track_*), lifecycle (Buffer's own functions) or auto (from the library's code)")
 	fs.BoolVar(&f.JSON, "json", false, "write NDJSON (one event per line, then the summary) instead of the human report")
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
@@ -166,6 +173,9 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		if p <= 0 {
 			return nil, usageError{fmt.Errorf("-p %d: not a process id", p)}
 		}
+	}
+	if _, err := probes.ParseProbeMode(f.Probes); err != nil {
+		return nil, usageError{err}
 	}
 	n, err := parseSize(f.RingSize)
 	if err != nil {

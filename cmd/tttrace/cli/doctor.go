@@ -1,0 +1,385 @@
+package cli
+
+// tttrace doctor: what tttrace would do with a TT-Metal library, without
+// tracing anything: which library, its build-id, where the layout comes
+// from and the offsets, the probe plan and every attach point, the kernel
+// features tracing needs, and whether tracing would be exact.
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/spf13/pflag"
+
+	"github.com/tttrace/tttrace/probes"
+)
+
+const doctorUsage = `Usage: tttrace doctor [LIB | -p PID] [--json] [--layout FILE] [--probes PLAN]
+
+Checks what tttrace would do with a TT-Metal library, traces nothing:
+the library and its build-id, where the Buffer/Device layout comes from
+(--layout, DWARF, the library's code, built-in profiles) and the offsets,
+the probe plan and each attach point (attached, inlined, not needed,
+unprobeable, missing), the kernel features tracing needs, and whether
+tracing would be exact. Without LIB or -p, the libtt_metal.so the current
+environment would load (LD_LIBRARY_PATH, TT_METAL_HOME, ...) is checked.
+
+Exit status: 0 tracing would work, 5 no library found, 6 the library cannot
+be traced, 2 usage.
+
+Flags:
+`
+
+// DoctorReport is doctor's finding (the --json output).
+type DoctorReport struct {
+	Library   *DoctorLibrary       `json:"library,omitempty"`
+	Layout    *probes.LayoutSource `json:"layout,omitempty"`
+	Plan      *probes.Plan         `json:"plan,omitempty"`
+	Kernel    []DoctorFeature      `json:"kernel"`
+	Traceable bool                 `json:"traceable"`
+	Exact     bool                 `json:"exact"`
+	Error     string               `json:"error,omitempty"`
+	Verdict   string               `json:"verdict"`
+}
+
+// DoctorLibrary describes the library checked.
+type DoctorLibrary struct {
+	Path       string `json:"path"`
+	BuildID    string `json:"build_id"`
+	Size       int64  `json:"size"`
+	Symtab     bool   `json:"symtab"`       // .symtab present (not stripped)
+	DWARF      bool   `json:"dwarf"`        // .debug_info in the file itself
+	Compressed bool   `json:"compressed"`   // its debug sections are compressed
+	TTMetal    bool   `json:"tt_metal"`     // defines GraphTracker::track_allocate
+	V0         bool   `json:"v0_namespace"` // symbols in tt::tt_metal::v0
+	Pimpl      bool   `json:"pimpl_accessors"`
+}
+
+// DoctorFeature is one kernel feature and whether this kernel has it.
+type DoctorFeature struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Needed bool   `json:"needed"`
+	Detail string `json:"detail"`
+}
+
+// Doctor runs "tttrace doctor" and returns its exit status.
+func Doctor(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("tttrace doctor", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pid := fs.IntP("pid", "p", 0, "check the TT-Metal library process `PID` has mapped")
+	asJSON := fs.Bool("json", false, "write the report as one JSON object")
+	layoutFile := fs.String("layout", "", "as for tracing: read the layout from `FILE`")
+	probeMode := fs.String("probes", "auto", "as for tracing: `PLAN` tracker, lifecycle or auto")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, doctorUsage)
+		fmt.Fprint(stderr, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 1 || fs.NArg() == 1 && *pid != 0 {
+		fmt.Fprintln(stderr, "tttrace doctor: give one library or -p PID")
+		return ExitUsage
+	}
+	rep := &DoctorReport{Kernel: kernelFeatures()}
+	status := ExitOK
+	path := fs.Arg(0)
+	switch {
+	case *pid != 0:
+		p, err := probes.FindMappedLibrary(*pid)
+		if err != nil {
+			rep.Error = err.Error()
+			status = ExitNoLibrary
+		}
+		path = p
+	case path == "":
+		for _, c := range probes.CandidateLibraries(0, nil) {
+			if lib, err := probes.OpenLibrary(c); err == nil {
+				ok := probes.IsTTMetal(lib)
+				lib.Close()
+				if ok {
+					path = c
+					break
+				}
+			}
+		}
+		if path == "" {
+			rep.Error = "no libtt_metal.so found from this directory and environment: give LIB or -p PID"
+			status = ExitNoLibrary
+		}
+	}
+	if path != "" {
+		status = rep.checkLibrary(path, *layoutFile, *probeMode)
+	}
+	rep.verdict()
+	if *asJSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "tttrace doctor: %v\n", err)
+			return ExitError
+		}
+		stdout.Write(append(b, '\n'))
+	} else {
+		rep.write(stdout)
+	}
+	return status
+}
+
+// checkLibrary fills the library, layout and plan parts.
+func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
+	lib, err := probes.OpenLibrary(path)
+	if err != nil {
+		r.Error = err.Error()
+		return ExitNoLibrary
+	}
+	defer lib.Close()
+	dl := &DoctorLibrary{Path: path, BuildID: lib.BuildID, Symtab: lib.HasSymtab, DWARF: lib.HasDWARF, TTMetal: probes.IsTTMetal(lib)}
+	if st, err := os.Stat(path); err == nil {
+		dl.Size = st.Size()
+	}
+	if s := lib.ELF().Section(".debug_info"); s != nil && s.Flags&elf.SHF_COMPRESSED != 0 {
+		dl.Compressed = true
+	}
+	r.Library = dl
+	syms, err := probes.ResolveSymbols(lib)
+	if err == nil {
+		dl.V0, dl.Pimpl = syms.HasV0Namespace, syms.HasPimplAccessors
+	}
+	// The same steps as tracing, reported one by one.
+	mode, err := probes.ParseProbeMode(probeMode)
+	if err != nil {
+		r.Error = err.Error()
+		return ExitUsage
+	}
+	if err == nil && syms != nil {
+		err = syms.Check(lib)
+	}
+	if err != nil {
+		r.Error = err.Error()
+		return ExitUnsupported
+	}
+	src, err := probes.ResolveLayout(lib, syms, layoutFile)
+	if err != nil {
+		r.Error = err.Error()
+		var le *probes.LayoutError
+		if errors.As(err, &le) {
+			r.Layout = &probes.LayoutSource{Checked: le.Checked}
+		}
+		return ExitUnsupported
+	}
+	r.Layout = src
+	plan, err := probes.ChoosePlan(lib, syms, src.Layout, mode)
+	if err != nil {
+		r.Error = err.Error()
+		return ExitUnsupported
+	}
+	r.Plan = plan
+	r.Traceable = true
+	return ExitOK
+}
+
+// verdict says in one line whether tracing would work and be exact.
+func (r *DoctorReport) verdict() {
+	var missing []string
+	for _, f := range r.Kernel {
+		if f.Needed && !f.OK {
+			missing = append(missing, f.Name)
+		}
+	}
+	switch {
+	case !r.Traceable:
+		r.Verdict = "tttrace cannot trace this library: " + r.Error
+	case len(missing) > 0:
+		r.Traceable = false
+		r.Verdict = "the library is traceable, but this kernel lacks " + strings.Join(missing, ", ")
+	default:
+		r.Exact = r.Plan.Exact && len(r.Layout.Warnings) == 0
+		if r.Exact {
+			r.Verdict = fmt.Sprintf("tracing would be exact (%s probe plan, layout from %s)", r.Plan.Kind, r.Layout.From)
+		} else {
+			why := append(append([]string(nil), r.Plan.Caveats...), r.Layout.Warnings...)
+			r.Verdict = "tracing would work but not be exact: " + strings.Join(why, "; ")
+		}
+	}
+}
+
+func (r *DoctorReport) write(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	if l := r.Library; l != nil {
+		p("Library      %s\n", l.Path)
+		p("  build-id   %s\n", orNone(l.BuildID))
+		p("  symbols    TT-Metal tracker: %s; .symtab: %s; namespace v0: %s; pimpl accessors: %s\n",
+			yes(l.TTMetal), yes(l.Symtab), yes(l.V0), yes(l.Pimpl))
+		dw := yes(l.DWARF)
+		if l.Compressed {
+			dw += " (compressed)"
+		}
+		p("  DWARF      %s\n", dw)
+	}
+	if s := r.Layout; s != nil {
+		p("\nLayout\n")
+		if s.From != "" {
+			p("  from       %s\n", s.From)
+			lay := s.Layout
+			if lay.BufferImplPtr >= 0 {
+				p("  Buffer     BufferImpl pointer at %d; in BufferImpl:\n", lay.BufferImplPtr)
+			}
+			p("  offsets    device_ %s  size_ %s  buffer_type_ %s  owns_data_ %s  allocation_status_ %s  hooked_allocation_ %s\n",
+				off(lay.Device), off(lay.Size), off(lay.Type), off(lay.OwnsData), off(lay.Status), off(lay.Hooked))
+			p("             address_ %s  page_size_ %s  Device::id_ %s  ALLOCATED = %s\n",
+				off(lay.Address), off(lay.PageSize), off(lay.DeviceID), off(lay.Allocated))
+		}
+		for _, c := range s.Checked {
+			p("  checked    %s\n", c)
+		}
+		for _, wn := range s.Warnings {
+			p("  WARNING    %s\n", wn)
+		}
+		for _, u := range s.Unknown {
+			p("  unknown    %s\n", u)
+		}
+	}
+	if pl := r.Plan; pl != nil {
+		p("\nProbe plan   %s: %s\n", pl.Kind, pl.Why)
+		p("  call sites ")
+		first := true
+		for _, k := range sortedKeys(pl.CallSites) {
+			if !first {
+				p(", ")
+			}
+			first = false
+			p("%s %d", k, pl.CallSites[k])
+		}
+		p("\n\nAttach points\n")
+		for _, pt := range pl.Points {
+			addr := ""
+			if pt.Addr != 0 {
+				addr = fmt.Sprintf("%#x", pt.Addr)
+			}
+			p("  %-12s %-27s %-44s %9s  %-26s %s\n", pt.Status, pt.Program, trunc(pt.Function, 44), addr, pt.Insn, pt.Detail)
+		}
+		for _, c := range pl.Caveats {
+			p("  NOT EXACT  %s\n", c)
+		}
+		for _, n := range pl.Notes {
+			p("  note       %s\n", n)
+		}
+	}
+	p("\nKernel\n")
+	for _, f := range r.Kernel {
+		need := "needed"
+		if !f.Needed {
+			need = "optional"
+		}
+		p("  %-4s %-28s %-9s %s\n", yes(f.OK), f.Name, need, f.Detail)
+	}
+	p("\n%s\n", r.Verdict)
+}
+
+// kernelFeatures probes what tracing needs of the kernel.
+func kernelFeatures() []DoctorFeature {
+	var out []DoctorFeature
+	root := os.Geteuid() == 0
+	if root {
+		_ = rlimit.RemoveMemlock()
+	}
+	probe := func(name string, needed bool, err error, okDetail string) {
+		f := DoctorFeature{Name: name, Needed: needed, OK: err == nil, Detail: okDetail}
+		if err != nil {
+			f.Detail = err.Error()
+			if !root {
+				f.Detail = "unknown: probing needs root (" + err.Error() + ")"
+			}
+		}
+		out = append(out, f)
+	}
+	_, err := os.Stat("/sys/bus/event_source/devices/uprobe/type")
+	probe("uprobes", true, err, "/sys/bus/event_source/devices/uprobe")
+	probe("BPF ring buffer", true, features.HaveMapType(ebpf.RingBuf), "BPF_MAP_TYPE_RINGBUF")
+	probe("BPF cookie", true, features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie),
+		"bpf_get_attach_cookie in uprobe programs")
+	_, err = os.Stat("/sys/kernel/btf/vmlinux")
+	probe("BTF", true, err, "/sys/kernel/btf/vmlinux (fork/exit tracepoints, CO-RE)")
+	probe("uprobe multi-link", false, haveUprobeMulti(), "BPF_TRACE_UPROBE_MULTI (not used by tttrace)")
+	return out
+}
+
+// haveUprobeMulti attaches a program that does nothing to main.main of
+// tttrace's own executable (already running, never entered again) with a
+// uprobe multi-link, and detaches it.
+func haveUprobeMulti() error {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.Kprobe,
+		AttachType:   ebpf.AttachTraceUprobeMulti,
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+		License:      "MIT",
+	})
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	exe, err := link.OpenExecutable("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	l, err := exe.UprobeMulti([]string{"main.main"}, prog, nil)
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func off(v int64) string {
+	if v < 0 {
+		return "?"
+	}
+	return fmt.Sprint(v)
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
