@@ -112,7 +112,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
-	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh period of the live per-chip view (-p, --all; stderr a terminal; 0 turns it off)")
+	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
