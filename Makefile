@@ -7,8 +7,30 @@ BIN       := bin/tttrace
 REPLICA   := build/replica
 GOFILES   := $(shell find . -name '*.go' -not -path './build/*')
 BPF_SRC   := bpf/tttrace.bpf.c bpf/tttrace.h $(wildcard bpf/headers/*.h bpf/headers/bpf/*.h)
-# Replica variants the end-to-end tests run against: NAME:CXX:OPT:DEBUG:STRIP
-VARIANTS  := gcc-O2:g++:-O2:: 
+# Replica variants the end-to-end tests run against (build/replica/NAME), as
+# NAME:MAKE_ARGS with the arguments of testdata/replica/Makefile separated by
+# commas. cmd/tttrace/e2e_variants_test.go says what each one checks.
+REPLICA_VARIANTS := \
+	gcc-O2:CXX=g++,OPT=-O2 \
+	gcc-O3-dwarf-zstd:CXX=g++,OPT=-O3,DEBUG=-g,COMPRESS_DEBUG=zstd \
+	clang-O2-symtab:CXX=clang++,OPT=-O2,STRIP=symtab \
+	clang-O3:CXX=clang++,OPT=-O3 \
+	clang-O3-debuglink:CXX=clang++,OPT=-O3,DEBUG=-g,SPLIT_DEBUG=1,COMPRESS_DEBUG=zlib \
+	v0-gcc-O2:LAYOUT=V0,CXX=g++,OPT=-O2 \
+	v0-clang-O3-dwarf:LAYOUT=V0,CXX=clang++,OPT=-O3,DEBUG=-g \
+	v2-gcc-O2-symtab:LAYOUT=V2,CXX=g++,OPT=-O2,STRIP=symtab \
+	v2-clang-O3:LAYOUT=V2,CXX=clang++,OPT=-O3 \
+	inline-gcc-O2:INLINE_TRACKER=1,CXX=g++,OPT=-O2 \
+	inline-clang-O3:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=clang++,OPT=-O3 \
+	inline-gcc-O3-symtab:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=g++,OPT=-O3,STRIP=symtab \
+	unknown-gcc-O2:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2 \
+	unknown-gcc-O2-dwarf:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2,DEBUG=-g
+comma     := ,
+# Compile jobs inside one variant's build.
+JOBS      ?= $(shell nproc)
+REPLICA_SRC := $(shell find testdata/replica -type f -not -path '*/build/*')
+variant_name = $(firstword $(subst :, ,$(1)))
+variant_args = $(subst $(comma), ,$(word 2,$(subst :, ,$(1))))
 
 .PHONY: all build generate check-generate replica demo test test-unit test-e2e fuzz vet fmt clean
 
@@ -28,11 +50,15 @@ generate:
 check-generate: generate
 	git diff --exit-code -- probes/
 
-replica: $(REPLICA)/gcc-O2/libtt_metal.so
+# Every variant, in $(REPLICA)/NAME (make REPLICA=DIR builds elsewhere).
+replica: $(foreach v,$(REPLICA_VARIANTS),$(REPLICA)/$(call variant_name,$(v))/libtt_metal.so)
 
-$(REPLICA)/gcc-O2/libtt_metal.so: $(shell find testdata/replica -type f -not -path '*/build/*')
+define replica_variant
+$(REPLICA)/$(call variant_name,$(1))/libtt_metal.so: $(REPLICA_SRC)
 	scripts/deps.sh build
-	$(MAKE) -s -C testdata/replica OUT=$(CURDIR)/$(REPLICA)/gcc-O2 CXX=g++ OPT=-O2
+	$(MAKE) -s -j$(JOBS) -C testdata/replica OUT=$(abspath $(REPLICA))/$(call variant_name,$(1)) $(call variant_args,$(1))
+endef
+$(foreach v,$(REPLICA_VARIANTS),$(eval $(call replica_variant,$(v))))
 
 demo: build replica
 	scripts/demo.sh $(BIN) $(REPLICA)/gcc-O2
