@@ -2,6 +2,8 @@ package probes
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -267,19 +269,110 @@ func accessorEvidence(lib *Library, syms *Symbols) (ev []Evidence, notes []strin
 	return ev, notes
 }
 
-// lookup finds the defined symbols with exactly these names.
+// lookup finds the defined symbols with exactly these names (the first of
+// .dynsym, then .symtab).
 func (l *Library) lookup(names []string) (map[string]Symbol, error) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
 	out := map[string]Symbol{}
-	err := l.ScanSymbols(names, func(s Symbol) {
-		if want[s.Name] {
+	if err := l.scanKnown(); err != nil {
+		return nil, err
+	}
+	var rest []string
+	for _, n := range names {
+		if ss, ok := l.known[n]; ok {
+			if len(ss) > 0 {
+				out[n] = ss[0]
+			}
+		} else if !l.isKnown(n) {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	err := l.ScanSymbols(rest, func(s Symbol) {
+		if slices.Contains(rest, s.Name) {
 			if _, dup := out[s.Name]; !dup {
 				out[s.Name] = s
 			}
 		}
 	})
 	return out, err
+}
+
+// knownNames and knownPrefixes are every symbol the layout and plan code
+// looks up: scanned for once per library (scanKnown).
+var knownNames, knownPrefixes = func() ([]string, []string) {
+	var names []string
+	for _, a := range bufferAccessors {
+		names = append(names, a.name)
+	}
+	names = append(names, symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
+		symProgramImplD2, symProgramImplD1)
+	return withV0(names...), append(withV0(symBufferCreateOwningPrefix), controlBlockVtables...)
+}()
+
+// isKnown reports whether scanKnown looked for name.
+func (l *Library) isKnown(name string) bool {
+	if slices.Contains(knownNames, name) {
+		return true
+	}
+	for _, p := range knownPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanKnown fills l.known with every symbol of knownNames and
+// knownPrefixes (an empty entry for names absent), in one scan.
+func (l *Library) scanKnown() error {
+	if l.known != nil {
+		return nil
+	}
+	known := map[string][]Symbol{}
+	for _, n := range knownNames {
+		known[n] = nil
+	}
+	err := l.ScanSymbols(append(append([]string(nil), knownNames...), knownPrefixes...), func(s Symbol) {
+		if _, exact := known[s.Name]; exact || l.isKnownPrefix(s.Name) {
+			known[s.Name] = append(known[s.Name], s)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	l.known = known
+	return nil
+}
+
+func (l *Library) isKnownPrefix(name string) bool {
+	for _, p := range knownPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// knownWithPrefix returns the symbols scanKnown found under prefix p (one
+// of knownPrefixes).
+func (l *Library) knownWithPrefix(p string) ([]Symbol, error) {
+	if err := l.scanKnown(); err != nil {
+		return nil, err
+	}
+	var out []Symbol
+	for n, ss := range l.known {
+		if strings.HasPrefix(n, p) {
+			out = append(out, ss...)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Dynamic && !out[j].Dynamic
+	})
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,7 @@ type Library struct {
 	codeIdx *codeIndex
 	codeErr error
 	symAt   map[uint64][]Symbol
+	known   map[string][]Symbol // scanKnown (accessors.go)
 }
 
 // Symbol is one defined ELF symbol.
@@ -129,10 +131,7 @@ func align4(n uint32) uint32 { return (n + 3) &^ 3 }
 // whose name has one of the given prefixes. Names that do not match are
 // never turned into strings.
 func (l *Library) ScanSymbols(prefixes []string, fn func(Symbol)) error {
-	pfx := make([][]byte, len(prefixes))
-	for i, p := range prefixes {
-		pfx[i] = []byte(p)
-	}
+	pfx := prefixSet(prefixes)
 	for _, tab := range []struct {
 		sym, str string
 		dyn      bool
@@ -174,14 +173,7 @@ func (l *Library) scanTable(symName, strName string, dyn bool, pfx [][]byte, fn 
 			continue
 		}
 		name := strtab[nameOff:]
-		matched := false
-		for _, p := range pfx {
-			if bytes.HasPrefix(name, p) {
-				matched = true
-				break
-			}
-		}
-		if !matched {
+		if !hasAnyPrefix(name, pfx) {
 			continue
 		}
 		if end := bytes.IndexByte(name, 0); end >= 0 {
@@ -196,6 +188,34 @@ func (l *Library) scanTable(symName, strName string, dyn bool, pfx [][]byte, fn 
 		})
 	}
 	return nil
+}
+
+// prefixSet sorts the prefixes and drops those another one covers, so that
+// at most one can be a prefix of a given name (hasAnyPrefix).
+func prefixSet(prefixes []string) [][]byte {
+	ps := append([]string(nil), prefixes...)
+	sort.Strings(ps)
+	var out [][]byte
+	for _, p := range ps {
+		if n := len(out); n > 0 && bytes.HasPrefix([]byte(p), out[n-1]) {
+			continue // covered by a shorter prefix, sorted just before it
+		}
+		out = append(out, []byte(p))
+	}
+	return out
+}
+
+// hasAnyPrefix reports whether name (which runs on into the next strings
+// of its string table; its NUL ends the comparison) starts with one of the
+// prefixes of a prefixSet. In sorted order the prefixes below name's
+// first bytes compare lower and those above higher; the one that is a
+// prefix compares equal, and no other can (none covers another).
+func hasAnyPrefix(name []byte, ps [][]byte) bool {
+	i := sort.Search(len(ps), func(i int) bool {
+		p := ps[i]
+		return bytes.Compare(p, name[:min(len(p), len(name))]) >= 0
+	})
+	return i < len(ps) && len(name) >= len(ps[i]) && bytes.Equal(name[:len(ps[i])], ps[i])
 }
 
 func (l *Library) slice(off, size uint64) ([]byte, error) {

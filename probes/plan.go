@@ -426,13 +426,18 @@ func (p *Plan) disposeOfBuffer(lib *Library, c *codeIndex, layout Layout, frees 
 			"frees cannot be seen, so the lifecycle plan is refused", lib.Path, why)
 	}
 	var vts []Symbol
-	err := lib.ScanSymbols(controlBlockVtables, func(s Symbol) {
-		if s.Type == 1 /* STT_OBJECT */ && s.Value != 0 {
-			vts = append(vts, s)
+	seenVT := map[uint64]bool{}
+	for _, p := range controlBlockVtables {
+		ss, err := lib.knownWithPrefix(p)
+		if err != nil {
+			return err
 		}
-	})
-	if err != nil {
-		return err
+		for _, s := range ss {
+			if s.Type == 1 /* STT_OBJECT */ && s.Value != 0 && !seenVT[s.Value] {
+				seenVT[s.Value] = true
+				vts = append(vts, s)
+			}
+		}
 	}
 	if len(vts) == 0 {
 		return refuse("the vtable of its shared_ptr control block (std::_Sp_counted_ptr_inplace<Buffer> or libc++'s __shared_ptr_emplace) is not exported")
@@ -568,9 +573,24 @@ func (l *Library) lookupFuncs(names, prefixes []string) (map[string][]Symbol, er
 	}
 	out := map[string][]Symbol{}
 	seen := map[uint64]map[string]bool{}
-	err := l.ScanSymbols(append(append([]string(nil), names...), prefixes...), func(s Symbol) {
+	var cands []Symbol
+	for _, n := range names {
+		m, err := l.lookupAll(n)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, m...)
+	}
+	for _, p := range prefixes {
+		m, err := l.knownWithPrefix(p)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, m...)
+	}
+	for _, s := range cands {
 		if s.Type != 2 /* STT_FUNC */ || s.Value == 0 || strings.ContainsRune(s.Name, '.') {
-			return
+			continue
 		}
 		k, ok := key[s.Name]
 		if !ok {
@@ -582,16 +602,33 @@ func (l *Library) lookupFuncs(names, prefixes []string) (map[string][]Symbol, er
 			}
 		}
 		if !ok {
-			return
+			continue
 		}
 		if seen[s.Value] == nil {
 			seen[s.Value] = map[string]bool{}
 		}
 		if seen[s.Value][k] {
-			return // the same function in .dynsym and .symtab
+			continue // the same function in .dynsym and .symtab
 		}
 		seen[s.Value][k] = true
 		out[k] = append(out[k], s)
+	}
+	return out, nil
+}
+
+// lookupAll returns every definition of name (.dynsym and .symtab).
+func (l *Library) lookupAll(name string) ([]Symbol, error) {
+	if err := l.scanKnown(); err != nil {
+		return nil, err
+	}
+	if ss, ok := l.known[name]; ok {
+		return ss, nil
+	}
+	var out []Symbol
+	err := l.ScanSymbols([]string{name}, func(s Symbol) {
+		if s.Name == name {
+			out = append(out, s)
+		}
 	})
 	return out, err
 }
