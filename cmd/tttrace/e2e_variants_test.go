@@ -503,3 +503,28 @@ func TestE2EInlinedTrackerForcedIsCaught(t *testing.T) {
 	}
 	t.Logf("caught, as it should: %d differences, e.g. %s", len(diffs), diffs[0])
 }
+
+// TestE2EDoctorPid: doctor -p finds the library a running process mapped.
+func TestE2EDoctorPid(t *testing.T) {
+	dir := variantDir(t, "v2-clang-O3")
+	goFile := filepath.Join(t.TempDir(), "go")
+	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "basic", "--go-file", goFile)
+	var wout bytes.Buffer
+	w.Stdout, w.Stderr = &wout, &wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(goFile, nil, 0o644)
+		w.Wait()
+	}()
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+	rep, code, raw := doctor(t, "-p", strconv.Itoa(w.Process.Pid))
+	if code != 0 || !rep.Traceable || rep.Library == nil || rep.Plan == nil {
+		t.Fatalf("doctor -p: exit %d\n%s", code, raw)
+	}
+	if !strings.HasSuffix(rep.Library.Path, filepath.Join(dir, "libtt_metal.so")) || !rep.Library.Pimpl ||
+		!strings.Contains(rep.Layout.From, "profile V2") {
+		t.Errorf("doctor -p found %s (pimpl %v, layout from %s)", rep.Library.Path, rep.Library.Pimpl, rep.Layout.From)
+	}
+}
