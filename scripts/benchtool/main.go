@@ -93,6 +93,14 @@ func main() {
 	}
 	if c.only["attach"] {
 		r.Attach = runAttach(&c)
+		for i := 0; i < c.rounds; i++ {
+			for _, k := range []struct{ which, dir string }{{"small", c.replica}, {"big", c.big}} {
+				x := resolveOnce(k.which, filepath.Join(k.dir, "libtt_metal.so"))
+				logf("resolve %d/%d: %-5s IsTTMetal %.1f ms, ResolveSymbols %.1f ms, %.1f MB in %d allocations%s",
+					i+1, c.rounds, k.which, x.IsTTMetalMs, x.ResolveMs, x.AllocMB, x.Mallocs, errSuffix(x.Err))
+				r.Resolve = append(r.Resolve, x)
+			}
+		}
 	}
 	if c.only["memory"] {
 		r.Memory = runMemory(&c)
@@ -182,6 +190,7 @@ type results struct {
 	Loss     []lossRun      `json:"loss,omitempty"`
 	Consumer []consumerRun  `json:"consumer,omitempty"`
 	Attach   []attachRun    `json:"attach,omitempty"`
+	Resolve  []resolveRun   `json:"resolve,omitempty"`
 	Memory   []memoryRun    `json:"memory,omitempty"`
 	Seconds  float64        `json:"seconds"`
 	Notes    map[string]any `json:"notes,omitempty"`
@@ -240,6 +249,61 @@ func (p *proc) wait() (int, time.Duration) {
 func startMeasured(env []string, rssFile, name string, args ...string) (*proc, error) {
 	_ = os.Remove(rssFile)
 	return startProc(env, "/usr/bin/time", append([]string{"-f", "%M", "-o", rssFile, name}, args...)...)
+}
+
+// rssSampler follows the process GNU time started (its child) and keeps
+// the largest RssAnon and RssFile seen, sampled every 10 ms: the split of
+// the peak between the Go heap and file or BPF-map mappings.
+type rssSampler struct {
+	done          chan struct{}
+	finished      chan struct{}
+	anonKiB, file int64
+}
+
+func sampleRSS(timePid int) *rssSampler {
+	s := &rssSampler{done: make(chan struct{}), finished: make(chan struct{})}
+	go func() {
+		defer close(s.finished)
+		child := ""
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if child == "" {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", timePid, timePid))
+				if f := strings.Fields(string(b)); len(f) > 0 {
+					child = f[0]
+				}
+			}
+			if child != "" {
+				if b, err := os.ReadFile("/proc/" + child + "/status"); err == nil {
+					for _, line := range strings.Split(string(b), "\n") {
+						f := strings.Fields(line)
+						if len(f) < 2 {
+							continue
+						}
+						v, _ := strconv.ParseInt(f[1], 10, 64)
+						switch f[0] {
+						case "RssAnon:":
+							s.anonKiB = max(s.anonKiB, v)
+						case "RssFile:":
+							s.file = max(s.file, v)
+						}
+					}
+				}
+			}
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) stop() {
+	close(s.done)
+	<-s.finished
 }
 
 // maxRSSKiB reads what GNU time wrote: the peak RSS in KiB of the process
@@ -351,7 +415,7 @@ func modes(c *config) []mode {
 		{"tttrace --json -o /dev/null", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "-o", "/dev/null"}, false)
 		}},
-		{"tttrace (report) -o /dev/null", func(c *config, r int) costRun {
+		{"tttrace (human report) -o /dev/null", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"-o", "/dev/null"}, false)
 		}},
 		{"tttrace --json --no-events", func(c *config, r int) costRun {
@@ -794,7 +858,9 @@ type attachRun struct {
 	Cold      bool    `json:"cold"`
 	ReadySecs float64 `json:"ready_secs"` // tttrace start -> --ready-file
 	MaxRSSKiB int64   `json:"max_rss_kib"`
-	HeapMB    int64   `json:"go_heap_peak_mb"` // largest heap at a GC start (gctrace), -1: no GC ran
+	AnonKiB   int64   `json:"rss_anon_peak_kib"` // sampled
+	FileKiB   int64   `json:"rss_file_peak_kib"` // sampled
+	HeapMB    int64   `json:"go_heap_peak_mb"`   // largest heap at a GC start (gctrace), -1: no GC ran
 	Seen      int64   `json:"seen"`
 	Err       string  `json:"err,omitempty"`
 }
@@ -903,6 +969,7 @@ func attachOnce(c *config, which, mode string, cold bool) attachRun {
 		r.Err = err.Error()
 		return r
 	}
+	sampler := sampleRSS(p.cmd.Process.Pid)
 	if waitFile(ready, 60*time.Second) {
 		r.ReadySecs = time.Since(p.start).Seconds()
 	} else {
@@ -914,6 +981,8 @@ func attachOnce(c *config, which, mode string, cold bool) attachRun {
 		_ = os.Remove(gofile)
 	}
 	code, _ := p.wait()
+	sampler.stop()
+	r.AnonKiB, r.FileKiB = sampler.anonKiB, sampler.file
 	if code != 0 {
 		r.Err = fmt.Sprintf("tttrace exit %d: %s", code, lastLine(p.stderr.String()))
 	}
@@ -955,6 +1024,46 @@ func runAttach(c *config) []attachRun {
 	return out
 }
 
+// resolveRun times tttrace's symbol work on a library inside benchtool:
+// probes.IsTTMetal (how -p recognises the library among those mapped) and
+// probes.ResolveSymbols (the attach points), with what they allocate.
+type resolveRun struct {
+	Lib         string  `json:"lib"`
+	IsTTMetalMs float64 `json:"is_tt_metal_ms"`
+	ResolveMs   float64 `json:"resolve_symbols_ms"`
+	AllocMB     float64 `json:"alloc_mb"`
+	Mallocs     uint64  `json:"mallocs"`
+	Err         string  `json:"err,omitempty"`
+}
+
+func resolveOnce(which, path string) resolveRun {
+	r := resolveRun{Lib: which}
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	lib, err := probes.OpenLibrary(path)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer lib.Close()
+	t0 := time.Now()
+	if !probes.IsTTMetal(lib) {
+		r.Err = "not recognised as TT-Metal"
+	}
+	t1 := time.Now()
+	if _, err := probes.ResolveSymbols(lib); err != nil {
+		r.Err = err.Error()
+	}
+	t2 := time.Now()
+	runtime.ReadMemStats(&m1)
+	r.IsTTMetalMs = t1.Sub(t0).Seconds() * 1e3
+	r.ResolveMs = t2.Sub(t1).Seconds() * 1e3
+	r.AllocMB = float64(m1.TotalAlloc-m0.TotalAlloc) / (1 << 20)
+	r.Mallocs = m1.Mallocs - m0.Mallocs
+	return r
+}
+
 func symbolCounts(path string) (libInfo, error) {
 	var li libInfo
 	st, err := os.Stat(path)
@@ -986,6 +1095,8 @@ type memoryRun struct {
 	Mode      string `json:"mode"`
 	Live      int64  `json:"live_buffers"` // peak live buffers the ledger reports
 	MaxRSSKiB int64  `json:"max_rss_kib"`
+	AnonKiB   int64  `json:"rss_anon_peak_kib"` // sampled
+	FileKiB   int64  `json:"rss_file_peak_kib"` // sampled
 	HeapMB    int64  `json:"go_heap_peak_mb"`
 	Exit      int    `json:"exit"`
 	Err       string `json:"err,omitempty"`
@@ -1034,6 +1145,7 @@ func runMemory(c *config) []memoryRun {
 			out = append(out, r)
 			continue
 		}
+		sampler := sampleRSS(p.cmd.Process.Pid)
 		if !waitFile(ready, 60*time.Second) {
 			r.Err = "no ready file"
 		}
@@ -1041,6 +1153,8 @@ func runMemory(c *config) []memoryRun {
 		_ = held.Wait()
 		_ = os.Remove(gofile)
 		r.Exit, _ = p.wait()
+		sampler.stop()
+		r.AnonKiB, r.FileKiB = sampler.anonKiB, sampler.file
 		r.MaxRSSKiB = maxRSSKiB(rssFile)
 		r.HeapMB = heapPeak(p.stderr.String())
 		if s, err := readSummary(sumPath); err == nil {

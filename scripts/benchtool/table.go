@@ -292,6 +292,8 @@ func (r *results) attachRows(c *config) []row {
 	var order []key
 	ready := map[key][]float64{}
 	rss := map[key][]float64{}
+	anon := map[key][]float64{}
+	file := map[key][]float64{}
 	heap := map[key][]float64{}
 	errs := map[key][]string{}
 	for _, a := range r.Attach {
@@ -307,6 +309,8 @@ func (r *results) attachRows(c *config) []row {
 		ready[k] = append(ready[k], a.ReadySecs)
 		if a.MaxRSSKiB > 0 {
 			rss[k] = append(rss[k], float64(a.MaxRSSKiB)/1024)
+			anon[k] = append(anon[k], float64(a.AnonKiB)/1024)
+			file[k] = append(file[k], float64(a.FileKiB)/1024)
 		}
 		heap[k] = append(heap[k], float64(a.HeapMB))
 	}
@@ -330,6 +334,19 @@ func (r *results) attachRows(c *config) []row {
 		}
 		rows = append(rows, row{"4", fmt.Sprintf("attach time, %s library, `%s`, %s: tttrace start to --ready-file", k.lib, k.mode, cache), meas, goal, met})
 	}
+	for _, which := range []string{"small", "big"} {
+		var is, res, mb, n []float64
+		for _, x := range r.Resolve {
+			if x.Lib == which && x.Err == "" {
+				is, res, mb, n = append(is, x.IsTTMetalMs), append(res, x.ResolveMs), append(mb, x.AllocMB), append(n, float64(x.Mallocs))
+			}
+		}
+		if len(is) > 0 {
+			rows = append(rows, row{"4", fmt.Sprintf("where it goes, %s library: probes.IsTTMetal + probes.ResolveSymbols in one process", which),
+				fmt.Sprintf("IsTTMetal %.1f ms, ResolveSymbols %.1f ms, allocating %.1f MB in %.0f allocations (medians of %d)",
+					median(is), median(res), median(mb), median(n), len(is)), "", ""})
+		}
+	}
 	ks := key{"small", "-p PID", false}
 	kb := key{"big", "-p PID", false}
 	if len(rss[ks]) > 0 && len(rss[kb]) > 0 {
@@ -346,8 +363,8 @@ func (r *results) attachRows(c *config) []row {
 			extra = float64(big.Dynsym + big.Symtab - small.Dynsym - small.Symtab)
 		}
 		rows = append(rows, row{"4", "tracer peak RSS (VmHWM), `-p PID`, small vs big library",
-			fmt.Sprintf("%.0f MB vs **%.0f MB** (+%.0f MB, %.0f bytes per extra symbol); Go heap peak %s vs %s",
-				s, b, b-s, (b-s)*(1<<20)/extra, heapDesc(hs), heapDesc(hb)),
+			fmt.Sprintf("%.0f MB vs **%.0f MB** (+%.0f MB, %.0f bytes per extra symbol); sampled peaks: RssAnon %.0f vs %.0f MB, RssFile %.0f vs %.0f MB; Go heap peak %s vs %s",
+				s, b, b-s, (b-s)*(1<<20)/extra, median(anon[ks]), median(anon[kb]), median(file[ks]), median(file[kb]), heapDesc(hs), heapDesc(hb)),
 			"not proportional to the symbol count (< 4 MB more)", yesNo(b-s < 4)})
 	}
 	return rows
@@ -373,8 +390,8 @@ func (r *results) memoryRows(c *config) []row {
 		sort.Slice(ms, func(i, j int) bool { return ms[i].MaxRSSKiB < ms[j].MaxRSSKiB })
 		m := ms[len(ms)/2]
 		lo, hi := minMax(rss)
-		meas := fmt.Sprintf("**%.0f MB** VmHWM (%.0f-%.0f, %d runs), Go heap peak %d MB, peak live buffers %d",
-			float64(m.MaxRSSKiB)/1024, lo/1024, hi/1024, len(ms), m.HeapMB, m.Live)
+		meas := fmt.Sprintf("**%.0f MB** VmHWM (%.0f-%.0f, %d runs); sampled peaks RssAnon %.0f MB, RssFile %.0f MB; Go heap peak %d MB; peak live buffers %d",
+			float64(m.MaxRSSKiB)/1024, lo/1024, hi/1024, len(ms), float64(m.AnonKiB)/1024, float64(m.FileKiB)/1024, m.HeapMB, m.Live)
 		if m.Err != "" || m.Exit != 0 {
 			meas += fmt.Sprintf(" (exit %d %s)", m.Exit, m.Err)
 		}
