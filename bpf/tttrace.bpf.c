@@ -307,6 +307,28 @@ static __always_inline int on_device(struct pt_regs *ctx, __u8 kind, __u64 dev,
 	return 0;
 }
 
+/* A call that names a device and a range in its memory: a view's
+ * Buffer::create or a circular buffer. */
+static __always_inline int on_range(struct pt_regs *ctx, __u8 kind, __u64 dev,
+				    __u64 address, __u64 size, __u64 page_size,
+				    __s32 type, __u8 global)
+{
+	struct event *e = start(kind);
+	struct site site;
+
+	if (!e)
+		return 0;
+	site = locate(ctx);
+	e->address = address;
+	e->size = size;
+	e->page_size = page_size;
+	e->buffer_type = type;
+	e->global = global;
+	classify_device(e, dev, &site);
+	finish(e);
+	return 0;
+}
+
 /* ---- buffers --------------------------------------------------------- */
 
 /* void GraphTracker::track_allocate(const Buffer* buffer) */
@@ -336,19 +358,8 @@ int mark_as_deallocated(struct pt_regs *ctx)
 SEC("uprobe")
 int buffer_create_view(struct pt_regs *ctx)
 {
-	struct event *e = start(EV_VIEW);
-	struct site site;
-
-	if (!e)
-		return 0;
-	site = locate(ctx);
-	e->address = PT_REGS_PARM3(ctx);
-	e->size = PT_REGS_PARM4(ctx);
-	e->page_size = PT_REGS_PARM5(ctx);
-	e->buffer_type = (__s32)PT_REGS_PARM6(ctx);
-	classify_device(e, PT_REGS_PARM2(ctx), &site);
-	finish(e);
-	return 0;
+	return on_range(ctx, EV_VIEW, PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx),
+			PT_REGS_PARM5(ctx), (__s32)PT_REGS_PARM6(ctx), 0);
 }
 
 /* ---- circular buffers ------------------------------------------------ */
@@ -359,18 +370,8 @@ int buffer_create_view(struct pt_regs *ctx)
 SEC("uprobe")
 int track_allocate_cb(struct pt_regs *ctx)
 {
-	struct event *e = start(EV_CB_ALLOC);
-	struct site site;
-
-	if (!e)
-		return 0;
-	site = locate(ctx);
-	e->address = PT_REGS_PARM3(ctx);
-	e->size = PT_REGS_PARM4(ctx);
-	e->global = (__u8)PT_REGS_PARM5(ctx);
-	classify_device(e, PT_REGS_PARM6(ctx), &site);
-	finish(e);
-	return 0;
+	return on_range(ctx, EV_CB_ALLOC, PT_REGS_PARM6(ctx), PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx),
+			0, -1, (__u8)PT_REGS_PARM5(ctx));
 }
 
 /* void GraphTracker::track_deallocate_cb(const IDevice* device) */
