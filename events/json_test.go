@@ -1,11 +1,73 @@
 package events
 
 import (
+	"bytes"
+	"flag"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/appendjson.golden")
+
+// goldenEvents is a fixed pseudo-random set of events of every kind,
+// device kind and buffer type (valid or not), with the optional fields on
+// and off, and numbers of every length.
+func goldenEvents() []Event {
+	rng := rand.New(rand.NewPCG(11, 12))
+	num := func() uint64 { return rng.Uint64() >> rng.IntN(64) }
+	kinds := []Kind{KindAlloc, KindFree, KindView, KindCBAlloc, KindCBFree, KindCBLayout, KindCBTeardown,
+		KindProgramDestroy, KindDeviceClose, KindMeshClose, KindMarkDeallocated, KindLinkMap, KindFork,
+		KindMainExit, KindLost, KindProcessExit}
+	var evs []Event
+	for i := 0; i < 1200; i++ {
+		e := Event{Seq: num(), TsNs: num(), Pid: uint32(num()), Tid: uint32(num()), Kind: kinds[i%len(kinds)],
+			Object: num(), Device: num(), DeviceVptr: num(), DeviceKind: DeviceKind(rng.IntN(5)),
+			Chip: int32(num()), BufferType: BufferType(rng.IntN(7) - 1), Address: num(), Size: num(), PageSize: num(),
+			Hooked: rng.IntN(2) == 0, OwnsData: rng.IntN(2) == 0, Status: uint8(num()), Global: rng.IntN(2) == 0,
+			ReadError: rng.IntN(4) == 0, ExitCode: int(int32(num())), ExitSignal: rng.IntN(65)}
+		if rng.IntN(3) == 0 {
+			e.LostBefore = num()
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// The NDJSON encoding byte for byte: a change of format shows here (and
+// needs -update), a faster encoder must reproduce it exactly.
+func TestAppendJSONGolden(t *testing.T) {
+	var out []byte
+	for _, e := range goldenEvents() {
+		out = AppendJSON(out, &e)
+	}
+	const path = "testdata/appendjson.golden"
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, want) {
+		got := bytes.Split(out, []byte("\n"))
+		exp := bytes.Split(want, []byte("\n"))
+		for i := range min(len(got), len(exp)) {
+			if !bytes.Equal(got[i], exp[i]) {
+				t.Fatalf("line %d:\n got %s\nwant %s", i+1, got[i], exp[i])
+			}
+		}
+		t.Fatalf("%d lines, want %d", len(got), len(exp))
+	}
+}
 
 // The in-place number formatting of AppendJSON must match strconv exactly.
 func TestAppendNumbers(t *testing.T) {
