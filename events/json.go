@@ -9,16 +9,19 @@ import (
 // buf. It allocates nothing beyond growing buf. Fields are those documented
 // in docs/ndjson.md; fields that do not apply to a kind are left out.
 func AppendJSON(buf []byte, e *Event) []byte {
-	buf = append(buf, `{"type":"`...)
-	buf = append(buf, e.Kind.String()...)
-	buf = append(buf, '"')
 	// exit and lost are the tracer's own records: no BPF seq, no thread.
 	synthesized := e.Kind == KindProcessExit || e.Kind == KindLost
-	if !synthesized {
-		buf = append(buf, `,"seq":`...)
-		buf = appendUint(buf, e.Seq)
+	if e.Kind < maxKindForStringPlus && kindHeads[e.Kind] != "" {
+		buf = append(buf, kindHeads[e.Kind]...) // {"type":"alloc","seq": or {"type":"lost","ts_ns":
+	} else {
+		buf = append(buf, `{"type":"`...)
+		buf = append(buf, e.Kind.String()...)
+		buf = append(buf, `","seq":`...)
 	}
-	buf = append(buf, `,"ts_ns":`...)
+	if !synthesized {
+		buf = appendUint(buf, e.Seq)
+		buf = append(buf, `,"ts_ns":`...)
+	}
 	buf = appendUint(buf, e.TsNs)
 	buf = append(buf, `,"pid":`...)
 	buf = appendUint(buf, uint64(e.Pid))
@@ -28,11 +31,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 	}
 	switch e.Kind {
 	case KindAlloc, KindFree, KindMarkDeallocated:
-		buf = appendHex(buf, "buffer", e.Object)
+		buf = appendHex(buf, `,"buffer":"0x`, e.Object)
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)
-		buf = appendBool(buf, "hooked", e.Hooked)
-		buf = appendBool(buf, "owns_data", e.OwnsData)
+		buf = append(buf, hookedOwns[b2i(e.Hooked)<<1|b2i(e.OwnsData)]...)
 	case KindView:
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)
@@ -46,10 +48,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 	case KindCBFree, KindDeviceClose, KindMeshClose:
 		buf = appendDevice(buf, e)
 	case KindCBLayout:
-		buf = appendHex(buf, "program", e.Object)
+		buf = appendHex(buf, `,"program":"0x`, e.Object)
 		buf = appendDevice(buf, e)
 	case KindCBTeardown, KindProgramDestroy:
-		buf = appendHex(buf, "program", e.Object)
+		buf = appendHex(buf, `,"program":"0x`, e.Object)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
 		buf = appendUint(buf, e.Object)
@@ -67,32 +69,82 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendUint(buf, e.LostBefore)
 	}
 	if e.ReadError {
-		buf = appendBool(buf, "read_error", true)
+		buf = append(buf, `,"read_error":true`...)
 	}
 	return append(buf, "}\n"...)
 }
 
+// Constant runs of the encoding, joined ahead of time so an event is a
+// few appends: kindHeads[k] opens the object up to the first number.
+var kindHeads [maxKindForStringPlus]string
+
+// hookedOwns[hooked<<1|owns_data] closes a buffer event's fields.
+var hookedOwns = [4]string{
+	`,"hooked":false,"owns_data":false`, `,"hooked":false,"owns_data":true`,
+	`,"hooked":true,"owns_data":false`, `,"hooked":true,"owns_data":true`,
+}
+
+// deviceHeads[k] starts the device fields of device kind k, up to its
+// first value.
+var deviceHeads = [...]string{
+	DeviceNone:    `,"device_kind":"none"`,
+	DeviceChip:    `,"device_kind":"chip","device":`,
+	DeviceMesh:    `,"device_kind":"mesh","mesh":"0x`,
+	DeviceUnknown: `,"device_kind":"unknown","device_ptr":"0x`,
+}
+
+// bufferHeads[t] is the buffer type of a valid type up to the address.
+var bufferHeads [NumBufferTypes]string
+
+func init() {
+	for k, name := range kindNames {
+		if name == "" {
+			continue
+		}
+		if Kind(k) == KindProcessExit || Kind(k) == KindLost {
+			kindHeads[k] = `{"type":"` + name + `","ts_ns":`
+		} else {
+			kindHeads[k] = `{"type":"` + name + `","seq":`
+		}
+	}
+	for t, name := range bufferTypeNames {
+		bufferHeads[t] = `,"buffer_type":"` + name + `","address":`
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func appendDevice(buf []byte, e *Event) []byte {
+	switch e.DeviceKind {
+	case DeviceNone:
+		return append(buf, deviceHeads[DeviceNone]...)
+	case DeviceChip:
+		buf = append(buf, deviceHeads[DeviceChip]...)
+		return appendInt(buf, int64(e.Chip))
+	case DeviceMesh:
+		return appendHex(buf, deviceHeads[DeviceMesh], e.Device)
+	case DeviceUnknown:
+		buf = appendHex(buf, deviceHeads[DeviceUnknown], e.Device)
+		return appendHex(buf, `,"device_vptr":"0x`, e.DeviceVptr)
+	}
 	buf = append(buf, `,"device_kind":"`...)
 	buf = append(buf, e.DeviceKind.String()...)
-	buf = append(buf, '"')
-	switch e.DeviceKind {
-	case DeviceChip:
-		buf = append(buf, `,"device":`...)
-		buf = appendInt(buf, int64(e.Chip))
-	case DeviceMesh:
-		buf = appendHex(buf, "mesh", e.Device)
-	case DeviceUnknown:
-		buf = appendHex(buf, "device_ptr", e.Device)
-		buf = appendHex(buf, "device_vptr", e.DeviceVptr)
-	}
-	return buf
+	return append(buf, '"')
 }
 
 func appendBufferFields(buf []byte, e *Event) []byte {
-	buf = append(buf, `,"buffer_type":"`...)
-	buf = append(buf, e.BufferType.String()...)
-	buf = append(buf, `","address":`...)
+	if e.BufferType.Valid() {
+		buf = append(buf, bufferHeads[e.BufferType]...)
+	} else {
+		buf = append(buf, `,"buffer_type":"`...)
+		buf = append(buf, e.BufferType.String()...)
+		buf = append(buf, `","address":`...)
+	}
 	buf = appendUint(buf, e.Address)
 	buf = append(buf, `,"size":`...)
 	buf = appendUint(buf, e.Size)
@@ -100,10 +152,10 @@ func appendBufferFields(buf []byte, e *Event) []byte {
 	return appendUint(buf, e.PageSize)
 }
 
-func appendHex(buf []byte, key string, v uint64) []byte {
-	buf = append(buf, `,"`...)
-	buf = append(buf, key...)
-	buf = append(buf, `":"0x`...)
+// appendHex appends head (which ends with "0x), v in hex, and the closing
+// quote.
+func appendHex(buf []byte, head string, v uint64) []byte {
+	buf = append(buf, head...)
 	n := 1
 	if v != 0 {
 		n = (bits.Len64(v) + 3) / 4

@@ -90,7 +90,7 @@ func TestAppendNumbers(t *testing.T) {
 		if got, want := string(appendUint(prefix, v)), "x"+strconv.FormatUint(v, 10); got != want {
 			t.Fatalf("appendUint(%d) = %q, want %q", v, got, want)
 		}
-		if got, want := string(appendHex(prefix, "k", v)), `x,"k":"0x`+strconv.FormatUint(v, 16)+`"`; got != want {
+		if got, want := string(appendHex(prefix, `,"k":"0x`, v)), `x,"k":"0x`+strconv.FormatUint(v, 16)+`"`; got != want {
 			t.Fatalf("appendHex(%d) = %q, want %q", v, got, want)
 		}
 		for _, s := range []int64{int64(v), -int64(v)} {
@@ -114,4 +114,13 @@ func FuzzAppendUint(f *testing.F) {
 			t.Fatalf("appendUint(%d) = %q, want %q", v, got, want)
 		}
 	})
+}
+
+// A kind without a name still encodes as an event from BPF.
+func TestAppendJSONUnknownKind(t *testing.T) {
+	e := Event{Kind: Kind(99), Seq: 5, TsNs: 6, Pid: 7, Tid: 8, DeviceKind: DeviceKind(9)}
+	want := `{"type":"kind(99)","seq":5,"ts_ns":6,"pid":7,"tid":8}` + "\n"
+	if got := string(AppendJSON(nil, &e)); got != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
 }
