@@ -164,22 +164,13 @@ func (t *Tracer) Attached(path string) bool {
 	return false
 }
 
-// Attach installs an entry uprobe on every site of syms in lib (the
-// tracker plan, unchecked): AttachPlan is what tttrace uses.
-func (t *Tracer) Attach(lib *Library, syms *Symbols, layout Layout) error {
-	return t.attach(lib, syms, syms.Sites, layout, 0)
-}
-
 // AttachPlan installs a uprobe on every site of plan in lib, reading
 // objects with layout. The probes are attached to the file's inode, so they
 // fire in every process that maps it, including ones that map it later. On
 // failure nothing stays attached. Attaching a file already attached does
 // nothing.
 func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layout) error {
-	return t.attach(lib, syms, plan.Sites, layout, plan.DisposeOffset)
-}
-
-func (t *Tracer) attach(lib *Library, syms *Symbols, sites []Site, layout Layout, disposeOffset uint64) error {
+	sites, disposeOffset := plan.Sites, plan.DisposeOffset
 	st, err := os.Stat(lib.Path)
 	if err != nil {
 		return err
