@@ -3,10 +3,10 @@ module github.com/tttrace/tttrace
 go 1.26.0
 
 require (
-	github.com/cilium/ebpf v0.20.0 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/cilium/ebpf v0.20.0
+	github.com/spf13/pflag v1.0.10
 	golang.org/x/arch v0.32.0
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.49.0
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go
