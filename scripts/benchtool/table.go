@@ -267,7 +267,7 @@ func (r *results) consumerRows() []row {
 			}
 		}
 		rows = append(rows, row{"3", what,
-			fmt.Sprintf("**%.2fM events/s** (%.0f ns/event; %.2f-%.2fM over %d runs), %.4f allocs/event",
+			fmt.Sprintf("**%.2fM events/s** median (%.0f ns/event; runs %.2f-%.2fM, %d of them), %.4f allocs/event",
 				median(rate)/1e6, median(ns), lo/1e6, hi/1e6, len(rate), amax), goal, met})
 	}
 	return rows
