@@ -201,7 +201,21 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	res := &Symbols{}
 	pimpl := withV0(symPimplSize, symPimplDevice)
 	viewPrefixes := withV0(symBufferCreateViewPrefix)
-	err := lib.ScanSymbols([]string{"_ZN2tt8tt_metal", "_ZNK2tt8tt_metal", "_ZTVN2tt8tt_metal"}, func(s Symbol) {
+	// Only the names wanted (and the view prefix) are asked for: a real
+	// libtt_metal.so has hundreds of thousands of tt::tt_metal symbols, and
+	// turning each into a string would cost time and memory in proportion.
+	// A v0 build is recognised by the v0 spelling of these same names.
+	want := append([]string(nil), pimpl...)
+	want = append(want, viewPrefixes...)
+	want = append(want, withV0(symVtableDevice, symVtableMeshDevice)...)
+	for _, p := range attachTable {
+		for _, n := range p.Names {
+			if !strings.HasSuffix(n, "*") {
+				want = append(want, withV0(n)...)
+			}
+		}
+	}
+	err := lib.ScanSymbols(want, func(s Symbol) {
 		if strings.HasPrefix(s.Name, symV0Namespace) {
 			res.HasV0Namespace = true
 		}
