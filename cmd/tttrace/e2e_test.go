@@ -376,10 +376,17 @@ func TestE2EComparisonCatchesWrongNumbers(t *testing.T) {
 	os.WriteFile(layout, []byte(`{"name":"wrong","buffer_impl_ptr":-1,"device":16,"size":88,"buffer_type":32,`+
 		`"owns_data":43,"allocation_status":72,"hooked_allocation":73,"address":80,"page_size":24,"device_id":8}`), 0o644)
 	r := run{variant: "gcc-O2", mode: "cmd", scenario: "basic", args: []string{"--leak"}, flags: []string{"--layout", layout}}
+	mustBeCaught(t, r, "sizes read at the page_size offset")
+}
+
+// mustBeCaught traces r, which reads wrong numbers by construction, and
+// fails unless the comparison with the ground truth finds differences.
+func mustBeCaught(t *testing.T, r run, what string) {
+	t.Helper()
 	sum, tr := trace(t, r)
 	diffs := compare(r, sum, tr)
 	if len(diffs) == 0 {
-		t.Fatal("sizes read at the page_size offset passed the ground-truth comparison")
+		t.Fatalf("%s passed the ground-truth comparison", what)
 	}
 	t.Logf("caught, as it should: %d differences, e.g. %s", len(diffs), diffs[0])
 }
