@@ -20,25 +20,12 @@
 
 #include "tt_metal/buffer.hpp"
 #include "tt_metal/device.hpp"
+#include "report_message.hpp"
 
 namespace tt::tt_metal::replica {
 namespace {
 
-// 72 bytes, packed, as the instrumented server's smallest message.
-struct __attribute__((packed)) Message {
-    uint8_t kind;  // 1 alloc, 2 free
-    uint8_t buffer_type;
-    uint16_t reserved;
-    int32_t device_id;
-    uint64_t size;
-    uint64_t address;
-    uint64_t buffer_id;
-    int32_t pid;
-    int32_t tid;
-    uint64_t ts_ns;
-    uint64_t pad[3];
-};
-static_assert(sizeof(Message) == 72, "message size");
+using Message = ::tt::tt_metal::replica::ReportMessage;
 
 struct Client {
     std::mutex mu;

@@ -20,23 +20,11 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include "../src/report_message.hpp"
 
 namespace {
 
-struct __attribute__((packed)) Message {
-    uint8_t kind;
-    uint8_t buffer_type;
-    uint16_t reserved;
-    int32_t device_id;
-    uint64_t size;
-    uint64_t address;
-    uint64_t buffer_id;
-    int32_t pid;
-    int32_t tid;
-    uint64_t ts_ns;
-    uint64_t pad[3];
-};
-static_assert(sizeof(Message) == 72, "message size");
+using Message = ::tt::tt_metal::replica::ReportMessage;
 
 std::atomic<uint64_t> g_allocs{0}, g_frees{0}, g_other{0}, g_clients{0};
 std::atomic<int> g_active{0};  // connections not yet at end of file
