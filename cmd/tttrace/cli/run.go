@@ -99,7 +99,7 @@ type session struct {
 	ledger *devices.Ledger
 
 	procs   map[uint32]*procState // traced processes not yet ended
-	ended   map[uint32]bool       // traced processes that ended (pids are not reused for them)
+	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process: reborn)
 	exits   chan exitNote
 	libKind map[probes.FileKey]libVerdict // what each shared object seen is
 	loaders map[probes.FileKey]bool       // dynamic loaders probed
@@ -352,17 +352,13 @@ func (s *session) classify(path string, strict bool) (libVerdict, error) {
 		s.libKind[key] = libOther
 		return libOther, nil
 	}
-	isTT := probes.IsTTMetal(lib)
-	lib.Close()
-	if !isTT {
+	defer lib.Close()
+	if !probes.IsTTMetal(lib) {
 		s.libKind[key] = libOther
 		return libOther, nil
 	}
-	if err := s.attachLibrary(path, strict); err != nil {
-		s.libKind[key] = libRefused
-		return libRefused, err
-	}
-	return s.libKind[key], nil
+	err = s.attachOpened(lib, key, strict)
+	return s.libKind[key], err
 }
 
 // attachLibrary probes the TT-Metal library at path. strict: errors are
@@ -373,12 +369,18 @@ func (s *session) attachLibrary(path string, strict bool) error {
 	if err != nil {
 		return fail(ExitNoLibrary, "%s: %w", path, err)
 	}
-	err = func() error {
-		lib, err := probes.OpenLibrary(path)
-		if err != nil {
-			return fail(ExitNoLibrary, "library: %w", err)
-		}
-		defer lib.Close()
+	lib, err := probes.OpenLibrary(path)
+	if err != nil {
+		s.libKind[key] = libRefused
+		return fail(ExitNoLibrary, "library: %w", err)
+	}
+	defer lib.Close()
+	return s.attachOpened(lib, key, strict)
+}
+
+// attachOpened probes lib (file key) and records the verdict.
+func (s *session) attachOpened(lib *probes.Library, key probes.FileKey, strict bool) error {
+	err := func() error {
 		prep, err := prepareLibrary(lib, s.f.Layout, s.f.Probes)
 		if err != nil {
 			return err
@@ -386,7 +388,7 @@ func (s *session) attachLibrary(path string, strict bool) error {
 		if err := s.tracer.AttachPlan(lib, prep.syms, prep.plan, prep.layout.Layout); err != nil {
 			return fail(ExitUnsupported, "%w", err)
 		}
-		prep.report(s.stderr, path)
+		prep.report(s.stderr, lib.Path)
 		return nil
 	}()
 	if err != nil {
@@ -394,7 +396,7 @@ func (s *session) attachLibrary(path string, strict bool) error {
 		if strict {
 			return err
 		}
-		fmt.Fprintf(s.stderr, "tttrace: not probing %s: %v\n", path, err)
+		fmt.Fprintf(s.stderr, "tttrace: not probing %s: %v\n", lib.Path, err)
 		return nil
 	}
 	s.libKind[key] = libAttached
