@@ -121,7 +121,7 @@ static __always_inline int traced(__u32 tgid)
 
 /* Reserve and pre-fill a record; NULL when the process is not traced or the
  * ring is full (then the loss is counted). */
-static __always_inline struct event *start(__u8 kind)
+static __always_inline struct event *start(enum event_kind kind)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -279,7 +279,7 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 	classify_device(e, dev, site);
 }
 
-static __always_inline int on_buffer(struct pt_regs *ctx, __u8 kind, __u64 buf)
+static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, __u64 buf)
 {
 	struct event *e = start(kind);
 	struct site site;
@@ -292,7 +292,7 @@ static __always_inline int on_buffer(struct pt_regs *ctx, __u8 kind, __u64 buf)
 	return 0;
 }
 
-static __always_inline int on_device(struct pt_regs *ctx, __u8 kind, __u64 dev,
+static __always_inline int on_device(struct pt_regs *ctx, enum event_kind kind, __u64 dev,
 				     __u64 object)
 {
 	struct event *e = start(kind);
@@ -309,7 +309,7 @@ static __always_inline int on_device(struct pt_regs *ctx, __u8 kind, __u64 dev,
 
 /* A call that names a device and a range in its memory: a view's
  * Buffer::create or a circular buffer. */
-static __always_inline int on_range(struct pt_regs *ctx, __u8 kind, __u64 dev,
+static __always_inline int on_range(struct pt_regs *ctx, enum event_kind kind, __u64 dev,
 				    __u64 address, __u64 size, __u64 page_size,
 				    __s32 type, __u8 global)
 {
@@ -463,7 +463,7 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 		return 0;
 	e->pid = ctgid;
 	e->tid = BPF_CORE_READ(child, pid);
-	e->object = ptgid;
+	e->parent_pid = ptgid;
 	finish_now(e);
 	return 0;
 }
@@ -478,10 +478,10 @@ int BPF_PROG(process_exit, struct task_struct *p)
 
 	if (BPF_CORE_READ(p, pid) != tgid)
 		return 0;
-	e = start(EV_EXIT);
+	e = start(EV_MAIN_EXIT);
 	if (!e)
 		return 0;
-	e->address = (__u32)BPF_CORE_READ(p, exit_code);
+	e->wait_status = BPF_CORE_READ(p, exit_code);
 	finish_now(e);
 	return 0;
 }

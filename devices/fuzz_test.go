@@ -19,7 +19,7 @@ func fuzzEvents(data []byte) []events.Event {
 		events.KindAlloc, events.KindAlloc, events.KindAlloc, events.KindFree, events.KindFree, events.KindView,
 		events.KindView, events.KindCBAlloc, events.KindCBFree, events.KindCBLayout, events.KindCBTeardown,
 		events.KindProgramDestroy, events.KindDeviceClose, events.KindMeshClose, events.KindMarkDeallocated,
-		events.KindLost, events.KindProcessExit,
+		events.KindLost, events.KindExit,
 	}
 	chips := []int32{0, 1, 7, 64, 100, -1, -5, 1 << 30, math.MaxInt32, math.MinInt32, 2, 3}
 	meshes := []uint64{0x5500a0000000, 0x5500b0000000, 0, chipPtr(0)}

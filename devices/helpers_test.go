@@ -83,7 +83,7 @@ func evMeshClose(tid uint32, mesh uint64) events.Event {
 }
 
 func evExit(code, sig int) events.Event {
-	return events.Event{Kind: events.KindProcessExit, ExitCode: code, ExitSignal: sig, Chip: -1}
+	return events.Event{Kind: events.KindExit, ExitCode: code, ExitSignal: sig, Chip: -1}
 }
 
 func evLost(n uint64) events.Event {

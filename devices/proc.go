@@ -184,7 +184,7 @@ func (p *proc) apply(e *events.Event) {
 		p.closeChip(e.Chip, e)
 	case events.KindMeshClose:
 		p.meshClose(e)
-	case events.KindProcessExit:
+	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:
 		p.anomaly(anUnknownKind, e, "event kind %d", uint8(e.Kind))

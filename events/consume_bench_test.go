@@ -10,12 +10,11 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
 )
 
 // The consumer's work per ring-buffer record, as cmd/tttrace/cli does it:
 // events.Decode, devices.Ledger.Apply, and (with --json) events.AppendJSON
-// into a buffered writer. The records are wire records (probes.WireEvent)
+// into a buffered writer. The records are wire records (events.Wire)
 // of a synthetic TT-NN-like workload, replayed in a loop. scripts/bench.sh
 // runs these with GOMAXPROCS=1 on one CPU; goal: >= 3M events/s with NDJSON
 // and no allocation per event.
@@ -37,33 +36,33 @@ type streamGen struct {
 	recs [][]byte
 }
 
-func (g *streamGen) add(w probes.WireEvent) {
+func (g *streamGen) add(w events.Wire) {
 	g.seq++
 	w.Seq = g.seq
 	w.TsNs = 1_000_000_000 + g.seq*250
 	w.Pid = benchPid
-	if w.Chip == 0 && w.DeviceKind != uint8(events.DeviceChip) {
+	if w.Chip == 0 && w.DeviceKind != events.DeviceChip {
 		w.Chip = -1
 	}
-	if w.Kind != uint8(events.KindAlloc) && w.Kind != uint8(events.KindFree) && w.Kind != uint8(events.KindView) {
+	if w.Kind != events.KindAlloc && w.Kind != events.KindFree && w.Kind != events.KindView {
 		w.BufferType = -1
 	}
-	raw := make([]byte, probes.WireEventSize)
-	*(*probes.WireEvent)(unsafe.Pointer(&raw[0])) = w
+	raw := make([]byte, events.WireSize)
+	*(*events.Wire)(unsafe.Pointer(&raw[0])) = w
 	g.recs = append(g.recs, raw)
 }
 
-func (g *streamGen) onChip(w *probes.WireEvent, chip int32) {
+func (g *streamGen) onChip(w *events.Wire, chip int32) {
 	w.Device = chipDev(chip)
 	w.DeviceVptr = benchVtable
-	w.DeviceKind = uint8(events.DeviceChip)
+	w.DeviceKind = events.DeviceChip
 	w.Chip = chip
 }
 
-func (g *streamGen) onMesh(w *probes.WireEvent) {
+func (g *streamGen) onMesh(w *events.Wire) {
 	w.Device = benchMesh
 	w.DeviceVptr = benchVtable + 0x400
-	w.DeviceKind = uint8(events.DeviceMesh)
+	w.DeviceKind = events.DeviceMesh
 	w.Chip = -1
 }
 
@@ -77,7 +76,7 @@ type liveBuf struct {
 }
 
 func (g *streamGen) buffer(kind events.Kind, tid uint32, b liveBuf) {
-	w := probes.WireEvent{Kind: uint8(kind), Tid: tid, Object: b.ptr, BufferType: b.typ,
+	w := events.Wire{Kind: kind, Tid: tid, Object: b.ptr, BufferType: b.typ,
 		Address: b.addr, Size: b.size, PageSize: 2048, OwnsData: 1, Status: 1}
 	if b.mesh {
 		g.onMesh(&w)
@@ -123,7 +122,7 @@ func workload(n int, mixed bool) [][]byte {
 			b.mesh = true
 			g.buffer(events.KindAlloc, tid, b)
 			for c := int32(0); c < benchChips; c++ {
-				w := probes.WireEvent{Kind: uint8(events.KindView), Tid: tid, BufferType: b.typ,
+				w := events.Wire{Kind: events.KindView, Tid: tid, BufferType: b.typ,
 					Address: b.addr, Size: b.size, PageSize: 2048}
 				g.onChip(&w, c)
 				g.add(w)
@@ -143,20 +142,20 @@ func workload(n int, mixed bool) [][]byte {
 			// (one CB free per chip) and destruction.
 			prog += 0x1000
 			chip := int32(g.rng.IntN(benchChips))
-			w := probes.WireEvent{Kind: uint8(events.KindCBLayout), Tid: tid, Object: prog}
+			w := events.Wire{Kind: events.KindCBLayout, Tid: tid, Object: prog}
 			g.onChip(&w, chip)
 			g.add(w)
 			for i := 0; i < 4; i++ {
-				w := probes.WireEvent{Kind: uint8(events.KindCBAlloc), Tid: tid, Address: 0x20000 + uint64(i)*0x4000,
+				w := events.Wire{Kind: events.KindCBAlloc, Tid: tid, Address: 0x20000 + uint64(i)*0x4000,
 					Size: uint64(1+g.rng.IntN(8)) * 2048}
 				g.onChip(&w, chip)
 				g.add(w)
 			}
-			g.add(probes.WireEvent{Kind: uint8(events.KindCBTeardown), Tid: tid, Object: prog})
-			w = probes.WireEvent{Kind: uint8(events.KindCBFree), Tid: tid}
+			g.add(events.Wire{Kind: events.KindCBTeardown, Tid: tid, Object: prog})
+			w = events.Wire{Kind: events.KindCBFree, Tid: tid}
 			g.onChip(&w, chip)
 			g.add(w)
-			g.add(probes.WireEvent{Kind: uint8(events.KindProgramDestroy), Tid: tid, Object: prog})
+			g.add(events.Wire{Kind: events.KindProgramDestroy, Tid: tid, Object: prog})
 		}
 	}
 	for _, tid := range tids {

@@ -3,27 +3,25 @@ package events
 import (
 	"fmt"
 	"unsafe"
-
-	"github.com/tttrace/tttrace/probes"
 )
 
 // Decode fills e from one raw ring-buffer record. It checks the length and
 // allocates nothing.
 func Decode(raw []byte, e *Event) error {
-	if len(raw) < probes.WireEventSize {
-		return fmt.Errorf("record of %d bytes, want %d", len(raw), probes.WireEventSize)
+	if len(raw) < WireSize {
+		return fmt.Errorf("record of %d bytes, want %d", len(raw), WireSize)
 	}
-	w := (*probes.WireEvent)(unsafe.Pointer(unsafe.SliceData(raw)))
+	w := (*Wire)(unsafe.Pointer(unsafe.SliceData(raw)))
 	*e = Event{
 		Seq:        w.Seq,
 		TsNs:       w.TsNs,
 		Pid:        w.Pid,
 		Tid:        w.Tid,
-		Kind:       Kind(w.Kind),
+		Kind:       w.Kind,
 		Object:     w.Object,
 		Device:     w.Device,
 		DeviceVptr: w.DeviceVptr,
-		DeviceKind: DeviceKind(w.DeviceKind),
+		DeviceKind: w.DeviceKind,
 		Chip:       w.Chip,
 		BufferType: BufferType(w.BufferType),
 		Address:    w.Address,
@@ -35,8 +33,10 @@ func Decode(raw []byte, e *Event) error {
 		Global:     w.Global != 0,
 		ReadError:  w.ReadError != 0,
 		LostBefore: w.LostBefore,
+		ParentPid:  w.ParentPid,
+		WaitStatus: w.WaitStatus,
 	}
-	if e.Kind == 0 || e.Kind > KindMainExit {
+	if e.Kind == 0 || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
 		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
 	}
 	return nil

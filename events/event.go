@@ -8,79 +8,28 @@ package events
 
 import "fmt"
 
-// Kind says which probed TT-Metal function produced an event.
-type Kind uint8
-
-// Event kinds, equal to enum event_kind in bpf/tttrace.h.
-const (
-	KindAlloc            Kind = 1  // GraphTracker::track_allocate(const Buffer*)
-	KindFree             Kind = 2  // GraphTracker::track_deallocate(Buffer*)
-	KindView             Kind = 3  // Buffer::create(IDevice*, DeviceAddr address, ...): a pre-allocated view
-	KindCBAlloc          Kind = 4  // GraphTracker::track_allocate_cb(ranges, addr, size, global, device)
-	KindCBFree           Kind = 5  // GraphTracker::track_deallocate_cb(device)
-	KindCBLayout         Kind = 6  // ProgramImpl::allocate_circular_buffers(device): Object is the program
-	KindCBTeardown       Kind = 7  // ProgramImpl::deallocate_circular_buffers(): Object is the program
-	KindProgramDestroy   Kind = 8  // ProgramImpl::~ProgramImpl(): Object is the program
-	KindDeviceClose      Kind = 9  // Device::close()
-	KindMeshClose        Kind = 10 // distributed::MeshDevice::close()
-	KindMarkDeallocated  Kind = 11 // Buffer::mark_as_deallocated()
-	KindLinkMap          Kind = 12 // ld.so _dl_debug_state(): a library may have been mapped (tracer-internal)
-	KindFork             Kind = 13 // a traced process forked: Pid is the child, Object the parent
-	KindMainExit         Kind = 14 // the main thread of a traced process exited: Address is its wait status (tracer-internal)
-	KindLost             Kind = 64 // synthesized by the reader: records the ring buffer could not take
-	KindProcessExit      Kind = 65 // synthesized by the tracer: the process has ended
-	maxKindForStringPlus Kind = 66
-)
-
-var kindNames = [maxKindForStringPlus]string{
-	KindAlloc:           "alloc",
-	KindFree:            "free",
-	KindView:            "view",
-	KindCBAlloc:         "cb_alloc",
-	KindCBFree:          "cb_free",
-	KindCBLayout:        "cb_layout",
-	KindCBTeardown:      "cb_teardown",
-	KindProgramDestroy:  "program_destroy",
-	KindDeviceClose:     "device_close",
-	KindMeshClose:       "mesh_close",
-	KindMarkDeallocated: "mark_deallocated",
-	KindLinkMap:         "link_map",
-	KindFork:            "fork",
-	KindMainExit:        "main_exit",
-	KindLost:            "lost",
-	KindProcessExit:     "exit",
-}
+// Kind and DeviceKind, with their constants and names, are generated from
+// bpf/tttrace.h into wire_gen.go.
 
 // String returns the NDJSON "type" of the kind.
 func (k Kind) String() string {
-	if k < maxKindForStringPlus && kindNames[k] != "" {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// DeviceKind says what an event's IDevice* points at.
-type DeviceKind uint8
-
-// Device kinds, equal to enum device_kind in bpf/tttrace.h.
-const (
-	DeviceNone    DeviceKind = 0 // the event names no device
-	DeviceChip    DeviceKind = 1 // a tt::tt_metal::Device; Event.Chip is its id
-	DeviceMesh    DeviceKind = 2 // a distributed::MeshDevice; its id is not a chip id
-	DeviceUnknown DeviceKind = 3 // neither vtable matched, or the pointer was unreadable
-)
+// Synthesized reports whether records of kind k are made by the tracer in
+// user space (no BPF sequence number, no thread): the named kinds from
+// KindLost on (bpf/tttrace.h).
+func (k Kind) Synthesized() bool {
+	return k >= KindLost && int(k) < len(kindNames) && kindNames[k] != ""
+}
 
 // String names the device kind.
 func (d DeviceKind) String() string {
-	switch d {
-	case DeviceNone:
-		return "none"
-	case DeviceChip:
-		return "chip"
-	case DeviceMesh:
-		return "mesh"
-	case DeviceUnknown:
-		return "unknown"
+	if int(d) < len(deviceKindNames) && deviceKindNames[d] != "" {
+		return deviceKindNames[d]
 	}
 	return fmt.Sprintf("device_kind(%d)", uint8(d))
 }
@@ -123,7 +72,8 @@ func ParseBufferType(s string) (BufferType, bool) {
 }
 
 // Event is one decoded probe record, or a record the tracer synthesized
-// (KindLost, KindProcessExit).
+// (KindLost, KindExit). Every field has one meaning whatever the kind; a
+// field the kind does not set is zero (Chip: -1).
 type Event struct {
 	Seq  uint64 // global sequence number assigned in BPF
 	TsNs uint64 // CLOCK_MONOTONIC nanoseconds
@@ -131,11 +81,18 @@ type Event struct {
 	Tid  uint32 // thread
 	Kind Kind
 
-	// Object is the Buffer* for alloc/free/mark_deallocated and the
-	// ProgramImpl* for CB layout/teardown/destroy and CB alloc/free (the
-	// program whose call is running on this thread, resolved by the reader
-	// of the stream, see devices).
+	// Object is the C++ object the call is about: the Buffer* of
+	// alloc/free/mark_deallocated, the ProgramImpl* of
+	// cb_layout/cb_teardown/program_destroy. (CB alloc/free name no program:
+	// the ledger pairs them with the layout or teardown running on the
+	// same thread.)
 	Object uint64
+
+	// ParentPid is the forking process of a KindFork record.
+	ParentPid uint32
+	// WaitStatus is how the main thread of a KindMainExit record's process
+	// exited (the kernel's exit_code, a wait status).
+	WaitStatus uint32
 
 	Device     uint64 // the IDevice* the call names
 	DeviceVptr uint64 // its vptr, to explain DeviceUnknown
@@ -157,7 +114,7 @@ type Event struct {
 	// that CPU's previous record. For KindLost it is the number lost.
 	LostBefore uint64
 
-	// ExitCode / ExitSignal describe how a process ended (KindProcessExit);
+	// ExitCode / ExitSignal describe how a process ended (KindExit);
 	// -1 / 0 when tttrace could not learn it.
 	ExitCode   int
 	ExitSignal int

@@ -6,29 +6,27 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
-
-	"github.com/tttrace/tttrace/probes"
 )
 
 // wire encodes w as the ring buffer holds it (little endian, bpf2go's
 // layout), independently of Decode's unsafe cast.
-func wire(t testing.TB, w probes.WireEvent) []byte {
+func wire(t testing.TB, w Wire) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := binary.Write(&b, binary.LittleEndian, w); err != nil {
 		t.Fatal(err)
 	}
-	if b.Len() != probes.WireEventSize {
-		t.Fatalf("encoded %d bytes, WireEventSize is %d", b.Len(), probes.WireEventSize)
+	if b.Len() != WireSize {
+		t.Fatalf("encoded %d bytes, WireSize is %d", b.Len(), WireSize)
 	}
 	return b.Bytes()
 }
 
 func TestDecode(t *testing.T) {
-	w := probes.WireEvent{
+	w := Wire{
 		Seq: 77, TsNs: 123456789, Object: 0x55d0c0ffee00, Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010,
-		Address: 0x10000, Size: 4096, PageSize: 1024, LostBefore: 3, Pid: 4242, Tid: 4243, Chip: 35,
-		BufferType: int32(L1Small), Kind: uint8(KindAlloc), DeviceKind: uint8(DeviceChip),
+		Address: 0x10000, Size: 4096, PageSize: 1024, LostBefore: 3, Pid: 4242, Tid: 4243, ParentPid: 17, WaitStatus: 9, Chip: 35,
+		BufferType: int32(L1Small), Kind: KindAlloc, DeviceKind: DeviceChip,
 		Hooked: 1, OwnsData: 1, Status: 1, Global: 1, ReadError: 1,
 	}
 	var e Event
@@ -38,14 +36,14 @@ func TestDecode(t *testing.T) {
 	want := Event{Seq: 77, TsNs: 123456789, Pid: 4242, Tid: 4243, Kind: KindAlloc, Object: 0x55d0c0ffee00,
 		Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010, DeviceKind: DeviceChip, Chip: 35, BufferType: L1Small,
 		Address: 0x10000, Size: 4096, PageSize: 1024, Hooked: true, OwnsData: true, Status: 1, Global: true,
-		ReadError: true, LostBefore: 3}
+		ReadError: true, LostBefore: 3, ParentPid: 17, WaitStatus: 9}
 	if e != want {
 		t.Errorf("decoded\n %+v\nwant\n %+v", e, want)
 	}
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good := wire(t, probes.WireEvent{Kind: uint8(KindFree)})
+	good := wire(t, Wire{Kind: KindFree})
 	var e Event
 	if err := Decode(good[:len(good)-1], &e); err == nil {
 		t.Error("a short record was accepted")
@@ -53,8 +51,8 @@ func TestDecodeRejects(t *testing.T) {
 	if err := Decode(nil, &e); err == nil {
 		t.Error("an empty record was accepted")
 	}
-	for _, k := range []uint8{0, uint8(KindMainExit) + 1, uint8(KindLost), 255} {
-		if err := Decode(wire(t, probes.WireEvent{Kind: k}), &e); err == nil {
+	for _, k := range []Kind{0, KindMainExit + 1, KindLost, KindExit, 255} {
+		if err := Decode(wire(t, Wire{Kind: k}), &e); err == nil {
 			t.Errorf("kind %d from the ring was accepted", k)
 		}
 	}
@@ -79,7 +77,7 @@ func TestAppendJSON(t *testing.T) {
 		KindMeshClose:       {"device_kind"},
 		KindFork:            {"ppid"},
 		KindLost:            {"count"},
-		KindProcessExit:     {"exit_code", "exit_signal"},
+		KindExit:            {"exit_code", "exit_signal"},
 	}
 	var buf []byte
 	for k, fields := range own {
@@ -97,7 +95,7 @@ func TestAppendJSON(t *testing.T) {
 			if m["type"] != k.String() {
 				t.Errorf("%s: type %v", k, m["type"])
 			}
-			synth := k == KindLost || k == KindProcessExit
+			synth := k == KindLost || k == KindExit
 			for _, f := range []string{"ts_ns", "pid"} {
 				if _, ok := m[f]; !ok {
 					t.Errorf("%s: no %q in %s", k, f, buf)
@@ -142,7 +140,7 @@ func TestAppendJSONAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = AppendJSON(buf[:0], &e) }); n != 0 {
 		t.Errorf("AppendJSON allocates %v times per event", n)
 	}
-	raw := wire(t, probes.WireEvent{Kind: uint8(KindFree)})
+	raw := wire(t, Wire{Kind: KindFree})
 	if n := testing.AllocsPerRun(100, func() { _ = Decode(raw, &e) }); n != 0 {
 		t.Errorf("Decode allocates %v times per event", n)
 	}
@@ -169,8 +167,8 @@ func TestBufferTypeNames(t *testing.T) {
 // FuzzDecode: any bytes either fail to decode or give an event whose NDJSON
 // line is valid JSON; nothing panics.
 func FuzzDecode(f *testing.F) {
-	f.Add(wire(f, probes.WireEvent{Kind: uint8(KindAlloc), BufferType: 99, DeviceKind: 7}))
-	f.Add(wire(f, probes.WireEvent{Kind: uint8(KindFork), Object: 1 << 63}))
+	f.Add(wire(f, Wire{Kind: KindAlloc, BufferType: 99, DeviceKind: DeviceKind(7)}))
+	f.Add(wire(f, Wire{Kind: KindFork, ParentPid: 1 << 31}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var e Event

@@ -10,8 +10,8 @@ import (
 // in docs/ndjson.md; fields that do not apply to a kind are left out.
 func AppendJSON(buf []byte, e *Event) []byte {
 	// exit and lost are the tracer's own records: no BPF seq, no thread.
-	synthesized := e.Kind == KindProcessExit || e.Kind == KindLost
-	if e.Kind < maxKindForStringPlus && kindHeads[e.Kind] != "" {
+	synthesized := e.Kind.Synthesized()
+	if int(e.Kind) < len(kindHeads) && kindHeads[e.Kind] != "" {
 		buf = append(buf, kindHeads[e.Kind]...) // {"type":"alloc","seq": or {"type":"lost","ts_ns":
 	} else {
 		buf = append(buf, `{"type":"`...)
@@ -54,11 +54,11 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendHex(buf, `,"program":"0x`, e.Object)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
-		buf = appendUint(buf, e.Object)
+		buf = appendUint(buf, uint64(e.ParentPid))
 	case KindLost:
 		buf = append(buf, `,"count":`...)
 		buf = appendUint(buf, e.LostBefore)
-	case KindProcessExit:
+	case KindExit:
 		buf = append(buf, `,"exit_code":`...)
 		buf = strconv.AppendInt(buf, int64(e.ExitCode), 10)
 		buf = append(buf, `,"exit_signal":`...)
@@ -76,7 +76,7 @@ func AppendJSON(buf []byte, e *Event) []byte {
 
 // Constant runs of the encoding, joined ahead of time so an event is a
 // few appends: kindHeads[k] opens the object up to the first number.
-var kindHeads [maxKindForStringPlus]string
+var kindHeads [len(kindNames)]string
 
 // hookedOwns[hooked<<1|owns_data] closes a buffer event's fields.
 var hookedOwns = [4]string{
@@ -101,7 +101,7 @@ func init() {
 		if name == "" {
 			continue
 		}
-		if Kind(k) == KindProcessExit || Kind(k) == KindLost {
+		if Kind(k).Synthesized() {
 			kindHeads[k] = `{"type":"` + name + `","ts_ns":`
 		} else {
 			kindHeads[k] = `{"type":"` + name + `","seq":`

@@ -20,7 +20,7 @@ func goldenEvents() []Event {
 	num := func() uint64 { return rng.Uint64() >> rng.IntN(64) }
 	kinds := []Kind{KindAlloc, KindFree, KindView, KindCBAlloc, KindCBFree, KindCBLayout, KindCBTeardown,
 		KindProgramDestroy, KindDeviceClose, KindMeshClose, KindMarkDeallocated, KindLinkMap, KindFork,
-		KindMainExit, KindLost, KindProcessExit}
+		KindMainExit, KindLost, KindExit}
 	var evs []Event
 	for i := 0; i < 1200; i++ {
 		e := Event{Seq: num(), TsNs: num(), Pid: uint32(num()), Tid: uint32(num()), Kind: kinds[i%len(kinds)],
@@ -30,6 +30,9 @@ func goldenEvents() []Event {
 			ReadError: rng.IntN(4) == 0, ExitCode: int(int32(num())), ExitSignal: rng.IntN(65)}
 		if rng.IntN(3) == 0 {
 			e.LostBefore = num()
+		}
+		if e.Kind == KindFork {
+			e.ParentPid = uint32(e.Object)
 		}
 		evs = append(evs, e)
 	}

@@ -13,31 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type tttraceEvent struct {
-	_          structs.HostLayout
-	Seq        uint64
-	TsNs       uint64
-	Object     uint64
-	Device     uint64
-	DeviceVptr uint64
-	Address    uint64
-	Size       uint64
-	PageSize   uint64
-	LostBefore uint64
-	Pid        uint32
-	Tid        uint32
-	Chip       int32
-	BufferType int32
-	Kind       uint8
-	DeviceKind uint8
-	Hooked     uint8
-	OwnsData   uint8
-	Status     uint8
-	Global     uint8
-	ReadError  uint8
-	Pad        uint8
-}
-
 type tttraceLcInfo struct {
 	_             structs.HostLayout
 	DisposeOffset uint64

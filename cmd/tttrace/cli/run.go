@@ -561,7 +561,7 @@ func (s *session) reapExits() {
 			s.followedQuiet++
 			continue
 		}
-		ev := events.Event{Kind: events.KindProcessExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
+		ev := events.Event{Kind: events.KindExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
 		s.emit(&ev)
 		if len(s.procs) > 0 || s.f.All {
 			s.reportProcess(n.pid)
@@ -612,7 +612,7 @@ func (s *session) handle(raw []byte) {
 		return
 	case events.KindMainExit:
 		if st := s.procs[ev.Pid]; st != nil {
-			ws := uint32(ev.Address)
+			ws := ev.WaitStatus
 			st.mainStatus = &ws
 		}
 		return
@@ -621,7 +621,7 @@ func (s *session) handle(raw []byte) {
 			return
 		}
 		s.reborn(ev.Pid)
-		parent := uint32(ev.Object)
+		parent := ev.ParentPid
 		info := devices.ProcessInfo{Parent: parent, NsPid: probes.NsPid(int(ev.Pid)), Command: probes.Cmdline(int(ev.Pid))}
 		st := s.track(ev.Pid, info, false)
 		if ps := s.procs[parent]; ps != nil {
