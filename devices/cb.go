@@ -45,7 +45,7 @@ func (p *proc) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *events.E
 	if mesh == 0 {
 		c := p.chip(chip)
 		if add {
-			c.add(cCB, v, e.TsNs)
+			p.add(c, cCB, v, e.TsNs)
 		} else {
 			p.sub(c, cCB, v, e)
 		}
@@ -63,7 +63,7 @@ func (p *proc) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *events.E
 	for _, id := range m.chips {
 		c := p.chip(id)
 		if add {
-			c.add(cCB, v, e.TsNs)
+			p.add(c, cCB, v, e.TsNs)
 		} else {
 			p.sub(c, cCB, v, e)
 		}

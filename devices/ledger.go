@@ -30,6 +30,39 @@ const (
 	nCounter = 7
 )
 
+// Totals are one chip's current counters, indexed by Counter: what a
+// counter track or a gauge shows.
+type Totals [nCounter]uint64
+
+// Counter indexes Totals.
+type Counter int
+
+// The counters of a chip. The first five equal events.BufferType values.
+const (
+	CounterDRAM         = Counter(cDRAM)
+	CounterL1           = Counter(cL1)
+	CounterSystemMemory = Counter(cSysMem)
+	CounterL1Small      = Counter(cL1Small)
+	CounterTrace        = Counter(cTrace)
+	CounterCB           = Counter(cCB)
+	CounterLiveBuffers  = Counter(cLive)
+	NumCounters         = nCounter
+)
+
+// String is the counter's summary field name ("dram_bytes", ...).
+func (c Counter) String() string {
+	if c >= 0 && int(c) < nCounter {
+		return counterNames[c]
+	}
+	return "counter(?)"
+}
+
+// Observer is told of every change of a chip's totals: after each applied
+// event, once per chip the event changed (a mesh buffer changes every chip
+// of its mesh), with the event's time. t is valid only during the call.
+// Calling it allocates nothing.
+type Observer func(pid uint32, chip int32, tsNs uint64, t *Totals)
+
 // maxSize bounds a plausible buffer or CB size (1 TiB). Larger values can
 // only come from a wrong layout or a bad read; refusing them keeps sums far
 // from uint64 wrap-around.
@@ -46,6 +79,7 @@ type Ledger struct {
 	last    *proc
 	lost    uint64 // records the ring buffer could not take
 	events  uint64
+	observe Observer
 }
 
 // NewLedger returns an empty ledger.
@@ -111,6 +145,14 @@ func (l *Ledger) Exited(pid uint32) (exited bool, code, signal int) {
 	return p.exited, p.exitCode, p.exitSignal
 }
 
+// SetObserver installs o (nil: none) as the observer of chip totals.
+func (l *Ledger) SetObserver(o Observer) {
+	l.observe = o
+	for _, p := range l.procs {
+		p.observed = o != nil
+	}
+}
+
 func (l *Ledger) proc(pid uint32) *proc {
 	if l.last != nil && l.lastPid == pid {
 		return l.last
@@ -118,6 +160,7 @@ func (l *Ledger) proc(pid uint32) *proc {
 	p := l.procs[pid]
 	if p == nil {
 		p = newProc(pid)
+		p.observed = l.observe != nil
 		l.procs[pid] = p
 	}
 	l.last, l.lastPid = p, pid
@@ -138,5 +181,9 @@ func (l *Ledger) Apply(e *events.Event) {
 		return
 	}
 	l.lost += e.LostBefore
-	l.proc(e.Pid).apply(e)
+	p := l.proc(e.Pid)
+	p.apply(e)
+	if len(p.dirty) > 0 {
+		p.notify(l.observe, e.TsNs)
+	}
 }

@@ -46,7 +46,7 @@ func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
 	c.closed = false
 	for i, v := range m.tot {
 		if v != 0 {
-			c.add(i, v, ts)
+			p.add(c, i, v, ts)
 		}
 	}
 }
@@ -89,9 +89,10 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 		}
 	}
 	p.releaseCBGroups(func(g *cbGroup) bool { return g.mesh == 0 && g.chip == id }, e)
-	if c.cur != ([nCounter]uint64{}) {
+	if c.cur != (Totals{}) {
 		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)
-		c.cur = [nCounter]uint64{}
+		c.cur = Totals{}
+		p.changed(c)
 	}
 	c.closed = true
 }

@@ -42,23 +42,46 @@ type proc struct {
 
 	stats     Stats
 	anomalies anomalyLog
+
+	observed bool         // the ledger has an Observer
+	dirty    []*chipState // chips the event being applied changed
 }
 
 // chipState holds one chip's current totals and their peaks.
 type chipState struct {
 	id     int32
 	closed bool
-	cur    [nCounter]uint64
-	peak   [nCounter]uint64
-	peakTs [nCounter]uint64
+	dirty  bool // in proc.dirty: changed by the event being applied
+	cur    Totals
+	peak   Totals
+	peakTs Totals
 }
 
-func (c *chipState) add(i int, v, ts uint64) {
+// add adds v to counter i of c.
+func (p *proc) add(c *chipState, i int, v, ts uint64) {
 	c.cur[i] += v
 	if c.cur[i] > c.peak[i] {
 		c.peak[i] = c.cur[i]
 		c.peakTs[i] = ts
 	}
+	p.changed(c)
+}
+
+// changed notes that c's totals changed, for the observer.
+func (p *proc) changed(c *chipState) {
+	if p.observed && !c.dirty {
+		c.dirty = true
+		p.dirty = append(p.dirty, c)
+	}
+}
+
+// notify tells o of every chip the last event changed.
+func (p *proc) notify(o Observer, ts uint64) {
+	for _, c := range p.dirty {
+		c.dirty = false
+		o(p.pid, c.id, ts, &c.cur)
+	}
+	p.dirty = p.dirty[:0]
 }
 
 // thread is per-thread state needed to attribute events that do not carry
@@ -118,6 +141,7 @@ func (p *proc) thread(tid uint32) *thread {
 // sub takes v from counter i of c. An underflow means the ledger's own
 // bookkeeping is wrong: it is recorded, never wrapped.
 func (p *proc) sub(c *chipState, i int, v uint64, e *events.Event) {
+	p.changed(c)
 	if c.cur[i] < v {
 		p.anomaly(anAccounting, e, "chip %d counter %s: %d - %d", c.id, counterNames[i], c.cur[i], v)
 		c.cur[i] = 0
@@ -260,8 +284,8 @@ func (p *proc) alloc(e *events.Event) {
 	t := int(e.BufferType)
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
-		c.add(t, e.Size, e.TsNs)
-		c.add(cLive, 1, e.TsNs)
+		p.add(c, t, e.Size, e.TsNs)
+		p.add(c, cLive, 1, e.TsNs)
 		return
 	}
 	m := p.meshes[meshIndex]
@@ -269,8 +293,8 @@ func (p *proc) alloc(e *events.Event) {
 	m.tot[cLive]++
 	for _, id := range m.chips {
 		c := p.chip(id)
-		c.add(t, e.Size, e.TsNs)
-		c.add(cLive, 1, e.TsNs)
+		p.add(c, t, e.Size, e.TsNs)
+		p.add(c, cLive, 1, e.TsNs)
 	}
 }
 

@@ -139,13 +139,8 @@ var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_byt
 // Summary returns a snapshot of the whole ledger. It does not change the
 // ledger and depends only on the events applied (and SetProcessInfo).
 func (l *Ledger) Summary() Summary {
-	s := Summary{
-		Type:       "summary",
-		LostEvents: l.lost,
-		Complete:   l.lost == 0,
-		Events:     l.events,
-		Processes:  make([]ProcessSummary, 0, len(l.procs)+len(l.retired)),
-	}
+	s := l.header()
+	s.Processes = make([]ProcessSummary, 0, len(l.procs)+len(l.retired))
 	for _, p := range l.retired {
 		s.Processes = append(s.Processes, p.summary())
 	}
@@ -155,6 +150,23 @@ func (l *Ledger) Summary() Summary {
 	// By pid; a reused pid's incarnations in the order they lived.
 	sort.SliceStable(s.Processes, func(i, j int) bool { return s.Processes[i].Pid < s.Processes[j].Pid })
 	return s
+}
+
+// ProcessSummary returns the ledger's header (events, loss) with only the
+// process pid in it: what is reported when one process ends while others
+// are traced. ok is false for an unknown pid.
+func (l *Ledger) ProcessSummary(pid uint32) (s Summary, ok bool) {
+	p := l.procs[pid]
+	if p == nil {
+		return Summary{}, false
+	}
+	s = l.header()
+	s.Processes = []ProcessSummary{p.summary()}
+	return s, true
+}
+
+func (l *Ledger) header() Summary {
+	return Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events}
 }
 
 // Devices returns the current totals of every chip pid touched, sorted by
