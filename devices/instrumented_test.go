@@ -7,7 +7,7 @@ import (
 )
 
 // The documented failures of the instrumented TT-Metal design tttrace
-// replaces (ttmetal-facts.md §8), each as a stream that now comes out right.
+// replaces (docs/ttmetal.md §8), each as a stream that now comes out right.
 
 // Non-blocking sends dropped messages silently. Here loss arrives in band
 // (LostBefore) or at the end (KindLost) and the summary says so.

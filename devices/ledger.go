@@ -1,6 +1,6 @@
 // Package devices keeps tttrace's device-memory ledger: per traced process,
 // per chip, per buffer type, following TT-Metal's lifecycle rules (see
-// docs in shared/design.md, "Ledger semantics").
+// docs/architecture.md, "What the numbers mean").
 //
 // The ledger consumes events.Event values in ring-buffer order and never
 // looks at anything else: it is pure Go, deterministic (the same stream

@@ -9,7 +9,7 @@ import (
 
 // Summary is the final (or any-time) view of the ledger. It marshals with
 // encoding/json to the NDJSON "summary" line; field names are a public
-// interface (shared/design.md, "The NDJSON contract"): add, never rename.
+// interface (docs/ndjson.md): add, never rename.
 type Summary struct {
 	Type       string           `json:"type"`        // always "summary"
 	LostEvents uint64           `json:"lost_events"` // records the ring buffer could not take

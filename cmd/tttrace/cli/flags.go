@@ -32,25 +32,23 @@ const (
 
 // Flags are tttrace's options.
 type Flags struct {
-	PIDs       []int
-	Lib        string
-	Layout     string
-	Probes     string
-	JSON       bool
-	Output     string
-	NoEvents   bool
-	RingSize   string
-	Wait       time.Duration
-	Interval   time.Duration
-	ReadyFile  string
-	Follow     bool
-	All        bool
-	ShowHelp   bool
-	ShowVer    bool
-	Command    []string
-	ringBytes  int
-	outIsFile  bool
-	liveToTerm bool
+	PIDs      []int
+	Lib       string
+	Layout    string
+	Probes    string
+	JSON      bool
+	Output    string
+	NoEvents  bool
+	RingSize  string
+	Wait      time.Duration
+	Interval  time.Duration
+	ReadyFile string
+	Follow    bool
+	All       bool
+	ShowHelp  bool
+	ShowVer   bool
+	Command   []string
+	ringBytes int
 }
 
 const usageHead = `tttrace shows where Tenstorrent device memory goes in a program using

@@ -1,5 +1,5 @@
 // tt::tt_metal::Buffer: creation, allocation and deallocation in upstream's order
-// (ttmetal-facts.md §1).
+// (docs/ttmetal.md §1).
 #include "tt_metal/buffer.hpp"
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // LAYOUT=V2 (2026 pimpl): the members of a Buffer, held through Buffer::impl_ (offset 16).
-// Offsets as ttmetal-facts.md §3 gives them: device_ 0, size_ 8, buffer_type_ 16, owns_data_ 27,
+// Offsets as docs/ttmetal.md §3 gives them: device_ 0, size_ 8, buffer_type_ 16, owns_data_ 27,
 // allocation_status_ 56, hooked_allocation_ 57, address_ 64 (page_size_ 72: not in the facts).
 #pragma once
 

@@ -1,4 +1,4 @@
-// distributed::MeshBuffer (ttmetal-facts.md §4).
+// distributed::MeshBuffer (docs/ttmetal.md §4).
 #include "tt_metal/mesh_buffer.hpp"
 
 namespace tt::tt_metal::distributed {

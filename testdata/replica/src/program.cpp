@@ -1,4 +1,4 @@
-// detail::ProgramImpl circular buffers (ttmetal-facts.md §5).
+// detail::ProgramImpl circular buffers (docs/ttmetal.md §5).
 #include "tt_metal/program.hpp"
 
 #include <algorithm>

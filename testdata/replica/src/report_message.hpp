@@ -1,6 +1,6 @@
 // The one wire message of the socket reporter (REPORTER=socket builds): written by
 // src/reporter.cpp in the traced process, read by work/reportd.cpp. 72 bytes, packed, as the
-// instrumented server's smallest message (ttmetal-facts.md §8).
+// instrumented server's smallest message (docs/ttmetal.md §8).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // REPORTER=socket builds: the in-process reporter of the instrumented design tttrace replaces
-// (ttmetal-facts.md §8): every tracked allocation and free is sent, with a blocking send, as a
+// (docs/ttmetal.md §8): every tracked allocation and free is sent, with a blocking send, as a
 // packed message over a Unix socket to an allocation server (work/reportd.cpp). Used only to
 // measure what such a reporter costs the traced process (scripts/bench.sh). Other builds: no-ops.
 #pragma once

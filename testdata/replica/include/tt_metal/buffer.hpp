@@ -1,4 +1,4 @@
-// tt::tt_metal::Buffer, ttmetal-facts.md §3. The member layout is chosen at build time
+// tt::tt_metal::Buffer, docs/ttmetal.md §3. The member layout is chosen at build time
 // (Makefile LAYOUT=...):
 //   V1 (default)  2025 - early 2026 mainline: enable_shared_from_this, members from 16.
 //   V0            late 2024: no enable_shared_from_this, members from 0, atomic status with

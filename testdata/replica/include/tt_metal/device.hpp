@@ -1,5 +1,5 @@
 // IDevice / Device / distributed::MeshDevice, with the vtable order and member offsets tttrace
-// relies on (ttmetal-facts.md §3).
+// relies on (docs/ttmetal.md §3).
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // Replica of the parts of TT-Metal's public types that tttrace reads.
-// Written from the published facts (shared/ttmetal-facts.md), not from upstream code.
+// Written from the published facts (docs/ttmetal.md), not from upstream code.
 #pragma once
 
 #include <cstddef>

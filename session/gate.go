@@ -1,10 +1,9 @@
-package cli
+package session
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,7 +17,16 @@ const gateEnv = "TTTRACE_EXEC_GATE"
 // gateFD is the pipe's read end in the gated child (after stdin, out, err).
 const gateFD = 3
 
-// ExecGate is the child side of the gate; main calls it first. It returns
+// Exit statuses of a gated child that never ran the command (as a shell
+// reports them).
+const (
+	gateExitError    = 1   // tttrace went away before releasing it
+	gateExitUsage    = 2   // started without a command
+	gateExitNotFound = 127 // exec failed
+)
+
+// ExecGate is the child side of the gate; a program that uses Run with
+// Config.Command must call it first thing in main. It returns
 // only when this process is not a gate.
 func ExecGate() {
 	if os.Getenv(gateEnv) != "1" {
@@ -28,15 +36,15 @@ func ExecGate() {
 	n, _ := unix.Read(gateFD, b[:])
 	unix.Close(gateFD)
 	if n != 1 {
-		os.Exit(ExitError) // tttrace went away before releasing us
+		os.Exit(gateExitError) // tttrace went away before releasing us
 	}
 	os.Unsetenv(gateEnv)
 	if len(os.Args) < 3 {
-		os.Exit(ExitUsage)
+		os.Exit(gateExitUsage)
 	}
 	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
 	fmt.Fprintf(os.Stderr, "tttrace: exec %s: %v\n", os.Args[1], err)
-	os.Exit(ExitNotFound)
+	os.Exit(gateExitNotFound)
 }
 
 type gatedChild struct {
@@ -47,15 +55,15 @@ type gatedChild struct {
 func startGated(command []string) (*gatedChild, error) {
 	path, err := exec.LookPath(command[0])
 	if err != nil {
-		return nil, fail(ExitNotFound, "%s: command not found", command[0])
+		return nil, errorf(ErrNotFound, "%s: command not found", command[0])
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fail(ExitError, "find tttrace's own executable: %w", err)
+		return nil, errorf(ErrInternal, "find tttrace's own executable: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fail(ExitError, "pipe: %w", err)
+		return nil, errorf(ErrInternal, "pipe: %w", err)
 	}
 	cmd := exec.Command(self)
 	cmd.Args = append([]string{command[0], path}, command...)
@@ -65,32 +73,33 @@ func startGated(command []string) (*gatedChild, error) {
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
-		return nil, fail(ExitError, "start %s: %w", command[0], err)
+		return nil, errorf(ErrInternal, "start %s: %w", command[0], err)
 	}
 	r.Close()
 	return &gatedChild{cmd: cmd, w: w}, nil
 }
 
-func (c *gatedChild) pid() int { return c.cmd.Process.Pid }
+// Pid is the child's pid (the command's, once released).
+func (c *gatedChild) Pid() int { return c.cmd.Process.Pid }
 
-// release lets the child exec the command.
-func (c *gatedChild) release() error {
+// Release lets the child exec the command.
+func (c *gatedChild) Release() error {
 	_, err := c.w.Write([]byte{1})
 	c.w.Close()
 	c.w = nil
 	if err != nil {
-		return fail(ExitError, "release %s: %w", c.cmd.Args[0], err)
+		return errorf(ErrInternal, "release %s: %w", c.cmd.Args[0], err)
 	}
 	return nil
 }
 
-// wait returns the command's exit code, or the signal that killed it.
-func (c *gatedChild) wait() (code, signal int) {
+// Wait returns the command's exit code, or the signal that killed it.
+func (c *gatedChild) Wait() (code, signal int) {
 	err := c.cmd.Wait()
 	st, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok {
 		if err != nil {
-			return ExitError, 0
+			return gateExitError, 0
 		}
 		return 0, 0
 	}
@@ -100,13 +109,11 @@ func (c *gatedChild) wait() (code, signal int) {
 	return st.ExitStatus(), 0
 }
 
-// abandon closes the gate if it was never released: the child then exits
+// Abandon closes the gate if it was never released: the child then exits
 // without running the command.
-func (c *gatedChild) abandon() {
+func (c *gatedChild) Abandon() {
 	if c.w != nil {
 		c.w.Close()
 		c.w = nil
 	}
 }
-
-func joinArgs(args []string) string { return strings.Join(args, " ") }

@@ -1,4 +1,4 @@
-package cli
+package session
 
 import (
 	"fmt"
@@ -23,22 +23,22 @@ type prepared struct {
 func prepareLibrary(lib *probes.Library, layoutFile, probeMode string) (*prepared, error) {
 	mode, err := probes.ParseProbeMode(probeMode)
 	if err != nil {
-		return nil, fail(ExitUsage, "%w", err)
+		return nil, errorf(ErrUsage, "%w", err)
 	}
 	syms, err := probes.ResolveSymbols(lib)
 	if err != nil {
-		return nil, fail(ExitUnsupported, "read symbols of %s: %w", lib.Path, err)
+		return nil, errorf(ErrUnsupported, "read symbols of %s: %w", lib.Path, err)
 	}
 	if err := syms.Check(lib); err != nil {
-		return nil, fail(ExitUnsupported, "%w", err)
+		return nil, errorf(ErrUnsupported, "%w", err)
 	}
 	layout, err := probes.ResolveLayout(lib, syms, layoutFile)
 	if err != nil {
-		return nil, fail(ExitUnsupported, "%w", err)
+		return nil, errorf(ErrUnsupported, "%w", err)
 	}
 	plan, err := probes.ChoosePlan(lib, syms, layout.Layout, mode)
 	if err != nil {
-		return nil, fail(ExitUnsupported, "%w", err)
+		return nil, errorf(ErrUnsupported, "%w", err)
 	}
 	return &prepared{syms: syms, layout: layout, plan: plan}, nil
 }

@@ -1,0 +1,191 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/probes"
+)
+
+// Backend is the kernel side of tracing: the probes and the ring buffer.
+// The runtime calls it from one goroutine, except Wake.
+type Backend interface {
+	// ProcessEvents attaches the fork and exit hooks.
+	ProcessEvents() error
+	// Loader probes a dynamic loader's _dl_debug_state.
+	Loader(path string) error
+	// Library probes the shared object at path. recognise: first check
+	// that it is TT-Metal (LibOther if not, or if it cannot be read);
+	// otherwise (--lib) an unreadable file is an error. A TT-Metal library
+	// tttrace cannot trace is LibRefused with the reason.
+	Library(path string, recognise bool) (Verdict, error)
+	// Libraries is how many libraries are probed.
+	Libraries() int
+	// Probes is how many attach points are installed.
+	Probes() int
+	AddPID(pid uint32) error
+	RemovePID(pid uint32) error
+	// Read returns the next record, or ok false when the deadline passed
+	// or Wake was called first. The record is valid until the next Read.
+	Read(deadline time.Time) (rec []byte, ok bool, err error)
+	// Wake makes a blocked Read return. Safe from any goroutine.
+	Wake()
+	// Lost is how many records the ring buffer could not take, in all.
+	Lost() (uint64, error)
+	// Detach removes the probes; records already written stay readable.
+	Detach() error
+	Close() error
+}
+
+// Verdict is what a shared object is to tttrace.
+type Verdict uint8
+
+// Verdicts.
+const (
+	LibOther    Verdict = iota + 1 // not TT-Metal
+	LibAttached                    // TT-Metal, probed
+	LibRefused                     // TT-Metal, but tttrace cannot read it
+)
+
+// Host is the process side: what tttrace learns from /proc and how it
+// starts and watches processes.
+type Host interface {
+	Exists(pid int) error
+	// Objects lists the shared objects pid maps (paths valid here) and
+	// its dynamic loader.
+	Objects(pid int) (objs []string, loader string, err error)
+	// Info is pid's command line, parent and namespace pid as of now.
+	Info(pid int) devices.ProcessInfo
+	// Candidates lists files that may be the TT-Metal library pid (0: the
+	// command about to start) will load.
+	Candidates(pid int, command []string) []string
+	AllPids() []int
+	// Key identifies the file at path (device, inode).
+	Key(path string) (probes.FileKey, error)
+	// WaitExit returns once pid has ended (at once if it cannot tell).
+	WaitExit(pid int)
+	// Start starts command held: it runs only once released.
+	Start(command []string) (Child, error)
+	// Self is tttrace's own pid.
+	Self() int
+}
+
+// Child is a command started held.
+type Child interface {
+	Pid() int
+	// Release lets it run.
+	Release() error
+	// Wait returns its exit code, or the signal that killed it.
+	Wait() (code, signal int)
+	// Abandon ends it before it runs, when it was never released.
+	Abandon()
+}
+
+// bpfBackend is the Backend of real tracing: probes.Tracer.
+type bpfBackend struct {
+	t      *probes.Tracer
+	cfg    *Config
+	rec    ringbuf.Record
+	libs   int
+	logOut io.Writer
+}
+
+func newBPFBackend(cfg *Config) (*bpfBackend, error) {
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow})
+	if err != nil {
+		if errors.Is(err, probes.ErrPermission) {
+			return nil, &Error{ErrPermission, err}
+		}
+		return nil, &Error{ErrInternal, err}
+	}
+	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log()}, nil
+}
+
+func (b *bpfBackend) ProcessEvents() error     { return b.t.AttachProcessEvents() }
+func (b *bpfBackend) Loader(path string) error { return b.t.AttachLoader(path) }
+func (b *bpfBackend) Libraries() int           { return b.libs }
+func (b *bpfBackend) Probes() int              { return len(b.t.Sites) }
+func (b *bpfBackend) AddPID(pid uint32) error  { return b.t.AddPID(pid) }
+func (b *bpfBackend) RemovePID(pid uint32) error {
+	return b.t.RemovePID(pid)
+}
+func (b *bpfBackend) Wake()                 { _ = b.t.Reader().Flush() }
+func (b *bpfBackend) Lost() (uint64, error) { return b.t.LostTotal() }
+func (b *bpfBackend) Detach() error         { return b.t.Detach() }
+func (b *bpfBackend) Close() error          { return b.t.Close() }
+
+func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
+	rd := b.t.Reader()
+	rd.SetDeadline(deadline)
+	if err := rd.ReadInto(&b.rec); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return b.rec.RawSample, true, nil
+}
+
+func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
+	lib, err := probes.OpenLibrary(path)
+	if err != nil {
+		if recognise {
+			return LibOther, nil
+		}
+		return LibRefused, errorf(ErrNoLibrary, "library: %w", err)
+	}
+	defer lib.Close()
+	if recognise && !probes.IsTTMetal(lib) {
+		return LibOther, nil
+	}
+	prep, err := prepareLibrary(lib, b.cfg.Layout, string(b.cfg.Probes))
+	if err != nil {
+		return LibRefused, err
+	}
+	if err := b.t.AttachPlan(lib, prep.syms, prep.plan, prep.layout.Layout); err != nil {
+		return LibRefused, errorf(ErrUnsupported, "%w", err)
+	}
+	b.libs++
+	prep.report(b.logOut, lib.Path)
+	return LibAttached, nil
+}
+
+// procHost is the Host of this machine.
+type procHost struct{}
+
+func (procHost) Exists(pid int) error { return probes.ProcessExists(pid) }
+func (procHost) Objects(pid int) ([]string, string, error) {
+	return probes.MappedObjects(pid)
+}
+func (procHost) Info(pid int) devices.ProcessInfo {
+	return devices.ProcessInfo{Command: probes.Cmdline(pid), Parent: probes.ParentPid(pid), NsPid: probes.NsPid(pid)}
+}
+func (procHost) Candidates(pid int, command []string) []string {
+	return probes.CandidateLibraries(pid, command)
+}
+func (procHost) AllPids() []int                          { return probes.AllPids() }
+func (procHost) Key(path string) (probes.FileKey, error) { return probes.KeyOf(path) }
+func (procHost) Self() int                               { return os.Getpid() }
+func (procHost) Start(command []string) (Child, error)   { return startGated(command) }
+
+// WaitExit polls a pidfd of pid.
+func (procHost) WaitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil || !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}

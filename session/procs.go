@@ -1,0 +1,283 @@
+package session
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+)
+
+// adopt starts tracing a running process. For -p (explicit) a library it
+// maps that tttrace cannot read is an error; with All only TT-Metal
+// processes are adopted.
+func (s *session) adopt(pid int, explicit bool) error {
+	objs, loader, err := s.host.Objects(pid)
+	if err != nil {
+		if explicit {
+			return errorf(ErrNoProcess, "-p %d: %v", pid, err)
+		}
+		return nil
+	}
+	if loader != "" {
+		if err := s.attachLoader(loader); err != nil && explicit {
+			fmt.Fprintf(s.log, "tttrace: note: pid %d: %v\n", pid, err)
+		}
+	}
+	found := false
+	for _, o := range objs {
+		v, err := s.classify(o, explicit)
+		if err != nil {
+			return err
+		}
+		found = found || v == LibAttached
+	}
+	if !explicit && !found {
+		return nil
+	}
+	if !found {
+		// Not loaded yet: probe the files it would load, and hear of the
+		// load through ld.so otherwise.
+		if s.cfg.Lib == "" {
+			s.attachCandidates(s.host.Candidates(pid, nil))
+		}
+		fmt.Fprintf(s.log, "tttrace: pid %d has not loaded libtt_metal.so yet: waiting for it\n", pid)
+	}
+	info := s.host.Info(pid)
+	info.AttachedMidRun = found
+	st := s.track(uint32(pid), info, true)
+	st.hasLib = found
+	s.anyLib = s.anyLib || found
+	return nil
+}
+
+// classify says whether the shared object at path is TT-Metal and probes it
+// if so. strict turns an unreadable TT-Metal library into an error.
+func (s *session) classify(path string, strict bool) (Verdict, error) {
+	key, err := s.host.Key(path)
+	if err != nil {
+		return LibOther, nil
+	}
+	if v, ok := s.libKind[key]; ok {
+		return v, nil
+	}
+	v, err := s.be.Library(path, true)
+	s.libKind[key] = v
+	if err != nil {
+		if strict {
+			return v, err
+		}
+		fmt.Fprintf(s.log, "tttrace: not probing %s: %v\n", path, err)
+	}
+	return v, nil
+}
+
+// attachLibrary probes the TT-Metal library at path (--lib): every
+// failure is an error.
+func (s *session) attachLibrary(path string) error {
+	key, err := s.host.Key(path)
+	if err != nil {
+		return errorf(ErrNoLibrary, "%s: %w", path, err)
+	}
+	v, err := s.be.Library(path, false)
+	s.libKind[key] = v
+	return err
+}
+
+// attachCandidates probes every candidate that is a TT-Metal library.
+func (s *session) attachCandidates(paths []string) {
+	for _, p := range paths {
+		_, _ = s.classify(p, false)
+	}
+}
+
+// attachLoader probes a dynamic loader's _dl_debug_state (once per file).
+func (s *session) attachLoader(path string) error {
+	key, err := s.host.Key(path)
+	if err != nil {
+		return err
+	}
+	if s.loaders[key] {
+		return nil
+	}
+	if err := s.be.Loader(path); err != nil {
+		return err
+	}
+	s.loaders[key] = true
+	return nil
+}
+
+// track adds pid to the BPF filter, and to the report when explicit.
+func (s *session) track(pid uint32, info devices.ProcessInfo, explicit bool) *procState {
+	if err := s.be.AddPID(pid); err != nil {
+		fmt.Fprintf(s.log, "tttrace: trace pid %d: %v\n", pid, err)
+	}
+	st := &procState{info: info}
+	s.procs[pid] = st
+	if explicit {
+		s.enter(pid, st)
+	}
+	if s.child == nil || uint32(s.child.Pid()) != pid {
+		go func() {
+			s.host.WaitExit(int(pid))
+			s.exits <- exitNote{pid: pid}
+			s.be.Wake()
+		}()
+	}
+	return st
+}
+
+// enter puts a traced process in the ledger and the report.
+func (s *session) enter(pid uint32, st *procState) {
+	st.inLedger = true
+	s.ledger.SetProcessInfo(pid, st.info)
+}
+
+// reapExits applies the ends of processes reported so far. A process's
+// records were all committed before it ended, so after a drain that starts
+// after the report none of them is still in the ring.
+func (s *session) reapExits() {
+	var notes []exitNote
+	for {
+		select {
+		case n := <-s.exits:
+			notes = append(notes, n)
+			continue
+		default:
+		}
+		break
+	}
+	if len(notes) == 0 {
+		return
+	}
+	s.drain()
+	for _, n := range notes {
+		st := s.procs[n.pid]
+		if st == nil {
+			continue
+		}
+		if !n.known {
+			n.code, n.signal = -1, 0
+			if st.mainStatus != nil {
+				ws := unix.WaitStatus(*st.mainStatus)
+				if ws.Signaled() {
+					n.code, n.signal = -1, int(ws.Signal())
+				} else {
+					n.code = ws.ExitStatus()
+				}
+			}
+		}
+		_ = s.be.RemovePID(n.pid)
+		delete(s.procs, n.pid)
+		s.ended[n.pid] = true
+		if !st.inLedger {
+			s.followedQuiet++
+			continue
+		}
+		ev := events.Event{Kind: events.KindExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
+		s.emit(&ev)
+		more := len(s.procs) > 0 || s.cfg.All
+		one, ok := s.ledger.ProcessSummary(n.pid)
+		if !ok {
+			continue
+		}
+		for _, k := range s.sinks {
+			k.ProcessEnded(&one, more)
+		}
+	}
+}
+
+// reborn handles a pid seen again after its process ended: every record of
+// the ended process was drained before its end was applied, so this is a
+// new process the kernel gave the same pid.
+func (s *session) reborn(pid uint32) {
+	if s.ended[pid] {
+		delete(s.ended, pid)
+		s.ledger.NewIncarnation(pid)
+	}
+}
+
+// onFork starts tracing a forked child (BPF already added it to the filter).
+func (s *session) onFork(ev *events.Event) {
+	if s.procs[ev.Pid] != nil {
+		return
+	}
+	s.reborn(ev.Pid)
+	info := s.host.Info(int(ev.Pid))
+	info.Parent = ev.ParentPid
+	st := s.track(ev.Pid, info, false)
+	if ps := s.procs[ev.ParentPid]; ps != nil {
+		// A fork inherits the parent's mappings.
+		st.hasLib = ps.hasLib
+	}
+}
+
+// onCall notes a TT-Metal call of ev.Pid before it is applied.
+func (s *session) onCall(ev *events.Event) {
+	if s.cfg.All && s.procs[ev.Pid] == nil {
+		// All: a process whose link-map record came too late to adopt it
+		// (it may have ended already): track it now.
+		s.reborn(ev.Pid)
+		s.track(ev.Pid, s.host.Info(int(ev.Pid)), true)
+	}
+	if st := s.procs[ev.Pid]; st != nil && !st.inLedger {
+		// A followed child's first TT-Metal call: it joins the report,
+		// under the command it has now (it may have exec'ed).
+		if c := s.host.Info(int(ev.Pid)).Command; c != "" {
+			st.info.Command = c
+		}
+		s.enter(ev.Pid, st)
+	}
+}
+
+// onLinkMap looks for a TT-Metal library newly mapped in pid.
+func (s *session) onLinkMap(pid uint32) {
+	st := s.procs[pid]
+	if st == nil {
+		if !s.cfg.All {
+			return
+		}
+		// All: a process we have not met.
+		s.reborn(pid)
+		_ = s.adopt(int(pid), false)
+		if st = s.procs[pid]; st != nil {
+			st.info.AttachedMidRun = false
+			s.enter(pid, st)
+			s.checkLate(pid, st)
+		}
+		return
+	}
+	if st.hasLib {
+		return
+	}
+	s.checkLate(pid, st)
+}
+
+// checkLate finds pid's TT-Metal library after a link-map change; if it had
+// to be attached only now, calls made before are unseen: say so.
+func (s *session) checkLate(pid uint32, st *procState) {
+	objs, _, err := s.host.Objects(int(pid))
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		key, err := s.host.Key(o)
+		if err != nil {
+			continue
+		}
+		_, known := s.libKind[key]
+		v, _ := s.classify(o, false)
+		if v != LibAttached {
+			continue
+		}
+		st.hasLib = true
+		s.anyLib = true
+		if !known {
+			st.info.AttachedMidRun = true
+			s.enter(pid, st)
+			fmt.Fprintf(s.log, "tttrace: pid %d loaded %s, which was not probed in advance: "+
+				"calls made before it was attached are not seen (give --lib to trace it from the start)\n", pid, o)
+		}
+	}
+}

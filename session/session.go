@@ -1,0 +1,408 @@
+// Package session is tttrace's runtime: it attaches the probes, starts or
+// adopts the traced processes, follows their lifecycle, reads the ring
+// buffer, decodes each record (package events), folds it into the ledger
+// (package devices) and hands everything to the outputs (package sinks).
+// It knows nothing of flags or exit statuses: Run returns a Result or a
+// typed *Error, and cmd/tttrace maps them.
+//
+// The kernel side (Backend) and the process side (Host) are interfaces, so
+// the runtime is tested without BPF from synthetic record streams.
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// Config says what to trace. Exactly one of PIDs, Command and All is set.
+type Config struct {
+	PIDs    []int    // trace these running processes
+	Command []string // start this command, traced from its first instruction
+	All     bool     // every process that uses TT-Metal, now or later
+	Follow  bool     // also trace the processes the traced ones fork
+
+	Lib    string           // the library to probe ("": find it)
+	Layout string           // a layout file ("": detect)
+	Probes probes.ProbeMode // probe plan
+	// RingSize is the ring buffer's size in bytes (0: the default).
+	RingSize int
+	// Wait: with PIDs, fail when a process has not loaded the library
+	// after this long (0: wait until it exits).
+	Wait time.Duration
+	// ReadyFile is created once the probes are attached.
+	ReadyFile string
+	// Log receives notes and warnings for people (nil: discarded).
+	Log io.Writer
+}
+
+func (c *Config) log() io.Writer {
+	if c.Log == nil {
+		return io.Discard
+	}
+	return c.Log
+}
+
+// Result is how tracing ended.
+type Result struct {
+	Summary devices.Summary
+	// Interrupted: ctx ended tracing before the traced processes did.
+	Interrupted bool
+	// Command: with Config.Command, how it ended (nil when interrupted).
+	Command *ExitStatus
+	// NoLibrary: with Config.PIDs, no traced process loaded TT-Metal.
+	NoLibrary bool
+}
+
+// ExitStatus is how a process ended: Code, or killed by Signal (non-zero).
+type ExitStatus struct{ Code, Signal int }
+
+// tick is how often the runtime looks at process ends, ctx and the sinks'
+// Tick, also while records keep coming.
+const tick = 100 * time.Millisecond
+
+// Run traces as cfg says, feeding sinks, until the traced processes have
+// ended (or ctx is done). Errors are *Error.
+func Run(ctx context.Context, cfg Config, out []sinks.Sink) (*Result, error) {
+	if os.Geteuid() != 0 {
+		return nil, &Error{ErrPermission, probes.ErrPermission}
+	}
+	host := procHost{}
+	for _, pid := range cfg.PIDs {
+		if err := host.Exists(pid); err != nil {
+			return nil, errorf(ErrNoProcess, "-p %d: no such process", pid)
+		}
+	}
+	be, err := newBPFBackend(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	return run(ctx, cfg, be, host, out)
+}
+
+// session is one tracing run.
+type session struct {
+	cfg    Config
+	log    io.Writer
+	be     Backend
+	host   Host
+	sinks  []sinks.Sink
+	ledger *devices.Ledger
+
+	procs   map[uint32]*procState // traced processes not yet ended
+	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process)
+	exits   chan exitNote
+	libKind map[probes.FileKey]Verdict // what each shared object seen is
+	loaders map[probes.FileKey]bool    // dynamic loaders probed
+	child   Child
+	anyLib  bool // some process mapped a TT-Metal library
+	timeout chan struct{}
+
+	decodeErrors  uint64
+	followedQuiet int // followed processes that ended without using TT-Metal
+}
+
+// procState is what the session tracks of a traced process.
+type procState struct {
+	info       devices.ProcessInfo
+	hasLib     bool    // a TT-Metal library is mapped in it
+	mainStatus *uint32 // wait status of its main thread, from BPF
+	// inLedger: the process is in the report. Explicit targets always are;
+	// followed children only once they use TT-Metal, so a command run
+	// through wrapper scripts is not buried under processes that never did.
+	inLedger bool
+}
+
+type exitNote struct {
+	pid          uint32
+	code, signal int
+	known        bool // code/signal are the real ones (from wait)
+}
+
+func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sink) (res *Result, err error) {
+	s := &session{
+		cfg:     cfg,
+		log:     cfg.log(),
+		be:      be,
+		host:    host,
+		sinks:   out,
+		ledger:  devices.NewLedger(),
+		procs:   map[uint32]*procState{},
+		ended:   map[uint32]bool{},
+		exits:   make(chan exitNote, 256),
+		libKind: map[probes.FileKey]Verdict{},
+		loaders: map[probes.FileKey]bool{},
+		timeout: make(chan struct{}, 1),
+	}
+	s.observe()
+	defer func() {
+		for _, k := range out {
+			if cerr := k.Close(); cerr != nil && err == nil {
+				err = errorf(ErrInternal, "write output: %w", cerr)
+			}
+		}
+	}()
+	if err := s.setup(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if s.child != nil {
+			s.child.Abandon()
+		}
+	}()
+	interrupted, err := s.loop(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := s.finish()
+	if err != nil {
+		return nil, err
+	}
+	res = &Result{Summary: sum, Interrupted: interrupted}
+	if s.child != nil && !interrupted {
+		_, code, sig := s.ledger.Exited(uint32(s.child.Pid()))
+		res.Command = &ExitStatus{Code: code, Signal: sig}
+	}
+	res.NoLibrary = len(cfg.PIDs) > 0 && !s.anyLib
+	return res, nil
+}
+
+// observe registers the sinks that follow chip totals as the ledger's
+// observer.
+func (s *session) observe() {
+	var obs []sinks.ChipObserver
+	for _, k := range s.sinks {
+		if o, ok := k.(sinks.ChipObserver); ok {
+			obs = append(obs, o)
+		}
+	}
+	if len(obs) == 0 {
+		return
+	}
+	s.ledger.SetObserver(func(pid uint32, chip int32, ts uint64, t *devices.Totals) {
+		for _, o := range obs {
+			o.ChipTotals(pid, chip, ts, t)
+		}
+	})
+}
+
+// setup attaches everything and starts or adopts the traced processes, in
+// an order that lets no TT-Metal call of theirs slip through: processes are
+// in the BPF filter and libraries probed before the command runs.
+func (s *session) setup() error {
+	cfg := &s.cfg
+	if err := s.be.ProcessEvents(); err != nil {
+		return errorf(ErrInternal, "%w", err)
+	}
+	if err := s.attachLoader("/lib64/ld-linux-x86-64.so.2"); err != nil {
+		fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+	}
+	if cfg.Lib != "" {
+		if _, err := s.host.Key(cfg.Lib); err != nil {
+			return errorf(ErrNoLibrary, "--lib: %w", err)
+		}
+		if err := s.attachLibrary(cfg.Lib); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(cfg.Command) > 0:
+		if cfg.Lib == "" {
+			s.attachCandidates(s.host.Candidates(0, cfg.Command))
+		}
+		child, err := s.host.Start(cfg.Command)
+		if err != nil {
+			return err
+		}
+		s.child = child
+		s.track(uint32(child.Pid()), devices.ProcessInfo{Command: strings.Join(cfg.Command, " "), Parent: uint32(s.host.Self())}, true)
+	case cfg.All:
+		for _, pid := range s.host.AllPids() {
+			if pid != s.host.Self() {
+				_ = s.adopt(pid, false)
+			}
+		}
+	default:
+		for _, pid := range cfg.PIDs {
+			if err := s.adopt(pid, true); err != nil {
+				return err
+			}
+		}
+	}
+	names := "no TT-Metal library yet"
+	if n := s.be.Probes(); n > 0 {
+		names = fmt.Sprintf("%d probes", n)
+	}
+	fmt.Fprintf(s.log, "tttrace: tracing (%s)\n", names)
+	if cfg.ReadyFile != "" {
+		if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
+			return errorf(ErrInternal, "ready file: %w", err)
+		}
+	}
+	if s.child != nil {
+		if err := s.child.Release(); err != nil {
+			return err
+		}
+		go func(c Child) {
+			code, sig := c.Wait()
+			s.exits <- exitNote{pid: uint32(c.Pid()), code: code, signal: sig, known: true}
+			s.be.Wake()
+		}(s.child)
+	}
+	if cfg.Wait > 0 && len(cfg.PIDs) > 0 {
+		time.AfterFunc(cfg.Wait, func() {
+			s.timeout <- struct{}{}
+			s.be.Wake()
+		})
+	}
+	return nil
+}
+
+// loop reads the ring buffer until every traced process has ended (or, with
+// All, until ctx is done). interrupted says ctx ended it. Ends of
+// processes, ctx and Wait are looked at every tick even while records keep
+// coming.
+func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
+	deadline := time.Now().Add(tick)
+	for n := uint(1); ; n++ {
+		rec, ok, err := s.be.Read(deadline)
+		if err != nil {
+			return true, errorf(ErrInternal, "ring buffer: %w", err)
+		}
+		if ok {
+			s.handle(rec)
+			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && time.Now().Before(deadline)) {
+				continue
+			}
+		}
+		s.reapExits()
+		select {
+		case <-s.timeout:
+			for pid, st := range s.procs {
+				if !st.hasLib {
+					return false, errorf(ErrNoLibrary, "pid %d did not load libtt_metal.so within --wait %s", pid, s.cfg.Wait)
+				}
+			}
+		default:
+		}
+		if len(s.procs) == 0 && !s.cfg.All {
+			return false, nil
+		}
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		s.tick()
+		deadline = time.Now().Add(tick)
+	}
+}
+
+// tick hands the sinks the current state.
+func (s *session) tick() {
+	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
+	for pid, st := range s.procs {
+		if st.inLedger {
+			v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: st.info.Command})
+		}
+	}
+	sort.Slice(v.Procs, func(i, j int) bool { return v.Procs[i].Pid < v.Procs[j].Pid })
+	for _, k := range s.sinks {
+		k.Tick(&v)
+	}
+}
+
+// drain reads every record already in the ring buffer.
+func (s *session) drain() {
+	now := time.Now()
+	for {
+		rec, ok, err := s.be.Read(now)
+		if err != nil || !ok {
+			return
+		}
+		s.handle(rec)
+	}
+}
+
+func (s *session) handle(raw []byte) {
+	var ev events.Event
+	if err := events.Decode(raw, &ev); err != nil {
+		s.decodeErrors++
+		if s.decodeErrors <= 10 {
+			fmt.Fprintf(s.log, "tttrace: bad record: %v\n", err)
+		}
+		return
+	}
+	switch ev.Kind {
+	case events.KindLinkMap:
+		s.onLinkMap(ev.Pid)
+		return
+	case events.KindMainExit:
+		if st := s.procs[ev.Pid]; st != nil {
+			ws := ev.WaitStatus
+			st.mainStatus = &ws
+		}
+		return
+	case events.KindFork:
+		s.onFork(&ev)
+	default:
+		s.onCall(&ev)
+	}
+	s.emit(&ev)
+}
+
+// emit applies ev to the ledger (fork records are not the ledger's) and
+// hands it to the sinks.
+func (s *session) emit(ev *events.Event) {
+	if ev.Kind != events.KindFork {
+		s.ledger.Apply(ev)
+	}
+	for _, k := range s.sinks {
+		k.Event(ev)
+	}
+}
+
+// finish drains what is left, accounts losses no record reported, and
+// hands the summary to the sinks.
+func (s *session) finish() (devices.Summary, error) {
+	// Detach first: under a sustained burst a drain would chase the
+	// producer. What the probes committed before is still in the ring.
+	if err := s.be.Detach(); err != nil {
+		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
+	}
+	s.drain()
+	if s.followedQuiet > 0 {
+		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
+	}
+	total, err := s.be.Lost()
+	if err != nil {
+		return devices.Summary{}, errorf(ErrInternal, "%w", err)
+	}
+	if inBand := s.ledger.LostEvents(); total > inBand {
+		ev := events.Event{Kind: events.KindLost, TsNs: monotonicNow(), LostBefore: total - inBand, Chip: -1}
+		s.emit(&ev)
+	}
+	sum := s.ledger.Summary()
+	for _, k := range s.sinks {
+		if err := k.Summary(&sum); err != nil {
+			return sum, errorf(ErrInternal, "write summary: %w", err)
+		}
+	}
+	return sum, nil
+}
+
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

@@ -1,0 +1,493 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// The runtime driven without BPF: a fake backend plays a script of ring
+// records and process changes; a fake host plays /proc and the processes.
+
+// step is a ring record, or a change of the world that happens when the
+// reader gets there (a library mapped, a process ended).
+type step struct {
+	rec    *events.Wire
+	action func()
+}
+
+type fakeBackend struct {
+	mu      sync.Mutex
+	script  []step
+	wake    chan struct{}
+	attach  map[string]error // TT-Metal libraries and what attaching them gives
+	libs    int
+	pids    map[uint32]bool
+	lost    uint64
+	buf     bytes.Buffer
+	loaders []string
+}
+
+func newFakeBackend(script ...step) *fakeBackend {
+	return &fakeBackend{script: script, wake: make(chan struct{}, 1), attach: map[string]error{}, pids: map[uint32]bool{}}
+}
+
+func (b *fakeBackend) ProcessEvents() error { return nil }
+func (b *fakeBackend) Loader(p string) error {
+	b.loaders = append(b.loaders, p)
+	return nil
+}
+func (b *fakeBackend) Library(path string, recognise bool) (Verdict, error) {
+	err, tt := b.attach[path]
+	switch {
+	case !tt && recognise:
+		return LibOther, nil
+	case !tt:
+		return LibRefused, errorf(ErrNoLibrary, "library: %s: not an ELF file", path)
+	case err != nil:
+		return LibRefused, err
+	}
+	b.libs++
+	return LibAttached, nil
+}
+func (b *fakeBackend) Libraries() int { return b.libs }
+func (b *fakeBackend) Probes() int    { return 12 * b.libs }
+func (b *fakeBackend) AddPID(pid uint32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pids[pid] = true
+	return nil
+}
+func (b *fakeBackend) RemovePID(pid uint32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pids, pid)
+	return nil
+}
+func (b *fakeBackend) Wake() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+func (b *fakeBackend) Lost() (uint64, error) { return b.lost, nil }
+func (b *fakeBackend) Detach() error         { return nil }
+func (b *fakeBackend) Close() error          { return nil }
+
+func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
+	for {
+		b.mu.Lock()
+		if len(b.script) == 0 {
+			b.mu.Unlock()
+			break
+		}
+		st := b.script[0]
+		b.script = b.script[1:]
+		b.mu.Unlock()
+		if st.action != nil {
+			st.action()
+			continue
+		}
+		b.buf.Reset()
+		if err := binary.Write(&b.buf, binary.LittleEndian, st.rec); err != nil {
+			return nil, false, err
+		}
+		return b.buf.Bytes(), true, nil
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return nil, false, nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-b.wake:
+	}
+	return nil, false, nil
+}
+
+type fakeProc struct {
+	objs    []string
+	info    devices.ProcessInfo
+	ended   chan struct{}
+	code    int
+	signal  int
+	started bool
+}
+
+type fakeHost struct {
+	mu       sync.Mutex
+	procs    map[int]*fakeProc
+	startErr error
+	child    int // the pid Start gives
+}
+
+func newFakeHost() *fakeHost { return &fakeHost{procs: map[int]*fakeProc{}} }
+
+func (h *fakeHost) proc(pid int) *fakeProc {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.procs[pid]
+	if p == nil {
+		p = &fakeProc{ended: make(chan struct{}), info: devices.ProcessInfo{Command: fmt.Sprintf("prog%d", pid)}}
+		h.procs[pid] = p
+	}
+	return p
+}
+
+// end makes pid exit with code (or signal).
+func (h *fakeHost) end(pid, code, signal int) func() {
+	return func() {
+		p := h.proc(pid)
+		p.code, p.signal = code, signal
+		close(p.ended)
+	}
+}
+
+// load maps lib into pid.
+func (h *fakeHost) load(pid int, lib string) func() {
+	return func() {
+		p := h.proc(pid)
+		h.mu.Lock()
+		p.objs = append(p.objs, lib)
+		h.mu.Unlock()
+	}
+}
+
+func (h *fakeHost) Exists(pid int) error { return nil }
+func (h *fakeHost) Objects(pid int) ([]string, string, error) {
+	p := h.proc(pid)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-p.ended:
+		return nil, "", errors.New("no such process")
+	default:
+	}
+	return append([]string(nil), p.objs...), "/lib64/ld-linux-x86-64.so.2", nil
+}
+func (h *fakeHost) Info(pid int) devices.ProcessInfo  { return h.proc(pid).info }
+func (h *fakeHost) Candidates(int, []string) []string { return nil }
+func (h *fakeHost) AllPids() []int                    { return nil }
+func (h *fakeHost) Key(path string) (probes.FileKey, error) {
+	var k uint64
+	for _, c := range path {
+		k = k*31 + uint64(c)
+	}
+	return probes.FileKey{Dev: 1, Ino: k}, nil
+}
+func (h *fakeHost) WaitExit(pid int) { <-h.proc(pid).ended }
+func (h *fakeHost) Self() int        { return 1 }
+func (h *fakeHost) Start(command []string) (Child, error) {
+	if h.startErr != nil {
+		return nil, h.startErr
+	}
+	return &fakeChild{h: h, pid: h.child}, nil
+}
+
+type fakeChild struct {
+	h        *fakeHost
+	pid      int
+	released bool
+}
+
+func (c *fakeChild) Pid() int { return c.pid }
+func (c *fakeChild) Release() error {
+	c.released = true
+	return nil
+}
+func (c *fakeChild) Wait() (int, int) {
+	p := c.h.proc(c.pid)
+	<-p.ended
+	return p.code, p.signal
+}
+func (c *fakeChild) Abandon() {}
+
+// recorder is a sink that keeps what it is given.
+type recorder struct {
+	sinks.Base
+	kinds   []string
+	ended   []uint32
+	more    []bool
+	summary *devices.Summary
+	chips   map[[2]int64]devices.Totals
+}
+
+func (r *recorder) Event(ev *events.Event) {
+	r.kinds = append(r.kinds, fmt.Sprintf("%s:%d", ev.Kind, ev.Pid))
+}
+func (r *recorder) ProcessEnded(one *devices.Summary, more bool) {
+	r.ended = append(r.ended, one.Processes[0].Pid)
+	r.more = append(r.more, more)
+}
+func (r *recorder) Summary(s *devices.Summary) error {
+	r.summary = s
+	return nil
+}
+func (r *recorder) ChipTotals(pid uint32, chip int32, _ uint64, t *devices.Totals) {
+	if r.chips == nil {
+		r.chips = map[[2]int64]devices.Totals{}
+	}
+	r.chips[[2]int64{int64(pid), int64(chip)}] = *t
+}
+
+var seq uint64
+
+func rec(w events.Wire) step {
+	seq++
+	w.Seq = seq
+	w.TsNs = seq * 1000
+	if w.Tid == 0 {
+		w.Tid = w.Pid
+	}
+	return step{rec: &w}
+}
+
+func alloc(pid uint32, buf uint64, chip int32, t events.BufferType, addr, size uint64) step {
+	return rec(events.Wire{Kind: events.KindAlloc, Pid: pid, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
+		Chip: chip, BufferType: int32(t), Address: addr, Size: size, OwnsData: 1, Status: 1})
+}
+
+func free(pid uint32, buf uint64, chip int32) step {
+	return rec(events.Wire{Kind: events.KindFree, Pid: pid, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
+		Chip: chip, BufferType: -1, OwnsData: 1, Status: 1})
+}
+
+func linkMap(pid uint32) step { return rec(events.Wire{Kind: events.KindLinkMap, Pid: pid, Chip: -1}) }
+
+func do(f func()) step { return step{action: f} }
+
+func device(t *testing.T, s *devices.Summary, pid uint32, chip int32) devices.DeviceSummary {
+	t.Helper()
+	for _, p := range s.Processes {
+		if p.Pid != pid {
+			continue
+		}
+		for _, d := range p.Devices {
+			if d.Device == chip {
+				return d
+			}
+		}
+	}
+	t.Fatalf("pid %d chip %d not in the summary", pid, chip)
+	return devices.DeviceSummary{}
+}
+
+// -- CMD: records reach the ledger, the sinks and the observer in order;
+// the command's exit status comes back; the summary is exact.
+func TestRunCommand(t *testing.T) {
+	h := newFakeHost()
+	h.child = 100
+	be := newFakeBackend(
+		alloc(100, 0xb1, 0, events.DRAM, 0x20000, 4096),
+		alloc(100, 0xb2, 1, events.L1, 0x20000, 512),
+		alloc(100, 0xb3, 64, events.Trace, 0x0, 1<<20),
+		free(100, 0xb1, 0),
+		do(h.end(100, 3, 0)),
+	)
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	r := &recorder{}
+	var nd bytes.Buffer
+	cfg := Config{Command: []string{"workload", "--x"}, Lib: "/opt/tt/libtt_metal.so", Follow: true}
+	res, err := run(context.Background(), cfg, be, h, []sinks.Sink{r, sinks.NewNDJSON(&nd, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Command == nil || *res.Command != (ExitStatus{Code: 3}) || res.Interrupted || res.NoLibrary {
+		t.Fatalf("result %+v (command %+v)", res, res.Command)
+	}
+	want := []string{"alloc:100", "alloc:100", "alloc:100", "free:100", "exit:100"}
+	if strings.Join(r.kinds, " ") != strings.Join(want, " ") {
+		t.Errorf("events %v, want %v", r.kinds, want)
+	}
+	if len(r.ended) != 1 || r.ended[0] != 100 || r.more[0] {
+		t.Errorf("process ends %v (more %v), want [100] without more", r.ended, r.more)
+	}
+	s := r.summary
+	if d := device(t, s, 100, 0); d.DRAMBytes != 0 || d.Peaks.DRAMBytes.Value != 4096 || d.LiveBuffers != 0 {
+		t.Errorf("chip 0: %+v", d)
+	}
+	if d := device(t, s, 100, 1); d.L1Bytes != 512 || d.LiveBuffers != 1 {
+		t.Errorf("chip 1: %+v", d)
+	}
+	if d := device(t, s, 100, 64); d.TraceBytes != 1<<20 {
+		t.Errorf("chip 64: %+v", d)
+	}
+	p := s.Processes[0]
+	if p.Command != "workload --x" || p.Parent != 1 || !p.Exited || p.ExitCode != 3 || len(p.Leaks) != 2 {
+		t.Errorf("process %+v", p)
+	}
+	if got := r.chips[[2]int64{100, 0}]; got != (devices.Totals{}) {
+		t.Errorf("observer: chip 0 ends at %v", got)
+	}
+	if got := r.chips[[2]int64{100, 1}]; got[devices.CounterL1] != 512 || got[devices.CounterLiveBuffers] != 1 {
+		t.Errorf("observer: chip 1 ends at %v", got)
+	}
+	// The NDJSON sink: one line per event, then the summary, which
+	// decodes to what the recorder was given.
+	lines := strings.Split(strings.TrimSpace(nd.String()), "\n")
+	if len(lines) != len(want)+1 {
+		t.Fatalf("%d NDJSON lines:\n%s", len(lines), nd.String())
+	}
+	var got devices.Summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Type != "summary" || len(got.Processes) != 1 || got.Processes[0].Devices[1].L1Bytes != 512 {
+		t.Errorf("NDJSON summary %s", lines[len(lines)-1])
+	}
+}
+
+// -p PID that loads TT-Metal after tttrace attached: found through the
+// link map; a second process that never loads it is reported, and the
+// first to end gets its own report while the other goes on.
+func TestRunAttachLoadsLater(t *testing.T) {
+	h := newFakeHost()
+	be := newFakeBackend(
+		do(h.load(200, "/venv/ttnn/libtt_metal.so")),
+		linkMap(200),
+		alloc(200, 0xa1, 3, events.L1Small, 0x1000, 64),
+		do(h.end(201, 0, 0)),
+		do(func() { time.Sleep(50 * time.Millisecond) }), // the end of 201 is reaped first
+		alloc(200, 0xa2, 3, events.L1Small, 0x2000, 64),
+		do(h.end(200, 0, 9)),
+	)
+	be.attach["/venv/ttnn/libtt_metal.so"] = nil
+	r := &recorder{}
+	var log bytes.Buffer
+	res, err := run(context.Background(), Config{PIDs: []int{200, 201}, Log: &log}, be, h, []sinks.Sink{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NoLibrary || res.Command != nil {
+		t.Fatalf("result %+v", res)
+	}
+	if len(r.ended) != 2 || r.ended[0] != 201 || !r.more[0] || r.ended[1] != 200 || r.more[1] {
+		t.Errorf("ends %v more %v", r.ended, r.more)
+	}
+	if d := device(t, r.summary, 200, 3); d.L1SmallBytes != 128 || d.LiveBuffers != 2 {
+		t.Errorf("chip 3: %+v", d)
+	}
+	if !strings.Contains(log.String(), "pid 200 has not loaded libtt_metal.so yet") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	if len(be.pids) != 0 {
+		t.Errorf("pids still in the filter: %v", be.pids)
+	}
+}
+
+// -p PID that never loads TT-Metal: NoLibrary; with Wait, an ErrNoLibrary.
+func TestRunNoLibrary(t *testing.T) {
+	h := newFakeHost()
+	be := newFakeBackend(do(h.end(300, 0, 0)))
+	res, err := run(context.Background(), Config{PIDs: []int{300}}, be, h, nil)
+	if err != nil || !res.NoLibrary {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	h = newFakeHost()
+	be = newFakeBackend()
+	_, err = run(context.Background(), Config{PIDs: []int{301}, Wait: 50 * time.Millisecond}, be, h, nil)
+	if KindOf(err) != ErrNoLibrary || !strings.Contains(fmt.Sprint(err), "pid 301 did not load libtt_metal.so within --wait 50ms") {
+		t.Fatalf("err %v (kind %v)", err, KindOf(err))
+	}
+}
+
+// Forked children: one that uses TT-Metal joins the report under its own
+// command; one that never does stays out of it.
+func TestRunFollow(t *testing.T) {
+	h := newFakeHost()
+	h.child = 400
+	h.proc(401).info.Command = "python -m pytest"
+	be := newFakeBackend(
+		rec(events.Wire{Kind: events.KindFork, Pid: 401, ParentPid: 400, Chip: -1}),
+		rec(events.Wire{Kind: events.KindFork, Pid: 402, ParentPid: 400, Chip: -1}),
+		alloc(401, 0xc1, 0, events.DRAM, 0x40000, 2048),
+		do(h.end(402, 0, 0)),
+		do(h.end(401, 1, 0)),
+		do(h.end(400, 1, 0)),
+	)
+	be.attach["/lib/libtt_metal.so"] = nil
+	r := &recorder{}
+	var log bytes.Buffer
+	res, err := run(context.Background(), Config{Command: []string{"sh"}, Follow: true, Lib: "/lib/libtt_metal.so", Log: &log}, be, h, []sinks.Sink{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *res.Command != (ExitStatus{Code: 1}) {
+		t.Errorf("command %+v", res.Command)
+	}
+	var pids []uint32
+	for _, p := range r.summary.Processes {
+		pids = append(pids, p.Pid)
+		if p.Pid == 401 && (p.Command != "python -m pytest" || p.Parent != 400) {
+			t.Errorf("child %+v", p)
+		}
+	}
+	if fmt.Sprint(pids) != "[400 401]" {
+		t.Errorf("processes %v, want [400 401]", pids)
+	}
+	if !strings.Contains(log.String(), "1 followed process(es) ended without using TT-Metal") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// Losses only the kernel's counters know of become a lost record, and the
+// summary says the ledger is incomplete; a bad record is skipped and said.
+func TestRunLostAndBadRecords(t *testing.T) {
+	h := newFakeHost()
+	h.child = 500
+	bad := rec(events.Wire{Kind: events.KindLost, Pid: 500}) // synthesized kinds never come from the ring
+	be := newFakeBackend(alloc(500, 0xd1, 0, events.DRAM, 0, 64), bad, do(h.end(500, 0, 0)))
+	be.attach["/l.so"] = nil
+	be.lost = 7
+	r := &recorder{}
+	var log bytes.Buffer
+	res, err := run(context.Background(), Config{Command: []string{"x"}, Lib: "/l.so", Log: &log}, be, h, []sinks.Sink{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.LostEvents != 7 || res.Summary.Complete {
+		t.Errorf("summary lost %d complete %v", res.Summary.LostEvents, res.Summary.Complete)
+	}
+	if last := r.kinds[len(r.kinds)-1]; last != "lost:0" {
+		t.Errorf("last event %s, want lost", last)
+	}
+	if !strings.Contains(log.String(), "bad record: record seq") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// Errors carry their kind: a command not found, a --lib that is not
+// TT-Metal; ctx ends tracing under All.
+func TestRunErrorsAndInterrupt(t *testing.T) {
+	h := newFakeHost()
+	h.startErr = errorf(ErrNotFound, "nosuch: command not found")
+	_, err := run(context.Background(), Config{Command: []string{"nosuch"}}, newFakeBackend(), h, nil)
+	if KindOf(err) != ErrNotFound {
+		t.Errorf("start: %v (%v)", err, KindOf(err))
+	}
+	_, err = run(context.Background(), Config{Command: []string{"x"}, Lib: "/not/tt.so"}, newFakeBackend(), newFakeHost(), nil)
+	if KindOf(err) != ErrNoLibrary {
+		t.Errorf("--lib: %v (%v)", err, KindOf(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	r := &recorder{}
+	res, err := run(ctx, Config{All: true}, newFakeBackend(), newFakeHost(), []sinks.Sink{r})
+	if err != nil || !res.Interrupted || r.summary == nil {
+		t.Errorf("--all: res %+v err %v", res, err)
+	}
+}

@@ -1,0 +1,69 @@
+// Package sinks is where tttrace's outputs live: the Sink interface the
+// runtime (package session) feeds, and the built-in outputs — the human
+// report, the live terminal view and NDJSON. A new output is a type that
+// implements Sink (embedding Base for the calls it ignores), in its own
+// file or package, plus one registration line in cmd/tttrace/cli.
+package sinks
+
+import (
+	"time"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+)
+
+// Sink receives what the runtime learns, in stream order, always from the
+// same goroutine: a Sink needs no locking of its own unless it serves
+// another goroutine (an HTTP endpoint, say).
+type Sink interface {
+	// Event is called for every event, after the ledger applied it. ev is
+	// valid only during the call.
+	Event(ev *events.Event)
+	// ProcessEnded is called when a traced process has ended and all its
+	// records were applied; one is the ledger's summary with only that
+	// process in it. more says other traced processes go on (otherwise the
+	// Summary follows at once).
+	ProcessEnded(one *devices.Summary, more bool)
+	// Tick is called about every Config.Tick while tracing, also while
+	// records keep coming; v is valid only during the call.
+	Tick(v *View)
+	// Summary is called once, when tracing ends, with the final state.
+	Summary(s *devices.Summary) error
+	// Close releases what the sink holds; it is called once, last, also
+	// when tracing failed before a Summary.
+	Close() error
+}
+
+// ChipObserver is implemented by sinks that follow every change of a
+// chip's totals (counter tracks, gauges): the runtime registers them as the
+// ledger's observer. See devices.Observer for the contract.
+type ChipObserver interface {
+	ChipTotals(pid uint32, chip int32, tsNs uint64, t *devices.Totals)
+}
+
+// View is the runtime's state at a tick.
+type View struct {
+	Now    time.Time
+	Ledger *devices.Ledger // read only, during the call
+	// Procs are the traced processes in the report that have not ended,
+	// sorted by pid.
+	Procs []Proc
+	// Libraries is how many TT-Metal libraries are probed.
+	Libraries int
+}
+
+// Proc is a traced process that has not ended.
+type Proc struct {
+	Pid     uint32
+	Command string
+}
+
+// Base implements every Sink method as doing nothing; embed it and
+// override what the output needs.
+type Base struct{}
+
+func (Base) Event(*events.Event)                 {}
+func (Base) ProcessEnded(*devices.Summary, bool) {}
+func (Base) Tick(*View)                          {}
+func (Base) Summary(*devices.Summary) error      { return nil }
+func (Base) Close() error                        { return nil }
