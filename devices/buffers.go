@@ -9,8 +9,8 @@ package devices
 const (
 	// slotFreed: a free was seen for the key, so a second free is a double free.
 	slotFreed uint32 = ^uint32(0)
-	// slotReleased: the buffer was released by a device or mesh close, or by
-	// mark_as_deallocated; a later free is not an error.
+	// slotReleased: the buffer was released by a device or mesh close, or
+	// marked deallocated (mark_as_deallocated); a later free is not an error.
 	slotReleased uint32 = ^uint32(0) - 1
 	// maxSlots bounds the slot numbers below the tombstones.
 	maxSlots = int(slotReleased) - 1
@@ -29,6 +29,11 @@ type bufEntry struct {
 	tid   uint32 // allocating thread
 	btype uint8  // events.BufferType, valid
 	live  bool
+	// marked: Buffer::mark_as_deallocated was called. The allocator keeps
+	// the memory until the chip closes, so the buffer stays charged, but its
+	// key no longer leads here: the Buffer object is gone and a new one may
+	// take its address.
+	marked bool
 }
 
 type bufTable struct {
@@ -69,10 +74,21 @@ func (t *bufTable) insert(key uint64) (uint32, bool) {
 	return idx, true
 }
 
-// remove frees slot idx and leaves the tombstone state for its key.
+// detach unlinks the live slot idx from its key (a marked buffer), leaving
+// the tombstone state for the key.
+func (t *bufTable) detach(idx uint32, state uint32) {
+	b := &t.slots[idx]
+	b.marked = true
+	t.index[b.key] = state
+}
+
+// remove frees slot idx and leaves the tombstone state for its key (unless
+// the slot was detached from it).
 func (t *bufTable) remove(idx uint32, state uint32) {
 	b := &t.slots[idx]
-	t.index[b.key] = state
+	if !b.marked {
+		t.index[b.key] = state
+	}
 	*b = bufEntry{}
 	t.free = append(t.free, idx)
 	t.live--

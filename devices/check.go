@@ -50,7 +50,11 @@ func (p *proc) check() error {
 			continue
 		}
 		live++
-		if idx, ok := p.bufs.index[b.key]; !ok || idx != uint32(i) {
+		if idx, ok := p.bufs.index[b.key]; b.marked {
+			if ok && idx == uint32(i) {
+				bad("slot %d (buffer %#x): marked but still indexed", i, b.key)
+			}
+		} else if !ok || idx != uint32(i) {
 			bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
 		}
 		if int(b.btype) >= cCB || b.size == 0 || b.size > maxSize {

@@ -216,16 +216,32 @@ func TestRules(t *testing.T) {
 			eq(t, "chip 9", r.tot(9), totals{})
 			eq(t, "views", r.proc().Stats.Views, 3)
 		}},
-		{"mark_deallocated releases a live buffer silently", func(t *testing.T, r *rec) {
+		{"mark_deallocated keeps a live buffer counted until its chip closes", func(t *testing.T, r *rec) {
+			// Upstream: "without releasing underlying device memory".
 			r.apply(evAlloc(1, 0xa0, 0, events.DRAM, 0, 100), evMark(1, 0xa0), evMark(1, 0xa1))
-			eq(t, "chip 0", r.tot(0), totals{})
+			eq(t, "chip 0", r.tot(0), totals{DRAM: 100, Live: 1})
 			p := r.proc()
-			eq(t, "released", p.Stats.ReleasedByMark, 1)
+			eq(t, "held", p.Stats.MarkedHeld, 1)
+			eq(t, "released", p.Stats.ReleasedByMark, 0)
 			eq(t, "anomalies", sumCounts(p), 0)
-			r.apply(evFree(1, 0xa0, 0))
+			eq(t, "leaks", len(p.Leaks), 1)
+			eq(t, "leak marked", p.Leaks[0].MarkedDeallocated, true)
+			// The Buffer is gone: a stray free changes nothing, and a new
+			// Buffer at the same address is a new buffer beside the held one.
+			r.apply(evFree(1, 0xa0, 0), evAlloc(1, 0xa0, 0, events.DRAM, 0x1000, 50))
 			p = r.proc()
 			eq(t, "unknown", p.UnknownFrees, 0)
 			eq(t, "double", p.DoubleFrees, 0)
+			eq(t, "after release", p.Stats.FreesAfterRelease, 1)
+			eq(t, "anomalies after", sumCounts(p), 0)
+			eq(t, "chip 0 with both", r.tot(0), totals{DRAM: 150, Live: 2})
+			r.apply(evFree(1, 0xa0, 0))
+			eq(t, "chip 0 held only", r.tot(0), totals{DRAM: 100, Live: 1})
+			r.apply(evDeviceClose(1, 0))
+			eq(t, "chip 0 closed", r.tot(0), totals{})
+			p = r.proc()
+			eq(t, "released by mark", p.Stats.ReleasedByMark, 1)
+			eq(t, "leaks at the end", len(p.Leaks), 0)
 		}},
 		{"device close releases everything on the chip", func(t *testing.T, r *rec) {
 			r.apply(

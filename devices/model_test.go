@@ -74,6 +74,7 @@ type mPeak struct{ v, ts uint64 }
 
 type model struct {
 	live     map[uint64]*mBuf
+	held     map[*mBuf]bool  // marked deallocated: charged until their chip or mesh closes
 	meshes   map[*mMesh]bool // open meshes
 	keyState map[uint64]int
 	cbs      map[mCBKey]*mCBGroup
@@ -85,13 +86,14 @@ type model struct {
 	anomalies                               map[string]uint64
 	hookedAllocs, hookedFrees, zeroSize     uint64
 	globalCBs, releasedByMark, afterRelease uint64
+	markedHeld                              uint64
 	exited                                  bool
 	exitCode, exitSig                       int
 }
 
 func newModel() *model {
 	return &model{
-		live: map[uint64]*mBuf{}, meshes: map[*mMesh]bool{}, keyState: map[uint64]int{}, cbs: map[mCBKey]*mCBGroup{},
+		live: map[uint64]*mBuf{}, held: map[*mBuf]bool{}, meshes: map[*mMesh]bool{}, keyState: map[uint64]int{}, cbs: map[mCBKey]*mCBGroup{},
 		touched: map[int32]bool{}, closed: map[int32]bool{}, peaks: map[int32]*[mN]mPeak{},
 		anomalies: map[string]uint64{},
 	}
@@ -113,6 +115,18 @@ func typeIdx(t events.BufferType) int {
 	panic("bad type")
 }
 
+// charged lists the buffers charged: live, and marked but held.
+func (m *model) charged() []*mBuf {
+	bs := make([]*mBuf, 0, len(m.live)+len(m.held))
+	for _, b := range m.live {
+		bs = append(bs, b)
+	}
+	for b := range m.held {
+		bs = append(bs, b)
+	}
+	return bs
+}
+
 // totals recomputes every touched chip's totals from the live sets.
 func (m *model) totals() map[int32]*[mN]uint64 {
 	t := map[int32]*[mN]uint64{}
@@ -125,7 +139,7 @@ func (m *model) totals() map[int32]*[mN]uint64 {
 		}
 		return t[c]
 	}
-	for _, b := range m.live {
+	for _, b := range m.charged() {
 		var chips []int32
 		if b.mesh == nil {
 			chips = []int32{b.chip}
@@ -176,6 +190,12 @@ func (m *model) closeChip(c int32) {
 		if b.mesh == nil && b.chip == c {
 			delete(m.live, k)
 			m.keyState[k] = keyReleased
+		}
+	}
+	for b := range m.held {
+		if b.mesh == nil && b.chip == c {
+			delete(m.held, b)
+			m.releasedByMark++
 		}
 	}
 	for k := range m.cbs {
@@ -568,9 +588,11 @@ func (g *gen) op(p *gProc, th *gThread) {
 		p.bufs = p.bufs[:len(p.bufs)-1]
 		g.emit(p, evMark(tid, b.key), func() {
 			if cur, ok := m.live[b.key]; ok && cur == b {
+				// Still charged until its chip or mesh closes.
 				delete(m.live, b.key)
 				m.keyState[b.key] = keyReleased
-				m.releasedByMark++
+				m.held[b] = true
+				m.markedHeld++
 			}
 		})
 		p.keyPool = append(p.keyPool, b.key)
@@ -659,6 +681,12 @@ func (g *gen) closeMesh(p *gProc, th *gThread, mesh *mMesh) {
 			if b.mesh == mesh {
 				delete(m.live, k)
 				m.keyState[k] = keyReleased
+			}
+		}
+		for b := range m.held {
+			if b.mesh == mesh {
+				delete(m.held, b)
+				m.releasedByMark++
 			}
 		}
 		for k := range m.cbs {
@@ -906,18 +934,20 @@ func (g *gen) compareSummary() {
 			tid  uint32
 			seq  uint64
 			ts   uint64
+			mark bool
 		}
 		var want, unplaced []lk
-		for _, b := range m.live {
+		for _, b := range m.charged() {
+			mark := m.held[b]
 			if b.mesh == nil {
-				want = append(want, lk{b.chip, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), false, b.tid, b.seq, b.ts})
+				want = append(want, lk{b.chip, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), false, b.tid, b.seq, b.ts, mark})
 				continue
 			}
 			if len(b.mesh.learned) == 0 {
-				unplaced = append(unplaced, lk{0, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), true, b.tid, b.seq, b.ts})
+				unplaced = append(unplaced, lk{0, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), true, b.tid, b.seq, b.ts, mark})
 			}
 			for c := range b.mesh.learned {
-				want = append(want, lk{c, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), true, b.tid, b.seq, b.ts})
+				want = append(want, lk{c, b.typ, b.addr, b.size, fmt.Sprintf("%#x", b.key), true, b.tid, b.seq, b.ts, mark})
 			}
 		}
 		order := func(ls []lk) {
@@ -944,7 +974,7 @@ func (g *gen) compareSummary() {
 				if !ok {
 					t.Fatalf("leak type %q", l.Type)
 				}
-				out = append(out, lk{l.Device, typ, l.Address, l.Size, l.Buffer, l.Mesh, l.Tid, l.Seq, l.TsNs})
+				out = append(out, lk{l.Device, typ, l.Address, l.Size, l.Buffer, l.Mesh, l.Tid, l.Seq, l.TsNs, l.MarkedDeallocated})
 			}
 			return out
 		}
@@ -979,6 +1009,7 @@ func (g *gen) compareSummary() {
 		check("zero_size_allocs", ps.Stats.ZeroSizeAllocs, m.zeroSize)
 		check("global_cbs", ps.Stats.GlobalCBs, m.globalCBs)
 		check("released_by_mark", ps.Stats.ReleasedByMark, m.releasedByMark)
+		check("marked_held", ps.Stats.MarkedHeld, m.markedHeld)
 		check("frees_after_release", ps.Stats.FreesAfterRelease, m.afterRelease)
 		for k, n := range ps.AnomalyCounts {
 			check("anomaly "+k, n, m.anomalies[k])

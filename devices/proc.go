@@ -182,8 +182,10 @@ func (p *proc) apply(e *events.Event) {
 	case events.KindMarkDeallocated:
 		p.stats.MarkDeallocated++
 		if idx, ok := p.bufs.lookup(e.Object); ok {
-			p.releaseBuffer(idx, slotReleased, e)
-			p.stats.ReleasedByMark++
+			// "Without releasing underlying device memory": the chip's
+			// allocator holds it until the chip (or its mesh) closes.
+			p.bufs.detach(idx, slotReleased)
+			p.stats.MarkedHeld++
 		}
 	case events.KindCBLayout:
 		p.stats.CBLayouts++
@@ -339,6 +341,9 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 			p.sub(c, t, b.size, e)
 			p.sub(c, cLive, 1, e)
 		}
+	}
+	if b.marked {
+		p.stats.ReleasedByMark++
 	}
 	p.bufs.remove(idx, state)
 }

@@ -93,6 +93,9 @@ type Leak struct {
 	Tid        uint32 `json:"tid"` // allocating thread
 	Seq        uint64 `json:"seq"` // of the alloc event
 	TsNs       uint64 `json:"ts_ns"`
+	// MarkedDeallocated: Buffer::mark_as_deallocated was called, but the
+	// chip was never closed, so its memory is still held.
+	MarkedDeallocated bool `json:"marked_deallocated"`
 
 	btype events.BufferType
 }
@@ -119,19 +122,23 @@ type Stats struct {
 	Views             uint64 `json:"views"`
 	MeshChipsLearned  uint64 `json:"mesh_chips_learned"`
 	MarkDeallocated   uint64 `json:"mark_deallocated"`
-	ReleasedByMark    uint64 `json:"released_by_mark"`
-	ReleasedByClose   uint64 `json:"released_by_close"` // buffers released by a device or mesh close
-	DeviceCloses      uint64 `json:"device_closes"`
-	MeshCloses        uint64 `json:"mesh_closes"`
-	CBLayouts         uint64 `json:"cb_layouts"`
-	CBAllocs          uint64 `json:"cb_allocs"`
-	GlobalCBs         uint64 `json:"global_cbs"`   // not counted: backed by an L1 buffer
-	CBRelayouts       uint64 `json:"cb_relayouts"` // groups replaced by a new layout
-	CBTeardowns       uint64 `json:"cb_teardowns"`
-	CBFrees           uint64 `json:"cb_frees"`
-	CBFreesUnknown    uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
-	CBGroupsReleased  uint64 `json:"cb_groups_released"`
-	ProgramDestroys   uint64 `json:"program_destroys"`
+	// MarkedHeld: live buffers marked deallocated, which stay counted
+	// because the allocator keeps their memory until their chip closes.
+	MarkedHeld uint64 `json:"marked_held"`
+	// ReleasedByMark: marked buffers released since, by their chip's close.
+	ReleasedByMark   uint64 `json:"released_by_mark"`
+	ReleasedByClose  uint64 `json:"released_by_close"` // buffers released by a device or mesh close
+	DeviceCloses     uint64 `json:"device_closes"`
+	MeshCloses       uint64 `json:"mesh_closes"`
+	CBLayouts        uint64 `json:"cb_layouts"`
+	CBAllocs         uint64 `json:"cb_allocs"`
+	GlobalCBs        uint64 `json:"global_cbs"`   // not counted: backed by an L1 buffer
+	CBRelayouts      uint64 `json:"cb_relayouts"` // groups replaced by a new layout
+	CBTeardowns      uint64 `json:"cb_teardowns"`
+	CBFrees          uint64 `json:"cb_frees"`
+	CBFreesUnknown   uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
+	CBGroupsReleased uint64 `json:"cb_groups_released"`
+	ProgramDestroys  uint64 `json:"program_destroys"`
 }
 
 var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
@@ -254,6 +261,8 @@ func (p *proc) summary() ProcessSummary {
 			Seq:      b.seq,
 			TsNs:     b.ts,
 			btype:    events.BufferType(b.btype),
+
+			MarkedDeallocated: b.marked,
 		}
 		if b.mesh == 0 {
 			ps.Leaks = append(ps.Leaks, lk)

@@ -423,6 +423,8 @@ func TestE2ELifecycle(t *testing.T) {
 		{variant: "gcc-O2", mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true},
 		{variant: "gcc-O2", mode: "cmd", scenario: "capture", args: []string{"--leak"}, peaks: true},
 		{variant: "gcc-O2", mode: "cmd", scenario: "sametype", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "cmd", scenario: "mark", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "pid", scenario: "mark", peaks: true},
 		{variant: "gcc-O2", mode: "pid", scenario: "mesh", args: []string{"--leak"}, peaks: true},
 		{variant: "gcc-O2", mode: "python", scenario: "all", args: []string{"--leak"}, peaks: true},
 	} {

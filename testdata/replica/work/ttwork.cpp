@@ -867,6 +867,35 @@ int scenario_layout(Ctx& ctx) {
     return bad ? 1 : 0;
 }
 
+// Buffer::mark_as_deallocated on chips that are still open: upstream marks "without releasing
+// underlying device memory", so the allocators keep it until the chip closes (chip 41), or to the
+// end (chip 42: a leak). The marked Buffer objects are destroyed without any event, and new
+// Buffers may take their heap addresses.
+int scenario_mark(Ctx& ctx) {
+    go_point(ctx);
+    Device* a = CreateDevice(41);  // chips no other scenario uses
+    Device* b = CreateDevice(42);
+    BufferPtr a_dram = Buffer::create(a, 8192, 1024, BufferType::DRAM);
+    BufferPtr a_l1 = Buffer::create(a, 2048, 1024, BufferType::L1);
+    BufferPtr b_dram = Buffer::create(b, 4096, 1024, BufferType::DRAM);
+    BufferPtr b_keep = Buffer::create(b, 1024, 1024, BufferType::L1);
+    a_dram->mark_as_deallocated();
+    b_dram->mark_as_deallocated();
+    CHECK(!a_dram->is_allocated() && !b_dram->is_allocated());
+    a_dram.reset();  // DEALLOCATED already: no free
+    b_dram.reset();
+    std::vector<BufferPtr> more;
+    for (int i = 0; i < 8; ++i) more.push_back(Buffer::create(i % 2 ? a : b, 512 * (i + 1), 512, BufferType::DRAM));
+    more.erase(more.begin(), more.begin() + 4);
+    a->close();  // releases the marked buffer and everything else on chip 41
+    a_l1.reset();
+    more.clear();
+    if (ctx.opt.leak) keep_forever(b_keep);
+    b_keep.reset();
+    std::printf("mark: done\n");
+    return 0;
+}
+
 struct Scenario {
     const char* name;
     int (*fn)(Ctx&);
@@ -886,6 +915,7 @@ const Scenario kScenarios[] = {
     {"close", scenario_close},
     {"capture", scenario_capture},
     {"sametype", scenario_sametype},
+    {"mark", scenario_mark},
     {"midrun", scenario_midrun},
     {"concurrent", scenario_concurrent},
     {"layout", scenario_layout},
@@ -893,7 +923,7 @@ const Scenario kScenarios[] = {
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.
 const char* const kAllOrder[] = {"basic", "mesh",    "galaxy",     "sparse",  "cb",  "cb_legacy",
-                                 "close", "capture", "sametype", "concurrent", "threads", "oom"};
+                                 "close", "capture", "sametype", "mark", "concurrent", "threads", "oom"};
 
 void usage(FILE* f) {
     std::fprintf(f,
