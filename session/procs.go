@@ -221,7 +221,16 @@ func (s *session) onCall(ev *events.Event) {
 		s.reborn(ev.Pid)
 		s.track(ev.Pid, s.host.Info(int(ev.Pid)), true)
 	}
-	if st := s.procs[ev.Pid]; st != nil && !st.inLedger {
+	st := s.procs[ev.Pid]
+	if st == nil {
+		return
+	}
+	// The record itself proves the library was mapped: a conclusion that
+	// holds even when the process is gone from /proc by the time the
+	// record is read (the link-map record's look at /proc came too late).
+	st.hasLib = true
+	s.anyLib = true
+	if !st.inLedger {
 		// A followed child's first TT-Metal call: it joins the report,
 		// under the command it has now (it may have exec'ed).
 		if c := s.host.Info(int(ev.Pid)).Command; c != "" {

@@ -491,3 +491,29 @@ func TestRunErrorsAndInterrupt(t *testing.T) {
 		t.Errorf("--all: res %+v err %v", res, err)
 	}
 }
+
+// A consumer that fell behind: the process loaded the library, ran and
+// ended before its records were read, so /proc knows nothing of it any
+// more. Its records alone say it used TT-Metal, and the ledger is whole.
+func TestRunRecordsOutliveTheProcess(t *testing.T) {
+	h := newFakeHost()
+	be := newFakeBackend(
+		do(h.end(600, 0, 0)),
+		linkMap(600),
+		alloc(600, 0xe1, 2, events.DRAM, 0x100, 4096),
+		alloc(600, 0xe2, 2, events.DRAM, 0x2000, 4096),
+		free(600, 0xe1, 2),
+	)
+	be.attach["/tt/libtt_metal.so"] = nil
+	r := &recorder{}
+	res, err := run(context.Background(), Config{PIDs: []int{600}, Lib: "/tt/libtt_metal.so"}, be, h, []sinks.Sink{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NoLibrary {
+		t.Error("NoLibrary for a process whose records show TT-Metal calls")
+	}
+	if d := device(t, r.summary, 600, 2); d.DRAMBytes != 4096 || d.LiveBuffers != 1 || d.Peaks.DRAMBytes.Value != 8192 {
+		t.Errorf("chip 2: %+v", d)
+	}
+}
