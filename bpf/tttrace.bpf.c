@@ -84,8 +84,9 @@ struct {
 	__type(value, struct lib_info);
 } libs SEC(".maps");
 
-/* Processes to trace, keyed by tgid. User space adds and deletes entries
- * (a process is deleted once it has exited and been reported). */
+/* Processes to trace, keyed by tgid. User space adds entries; the exit
+ * hook deletes a process's entry when its last thread exits (user space
+ * also deletes it once the process is reported). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -436,10 +437,17 @@ int dl_debug_state(struct pt_regs *ctx)
 
 /* The fields of task_struct read here, relocated against the running
  * kernel's BTF (CO-RE): no vmlinux.h needed. */
+struct signal_struct {
+	struct {
+		int counter;
+	} live; /* threads of the group not yet exiting */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	int exit_code;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 /* sched_process_fork(struct task_struct *parent, struct task_struct *child) */
@@ -468,21 +476,33 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	return 0;
 }
 
-/* sched_process_exit(struct task_struct *p, ...): the main thread of a
- * traced process exits; its exit code says how the process ended. */
+/* sched_process_exit(struct task_struct *p, ...): a thread of a traced
+ * process exits. The main thread's exit code says how the process ended;
+ * the last thread's exit (signal->live already decremented to 0) ends the
+ * process, and every record of it is in the ring before that one: user
+ * space learns of the end in stream order, at the time it happened. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(process_exit, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	struct event *e;
 
-	if (BPF_CORE_READ(p, pid) != tgid)
+	if (BPF_CORE_READ(p, pid) == tgid) {
+		e = start(EV_MAIN_EXIT);
+		if (e) {
+			e->wait_status = BPF_CORE_READ(p, exit_code);
+			finish_now(e);
+		}
+	}
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	e = start(EV_MAIN_EXIT);
-	if (!e)
-		return 0;
-	e->wait_status = BPF_CORE_READ(p, exit_code);
-	finish_now(e);
+	e = start(EV_GROUP_EXIT);
+	if (e)
+		finish_now(e);
+	/* Gone even if that record was lost: user space checks the map. A
+	 * later process given the same pid is not traced by mistake. */
+	if (filter_pids)
+		bpf_map_delete_elem(&traced_pids, &tgid);
 	return 0;
 }
 

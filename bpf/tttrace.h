@@ -31,6 +31,7 @@ enum event_kind : __u8 {
 	EV_LINK_MAP = 12,         /* ld.so _dl_debug_state(): the link map changed (dlopen) */
 	EV_FORK = 13,             /* a traced process forked: pid is the child, parent_pid its parent */
 	EV_MAIN_EXIT = 14,        /* a traced process's main thread exited: wait_status says how */
+	EV_GROUP_EXIT = 15,       /* the last thread of a traced process exited: the process ended */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };

@@ -22,6 +22,7 @@ const (
 	KindLinkMap         Kind = 12
 	KindFork            Kind = 13
 	KindMainExit        Kind = 14
+	KindGroupExit       Kind = 15
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -83,6 +84,7 @@ var kindNames = [66]string{
 	12: "link_map",
 	13: "fork",
 	14: "main_exit",
+	15: "group_exit",
 	64: "lost",
 	65: "exit",
 }

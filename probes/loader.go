@@ -308,6 +308,14 @@ func (t *Tracer) RemovePID(pid uint32) error {
 	return err
 }
 
+// Traced reports whether pid is in the BPF pid filter. The exit hook
+// deletes a process when its last thread exits, so false for a pid that was
+// added means the process has ended.
+func (t *Tracer) Traced(pid uint32) bool {
+	var v uint8
+	return t.objs.TracedPids.Lookup(pid, &v) == nil
+}
+
 // Reader is the ring buffer's reader. Only one goroutine may read.
 func (t *Tracer) Reader() *ringbuf.Reader { return t.rd }
 

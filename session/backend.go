@@ -31,6 +31,9 @@ type Backend interface {
 	Probes() int
 	AddPID(pid uint32) error
 	RemovePID(pid uint32) error
+	// Traced reports whether pid is still in the BPF filter: the kernel
+	// takes a process out when its last thread exits.
+	Traced(pid uint32) bool
 	// Read returns the next record, or ok false when the deadline passed
 	// or Wake was called first. The record is valid until the next Read.
 	Read(deadline time.Time) (rec []byte, ok bool, err error)
@@ -115,10 +118,11 @@ func (b *bpfBackend) AddPID(pid uint32) error  { return b.t.AddPID(pid) }
 func (b *bpfBackend) RemovePID(pid uint32) error {
 	return b.t.RemovePID(pid)
 }
-func (b *bpfBackend) Wake()                 { _ = b.t.Reader().Flush() }
-func (b *bpfBackend) Lost() (uint64, error) { return b.t.LostTotal() }
-func (b *bpfBackend) Detach() error         { return b.t.Detach() }
-func (b *bpfBackend) Close() error          { return b.t.Close() }
+func (b *bpfBackend) Traced(pid uint32) bool { return b.t.Traced(pid) }
+func (b *bpfBackend) Wake()                  { _ = b.t.Reader().Flush() }
+func (b *bpfBackend) Lost() (uint64, error)  { return b.t.LostTotal() }
+func (b *bpfBackend) Detach() error          { return b.t.Detach() }
+func (b *bpfBackend) Close() error           { return b.t.Close() }
 
 func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rd := b.t.Reader()

@@ -11,8 +11,10 @@ import (
 
 // adopt starts tracing a running process. For -p (explicit) a library it
 // maps that tttrace cannot read is an error; with All only TT-Metal
-// processes are adopted.
-func (s *session) adopt(pid int, explicit bool) error {
+// processes are adopted. alive: the process is known to be running now (it
+// was found in /proc, not in a record read late), so its end may also be
+// watched through a pidfd.
+func (s *session) adopt(pid int, explicit, alive bool) error {
 	objs, loader, err := s.host.Objects(pid)
 	if err != nil {
 		if explicit {
@@ -46,7 +48,7 @@ func (s *session) adopt(pid int, explicit bool) error {
 	}
 	info := s.host.Info(pid)
 	info.AttachedMidRun = found
-	st := s.track(uint32(pid), info, true)
+	st := s.track(uint32(pid), info, true, alive)
 	st.hasLib = found
 	s.anyLib = s.anyLib || found
 	return nil
@@ -108,17 +110,24 @@ func (s *session) attachLoader(path string) error {
 	return nil
 }
 
-// track adds pid to the BPF filter, and to the report when explicit.
-func (s *session) track(pid uint32, info devices.ProcessInfo, explicit bool) *procState {
-	if err := s.be.AddPID(pid); err != nil {
-		fmt.Fprintf(s.log, "tttrace: trace pid %d: %v\n", pid, err)
+// track starts following pid, and puts it in the report when explicit.
+// watch: the process is known to be running now, so it is added to the BPF
+// filter and a pidfd may watch it. Otherwise pid comes from a record read
+// perhaps late (it may name another process by now): a forked child BPF
+// already filters, or, with All, a process found by its calls. Every
+// traced process's end also comes as a record, in stream order.
+func (s *session) track(pid uint32, info devices.ProcessInfo, explicit, watch bool) *procState {
+	if watch {
+		if err := s.be.AddPID(pid); err != nil {
+			fmt.Fprintf(s.log, "tttrace: trace pid %d: %v\n", pid, err)
+		}
 	}
-	st := &procState{info: info}
+	st := &procState{info: info, watched: watch}
 	s.procs[pid] = st
 	if explicit {
 		s.enter(pid, st)
 	}
-	if s.child == nil || uint32(s.child.Pid()) != pid {
+	if watch && (s.child == nil || uint32(s.child.Pid()) != pid) {
 		go func() {
 			s.host.WaitExit(int(pid))
 			s.exits <- exitNote{pid: pid}
@@ -127,6 +136,23 @@ func (s *session) track(pid uint32, info devices.ProcessInfo, explicit bool) *pr
 	}
 	return st
 }
+
+// checkGone queues the end of every traced process the BPF filter no
+// longer holds: its last thread exited, and the record saying so was lost
+// (a full ring). The filter is not used with All.
+func (s *session) checkGone() {
+	if s.cfg.All {
+		return
+	}
+	for pid, st := range s.procs {
+		if !st.watched && !st.ending && !s.isChild(pid) && !s.be.Traced(pid) {
+			st.ending = true
+			s.ends = append(s.ends, exitNote{pid: pid})
+		}
+	}
+}
+
+func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.child.Pid()) == pid }
 
 // enter puts a traced process in the ledger and the report.
 func (s *session) enter(pid uint32, st *procState) {
@@ -138,7 +164,8 @@ func (s *session) enter(pid uint32, st *procState) {
 // records were all committed before it ended, so after a drain that starts
 // after the report none of them is still in the ring.
 func (s *session) reapExits() {
-	var notes []exitNote
+	notes := s.ends
+	s.ends = nil
 	for {
 		select {
 		case n := <-s.exits:
@@ -206,7 +233,8 @@ func (s *session) onFork(ev *events.Event) {
 	s.reborn(ev.Pid)
 	info := s.host.Info(int(ev.Pid))
 	info.Parent = ev.ParentPid
-	st := s.track(ev.Pid, info, false)
+	// BPF put it in the filter at the fork; its end comes as a record.
+	st := s.track(ev.Pid, info, false, false)
 	if ps := s.procs[ev.ParentPid]; ps != nil {
 		// A fork inherits the parent's mappings.
 		st.hasLib = ps.hasLib
@@ -219,7 +247,7 @@ func (s *session) onCall(ev *events.Event) {
 		// All: a process whose link-map record came too late to adopt it
 		// (it may have ended already): track it now.
 		s.reborn(ev.Pid)
-		s.track(ev.Pid, s.host.Info(int(ev.Pid)), true)
+		s.track(ev.Pid, s.host.Info(int(ev.Pid)), true, false)
 	}
 	st := s.procs[ev.Pid]
 	if st == nil {
@@ -249,7 +277,7 @@ func (s *session) onLinkMap(pid uint32) {
 		}
 		// All: a process we have not met.
 		s.reborn(pid)
-		_ = s.adopt(int(pid), false)
+		_ = s.adopt(int(pid), false, false)
 		if st = s.procs[pid]; st != nil {
 			st.info.AttachedMidRun = false
 			s.enter(pid, st)

@@ -106,6 +106,7 @@ type session struct {
 	exits   chan exitNote
 	libKind map[probes.FileKey]Verdict // what each shared object seen is
 	loaders map[probes.FileKey]bool    // dynamic loaders probed
+	ends    []exitNote                 // ends learned by the reading goroutine, applied by reapExits
 	child   Child
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
@@ -123,6 +124,8 @@ type procState struct {
 	// followed children only once they use TT-Metal, so a command run
 	// through wrapper scripts is not buried under processes that never did.
 	inLedger bool
+	watched  bool // a pidfd watches its end
+	ending   bool // its end is queued in session.ends
 }
 
 type exitNote struct {
@@ -227,16 +230,16 @@ func (s *session) setup() error {
 			return err
 		}
 		s.child = child
-		s.track(uint32(child.Pid()), devices.ProcessInfo{Command: strings.Join(cfg.Command, " "), Parent: uint32(s.host.Self())}, true)
+		s.track(uint32(child.Pid()), devices.ProcessInfo{Command: strings.Join(cfg.Command, " "), Parent: uint32(s.host.Self())}, true, true)
 	case cfg.All:
 		for _, pid := range s.host.AllPids() {
 			if pid != s.host.Self() {
-				_ = s.adopt(pid, false)
+				_ = s.adopt(pid, false, true)
 			}
 		}
 	default:
 		for _, pid := range cfg.PIDs {
-			if err := s.adopt(pid, true); err != nil {
+			if err := s.adopt(pid, true, true); err != nil {
 				return err
 			}
 		}
@@ -283,10 +286,11 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		}
 		if ok {
 			s.handle(rec)
-			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && time.Now().Before(deadline)) {
+			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline)) {
 				continue
 			}
 		}
+		s.checkGone()
 		s.reapExits()
 		select {
 		case <-s.timeout:
@@ -351,6 +355,13 @@ func (s *session) handle(raw []byte) {
 		if st := s.procs[ev.Pid]; st != nil {
 			ws := ev.WaitStatus
 			st.mainStatus = &ws
+		}
+		return
+	case events.KindGroupExit:
+		if st := s.procs[ev.Pid]; st != nil && !st.ending && !s.isChild(ev.Pid) {
+			// Every record of the process came before this one.
+			st.ending = true
+			s.ends = append(s.ends, exitNote{pid: ev.Pid})
 		}
 		return
 	case events.KindFork:

@@ -83,8 +83,13 @@ func (b *fakeBackend) Wake() {
 	}
 }
 func (b *fakeBackend) Lost() (uint64, error) { return b.lost, nil }
-func (b *fakeBackend) Detach() error         { return nil }
-func (b *fakeBackend) Close() error          { return nil }
+func (b *fakeBackend) Traced(pid uint32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pids[pid]
+}
+func (b *fakeBackend) Detach() error { return nil }
+func (b *fakeBackend) Close() error  { return nil }
 
 func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	for {
@@ -100,6 +105,15 @@ func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 			st.action()
 			continue
 		}
+		// What the BPF fork and exit hooks do to the pid filter.
+		b.mu.Lock()
+		switch st.rec.Kind {
+		case events.KindFork:
+			b.pids[st.rec.Pid] = true
+		case events.KindGroupExit:
+			delete(b.pids, st.rec.Pid)
+		}
+		b.mu.Unlock()
 		b.buf.Reset()
 		if err := binary.Write(&b.buf, binary.LittleEndian, st.rec); err != nil {
 			return nil, false, err
@@ -268,6 +282,14 @@ func free(pid uint32, buf uint64, chip int32) step {
 
 func linkMap(pid uint32) step { return rec(events.Wire{Kind: events.KindLinkMap, Pid: pid, Chip: -1}) }
 
+func groupExit(pid uint32) step {
+	return rec(events.Wire{Kind: events.KindGroupExit, Pid: pid, Chip: -1})
+}
+
+func fork(parent, child uint32) step {
+	return rec(events.Wire{Kind: events.KindFork, Pid: child, ParentPid: parent, Chip: -1})
+}
+
 func do(f func()) step { return step{action: f} }
 
 func device(t *testing.T, s *devices.Summary, pid uint32, chip int32) devices.DeviceSummary {
@@ -412,12 +434,13 @@ func TestRunFollow(t *testing.T) {
 	h.child = 400
 	h.proc(401).info.Command = "python -m pytest"
 	be := newFakeBackend(
-		rec(events.Wire{Kind: events.KindFork, Pid: 401, ParentPid: 400, Chip: -1}),
-		rec(events.Wire{Kind: events.KindFork, Pid: 402, ParentPid: 400, Chip: -1}),
+		fork(400, 401),
+		fork(400, 402),
+		do(func() { time.Sleep(3 * tick / 2) }), // the children stay while nothing happens
 		alloc(401, 0xc1, 0, events.DRAM, 0x40000, 2048),
-		do(h.end(402, 0, 0)),
-		do(h.end(401, 1, 0)),
-		do(h.end(400, 1, 0)),
+		do(h.end(402, 0, 0)), groupExit(402),
+		do(h.end(401, 1, 0)), groupExit(401),
+		do(h.end(400, 1, 0)), groupExit(400),
 	)
 	be.attach["/lib/libtt_metal.so"] = nil
 	r := &recorder{}
@@ -515,5 +538,45 @@ func TestRunRecordsOutliveTheProcess(t *testing.T) {
 	}
 	if d := device(t, r.summary, 600, 2); d.DRAMBytes != 4096 || d.LiveBuffers != 1 || d.Peaks.DRAMBytes.Value != 8192 {
 		t.Errorf("chip 2: %+v", d)
+	}
+}
+
+// A forked child's end comes from the kernel, not from a pidfd opened when
+// its fork record is read: there the pid may already name another process
+// (here one that never ends). Its group-exit record ends it; and when that
+// record is lost, the pid's absence from the BPF filter does.
+func TestRunForkedChildEnds(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		h := newFakeHost()
+		h.child = 700
+		be := newFakeBackend(fork(700, 701), alloc(701, 0xf1, 0, events.L1, 0x80, 256))
+		if lost {
+			be.script = append(be.script, do(func() {
+				be.mu.Lock()
+				delete(be.pids, 701) // the exit hook ran; its record did not fit in the ring
+				be.mu.Unlock()
+			}))
+		} else {
+			be.script = append(be.script, groupExit(701))
+		}
+		be.script = append(be.script, do(func() { time.Sleep(3 * tick) }), do(h.end(700, 0, 0)), groupExit(700))
+		be.attach["/tt.so"] = nil
+		// 701 is never ended in the host: a pid watcher would wait forever.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r := &recorder{}
+		res, err := run(ctx, Config{Command: []string{"x"}, Follow: true, Lib: "/tt.so"}, be, h, []sinks.Sink{r})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Interrupted {
+			t.Fatalf("lost=%v: tracing did not end by itself", lost)
+		}
+		if len(r.ended) != 2 || r.ended[0] != 701 || !r.more[0] {
+			t.Errorf("lost=%v: ends %v more %v, want 701 first while 700 goes on", lost, r.ended, r.more)
+		}
+		if d := device(t, r.summary, 701, 0); d.L1Bytes != 256 {
+			t.Errorf("lost=%v: child chip 0 %+v", lost, d)
+		}
 	}
 }
