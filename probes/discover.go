@@ -111,7 +111,14 @@ func CandidateLibraries(pid int, command []string) []string {
 			sitePackages(filepath.Join(root, v), add)
 		}
 	}
+	var words []string
 	for _, a := range command {
+		// A shell script (sh -c "exec python3 /x/run.py ...", as wrappers
+		// and pyenv-style shims run things) names its paths inside one
+		// argument: take every word.
+		words = append(words, strings.Fields(a)...)
+	}
+	for _, a := range words {
 		// Paths named on the command line: the program, scripts, test dirs.
 		if !strings.Contains(a, "/") {
 			continue
