@@ -24,150 +24,179 @@ func (l *Ledger) Check() error {
 	return errors.Join(errs...)
 }
 
-func (p *proc) check() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		if len(errs) < 20 {
-			errs = append(errs, fmt.Errorf(format, args...))
-		}
-	}
-	want := make(map[int32]*[nCounter]uint64)
-	at := func(id int32) *[nCounter]uint64 {
-		w := want[id]
-		if w == nil {
-			w = new([nCounter]uint64)
-			want[id] = w
-		}
-		return w
-	}
-	meshTot := make([][nCounter]uint64, len(p.meshes))
+// checker recomputes one process's totals from its live entries.
+type checker struct {
+	p       *proc
+	errs    []error
+	want    map[int32]*Totals // per chip, recomputed
+	meshTot []Totals          // per mesh index, recomputed
+}
 
+func (p *proc) check() error {
+	c := &checker{p: p, want: make(map[int32]*Totals), meshTot: make([]Totals, len(p.meshes))}
+	c.buffers()
+	c.programs()
+	c.meshes()
+	c.chips()
+	if n := p.anomalies.counts[anAccounting]; n != 0 {
+		c.bad("%d internal accounting errors", n)
+	}
+	if p.unknownFreeBytes >= checkLimit {
+		c.bad("unknown_free_bytes %d near wrap-around", p.unknownFreeBytes)
+	}
+	return errors.Join(c.errs...)
+}
+
+func (c *checker) bad(format string, args ...any) {
+	if len(c.errs) < 20 {
+		c.errs = append(c.errs, fmt.Errorf(format, args...))
+	}
+}
+
+// at is chip id's recomputed totals.
+func (c *checker) at(id int32) *Totals {
+	w := c.want[id]
+	if w == nil {
+		w = new(Totals)
+		c.want[id] = w
+	}
+	return w
+}
+
+// buffers checks the slot table and its index, and charges every live
+// buffer to its chip or mesh.
+func (c *checker) buffers() {
+	t := &c.p.bufs
 	live, free := 0, 0
-	for i := range p.bufs.slots {
-		b := &p.bufs.slots[i]
+	for i := range t.slots {
+		b := &t.slots[i]
 		if !b.live {
 			free++
 			continue
 		}
 		live++
-		if idx, ok := p.bufs.index[b.key]; b.marked {
+		if idx, ok := t.index[b.key]; b.marked {
 			if ok && idx == uint32(i) {
-				bad("slot %d (buffer %#x): marked but still indexed", i, b.key)
+				c.bad("slot %d (buffer %#x): marked but still indexed", i, b.key)
 			}
 		} else if !ok || idx != uint32(i) {
-			bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
+			c.bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
 		}
 		if int(b.btype) >= cCB || b.size == 0 || b.size > maxSize {
-			bad("slot %d: type %d size %d", i, b.btype, b.size)
+			c.bad("slot %d: type %d size %d", i, b.btype, b.size)
 			continue
 		}
 		if b.mesh == 0 {
-			w := at(b.chip)
+			w := c.at(b.chip)
 			w[b.btype] += b.size
 			w[cLive]++
 			continue
 		}
-		if int(b.mesh) >= len(p.meshes) || p.meshes[b.mesh] == nil {
-			bad("buffer %#x: mesh %d is gone", b.key, b.mesh)
+		if int(b.mesh) >= len(c.p.meshes) || c.p.meshes[b.mesh] == nil {
+			c.bad("buffer %#x: mesh %d is gone", b.key, b.mesh)
 			continue
 		}
-		meshTot[b.mesh][b.btype] += b.size
-		meshTot[b.mesh][cLive]++
+		c.meshTot[b.mesh][b.btype] += b.size
+		c.meshTot[b.mesh][cLive]++
 	}
-	if live != p.bufs.live || free != len(p.bufs.free) {
-		bad("%d live and %d free slots, table says %d live and %d free", live, free, p.bufs.live, len(p.bufs.free))
+	if live != t.live || free != len(t.free) {
+		c.bad("%d live and %d free slots, table says %d live and %d free", live, free, t.live, len(t.free))
 	}
-	for key, idx := range p.bufs.index {
+	for key, idx := range t.index {
 		if idx >= slotReleased {
 			continue
 		}
-		if int(idx) >= len(p.bufs.slots) || !p.bufs.slots[idx].live || p.bufs.slots[idx].key != key {
-			bad("index %#x -> slot %d, which does not hold it", key, idx)
+		if int(idx) >= len(t.slots) || !t.slots[idx].live || t.slots[idx].key != key {
+			c.bad("index %#x -> slot %d, which does not hold it", key, idx)
 		}
 	}
+}
 
-	for prog, pc := range p.progs {
+// programs charges every CB group to its chip or mesh.
+func (c *checker) programs() {
+	for prog, pc := range c.p.progs {
 		if len(pc.groups) == 0 {
-			bad("program %#x kept with no CB group", prog)
+			c.bad("program %#x kept with no CB group", prog)
 		}
 		for i, g := range pc.groups {
 			for _, h := range pc.groups[:i] {
 				if h.mesh == g.mesh && h.chip == g.chip {
-					bad("program %#x: two CB groups for one target", prog)
+					c.bad("program %#x: two CB groups for one target", prog)
 				}
 			}
 			if g.mesh == 0 {
-				at(g.chip)[cCB] += g.bytes
+				c.at(g.chip)[cCB] += g.bytes
 				continue
 			}
-			if int(g.mesh) >= len(p.meshes) || p.meshes[g.mesh] == nil {
-				bad("program %#x: CB group of a gone mesh %d", prog, g.mesh)
+			if int(g.mesh) >= len(c.p.meshes) || c.p.meshes[g.mesh] == nil {
+				c.bad("program %#x: CB group of a gone mesh %d", prog, g.mesh)
 				continue
 			}
-			meshTot[g.mesh][cCB] += g.bytes
+			c.meshTot[g.mesh][cCB] += g.bytes
 		}
 	}
+}
 
-	for i, m := range p.meshes {
+// meshes compares each mesh's running totals with the recomputed ones and
+// charges them to the mesh's chips.
+func (c *checker) meshes() {
+	for i, m := range c.p.meshes {
 		if m == nil {
 			continue
 		}
 		if i == 0 {
-			bad("mesh index 0 is in use")
+			c.bad("mesh index 0 is in use")
 			continue
 		}
-		if m.tot != meshTot[i] {
-			bad("mesh %#x: totals %v, recomputed %v", m.ptr, m.tot, meshTot[i])
+		if m.tot != c.meshTot[i] {
+			c.bad("mesh %#x: totals %v, recomputed %v", m.ptr, m.tot, c.meshTot[i])
 		}
-		if idx, ok := p.meshIdx[m.ptr]; !ok || idx != uint32(i) {
-			bad("mesh %#x not indexed", m.ptr)
+		if idx, ok := c.p.meshIdx[m.ptr]; !ok || idx != uint32(i) {
+			c.bad("mesh %#x not indexed", m.ptr)
 		}
 		for j, id := range m.chips {
 			for _, other := range m.chips[:j] {
 				if other == id {
-					bad("mesh %#x lists chip %d twice", m.ptr, id)
+					c.bad("mesh %#x lists chip %d twice", m.ptr, id)
 				}
 			}
-			if p.chips[id] == nil {
-				bad("mesh %#x: chip %d not touched", m.ptr, id)
+			if c.p.chips[id] == nil {
+				c.bad("mesh %#x: chip %d not touched", m.ptr, id)
 			}
-			w := at(id)
-			for k, v := range meshTot[i] {
+			w := c.at(id)
+			for k, v := range c.meshTot[i] {
 				w[k] += v
 			}
 		}
 	}
+}
 
-	for id, w := range want {
-		if p.chips[id] == nil && *w != ([nCounter]uint64{}) {
-			bad("chip %d holds %v but is not touched", id, *w)
+// chips compares each chip's running totals and peaks with the recomputed
+// totals.
+func (c *checker) chips() {
+	for id, w := range c.want {
+		if c.p.chips[id] == nil && *w != (Totals{}) {
+			c.bad("chip %d holds %v but is not touched", id, *w)
 		}
 	}
-	for id, c := range p.chips {
-		var w [nCounter]uint64
-		if x := want[id]; x != nil {
+	for id, ch := range c.p.chips {
+		var w Totals
+		if x := c.want[id]; x != nil {
 			w = *x
 		}
-		if c.cur != w {
-			bad("chip %d: totals %v, recomputed %v", id, c.cur, w)
+		if ch.cur != w {
+			c.bad("chip %d: totals %v, recomputed %v", id, ch.cur, w)
 		}
-		for k := range c.cur {
-			if c.cur[k] >= checkLimit || c.peak[k] >= checkLimit {
-				bad("chip %d %s: %d (peak %d) near wrap-around", id, counterNames[k], c.cur[k], c.peak[k])
+		for k := range ch.cur {
+			if ch.cur[k] >= checkLimit || ch.peak[k] >= checkLimit {
+				c.bad("chip %d %s: %d (peak %d) near wrap-around", id, counterNames[k], ch.cur[k], ch.peak[k])
 			}
-			if c.peak[k] < c.cur[k] {
-				bad("chip %d %s: peak %d below current %d", id, counterNames[k], c.peak[k], c.cur[k])
+			if ch.peak[k] < ch.cur[k] {
+				c.bad("chip %d %s: peak %d below current %d", id, counterNames[k], ch.peak[k], ch.cur[k])
 			}
 		}
-		if c.closed && c.cur != ([nCounter]uint64{}) {
-			bad("chip %d closed but holds %v", id, c.cur)
+		if ch.closed && ch.cur != (Totals{}) {
+			c.bad("chip %d closed but holds %v", id, ch.cur)
 		}
 	}
-	if n := p.anomalies.counts[anAccounting]; n != 0 {
-		bad("%d internal accounting errors", n)
-	}
-	if p.unknownFreeBytes >= checkLimit {
-		bad("unknown_free_bytes %d near wrap-around", p.unknownFreeBytes)
-	}
-	return errors.Join(errs...)
 }
