@@ -51,7 +51,7 @@ func TestDecodeRejects(t *testing.T) {
 	if err := Decode(nil, &e); err == nil {
 		t.Error("an empty record was accepted")
 	}
-	for _, k := range []Kind{0, KindMainExit + 1, KindLost, KindExit, 255} {
+	for _, k := range []Kind{0, KindGroupExit + 1, 63, KindLost, KindExit, 255} {
 		if err := Decode(wire(t, Wire{Kind: k}), &e); err == nil {
 			t.Errorf("kind %d from the ring was accepted", k)
 		}
