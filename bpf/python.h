@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The Python stack of the calling thread, captured from BPF at the entry of
+ * a probe, for CPython 3.10 to 3.13 with no interpreter flag or variable.
+ *
+ * Contract with user space (package pyframes):
+ *  - py_procs holds, per traced process (tgid), where the interpreter's
+ *    _PyRuntime is and the offsets of the few fields the walk reads; an
+ *    entry is written only for an interpreter whose offsets were read from
+ *    its own _Py_DebugOffsets or checked against the binary (docs/python.md);
+ *  - py_capture() finds the thread state of the calling thread by walking
+ *    every interpreter's thread list (it does not need the GIL: a ctypes
+ *    call releases it) and matching the thread (native_thread_id == tid, or
+ *    for 3.10, which has no native_thread_id, thread_id == pthread_self(),
+ *    which is the thread's fs base on x86-64);
+ *  - it then copies, innermost first, each Python frame's code object
+ *    pointer and raw instruction field; user space reads the code objects
+ *    (file, qualname, line table) and turns them into lines;
+ *  - a read that fails ends the stack there (PY_READ_ERROR): a partial
+ *    stack, never a fault in the traced process (reads are probe reads).
+ *
+ * Include it after the libbpf headers; define PY_MAX_FRAMES first to keep
+ * more frames.
+ */
+#ifndef TTTRACE_PYTHON_H
+#define TTTRACE_PYTHON_H
+
+#ifndef PY_MAX_FRAMES
+#define PY_MAX_FRAMES 64
+#endif
+/* Thread states examined per capture, over all interpreters: a process with
+ * more Python threads than this may report PY_NO_THREAD for some. */
+#ifndef PY_MAX_THREADS
+#define PY_MAX_THREADS 1024
+#endif
+#define PY_MAX_INTERPS 8
+
+/* How a thread state names its OS thread (py_proc.thread_match). */
+enum py_thread_match {
+	PY_MATCH_TID = 0,    /* native_thread_id (3.11+) == the kernel tid */
+	PY_MATCH_FSBASE = 1, /* thread_id == pthread_self() == fs base (3.10) */
+};
+
+/* py_stack.flags */
+enum py_stack_flags {
+	PY_TRUNCATED = 1,   /* more frames than PY_MAX_FRAMES: the outermost were cut */
+	PY_NO_PROC = 2,     /* the process has no py_procs entry */
+	PY_NO_THREAD = 4,   /* no thread state of this thread found */
+	PY_READ_ERROR = 8,  /* a read failed: the stack stops there */
+	PY_THREADS_CUT = 16, /* more thread states than PY_MAX_THREADS: not all were seen */
+};
+
+/* Where the interpreter of one process keeps what the walk reads. All
+ * offsets are in bytes; -1 where the version has no such field. */
+struct py_proc {
+	__u64 runtime;             /* address of _PyRuntime in the process */
+	__s64 runtime_interp_head; /* _PyRuntime.interpreters.head */
+	__s64 interp_next;         /* PyInterpreterState.next */
+	__s64 interp_threads_head; /* PyInterpreterState.threads.head (3.10: tstate_head) */
+	__s64 ts_next;             /* PyThreadState.next */
+	__s64 ts_thread;           /* native_thread_id, or thread_id (PY_MATCH_FSBASE) */
+	__s64 ts_frame;            /* 3.10 frame, 3.11/3.12 cframe, 3.13 current_frame */
+	__s64 cframe_current;      /* _PyCFrame.current_frame (3.11/3.12), else -1 */
+	__s64 frame_previous;      /* f_back (3.10) or previous */
+	__s64 frame_code;          /* f_code, or f_executable (3.13) */
+	__s64 frame_instr;         /* f_lasti (int, 3.10), prev_instr or instr_ptr */
+	__s64 frame_owner;         /* owner (char), -1 for 3.10 */
+	__u32 version;             /* PY_VERSION_HEX of the interpreter */
+	__u8 thread_match;         /* enum py_thread_match */
+	__u8 instr_size;           /* 4 (f_lasti) or 8 (pointer) */
+	__u8 owner_skip;           /* owner of frames that are not Python code (C stack shims), 0xff none */
+	__u8 _pad;
+};
+
+/* One frame: user space reads the code object and computes the line. */
+struct py_frame {
+	__u64 code;  /* PyCodeObject* */
+	__u64 instr; /* f_lasti (3.10, code units) or the instruction pointer */
+};
+
+/* A captured stack, innermost frame first. */
+struct py_stack {
+	__u64 tstate;  /* the PyThreadState* found, 0 if none */
+	__u32 nframes; /* frames[0..nframes) are valid */
+	__u32 flags;   /* enum py_stack_flags */
+	struct py_frame frames[PY_MAX_FRAMES];
+};
+
+/* Per traced process, keyed by tgid; user space writes an entry when it
+ * finds a supported interpreter in the process and deletes it when the
+ * process is gone. Not LRU: an entry must not vanish while it is in use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+/* Just the part of the kernel's task_struct the 3.10 match needs,
+ * relocated against the running kernel's BTF (CO-RE: the ___py suffix is
+ * a local flavour of the kernel's type name). */
+struct thread_struct___py {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+struct task_struct___py {
+	struct thread_struct___py thread;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 py_fsbase(void)
+{
+	struct task_struct___py *t = (void *)bpf_get_current_task();
+	__u64 fs = 0;
+
+	bpf_probe_read_kernel(&fs, sizeof(fs),
+			      __builtin_preserve_access_index(&t->thread.fsbase));
+	return fs;
+}
+
+static __always_inline int py_read_ptr(__u64 *dst, __u64 base, __s64 off)
+{
+	*dst = 0;
+	if (off < 0 || !base)
+		return -1;
+	return bpf_probe_read_user(dst, sizeof(*dst), (void *)(base + off));
+}
+
+/* The walks run under bpf_loop (Linux 5.17+): a bounded loop over
+ * thousands of thread states or frames is too much for the verifier to
+ * explore path by path. */
+
+struct py_thread_walk {
+	struct py_proc *p;
+	__u64 want;   /* tid or fs base */
+	__u64 interp; /* interpreter whose list is walked */
+	__u64 ts;     /* next thread state to look at, 0 at a list's end */
+	__u64 found;
+	__u32 interps; /* interpreters entered */
+	__u32 flags;
+};
+
+static long py_thread_step(__u64 i, void *arg)
+{
+	struct py_thread_walk *w = arg;
+	struct py_proc *p = w->p;
+	__u64 id = 0;
+
+	if (!w->ts) {
+		/* The end of this interpreter's list: on to the next one. */
+		if (w->interps && py_read_ptr(&w->interp, w->interp, p->interp_next) < 0)
+			goto fault;
+		if (!w->interp || w->interps >= PY_MAX_INTERPS)
+			return 1;
+		w->interps++;
+		if (py_read_ptr(&w->ts, w->interp, p->interp_threads_head) < 0)
+			goto fault;
+		return 0;
+	}
+	if (py_read_ptr(&id, w->ts, p->ts_thread) < 0)
+		goto fault;
+	if (p->thread_match == PY_MATCH_TID)
+		id &= 0xffffffff; /* an unsigned long holding a 32-bit tid */
+	if (id == w->want) {
+		w->found = w->ts;
+		return 1;
+	}
+	if (py_read_ptr(&w->ts, w->ts, p->ts_next) < 0)
+		goto fault;
+	return 0;
+fault:
+	w->flags |= PY_READ_ERROR;
+	return 1;
+}
+
+/* The thread state of the calling thread, 0 when none was found. */
+static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *out,
+					    __u32 tid)
+{
+	struct py_thread_walk w = { .p = p, .want = tid };
+	long n;
+
+	if (p->thread_match == PY_MATCH_FSBASE)
+		w.want = py_fsbase();
+	if (py_read_ptr(&w.interp, p->runtime, p->runtime_interp_head) < 0) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	/* One step per thread state plus one per interpreter. */
+	n = bpf_loop(PY_MAX_THREADS + PY_MAX_INTERPS, py_thread_step, &w, 0);
+	out->flags |= w.flags;
+	if (!w.found && !w.flags && n >= PY_MAX_THREADS + PY_MAX_INTERPS)
+		out->flags |= PY_THREADS_CUT;
+	return w.found;
+}
+
+struct py_frame_walk {
+	struct py_proc *p;
+	struct py_stack *out;
+	__u64 frame; /* next frame to read, 0 at the end */
+	__u32 n;     /* frames kept */
+	__u32 flags;
+};
+
+static long py_frame_step(__u64 i, void *arg)
+{
+	struct py_frame_walk *w = arg;
+	struct py_proc *p = w->p;
+	struct py_stack *out = w->out;
+	__u64 code = 0, instr = 0;
+	__u8 owner = 0;
+	__u32 n = w->n;
+
+	if (!w->frame)
+		return 1;
+	if (p->frame_owner >= 0 &&
+	    bpf_probe_read_user(&owner, sizeof(owner), (void *)(w->frame + p->frame_owner)) < 0)
+		goto fault;
+	if (p->owner_skip == 0xff || owner != p->owner_skip) {
+		if (n >= PY_MAX_FRAMES) {
+			w->flags |= PY_TRUNCATED;
+			return 1;
+		}
+		if (py_read_ptr(&code, w->frame, p->frame_code) < 0)
+			goto fault;
+		if (p->instr_size == 4) {
+			if (bpf_probe_read_user(&instr, 4, (void *)(w->frame + p->frame_instr)) < 0)
+				goto fault;
+		} else if (py_read_ptr(&instr, w->frame, p->frame_instr) < 0) {
+			goto fault;
+		}
+		out->frames[n].code = code;
+		out->frames[n].instr = instr;
+		w->n = n + 1;
+	}
+	if (py_read_ptr(&w->frame, w->frame, p->frame_previous) < 0)
+		goto fault;
+	return 0;
+fault:
+	w->flags |= PY_READ_ERROR;
+	return 1;
+}
+
+/* Copy the Python stack of the calling thread of process tgid into *out
+ * (fully overwritten). Returns the number of frames. */
+static __always_inline __u32 py_capture(struct py_stack *out, __u32 tgid, __u32 tid)
+{
+	struct py_frame_walk w = { .out = out };
+	struct py_proc *p;
+	__u64 ts, frame = 0;
+
+	out->tstate = 0;
+	out->nframes = 0;
+	out->flags = 0;
+	p = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!p) {
+		out->flags = PY_NO_PROC;
+		return 0;
+	}
+	ts = py_find_tstate(p, out, tid);
+	if (!ts) {
+		if (!out->flags)
+			out->flags = PY_NO_THREAD;
+		return 0;
+	}
+	out->tstate = ts;
+	if (py_read_ptr(&frame, ts, p->ts_frame) < 0 ||
+	    (p->cframe_current >= 0 && frame &&
+	     py_read_ptr(&frame, frame, p->cframe_current) < 0)) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	w.p = p;
+	w.frame = frame;
+	/* Twice the frames kept: room for the C-stack shims (3.12+) between
+	 * them; a stack still going after that is reported cut. */
+	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);
+	if (w.frame && !w.flags)
+		w.flags |= PY_TRUNCATED;
+	out->flags |= w.flags;
+	out->nframes = w.n;
+	return w.n;
+}
+
+#endif /* TTTRACE_PYTHON_H */
