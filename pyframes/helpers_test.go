@@ -56,3 +56,24 @@ func findInterpreters(t *testing.T) []testInterp {
 	}
 	return out
 }
+
+// runtimeFile is the file of an interpreter that defines _PyRuntime: the
+// executable, or the libpython it links.
+func runtimeFile(t *testing.T, exe string) string {
+	t.Helper()
+	if _, err := Detect(exe); err == nil {
+		return exe
+	}
+	out, err := exec.Command("ldd", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && strings.HasPrefix(f[0], "libpython3") {
+			return f[2]
+		}
+	}
+	t.Fatalf("%s: no _PyRuntime in it or a libpython it links", exe)
+	return ""
+}
