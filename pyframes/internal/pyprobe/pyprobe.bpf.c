@@ -17,6 +17,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 struct py_record {
 	__u32 pid;
 	__u32 tid;
+	__u64 arg; /* the probed function's first argument */
 	struct py_stack stack;
 };
 
@@ -29,7 +30,7 @@ struct {
 	__uint(max_entries, 1 << 20);
 } records SEC(".maps");
 
-/* void probe_target(...) in the test's shared object. */
+/* void probe_target(long tag) in the test's shared object. */
 SEC("uprobe")
 int py_stack_probe(struct pt_regs *ctx)
 {
@@ -41,6 +42,7 @@ int py_stack_probe(struct pt_regs *ctx)
 		return 0;
 	r->pid = id >> 32;
 	r->tid = (__u32)id;
+	r->arg = PT_REGS_PARM1(ctx);
 	py_capture(&r->stack, id >> 32, (__u32)id);
 	bpf_ringbuf_submit(r, 0);
 	return 0;

@@ -38,6 +38,7 @@ type pyprobePyRecord struct {
 	_     structs.HostLayout
 	Pid   uint32
 	Tid   uint32
+	Arg   uint64
 	Stack pyprobePyStack
 }
 

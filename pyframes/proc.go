@@ -1,0 +1,180 @@
+package pyframes
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+)
+
+// ErrNoInterpreter is returned by ForProcess for a process that has no
+// CPython interpreter mapped (yet).
+var ErrNoInterpreter = errors.New("no CPython interpreter mapped")
+
+// Process is one process running a supported CPython: what the BPF side
+// needs (ProcValue) and the reader that turns captured stacks into lines.
+type Process struct {
+	Pid    int
+	Interp *Interpreter
+	// Bias is the interpreter file's load bias in the process.
+	Bias uint64
+
+	mem   *os.File
+	mu    sync.Mutex
+	codes map[uint64]*codeInfo // by PyCodeObject address
+}
+
+// ForProcess finds the CPython interpreter a process runs (its executable
+// or a mapped libpython) and where it is loaded. It returns
+// ErrNoInterpreter when there is none; an unsupported interpreter gives an
+// error that says why (the Interpreter is still returned, for reports).
+func ForProcess(pid int) (*Process, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type mapping struct {
+		start, off uint64
+		rng, path  string
+	}
+	var cands []mapping
+	seen := map[string]bool{}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fld := strings.Fields(sc.Text())
+		if len(fld) < 6 || !strings.HasPrefix(fld[5], "/") {
+			continue
+		}
+		path := strings.Join(fld[5:], " ")
+		base := filepath.Base(path)
+		if path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
+			continue
+		}
+		off, _ := strconv.ParseUint(fld[2], 16, 64)
+		if seen[path] || off != 0 {
+			continue
+		}
+		seen[path] = true
+		lo, hi, _ := strings.Cut(fld[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		// map_files names ranges without leading zeros.
+		cands = append(cands, mapping{start, off, fmt.Sprintf("%x-%x", start, end), path})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range cands {
+		// map_files opens the very file mapped, even if it was replaced
+		// or deleted on disk since.
+		in, lowest, err := detectCached(fmt.Sprintf("/proc/%d/map_files/%s", pid, c.rng), c.path)
+		if errors.Is(err, ErrNotPython) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.path, err)
+		}
+		if in.Err != nil {
+			return &Process{Pid: pid, Interp: in}, fmt.Errorf("%s: CPython %s unsupported: %w", c.path, in.Version(), in.Err)
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			return nil, err
+		}
+		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[uint64]*codeInfo{}}, nil
+	}
+	return nil, ErrNoInterpreter
+}
+
+// Close releases the process's memory file. Nil-safe.
+func (p *Process) Close() error {
+	if p == nil || p.mem == nil {
+		return nil
+	}
+	err := p.mem.Close()
+	p.mem = nil
+	return err
+}
+
+type detected struct {
+	in     *Interpreter
+	lowest uint64
+	err    error
+}
+
+// detectCache holds Detect's answer per file identity (device, inode,
+// size, modification time): processes share interpreters.
+var detectCache sync.Map
+
+func detectCached(open, path string) (*Interpreter, uint64, error) {
+	st, err := os.Stat(open)
+	if err != nil {
+		return nil, 0, err
+	}
+	key := fmt.Sprintf("%d", st.ModTime().UnixNano())
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		key = fmt.Sprintf("%d/%d/%d/%s", sys.Dev, sys.Ino, st.Size(), key)
+	}
+	if d, ok := detectCache.Load(key); ok {
+		d := d.(detected)
+		return d.in, d.lowest, d.err
+	}
+	ef, err := elf.Open(open)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ef.Close()
+	in, err := detect(path, ef)
+	lowest := ^uint64(0)
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr&^0xfff < lowest {
+			lowest = p.Vaddr &^ 0xfff
+		}
+	}
+	detectCache.Store(key, detected{in, lowest, err})
+	return in, lowest, err
+}
+
+// ProcValue is the value of this process's py_procs entry (struct py_proc
+// of bpf/python.h), keyed by its pid.
+func (p *Process) ProcValue() ([]byte, error) {
+	if p.Interp == nil || p.Interp.Err != nil {
+		return nil, errors.New("no supported interpreter")
+	}
+	o := p.Interp.Offsets
+	v := pyprobe.Proc{
+		Runtime:           p.Bias + p.Interp.Runtime,
+		RuntimeInterpHead: o.RuntimeInterpHead,
+		InterpNext:        o.InterpNext,
+		InterpThreadsHead: o.InterpThreadsHead,
+		TsNext:            o.TsNext,
+		TsThread:          o.TsThread,
+		TsFrame:           o.TsFrame,
+		CframeCurrent:     o.CframeCurrent,
+		FramePrevious:     o.FramePrevious,
+		FrameCode:         o.FrameCode,
+		FrameInstr:        o.FrameInstr,
+		FrameOwner:        o.FrameOwner,
+		Version:           uint32(p.Interp.Major<<24 | p.Interp.Minor<<16 | max(p.Interp.Micro, 0)<<8),
+		ThreadMatch:       o.ThreadMatch,
+		InstrSize:         o.InstrSize,
+		OwnerSkip:         o.OwnerSkip,
+	}
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, &v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
