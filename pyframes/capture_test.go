@@ -73,12 +73,13 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	cmd := exec.Command(py.path, script, so, truthFile)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
+	out := bufio.NewReader(stdout)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("script: %q, %v", line, err)
 	}
 	pid := cmd.Process.Pid
@@ -99,33 +100,40 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	defer objs.Procs().Delete(&key)
 	fmt.Fprintln(stdin, "go")
 
-	got := map[int64]Stack{}
+	stacks := map[int64]RawStack{}
 	tids := map[int64]uint32{}
+	var codes [][]byte
 	deadline := time.Now().Add(30 * time.Second)
-	for len(got) < 6 {
+	for len(stacks) < 6 {
 		rd.SetDeadline(deadline)
 		rec, err := rd.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("only %d of 6 calls seen", len(got))
+			t.Fatalf("only %d of 6 calls seen", len(stacks))
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		pidGot := binary.LittleEndian.Uint32(rec.RawSample)
-		if pidGot != uint32(pid) {
-			continue
+		b := rec.RawSample
+		switch binary.LittleEndian.Uint32(b) {
+		case 2: // a code record
+			if binary.LittleEndian.Uint32(b[8+8*8:]) == uint32(pid) {
+				codes = append(codes, append([]byte(nil), b[8:]...))
+			}
+		case 1:
+			if binary.LittleEndian.Uint32(b[4:]) != uint32(pid) {
+				continue
+			}
+			tag := int64(binary.LittleEndian.Uint64(b[16:]))
+			raw, err := DecodeStack(b[24:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			stacks[tag] = raw
+			tids[tag] = binary.LittleEndian.Uint32(b[8:])
 		}
-		tag := int64(binary.LittleEndian.Uint64(rec.RawSample[8:]))
-		raw, err := DecodeStack(rec.RawSample[16:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Symbolize at once, as the tracer does: the process is alive.
-		got[tag] = proc.Symbolize(raw)
-		tids[tag] = binary.LittleEndian.Uint32(rec.RawSample[4:])
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("script: %v", err)
+	if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("script: %q, %v", line, err)
 	}
 	var truth map[string][][3]any
 	b, err := os.ReadFile(truthFile)
@@ -138,28 +146,53 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	if tids[2] == uint32(pid) || tids[1] != uint32(pid) {
 		t.Errorf("tids: main-thread call on %d, thread call on %d (pid %d)", tids[1], tids[2], pid)
 	}
+
+	// While the process runs, with no code records: code objects are read
+	// from its memory.
+	live, err := ForProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	compareStacks(t, "read live", live, stacks, truth)
+
+	// Once it has exited: only what was captured at event time is left.
+	fmt.Fprintln(stdin, "exit")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("script: %v", err)
+	}
+	for _, c := range codes {
+		if err := proc.AddCode(c); err != nil {
+			t.Errorf("code record: %v", err)
+		}
+	}
+	t.Logf("%d code records", len(codes))
+	compareStacks(t, "after exit", proc, stacks, truth)
+}
+
+func compareStacks(t *testing.T, mode string, proc *Process, stacks map[int64]RawStack, truth map[string][][3]any) {
 	for tag := int64(1); tag <= 6; tag++ {
 		want := truth[fmt.Sprint(tag)]
-		s := got[tag]
+		s := proc.Symbolize(stacks[tag])
 		if s.Err != nil {
-			t.Errorf("call %d: %v", tag, s.Err)
+			t.Errorf("%s: call %d: %v", mode, tag, s.Err)
 		}
 		n := min(len(want), MaxFrames)
 		if wantCut := len(want) > MaxFrames; s.Truncated != wantCut {
-			t.Errorf("call %d: truncated %v with %d frames in truth", tag, s.Truncated, len(want))
+			t.Errorf("%s: call %d: truncated %v with %d frames in truth", mode, tag, s.Truncated, len(want))
 		}
 		if len(s.Frames) != n {
-			t.Errorf("call %d: %d frames, want %d", tag, len(s.Frames), n)
+			t.Errorf("%s: call %d: %d frames, want %d", mode, tag, len(s.Frames), n)
 		}
 		for i := 0; i < n && i < len(s.Frames); i++ {
 			w := want[i]
 			f := s.Frames[i]
 			if f.File != w[0].(string) || f.Function != w[1].(string) || float64(f.Line) != w[2].(float64) {
-				t.Errorf("call %d frame %d: %s %s:%d, want %s %s:%v", tag, i, f.Function, f.File, f.Line, w[1], w[0], w[2])
+				t.Errorf("%s: call %d frame %d: %s %s:%d, want %s %s:%v", mode, tag, i, f.Function, f.File, f.Line, w[1], w[0], w[2])
 			}
 		}
 		if len(s.Frames) > 0 {
-			t.Logf("call %d: %d frames (truncated %v), innermost %s %s:%d", tag, len(s.Frames), s.Truncated, s.Frames[0].Function, filepath.Base(s.Frames[0].File), s.Frames[0].Line)
+			t.Logf("%s: call %d: %d frames (truncated %v), innermost %s %s:%d", mode, tag, len(s.Frames), s.Truncated, s.Frames[0].Function, filepath.Base(s.Frames[0].File), s.Frames[0].Line)
 		}
 	}
 }

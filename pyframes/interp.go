@@ -129,6 +129,17 @@ func (in *Interpreter) version(ef *elf.File, syms map[string]elf.Symbol) error {
 // with it), else from the table checked against the code of accessor
 // functions. Anything else is unsupported.
 func (in *Interpreter) resolve(ef *elf.File) error {
+	if err := in.resolveOffsets(ef); err != nil {
+		return err
+	}
+	o := &in.Offsets
+	if start := codeIDStart(o); min(o.CodeFilename, o.nameOffset(), o.CodeLinetable) < start {
+		return fmt.Errorf("co_filename, co_name and co_linetable are not within 32 bytes: no code identity")
+	}
+	return nil
+}
+
+func (in *Interpreter) resolveOffsets(ef *elf.File) error {
 	if in.Minor >= 13 {
 		b, err := readVaddr(ef, in.Runtime, debugOffsets313Size)
 		if err != nil {

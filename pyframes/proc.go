@@ -31,7 +31,29 @@ type Process struct {
 
 	mem   *os.File
 	mu    sync.Mutex
-	codes map[uint64]*codeInfo // by PyCodeObject address
+	codes map[codeKey]*codeInfo
+}
+
+// codeKey names a code object: its address and its identity (a hash of
+// the pointers it holds, computed by BPF at event time).
+type codeKey struct{ code, id uint64 }
+
+// codeIDStart is where the 32 bytes hashed as a code object's identity
+// start: they end with the last of its file name, name and line table
+// pointers, which all lie in them in 3.10-3.13 (Detect checks it), and
+// hold nothing that changes while the code object lives (3.10's
+// co_zombieframe follows co_linetable, outside).
+func codeIDStart(o *Offsets) int64 {
+	return max(o.CodeFilename, o.nameOffset(), o.CodeLinetable) + 8 - 32
+}
+
+// nameOffset is where the function's name is: co_qualname when the
+// version has it.
+func (o *Offsets) nameOffset() int64 {
+	if o.CodeQualname >= 0 {
+		return o.CodeQualname
+	}
+	return o.CodeName
 }
 
 // ForProcess finds the CPython interpreter a process runs (its executable
@@ -93,7 +115,7 @@ func ForProcess(pid int) (*Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[uint64]*codeInfo{}}, nil
+		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[codeKey]*codeInfo{}}, nil
 	}
 	return nil, ErrNoInterpreter
 }
@@ -167,6 +189,19 @@ func (p *Process) ProcValue() ([]byte, error) {
 		FrameCode:         o.FrameCode,
 		FrameInstr:        o.FrameInstr,
 		FrameOwner:        o.FrameOwner,
+		CodeId:            codeIDStart(&o),
+		CodeFilename:      o.CodeFilename,
+		CodeName:          o.nameOffset(),
+		CodeFirstlineno:   o.CodeFirstLine,
+		CodeLinetable:     o.CodeLinetable,
+		CodeCode:          o.CodeCode,
+		VarSize:           o.VarSize,
+		BytesData:         o.BytesData,
+		StrLength:         o.StrLength,
+		StrState:          o.StrState,
+		StrAsciiSize:      o.StrASCIISize,
+		StrCompactSize:    o.StrCompactSz,
+		ObType:            o.ObType,
 		Version:           uint32(p.Interp.Major<<24 | p.Interp.Minor<<16 | max(p.Interp.Micro, 0)<<8),
 		ThreadMatch:       o.ThreadMatch,
 		InstrSize:         o.InstrSize,

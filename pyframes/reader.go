@@ -23,10 +23,11 @@ const (
 	maxCodeInfoKeep = 1 << 16 // code objects cached per process
 )
 
-// RawFrame is one captured frame: a PyCodeObject* and the frame's raw
-// instruction field (f_lasti for 3.10, else an instruction pointer).
+// RawFrame is one captured frame: a PyCodeObject*, the frame's raw
+// instruction field (f_lasti for 3.10, else an instruction pointer) and the
+// code object's identity at event time.
 type RawFrame struct {
-	Code, Instr uint64
+	Code, Instr, CodeID uint64
 }
 
 // RawStack is a decoded struct py_stack.
@@ -57,10 +58,135 @@ func DecodeStack(b []byte) (RawStack, error) {
 	}
 	s.Frames = make([]RawFrame, n)
 	for i := range s.Frames {
-		at := 16 + 16*i
-		s.Frames[i] = RawFrame{binary.LittleEndian.Uint64(b[at:]), binary.LittleEndian.Uint64(b[at+8:])}
+		at := 16 + frameSize*i
+		s.Frames[i] = RawFrame{binary.LittleEndian.Uint64(b[at:]), binary.LittleEndian.Uint64(b[at+8:]), binary.LittleEndian.Uint64(b[at+16:])}
 	}
 	return s, nil
+}
+
+// frameSize is the size of struct py_frame.
+var frameSize = binary.Size(pyprobe.Stack{}.Frames[0])
+
+// CodeSize is the size of struct py_code in bytes.
+var CodeSize = binary.Size(pyprobe.Code{})
+
+// AddCode takes a struct py_code record (what a code object said at event
+// time, bpf/python.h) of this process. Objects of the wrong type, failed
+// reads and cut line tables are checked here: such a record is not kept,
+// and the code object is then read from the process if it still runs.
+func (p *Process) AddCode(b []byte) error {
+	if len(b) < CodeSize {
+		return fmt.Errorf("py_code: %d bytes, want %d", len(b), CodeSize)
+	}
+	var c pyprobe.Code
+	if err := binary.Read(bytes.NewReader(b[:CodeSize]), binary.LittleEndian, &c); err != nil {
+		return err
+	}
+	if c.Flags&codeReadError != 0 {
+		return fmt.Errorf("code object %#x: a read failed at event time", c.Code)
+	}
+	in := p.Interp
+	unitsType := in.CodeType
+	if in.Offsets.CodeCode >= 0 {
+		unitsType = in.BytesType
+	}
+	for _, t := range []struct {
+		what      string
+		got, want uint64
+	}{{"code object", c.CodeType, in.CodeType}, {"co_filename", c.FilenameType, in.UnicodeType},
+		{"co_qualname", c.NameType, in.UnicodeType}, {"co_linetable", c.LinetableType, in.BytesType},
+		{"bytecode", c.UnitsType, unitsType}} {
+		if t.got != p.Bias+t.want {
+			return fmt.Errorf("code object %#x: %s has type %#x, want %#x", c.Code, t.what, t.got, p.Bias+t.want)
+		}
+	}
+	if c.LinetableLen != c.LinetableSize || int(c.LinetableLen) > len(c.Linetable) {
+		return fmt.Errorf("code object %#x: line table of %d bytes, %d captured", c.Code, c.LinetableSize, c.LinetableLen)
+	}
+	file, err := decodeStr(c.Filename[:], c.FilenameLen, c.FilenameChars, c.FilenameState)
+	if err != nil {
+		return fmt.Errorf("code object %#x: co_filename: %w", c.Code, err)
+	}
+	name, err := decodeStr(c.Name[:], c.NameLen, c.NameChars, c.NameState)
+	if err != nil {
+		return fmt.Errorf("code object %#x: co_qualname: %w", c.Code, err)
+	}
+	ci := &codeInfo{name: name, file: file, firstLine: int(c.Firstlineno), units: int64(c.Units),
+		table: append([]byte(nil), c.Linetable[:c.LinetableLen]...), lines: map[uint64]int{}}
+	if in.Offsets.CodeAdaptive >= 0 {
+		ci.start = c.Code + uint64(in.Offsets.CodeAdaptive)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep(codeKey{c.Code, c.CodeId}, ci)
+	return nil
+}
+
+// codeReadError is PY_CODE_READ_ERROR.
+const codeReadError = 1
+
+func (p *Process) keep(k codeKey, ci *codeInfo) {
+	if len(p.codes) >= maxCodeInfoKeep {
+		clear(p.codes)
+	}
+	p.codes[k] = ci
+}
+
+// decodeStr decodes a str's data bytes as BPF copied them (the end of the
+// string when it did not fit) given its state word.
+func decodeStr(b []byte, n, chars, state uint32) (string, error) {
+	kind, compact, ascii := state>>2&7, state>>5&1 == 1, state>>6&1 == 1
+	if !compact || (kind != 1 && kind != 2 && kind != 4) {
+		return "", fmt.Errorf("not a compact string (state %#x)", state)
+	}
+	if int(n) > len(b) || n%kind != 0 || n > chars*kind {
+		return "", fmt.Errorf("%d bytes of a %d-character string of width %d", n, chars, kind)
+	}
+	s := strData(b[:n], kind, ascii)
+	if n < chars*kind {
+		s = "…" + s
+	}
+	return s, nil
+}
+
+// strData decodes str data of the given width (1: Latin-1 or ASCII, 2:
+// UCS-2, 4: UCS-4).
+func strData(b []byte, kind uint32, ascii bool) string {
+	switch kind {
+	case 1:
+		if ascii {
+			return string(b)
+		}
+		r := make([]rune, len(b))
+		for i, c := range b {
+			r[i] = rune(c)
+		}
+		return string(r)
+	case 2:
+		u := make([]uint16, len(b)/2)
+		for i := range u {
+			u[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		return string(utf16.Decode(u))
+	default:
+		var sb bytes.Buffer
+		for i := 0; i+4 <= len(b); i += 4 {
+			r := rune(binary.LittleEndian.Uint32(b[i:]))
+			if !utf8.ValidRune(r) {
+				r = utf8.RuneError
+			}
+			sb.WriteRune(r)
+		}
+		return sb.String()
+	}
+}
+
+// codeID is the identity python.h's py_code_id computes from the 32 bytes
+// at codeIDStart.
+func codeID(w []byte) uint64 {
+	rotl := func(x uint64, k uint) uint64 { return x<<k | x>>(64-k) }
+	return binary.LittleEndian.Uint64(w) ^ rotl(binary.LittleEndian.Uint64(w[8:]), 13) ^
+		rotl(binary.LittleEndian.Uint64(w[16:]), 29) ^ rotl(binary.LittleEndian.Uint64(w[24:]), 43)
 }
 
 // Frame is one Python frame.
@@ -125,13 +251,13 @@ func (p *Process) Symbolize(raw RawStack) Stack {
 }
 
 func (p *Process) frame(rf RawFrame) (Frame, error) {
-	ci := p.codes[rf.Code]
+	k := codeKey{rf.Code, rf.CodeID}
+	ci := p.codes[k]
 	if ci == nil {
-		ci = p.readCode(rf.Code)
-		if len(p.codes) >= maxCodeInfoKeep {
-			clear(p.codes)
-		}
-		p.codes[rf.Code] = ci
+		// No record from event time (lost, or cut): read the process,
+		// if it still runs and the code object is still the same one.
+		ci = p.readCode(rf.Code, rf.CodeID)
+		p.keep(k, ci)
 	}
 	if ci.err != nil {
 		return Frame{}, ci.err
@@ -166,12 +292,16 @@ func (p *Process) frame(rf RawFrame) (Frame, error) {
 
 // readCode reads a code object, checking it and every object it names
 // are of the expected types.
-func (p *Process) readCode(addr uint64) *codeInfo {
+func (p *Process) readCode(addr, id uint64) *codeInfo {
 	ci := &codeInfo{lines: map[uint64]int{}}
 	o := &p.Interp.Offsets
-	hdr, err := p.read(addr, int(maxOffset(o)+8))
+	hdr, err := p.read(addr, int(max(maxOffset(o), codeIDStart(o)+24)+8))
 	if err != nil {
 		ci.err = fmt.Errorf("code object %#x: %w", addr, err)
+		return ci
+	}
+	if got := codeID(hdr[codeIDStart(o):]); got != id {
+		ci.err = fmt.Errorf("code object %#x is not the one of the event (identity %#x, was %#x)", addr, got, id)
 		return ci
 	}
 	u64 := func(off int64) uint64 { return binary.LittleEndian.Uint64(hdr[off:]) }
@@ -259,33 +389,7 @@ func (p *Process) readStr(addr uint64) (string, error) {
 	if err != nil || n == 0 {
 		return "", err
 	}
-	switch kind {
-	case 1:
-		if ascii {
-			return string(b), nil
-		}
-		r := make([]rune, n)
-		for i, c := range b {
-			r[i] = rune(c) // Latin-1
-		}
-		return string(r), nil
-	case 2:
-		u := make([]uint16, n)
-		for i := range u {
-			u[i] = binary.LittleEndian.Uint16(b[2*i:])
-		}
-		return string(utf16.Decode(u)), nil
-	default:
-		var sb bytes.Buffer
-		for i := int64(0); i < n; i++ {
-			r := rune(binary.LittleEndian.Uint32(b[4*i:]))
-			if !utf8.ValidRune(r) {
-				r = utf8.RuneError
-			}
-			sb.WriteRune(r)
-		}
-		return sb.String(), nil
-	}
+	return strData(b, uint32(kind), ascii), nil
 }
 
 // bytesLen checks a bytes object and returns its size.

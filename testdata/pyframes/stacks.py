@@ -4,7 +4,9 @@ call as the interpreter itself sees it (sys._getframe: file, qualname where
 the code object has one, line) to a JSON file: the truth the captured
 stacks are compared with.
 
-usage: stacks.py LIBRARY TRUTH_JSON   (waits for a line on stdin first)
+usage: stacks.py LIBRARY TRUTH_JSON
+It waits for a line on stdin before the calls, and for another after
+writing the truth, before it exits.
 """
 import ctypes
 import json
@@ -67,3 +69,6 @@ shallow(20)
 record(6); lib.probe_target(6)
 with open(sys.argv[2], "w") as f:
     json.dump(truth, f)
+sys.stdout.write("done\n")
+sys.stdout.flush()
+sys.stdin.readline()

@@ -13,8 +13,14 @@ type Proc = pyprobePyProc
 // Stack is struct py_stack of bpf/python.h: a captured stack.
 type Stack = pyprobePyStack
 
-// Record is one ring-buffer record of the test program.
+// Code is struct py_code of bpf/python.h: what a code object says.
+type Code = pyprobePyCode
+
+// Record is a stack record of the test program (type 1).
 type Record = pyprobePyRecord
+
+// CodeRecord is a code record of the test program (type 2).
+type CodeRecord = pyprobePyCodeRecord
 
 // Objects are the loaded program and maps.
 type Objects struct {

@@ -13,6 +13,48 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type pyprobePyCode struct {
+	_             structs.HostLayout
+	Code          uint64
+	CodeId        uint64
+	CodeType      uint64
+	FilenameType  uint64
+	NameType      uint64
+	LinetableType uint64
+	Units         uint64
+	UnitsType     uint64
+	Pid           uint32
+	Firstlineno   int32
+	FilenameLen   uint32
+	FilenameChars uint32
+	NameLen       uint32
+	NameChars     uint32
+	LinetableLen  uint32
+	LinetableSize uint32
+	FilenameState uint32
+	NameState     uint32
+	Flags         uint32
+	Pad           uint32
+	Filename      [256]uint8
+	Name          [256]uint8
+	Linetable     [4096]uint8
+}
+
+type pyprobePyCodeKey struct {
+	_      structs.HostLayout
+	Code   uint64
+	CodeId uint64
+	Pid    uint32
+	Pad    uint32
+}
+
+type pyprobePyCodeRecord struct {
+	_    structs.HostLayout
+	Type uint32
+	Pad  uint32
+	Code pyprobePyCode
+}
+
 type pyprobePyProc struct {
 	_                 structs.HostLayout
 	Runtime           uint64
@@ -27,6 +69,19 @@ type pyprobePyProc struct {
 	FrameCode         int64
 	FrameInstr        int64
 	FrameOwner        int64
+	CodeId            int64
+	CodeFilename      int64
+	CodeName          int64
+	CodeFirstlineno   int64
+	CodeLinetable     int64
+	CodeCode          int64
+	VarSize           int64
+	BytesData         int64
+	StrLength         int64
+	StrState          int64
+	StrAsciiSize      int64
+	StrCompactSize    int64
+	ObType            int64
 	Version           uint32
 	ThreadMatch       uint8
 	InstrSize         uint8
@@ -36,8 +91,10 @@ type pyprobePyProc struct {
 
 type pyprobePyRecord struct {
 	_     structs.HostLayout
+	Type  uint32
 	Pid   uint32
 	Tid   uint32
+	Pad   uint32
 	Arg   uint64
 	Stack pyprobePyStack
 }
@@ -48,9 +105,10 @@ type pyprobePyStack struct {
 	Nframes uint32
 	Flags   uint32
 	Frames  [64]struct {
-		_     structs.HostLayout
-		Code  uint64
-		Instr uint64
+		_      structs.HostLayout
+		Code   uint64
+		Instr  uint64
+		CodeId uint64
 	}
 }
 
@@ -103,16 +161,20 @@ type pyprobeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeMapSpecs struct {
-	PyProcs *ebpf.MapSpec `ebpf:"py_procs"`
-	Records *ebpf.MapSpec `ebpf:"records"`
+	PyCodesSent *ebpf.MapSpec `ebpf:"py_codes_sent"`
+	PyProcs     *ebpf.MapSpec `ebpf:"py_procs"`
+	Records     *ebpf.MapSpec `ebpf:"records"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // pyprobeVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeVariableSpecs struct {
-	UnusedPyProc   *ebpf.VariableSpec `ebpf:"unused_py_proc"`
-	UnusedPyRecord *ebpf.VariableSpec `ebpf:"unused_py_record"`
+	Lost               *ebpf.VariableSpec `ebpf:"lost"`
+	UnusedPyCodeRecord *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
+	UnusedPyProc       *ebpf.VariableSpec `ebpf:"unused_py_proc"`
+	UnusedPyRecord     *ebpf.VariableSpec `ebpf:"unused_py_record"`
 }
 
 // pyprobeObjects contains all objects after they have been loaded into the kernel.
@@ -135,14 +197,18 @@ func (o *pyprobeObjects) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeMaps struct {
-	PyProcs *ebpf.Map `ebpf:"py_procs"`
-	Records *ebpf.Map `ebpf:"records"`
+	PyCodesSent *ebpf.Map `ebpf:"py_codes_sent"`
+	PyProcs     *ebpf.Map `ebpf:"py_procs"`
+	Records     *ebpf.Map `ebpf:"records"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *pyprobeMaps) Close() error {
 	return _PyprobeClose(
+		m.PyCodesSent,
 		m.PyProcs,
 		m.Records,
+		m.Scratch,
 	)
 }
 
@@ -150,8 +216,10 @@ func (m *pyprobeMaps) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeVariables struct {
-	UnusedPyProc   *ebpf.Variable `ebpf:"unused_py_proc"`
-	UnusedPyRecord *ebpf.Variable `ebpf:"unused_py_record"`
+	Lost               *ebpf.Variable `ebpf:"lost"`
+	UnusedPyCodeRecord *ebpf.Variable `ebpf:"unused_py_code_record"`
+	UnusedPyProc       *ebpf.Variable `ebpf:"unused_py_proc"`
+	UnusedPyRecord     *ebpf.Variable `ebpf:"unused_py_record"`
 }
 
 // pyprobePrograms contains all programs after they have been loaded into the kernel.
