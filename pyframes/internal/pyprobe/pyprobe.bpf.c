@@ -51,6 +51,13 @@ struct {
 	__type(value, struct py_record);
 } scratch SEC(".maps");
 
+/* For the cost measurement: 0 sends an empty stack record, the rest of
+ * the program's cost (the floor); 2 submits without waking the reader. */
+const volatile __u8 capture = 1;
+const volatile __u8 no_wakeup = 0;
+/* 0: no code records (the stack alone). */
+const volatile __u8 send_codes = 1;
+
 /* Records that could not be reserved. */
 __u64 lost = 0;
 
@@ -77,7 +84,7 @@ static long send_code(__u64 i, void *arg)
 	}
 	c->type = REC_CODE;
 	py_code_read(&c->code, w->proc, w->rec->pid, f);
-	bpf_ringbuf_submit(c, 0);
+	bpf_ringbuf_submit(c, no_wakeup ? BPF_RB_NO_WAKEUP : 0);
 	py_code_sent(w->rec->pid, f);
 	return 0;
 }
@@ -98,17 +105,20 @@ int py_stack_probe(struct pt_regs *ctx)
 	s->pid = id >> 32;
 	s->tid = (__u32)id;
 	s->arg = PT_REGS_PARM1(ctx);
-	py_capture(&s->stack, s->pid, s->tid);
-	w.rec = s;
-	w.proc = py_proc_lookup(s->pid);
-	if (w.proc)
-		bpf_loop(PY_MAX_FRAMES, send_code, &w, 0);
+	s->stack.nframes = 0;
+	if (capture) {
+		py_capture(&s->stack, s->pid, s->tid);
+		w.rec = s;
+		w.proc = py_proc_lookup(s->pid);
+		if (w.proc && send_codes)
+			bpf_loop(PY_MAX_FRAMES, send_code, &w, 0);
+	}
 	r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
 	if (!r) {
 		__sync_fetch_and_add(&lost, 1);
 		return 0;
 	}
 	bpf_probe_read_kernel(r, sizeof(*r), s);
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, no_wakeup ? BPF_RB_NO_WAKEUP : 0);
 	return 0;
 }

@@ -171,7 +171,10 @@ type pyprobeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeVariableSpecs struct {
+	Capture            *ebpf.VariableSpec `ebpf:"capture"`
 	Lost               *ebpf.VariableSpec `ebpf:"lost"`
+	NoWakeup           *ebpf.VariableSpec `ebpf:"no_wakeup"`
+	SendCodes          *ebpf.VariableSpec `ebpf:"send_codes"`
 	UnusedPyCodeRecord *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
 	UnusedPyProc       *ebpf.VariableSpec `ebpf:"unused_py_proc"`
 	UnusedPyRecord     *ebpf.VariableSpec `ebpf:"unused_py_record"`
@@ -216,7 +219,10 @@ func (m *pyprobeMaps) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeVariables struct {
+	Capture            *ebpf.Variable `ebpf:"capture"`
 	Lost               *ebpf.Variable `ebpf:"lost"`
+	NoWakeup           *ebpf.Variable `ebpf:"no_wakeup"`
+	SendCodes          *ebpf.Variable `ebpf:"send_codes"`
 	UnusedPyCodeRecord *ebpf.Variable `ebpf:"unused_py_code_record"`
 	UnusedPyProc       *ebpf.Variable `ebpf:"unused_py_proc"`
 	UnusedPyRecord     *ebpf.Variable `ebpf:"unused_py_record"`
