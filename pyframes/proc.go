@@ -172,8 +172,20 @@ func detectCached(open, path string) (*Interpreter, uint64, error) {
 // ProcValue is the value of this process's py_procs entry (struct py_proc
 // of bpf/python.h), keyed by its pid.
 func (p *Process) ProcValue() ([]byte, error) {
+	v, err := p.procValue()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, &v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (p *Process) procValue() (pyprobe.Proc, error) {
 	if p.Interp == nil || p.Interp.Err != nil {
-		return nil, errors.New("no supported interpreter")
+		return pyprobe.Proc{}, errors.New("no supported interpreter")
 	}
 	o := p.Interp.Offsets
 	v := pyprobe.Proc{
@@ -207,9 +219,5 @@ func (p *Process) ProcValue() ([]byte, error) {
 		InstrSize:         o.InstrSize,
 		OwnerSkip:         o.OwnerSkip,
 	}
-	var b bytes.Buffer
-	if err := binary.Write(&b, binary.LittleEndian, &v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return v, nil
 }
