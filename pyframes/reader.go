@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
@@ -68,7 +69,7 @@ func DecodeStack(b []byte) (RawStack, error) {
 var frameSize = binary.Size(pyprobe.Stack{}.Frames[0])
 
 // CodeSize is the size of struct py_code in bytes.
-var CodeSize = binary.Size(pyprobe.Code{})
+const CodeSize = int(unsafe.Sizeof(pyprobe.Code{}))
 
 // AddCode takes a struct py_code record (what a code object said at event
 // time, bpf/python.h) of this process. Objects of the wrong type, failed
@@ -78,10 +79,10 @@ func (p *Process) AddCode(b []byte) error {
 	if len(b) < CodeSize {
 		return fmt.Errorf("py_code: %d bytes, want %d", len(b), CodeSize)
 	}
+	// bpf2go's type has the C layout (HostLayout), and the record is in
+	// this host's byte order: a copy decodes it.
 	var c pyprobe.Code
-	if err := binary.Read(bytes.NewReader(b[:CodeSize]), binary.LittleEndian, &c); err != nil {
-		return err
-	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), unsafe.Sizeof(c)), b)
 	if c.Flags&codeReadError != 0 {
 		return fmt.Errorf("code object %#x: a read failed at event time", c.Code)
 	}
