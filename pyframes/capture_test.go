@@ -19,10 +19,20 @@ import (
 	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
 
+// targetC is the probed library of the tests: probe_target is what the
+// uprobe is on; call_back lets C call Python back.
+const targetC = `__attribute__((noinline)) void probe_target(long tag) { __asm__ volatile("" ::: "memory"); }
+void call_back(void (*cb)(long), long tag) { cb(tag); }
+`
+
+// scriptCalls is how many calls testdata/pyframes/stacks.py makes.
+const scriptCalls = 8
+
 // TestCapture runs bpf/python.h for real: a uprobe on a C function that
 // every interpreter found calls through ctypes from known places (the main
 // thread, a threading.Thread, a 90-deep recursion, a method through PyDLL,
-// a 20-deep recursion, module level). Each captured stack, symbolized, must
+// a 20-deep recursion, module level, a key function sorted() calls, a
+// ctypes callback called from C). Each captured stack, symbolized, must
 // be exactly the stack the script saw itself (file, function, line),
 // innermost first, cut at MaxFrames with the truncated flag only when
 // deeper.
@@ -34,7 +44,7 @@ func TestCapture(t *testing.T) {
 	dir := t.TempDir()
 	so := filepath.Join(dir, "libtarget.so")
 	src := filepath.Join(dir, "target.c")
-	if err := os.WriteFile(src, []byte("__attribute__((noinline)) void probe_target(long tag) { __asm__ volatile(\"\" ::: \"memory\"); }\n"), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
@@ -104,11 +114,11 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	tids := map[int64]uint32{}
 	var codes [][]byte
 	deadline := time.Now().Add(30 * time.Second)
-	for len(stacks) < 6 {
+	for len(stacks) < scriptCalls {
 		rd.SetDeadline(deadline)
 		rec, err := rd.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("only %d of 6 calls seen", len(stacks))
+			t.Fatalf("only %d of %d calls seen", len(stacks), scriptCalls)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +181,7 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 }
 
 func compareStacks(t *testing.T, mode string, proc *Process, stacks map[int64]RawStack, truth map[string][][3]any) {
-	for tag := int64(1); tag <= 6; tag++ {
+	for tag := int64(1); tag <= scriptCalls; tag++ {
 		want := truth[fmt.Sprint(tag)]
 		s := proc.Symbolize(stacks[tag])
 		if s.Err != nil {

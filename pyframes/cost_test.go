@@ -37,7 +37,7 @@ func TestCaptureCost(t *testing.T) {
 	dir := t.TempDir()
 	so := filepath.Join(dir, "libtarget.so")
 	src := filepath.Join(dir, "target.c")
-	os.WriteFile(src, []byte("__attribute__((noinline)) void probe_target(long tag) { __asm__ volatile(\"\" ::: \"memory\"); }\n"), 0o644)
+	os.WriteFile(src, []byte(targetC), 0o644)
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}

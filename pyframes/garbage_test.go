@@ -32,7 +32,7 @@ func TestCaptureGarbage(t *testing.T) {
 	dir := t.TempDir()
 	so := filepath.Join(dir, "libtarget.so")
 	src := filepath.Join(dir, "target.c")
-	os.WriteFile(src, []byte("__attribute__((noinline)) void probe_target(long tag) { __asm__ volatile(\"\" ::: \"memory\"); }\n"), 0o644)
+	os.WriteFile(src, []byte(targetC), 0o644)
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
@@ -117,11 +117,11 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	stacks := map[int64]RawStack{}
 	var codes [][]byte
 	deadline := time.Now().Add(30 * time.Second)
-	for len(stacks) < 6 {
+	for len(stacks) < scriptCalls {
 		rd.SetDeadline(deadline)
 		rec, err := rd.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("only %d of 6 calls seen", len(stacks))
+			t.Fatalf("only %d of %d calls seen", len(stacks), scriptCalls)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -161,7 +161,7 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		}
 	}
 	good := 0
-	for tag := int64(1); tag <= 6; tag++ {
+	for tag := int64(1); tag <= scriptCalls; tag++ {
 		want := truth[fmt.Sprint(tag)]
 		raw := stacks[tag]
 		s := proc.Symbolize(raw)
@@ -180,5 +180,5 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		}
 		t.Logf("call %d: flags %#x, %d raw frames, %d symbolized, err %v", tag, raw.Flags, len(raw.Frames), len(s.Frames), s.Err)
 	}
-	t.Logf("%d code records, %d rejected; %d of 6 stacks complete", len(codes), rejected, good)
+	t.Logf("%d code records, %d rejected; %d of %d stacks complete", len(codes), rejected, good, scriptCalls)
 }

@@ -1,4 +1,4 @@
-"""Calls a C function, probe_target(tag), from known places while
+"""Calls a C function, probe_target(tag), from known places (tags 1-8) while
 pyframes' test uprobe is on it, and writes what the Python stack is at each
 call as the interpreter itself sees it (sys._getframe: file, qualname where
 the code object has one, line) to a JSON file: the truth the captured
@@ -49,6 +49,16 @@ class Holder:
         record(4); pylib.probe_target(4)
 
 
+def key(x):
+    record(7); lib.probe_target(7)
+    return x
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_long)
+def callback(tag):
+    record(tag); lib.probe_target(tag)
+
+
 def shallow(n):
     if n == 0:
         record(5); lib.probe_target(5)
@@ -67,6 +77,8 @@ recurse(90)
 Holder().method()
 shallow(20)
 record(6); lib.probe_target(6)
+sorted([1], key=key)        # C calls Python back: a shim frame (3.12+) in between
+lib.call_back(callback, 8)  # through ctypes and C
 with open(sys.argv[2], "w") as f:
     json.dump(truth, f)
 sys.stdout.write("done\n")
