@@ -74,6 +74,8 @@ struct py_proc {
 	__s64 frame_code;          /* f_code, or f_executable (3.13) */
 	__s64 frame_instr;         /* f_lasti (int, 3.10), prev_instr or instr_ptr */
 	__s64 frame_owner;         /* owner (char), -1 for 3.10 */
+	__s64 frame_window;        /* 8-aligned start of PY_FRAME_WINDOW bytes holding all four
+				    * frame fields, read at once; -1: read them one by one */
 	__s64 code_id;             /* start of the 32 bytes of a code object hashed as its identity */
 	__s64 code_filename;       /* co_filename */
 	__s64 code_name;           /* co_qualname (3.11+), co_name (3.10) */
@@ -223,6 +225,56 @@ static __always_inline __u64 py_code_id(struct py_proc *p, __u64 code, __u32 *fl
 	       (w[3] << 43 | w[3] >> 21);
 }
 
+/* What the walk reads of a frame. */
+#define PY_FRAME_WINDOW 128
+
+struct py_frame_fields {
+	__u64 code;
+	__u64 instr;
+	__u64 previous;
+	__u8 owner;
+};
+
+/* Read a frame's fields: one read of the window that holds them, else
+ * (no window, or it crosses into unmapped memory) one read each. */
+static __always_inline int py_read_frame(struct py_proc *p, __u64 frame,
+					 struct py_frame_fields *f)
+{
+	__u8 win[PY_FRAME_WINDOW];
+	__u64 r;
+
+	f->instr = 0;
+	f->owner = 0;
+	if (p->frame_window >= 0 &&
+	    bpf_probe_read_user(win, sizeof(win), (void *)(frame + p->frame_window)) == 0) {
+		r = (p->frame_code - p->frame_window) & (PY_FRAME_WINDOW - 8);
+		f->code = *(__u64 *)(win + r);
+		r = (p->frame_previous - p->frame_window) & (PY_FRAME_WINDOW - 8);
+		f->previous = *(__u64 *)(win + r);
+		if (p->instr_size == 4) {
+			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 4);
+			f->instr = *(__u32 *)(win + r);
+		} else {
+			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 8);
+			f->instr = *(__u64 *)(win + r);
+		}
+		if (p->frame_owner >= 0) {
+			r = (p->frame_owner - p->frame_window) & (PY_FRAME_WINDOW - 1);
+			f->owner = win[r];
+		}
+		return 0;
+	}
+	if (p->frame_owner >= 0 &&
+	    bpf_probe_read_user(&f->owner, 1, (void *)(frame + p->frame_owner)) < 0)
+		return -1;
+	if (py_read_ptr(&f->code, frame, p->frame_code) < 0 ||
+	    py_read_ptr(&f->previous, frame, p->frame_previous) < 0)
+		return -1;
+	if (p->instr_size == 4)
+		return bpf_probe_read_user(&f->instr, 4, (void *)(frame + p->frame_instr));
+	return py_read_ptr(&f->instr, frame, p->frame_instr);
+}
+
 /* The walks run under bpf_loop (Linux 5.17+): a bounded loop over
  * thousands of thread states or frames is too much for the verifier to
  * explore path by path. */
@@ -304,35 +356,24 @@ static long py_frame_step(__u64 i, void *arg)
 	struct py_frame_walk *w = arg;
 	struct py_proc *p = w->p;
 	struct py_stack *out = w->out;
-	__u64 code = 0, instr = 0;
-	__u8 owner = 0;
+	struct py_frame_fields f;
 	__u32 n = w->n;
 
 	if (!w->frame)
 		return 1;
-	if (p->frame_owner >= 0 &&
-	    bpf_probe_read_user(&owner, sizeof(owner), (void *)(w->frame + p->frame_owner)) < 0)
+	if (py_read_frame(p, w->frame, &f) < 0)
 		goto fault;
-	if (p->owner_skip == 0xff || owner != p->owner_skip) {
+	if (p->owner_skip == 0xff || f.owner != p->owner_skip) {
 		if (n >= PY_MAX_FRAMES) {
 			w->flags |= PY_TRUNCATED;
 			return 1;
 		}
-		if (py_read_ptr(&code, w->frame, p->frame_code) < 0)
-			goto fault;
-		out->frames[n].code_id = py_code_id(p, code, &w->flags);
-		if (p->instr_size == 4) {
-			if (bpf_probe_read_user(&instr, 4, (void *)(w->frame + p->frame_instr)) < 0)
-				goto fault;
-		} else if (py_read_ptr(&instr, w->frame, p->frame_instr) < 0) {
-			goto fault;
-		}
-		out->frames[n].code = code;
-		out->frames[n].instr = instr;
+		out->frames[n].code = f.code;
+		out->frames[n].instr = f.instr;
+		out->frames[n].code_id = py_code_id(p, f.code, &w->flags);
 		w->n = n + 1;
 	}
-	if (py_read_ptr(&w->frame, w->frame, p->frame_previous) < 0)
-		goto fault;
+	w->frame = f.previous;
 	return 0;
 fault:
 	w->flags |= PY_READ_ERROR;

@@ -47,6 +47,25 @@ func codeIDStart(o *Offsets) int64 {
 	return max(o.CodeFilename, o.nameOffset(), o.CodeLinetable) + 8 - 32
 }
 
+// frameWindowSize is PY_FRAME_WINDOW of bpf/python.h.
+const frameWindowSize = 128
+
+// frameWindow is the 8-aligned start of the bytes of a frame that hold
+// every field the walk reads, -1 when they span more than
+// frameWindowSize bytes.
+func frameWindow(o *Offsets) int64 {
+	lo := min(o.FramePrevious, o.FrameCode, o.FrameInstr) &^ 7
+	hi := max(o.FramePrevious+8, o.FrameCode+8, o.FrameInstr+int64(o.InstrSize))
+	if o.FrameOwner >= 0 {
+		lo = min(lo, o.FrameOwner&^7)
+		hi = max(hi, o.FrameOwner+1)
+	}
+	if hi-lo > frameWindowSize || o.FrameCode%8 != 0 || o.FramePrevious%8 != 0 || o.FrameInstr%int64(o.InstrSize) != 0 {
+		return -1
+	}
+	return lo
+}
+
 // nameOffset is where the function's name is: co_qualname when the
 // version has it.
 func (o *Offsets) nameOffset() int64 {
@@ -201,6 +220,7 @@ func (p *Process) procValue() (pyprobe.Proc, error) {
 		FrameCode:         o.FrameCode,
 		FrameInstr:        o.FrameInstr,
 		FrameOwner:        o.FrameOwner,
+		FrameWindow:       frameWindow(&o),
 		CodeId:            codeIDStart(&o),
 		CodeFilename:      o.CodeFilename,
 		CodeName:          o.nameOffset(),
