@@ -41,6 +41,16 @@ func TestDetect(t *testing.T) {
 		}
 		seen++
 		t.Logf("%s %s: offsets from %s", file, py.version, in.Source)
+		// The BPF side reads a frame's fields in one window and hashes
+		// 32 bytes holding the code object's three pointers.
+		o := &in.Offsets
+		if frameWindow(o) < 0 {
+			t.Errorf("%s: frame fields do not fit one window", file)
+		}
+		if start := codeIDStart(o); min(o.CodeFilename, o.nameOffset(), o.CodeLinetable) < start ||
+			max(o.CodeFilename, o.nameOffset(), o.CodeLinetable)+8 > start+32 {
+			t.Errorf("%s: identity window at %d misses a pointer", file, start)
+		}
 		ef, err := elf.Open(file)
 		if err != nil {
 			t.Fatal(err)
