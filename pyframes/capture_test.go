@@ -26,13 +26,13 @@ void call_back(void (*cb)(long), long tag) { cb(tag); }
 `
 
 // scriptCalls is how many calls testdata/pyframes/stacks.py makes.
-const scriptCalls = 8
+const scriptCalls = 10
 
 // TestCapture runs bpf/python.h for real: a uprobe on a C function that
 // every interpreter found calls through ctypes from known places (the main
 // thread, a threading.Thread, a 90-deep recursion, a method through PyDLL,
 // a 20-deep recursion, module level, a key function sorted() calls, a
-// ctypes callback called from C). Each captured stack, symbolized, must
+// ctypes callback called from C, a generator, a coroutine). Each captured stack, symbolized, must
 // be exactly the stack the script saw itself (file, function, line),
 // innermost first, cut at MaxFrames with the truncated flag only when
 // deeper.

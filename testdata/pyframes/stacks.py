@@ -1,4 +1,4 @@
-"""Calls a C function, probe_target(tag), from known places (tags 1-8) while
+"""Calls a C function, probe_target(tag), from known places (tags 1-10) while
 pyframes' test uprobe is on it, and writes what the Python stack is at each
 call as the interpreter itself sees it (sys._getframe: file, qualname where
 the code object has one, line) to a JSON file: the truth the captured
@@ -59,6 +59,15 @@ def callback(tag):
     record(tag); lib.probe_target(tag)
 
 
+def generator():
+    record(9); lib.probe_target(9)
+    yield 1
+
+
+async def coroutine():
+    record(10); lib.probe_target(10)
+
+
 def shallow(n):
     if n == 0:
         record(5); lib.probe_target(5)
@@ -79,6 +88,11 @@ shallow(20)
 record(6); lib.probe_target(6)
 sorted([1], key=key)        # C calls Python back: a shim frame (3.12+) in between
 lib.call_back(callback, 8)  # through ctypes and C
+next(generator())           # a generator's frame lives in the generator
+try:
+    coroutine().send(None)  # and a coroutine's in the coroutine
+except StopIteration:
+    pass
 with open(sys.argv[2], "w") as f:
     json.dump(truth, f)
 sys.stdout.write("done\n")
