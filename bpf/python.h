@@ -12,7 +12,9 @@
  *    every interpreter's thread list (it does not need the GIL: a ctypes
  *    call releases it) and matching the thread (native_thread_id == tid, or
  *    for 3.10, which has no native_thread_id, thread_id == pthread_self(),
- *    which is the thread's fs base on x86-64);
+ *    which is the thread's fs base on x86-64: read from the task_struct at
+ *    an offset user space takes from the kernel's BTF, so that the object
+ *    has no CO-RE relocation and loads on a kernel without BTF);
  *  - it then copies, innermost first, each Python frame's code object
  *    pointer, raw instruction field and an identity of the code object
  *    (a hash of the pointers it holds: an address reused by another code
@@ -74,6 +76,8 @@ struct py_proc {
 	__s64 frame_code;          /* f_code, or f_executable (3.13) */
 	__s64 frame_instr;         /* f_lasti (int, 3.10), prev_instr or instr_ptr */
 	__s64 frame_owner;         /* owner (char), -1 for 3.10 */
+	__s64 task_fsbase;         /* offsetof(struct task_struct, thread.fsbase) in the running
+				    * kernel, from its BTF (PY_MATCH_FSBASE only) */
 	__s64 frame_window;        /* 8-aligned start of PY_FRAME_WINDOW bytes holding all four
 				    * frame fields, read at once; -1: read them one by one */
 	__s64 code_id;             /* start of the 32 bytes of a code object hashed as its identity */
@@ -181,23 +185,14 @@ struct {
 	__type(value, __u8);
 } py_codes_sent SEC(".maps");
 
-/* Just the part of the kernel's task_struct the 3.10 match needs,
- * relocated against the running kernel's BTF (CO-RE: the ___py suffix is
- * a local flavour of the kernel's type name). */
-struct thread_struct___py {
-	unsigned long fsbase;
-} __attribute__((preserve_access_index));
-struct task_struct___py {
-	struct thread_struct___py thread;
-} __attribute__((preserve_access_index));
-
-static __always_inline __u64 py_fsbase(void)
+/* The calling thread's fs base (pthread_self() on x86-64), for 3.10. */
+static __always_inline __u64 py_fsbase(struct py_proc *p)
 {
-	struct task_struct___py *t = (void *)bpf_get_current_task();
-	__u64 fs = 0;
+	__u64 task = bpf_get_current_task(), fs = 0;
 
-	bpf_probe_read_kernel(&fs, sizeof(fs),
-			      __builtin_preserve_access_index(&t->thread.fsbase));
+	if (p->task_fsbase < 0 ||
+	    bpf_probe_read_kernel(&fs, sizeof(fs), (void *)(task + p->task_fsbase)) < 0)
+		return 0;
 	return fs;
 }
 
@@ -329,8 +324,13 @@ static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *
 	struct py_thread_walk w = { .p = p, .want = tid };
 	long n;
 
-	if (p->thread_match == PY_MATCH_FSBASE)
-		w.want = py_fsbase();
+	if (p->thread_match == PY_MATCH_FSBASE) {
+		w.want = py_fsbase(p);
+		if (!w.want) {
+			out->flags |= PY_NO_THREAD;
+			return 0;
+		}
+	}
 	if (py_read_ptr(&w.interp, p->runtime, p->runtime_interp_head) < 0) {
 		out->flags |= PY_READ_ERROR;
 		return 0;

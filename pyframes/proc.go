@@ -207,6 +207,14 @@ func (p *Process) procValue() (pyprobe.Proc, error) {
 		return pyprobe.Proc{}, errors.New("no supported interpreter")
 	}
 	o := p.Interp.Offsets
+	fsbase := int64(-1)
+	if o.ThreadMatch == matchFSBase {
+		off, err := taskFSBase()
+		if err != nil {
+			return pyprobe.Proc{}, fmt.Errorf("CPython 3.10 threads are told apart by their fs base: %w", err)
+		}
+		fsbase = off
+	}
 	v := pyprobe.Proc{
 		Runtime:           p.Bias + p.Interp.Runtime,
 		RuntimeInterpHead: o.RuntimeInterpHead,
@@ -220,6 +228,7 @@ func (p *Process) procValue() (pyprobe.Proc, error) {
 		FrameCode:         o.FrameCode,
 		FrameInstr:        o.FrameInstr,
 		FrameOwner:        o.FrameOwner,
+		TaskFsbase:        fsbase,
 		FrameWindow:       frameWindow(&o),
 		CodeId:            codeIDStart(&o),
 		CodeFilename:      o.CodeFilename,

@@ -69,6 +69,7 @@ type pyprobePyProc struct {
 	FrameCode         int64
 	FrameInstr        int64
 	FrameOwner        int64
+	TaskFsbase        int64
 	FrameWindow       int64
 	CodeId            int64
 	CodeFilename      int64
