@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The Python stack of the calling thread, captured from BPF at the entry of
+ * a probe, for CPython 3.10 to 3.13 with no interpreter flag or variable.
+ *
+ * Contract with user space (package pyframes):
+ *  - py_procs holds, per traced process (tgid), where the interpreter's
+ *    _PyRuntime is and the offsets of the few fields the walk reads; an
+ *    entry is written only for an interpreter whose offsets were read from
+ *    its own _Py_DebugOffsets or checked against the binary (docs/python.md);
+ *  - py_capture() finds the thread state of the calling thread by walking
+ *    every interpreter's thread list (it does not need the GIL: a ctypes
+ *    call releases it) and matching the thread (native_thread_id == tid, or
+ *    for 3.10, which has no native_thread_id, thread_id == pthread_self(),
+ *    which is the thread's fs base on x86-64: read from the task_struct at
+ *    an offset user space takes from the kernel's BTF, so that the object
+ *    has no CO-RE relocation and loads on a kernel without BTF);
+ *  - it then copies, innermost first, each Python frame's code object
+ *    pointer, raw instruction field and an identity of the code object
+ *    (a hash of the pointers it holds: an address reused by another code
+ *    object gets another identity);
+ *  - what a code object says (file, qualname, first line, line table) is
+ *    copied at event time, once per (process, code object, identity), into
+ *    a struct py_code record the caller sends before the stack: the
+ *    process may be gone when user space reads the stack. py_code_new()
+ *    says whether a frame's code object needs one, py_code_read() fills
+ *    it, py_code_sent() marks it sent once it is submitted (a lost record
+ *    is sent again with the next stack that names it);
+ *  - a read that fails ends the stack there (PY_READ_ERROR): a partial
+ *    stack, never a fault in the traced process (reads are probe reads).
+ *
+ * Include it after the libbpf headers; define PY_MAX_FRAMES first to keep
+ * more frames.
+ */
+#ifndef TTTRACE_PYTHON_H
+#define TTTRACE_PYTHON_H
+
+#ifndef PY_MAX_FRAMES
+#define PY_MAX_FRAMES 64
+#endif
+/* Thread states examined per capture, over all interpreters: a process with
+ * more Python threads than this may report PY_NO_THREAD for some. */
+#ifndef PY_MAX_THREADS
+#define PY_MAX_THREADS 1024
+#endif
+#define PY_MAX_INTERPS 8
+
+/* How a thread state names its OS thread (py_proc.thread_match). */
+enum py_thread_match {
+	PY_MATCH_TID = 0,    /* native_thread_id (3.11+) == the kernel tid */
+	PY_MATCH_FSBASE = 1, /* thread_id == pthread_self() == fs base (3.10) */
+};
+
+/* py_stack.flags */
+enum py_stack_flags {
+	PY_TRUNCATED = 1,   /* more frames than PY_MAX_FRAMES: the outermost were cut */
+	PY_NO_PROC = 2,     /* the process has no py_procs entry */
+	PY_NO_THREAD = 4,   /* no thread state of this thread found */
+	PY_READ_ERROR = 8,  /* a read failed: the stack stops there */
+	PY_THREADS_CUT = 16, /* more thread states than PY_MAX_THREADS: not all were seen */
+	PY_NO_ID = 32,       /* a code object's identity could not be read: code_id 0 */
+};
+
+/* Where the interpreter of one process keeps what the walk reads. All
+ * offsets are in bytes; -1 where the version has no such field. */
+struct py_proc {
+	__u64 runtime;             /* address of _PyRuntime in the process */
+	__s64 runtime_interp_head; /* _PyRuntime.interpreters.head */
+	__s64 interp_next;         /* PyInterpreterState.next */
+	__s64 interp_threads_head; /* PyInterpreterState.threads.head (3.10: tstate_head) */
+	__s64 ts_next;             /* PyThreadState.next */
+	__s64 ts_thread;           /* native_thread_id, or thread_id (PY_MATCH_FSBASE) */
+	__s64 ts_frame;            /* 3.10 frame, 3.11/3.12 cframe, 3.13 current_frame */
+	__s64 cframe_current;      /* _PyCFrame.current_frame (3.11/3.12), else -1 */
+	__s64 frame_previous;      /* f_back (3.10) or previous */
+	__s64 frame_code;          /* f_code, or f_executable (3.13) */
+	__s64 frame_instr;         /* f_lasti (int, 3.10), prev_instr or instr_ptr */
+	__s64 frame_owner;         /* owner (char), -1 for 3.10 */
+	__s64 task_fsbase;         /* offsetof(struct task_struct, thread.fsbase) in the running
+				    * kernel, from its BTF (PY_MATCH_FSBASE only) */
+	__s64 frame_window;        /* 8-aligned start of PY_FRAME_WINDOW bytes holding all four
+				    * frame fields, read at once; -1: read them one by one */
+	__s64 code_id;             /* start of the 32 bytes of a code object hashed as its identity */
+	__s64 code_filename;       /* co_filename */
+	__s64 code_name;           /* co_qualname (3.11+), co_name (3.10) */
+	__s64 code_firstlineno;    /* co_firstlineno (int) */
+	__s64 code_linetable;      /* co_linetable */
+	__s64 code_code;           /* co_code (3.10: a bytes object), -1 when the bytecode is inline */
+	__s64 var_size;            /* PyVarObject.ob_size */
+	__s64 bytes_data;          /* PyBytesObject.ob_sval */
+	__s64 str_length;          /* PyASCIIObject.length */
+	__s64 str_state;           /* PyASCIIObject.state */
+	__s64 str_ascii_size;      /* sizeof(PyASCIIObject): ASCII data */
+	__s64 str_compact_size;    /* sizeof(PyCompactUnicodeObject): other compact data */
+	__s64 ob_type;             /* PyObject.ob_type */
+	__u32 version;             /* PY_VERSION_HEX of the interpreter */
+	__u8 thread_match;         /* enum py_thread_match */
+	__u8 instr_size;           /* 4 (f_lasti) or 8 (pointer) */
+	__u8 owner_skip;           /* owner of frames that are not Python code (C stack shims), 0xff none */
+	__u8 _pad;
+};
+
+/* One frame: the code object (described by a struct py_code) and where
+ * in it the frame is; user space computes the line. */
+struct py_frame {
+	__u64 code;    /* PyCodeObject* */
+	__u64 instr;   /* f_lasti (3.10, code units) or the instruction pointer */
+	__u64 code_id; /* identity of the code object at that address */
+};
+
+/* Room for a file name or qualname, and for a line table: at most one
+ * byte less is copied. Powers of two. */
+#ifndef PY_STR_MAX
+#define PY_STR_MAX 256
+#endif
+#ifndef PY_LINETABLE_MAX
+#define PY_LINETABLE_MAX 4096
+#endif
+
+/* struct py_code.flags */
+enum py_code_flags {
+	PY_CODE_READ_ERROR = 1, /* a read failed: some fields are empty */
+};
+
+/* What a code object says, copied at event time. The ob_type of each
+ * object is copied too: user space checks every one against the
+ * interpreter's PyCode_Type, PyUnicode_Type and PyBytes_Type. */
+struct py_code {
+	__u64 code;           /* PyCodeObject* */
+	__u64 code_id;        /* identity, as in struct py_frame */
+	__u64 code_type;      /* ob_type of the code object */
+	__u64 filename_type;  /* ob_type of co_filename */
+	__u64 name_type;      /* ob_type of co_qualname / co_name */
+	__u64 linetable_type; /* ob_type of co_linetable */
+	__u64 units;          /* bytecode length in code units */
+	__u64 units_type;     /* 3.10: ob_type of co_code; else the code's own type */
+	__u32 pid;
+	__s32 firstlineno;
+	__u32 filename_len;   /* bytes copied into filename: the str's last bytes */
+	__u32 filename_chars; /* the str's length in characters */
+	__u32 name_len;
+	__u32 name_chars;
+	__u32 linetable_len;  /* bytes copied into linetable */
+	__u32 linetable_size; /* the table's full size: more than copied when cut */
+	__u32 filename_state; /* PyASCIIObject.state: kind, compact, ascii bits */
+	__u32 name_state;
+	__u32 flags;          /* enum py_code_flags */
+	__u32 _pad;
+	__u8 filename[PY_STR_MAX];
+	__u8 name[PY_STR_MAX];
+	__u8 linetable[PY_LINETABLE_MAX];
+};
+
+/* A captured stack, innermost frame first. */
+struct py_stack {
+	__u64 tstate;  /* the PyThreadState* found, 0 if none */
+	__u32 nframes; /* frames[0..nframes) are valid */
+	__u32 flags;   /* enum py_stack_flags */
+	struct py_frame frames[PY_MAX_FRAMES];
+};
+
+/* Per traced process, keyed by tgid; user space writes an entry when it
+ * finds a supported interpreter in the process and deletes it when the
+ * process is gone. Not LRU: an entry must not vanish while it is in use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+struct py_code_key {
+	__u64 code;
+	__u64 code_id;
+	__u32 pid;
+	__u32 _pad;
+};
+
+/* The code objects whose struct py_code was sent, per process. LRU: an
+ * entry that falls out only costs one more py_code record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct py_code_key);
+	__type(value, __u8);
+} py_codes_sent SEC(".maps");
+
+/* The calling thread's fs base (pthread_self() on x86-64), for 3.10. */
+static __always_inline __u64 py_fsbase(struct py_proc *p)
+{
+	__u64 task = bpf_get_current_task(), fs = 0;
+
+	if (p->task_fsbase < 0 ||
+	    bpf_probe_read_kernel(&fs, sizeof(fs), (void *)(task + p->task_fsbase)) < 0)
+		return 0;
+	return fs;
+}
+
+static __always_inline int py_read_ptr(__u64 *dst, __u64 base, __s64 off)
+{
+	*dst = 0;
+	if (off < 0 || !base)
+		return -1;
+	return bpf_probe_read_user(dst, sizeof(*dst), (void *)(base + off));
+}
+
+/* The identity of a code object: a hash of the 32 bytes at code_id, which
+ * hold the pointers to its file name, name and line table. 0 when
+ * unreadable. */
+static __always_inline __u64 py_code_id(struct py_proc *p, __u64 code, __u32 *flags)
+{
+	__u64 w[4];
+
+	if (p->code_id < 0 || !code ||
+	    bpf_probe_read_user(w, sizeof(w), (void *)(code + p->code_id)) < 0) {
+		*flags |= PY_NO_ID;
+		return 0;
+	}
+	return w[0] ^ (w[1] << 13 | w[1] >> 51) ^ (w[2] << 29 | w[2] >> 35) ^
+	       (w[3] << 43 | w[3] >> 21);
+}
+
+/* What the walk reads of a frame. */
+#define PY_FRAME_WINDOW 128
+
+struct py_frame_fields {
+	__u64 code;
+	__u64 instr;
+	__u64 previous;
+	__u8 owner;
+};
+
+/* Read a frame's fields: one read of the window that holds them, else
+ * (no window, or it crosses into unmapped memory) one read each. */
+static __always_inline int py_read_frame(struct py_proc *p, __u64 frame,
+					 struct py_frame_fields *f)
+{
+	__u8 win[PY_FRAME_WINDOW];
+	__u64 r;
+
+	f->instr = 0;
+	f->owner = 0;
+	if (p->frame_window >= 0 &&
+	    bpf_probe_read_user(win, sizeof(win), (void *)(frame + p->frame_window)) == 0) {
+		r = (p->frame_code - p->frame_window) & (PY_FRAME_WINDOW - 8);
+		f->code = *(__u64 *)(win + r);
+		r = (p->frame_previous - p->frame_window) & (PY_FRAME_WINDOW - 8);
+		f->previous = *(__u64 *)(win + r);
+		if (p->instr_size == 4) {
+			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 4);
+			f->instr = *(__u32 *)(win + r);
+		} else {
+			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 8);
+			f->instr = *(__u64 *)(win + r);
+		}
+		if (p->frame_owner >= 0) {
+			r = (p->frame_owner - p->frame_window) & (PY_FRAME_WINDOW - 1);
+			f->owner = win[r];
+		}
+		return 0;
+	}
+	if (p->frame_owner >= 0 &&
+	    bpf_probe_read_user(&f->owner, 1, (void *)(frame + p->frame_owner)) < 0)
+		return -1;
+	if (py_read_ptr(&f->code, frame, p->frame_code) < 0 ||
+	    py_read_ptr(&f->previous, frame, p->frame_previous) < 0)
+		return -1;
+	if (p->instr_size == 4)
+		return bpf_probe_read_user(&f->instr, 4, (void *)(frame + p->frame_instr));
+	return py_read_ptr(&f->instr, frame, p->frame_instr);
+}
+
+/* The walks run under bpf_loop (Linux 5.17+): a bounded loop over
+ * thousands of thread states or frames is too much for the verifier to
+ * explore path by path. */
+
+struct py_thread_walk {
+	struct py_proc *p;
+	__u64 want;   /* tid or fs base */
+	__u64 interp; /* interpreter whose list is walked */
+	__u64 ts;     /* next thread state to look at, 0 at a list's end */
+	__u64 found;
+	__u32 interps; /* interpreters entered */
+	__u32 flags;
+};
+
+static long py_thread_step(__u64 i, void *arg)
+{
+	struct py_thread_walk *w = arg;
+	struct py_proc *p = w->p;
+	__u64 id = 0;
+
+	if (!w->ts) {
+		/* The end of this interpreter's list: on to the next one. */
+		if (w->interps && py_read_ptr(&w->interp, w->interp, p->interp_next) < 0)
+			goto fault;
+		if (!w->interp || w->interps >= PY_MAX_INTERPS)
+			return 1;
+		w->interps++;
+		if (py_read_ptr(&w->ts, w->interp, p->interp_threads_head) < 0)
+			goto fault;
+		return 0;
+	}
+	if (py_read_ptr(&id, w->ts, p->ts_thread) < 0)
+		goto fault;
+	if (p->thread_match == PY_MATCH_TID)
+		id &= 0xffffffff; /* an unsigned long holding a 32-bit tid */
+	if (id == w->want) {
+		w->found = w->ts;
+		return 1;
+	}
+	if (py_read_ptr(&w->ts, w->ts, p->ts_next) < 0)
+		goto fault;
+	return 0;
+fault:
+	w->flags |= PY_READ_ERROR;
+	return 1;
+}
+
+/* The thread state of the calling thread, 0 when none was found. */
+static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *out,
+					    __u32 tid)
+{
+	struct py_thread_walk w = { .p = p, .want = tid };
+	long n;
+
+	if (p->thread_match == PY_MATCH_FSBASE) {
+		w.want = py_fsbase(p);
+		if (!w.want) {
+			out->flags |= PY_NO_THREAD;
+			return 0;
+		}
+	}
+	if (py_read_ptr(&w.interp, p->runtime, p->runtime_interp_head) < 0) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	/* One step per thread state plus one per interpreter. */
+	n = bpf_loop(PY_MAX_THREADS + PY_MAX_INTERPS, py_thread_step, &w, 0);
+	out->flags |= w.flags;
+	if (!w.found && !w.flags && n >= PY_MAX_THREADS + PY_MAX_INTERPS)
+		out->flags |= PY_THREADS_CUT;
+	return w.found;
+}
+
+struct py_frame_walk {
+	struct py_proc *p;
+	struct py_stack *out;
+	__u64 frame; /* next frame to read, 0 at the end */
+	__u32 n;     /* frames kept */
+	__u32 flags;
+};
+
+static long py_frame_step(__u64 i, void *arg)
+{
+	struct py_frame_walk *w = arg;
+	struct py_proc *p = w->p;
+	struct py_stack *out = w->out;
+	struct py_frame_fields f;
+	__u32 n = w->n;
+
+	if (!w->frame)
+		return 1;
+	if (py_read_frame(p, w->frame, &f) < 0)
+		goto fault;
+	if (p->owner_skip == 0xff || f.owner != p->owner_skip) {
+		if (n >= PY_MAX_FRAMES) {
+			w->flags |= PY_TRUNCATED;
+			return 1;
+		}
+		out->frames[n].code = f.code;
+		out->frames[n].instr = f.instr;
+		out->frames[n].code_id = py_code_id(p, f.code, &w->flags);
+		w->n = n + 1;
+	}
+	w->frame = f.previous;
+	return 0;
+fault:
+	w->flags |= PY_READ_ERROR;
+	return 1;
+}
+
+/* The py_procs entry of a process, NULL when it has none. */
+static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&py_procs, &tgid);
+}
+
+/* Copy the Python stack of the calling thread of process tgid into *out
+ * (fully overwritten). Returns the number of frames. */
+static __always_inline __u32 py_capture(struct py_stack *out, __u32 tgid, __u32 tid)
+{
+	struct py_frame_walk w = { .out = out };
+	struct py_proc *p;
+	__u64 ts, frame = 0;
+
+	out->tstate = 0;
+	out->nframes = 0;
+	out->flags = 0;
+	p = py_proc_lookup(tgid);
+	if (!p) {
+		out->flags = PY_NO_PROC;
+		return 0;
+	}
+	ts = py_find_tstate(p, out, tid);
+	if (!ts) {
+		if (!out->flags)
+			out->flags = PY_NO_THREAD;
+		return 0;
+	}
+	out->tstate = ts;
+	if (py_read_ptr(&frame, ts, p->ts_frame) < 0 ||
+	    (p->cframe_current >= 0 && frame &&
+	     py_read_ptr(&frame, frame, p->cframe_current) < 0)) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	w.p = p;
+	w.frame = frame;
+	/* Twice the frames kept: room for the C-stack shims (3.12+) between
+	 * them; a stack still going after that is reported cut. */
+	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);
+	if (w.frame && !w.flags)
+		w.flags |= PY_TRUNCATED;
+	out->flags |= w.flags;
+	out->nframes = w.n;
+	return w.n;
+}
+
+/* Whether the code object of a captured frame still needs a py_code
+ * record in this process. */
+static __always_inline int py_code_new(__u32 tgid, struct py_frame *f)
+{
+	struct py_code_key k = { .code = f->code, .code_id = f->code_id, .pid = tgid };
+
+	return f->code && !bpf_map_lookup_elem(&py_codes_sent, &k);
+}
+
+/* Mark a frame's code object as described, once its record is submitted. */
+static __always_inline void py_code_sent(__u32 tgid, struct py_frame *f)
+{
+	struct py_code_key k = { .code = f->code, .code_id = f->code_id, .pid = tgid };
+	__u8 one = 1;
+
+	bpf_map_update_elem(&py_codes_sent, &k, &one, BPF_ANY);
+}
+
+/* v &= mask, done in the program as written: clang drops a mask it can
+ * prove useless, and the verifier then sees an unbounded size. */
+#define PY_BOUND(v, mask) asm volatile("%0 &= %1" : "+r"(v) : "i"(mask))
+
+/* Copy a compact str's data (its end when it does not fit). */
+static __always_inline int py_read_str(struct py_proc *p, __u64 str, __u8 *dst,
+				       __u32 *len, __u32 *chars, __u32 *state,
+				       __u64 *type)
+{
+	__u64 length = 0, size;
+	__u32 st = 0, kind;
+	__s64 data;
+
+	*len = 0;
+	if (py_read_ptr(type, str, p->ob_type) < 0 ||
+	    py_read_ptr(&length, str, p->str_length) < 0 ||
+	    bpf_probe_read_user(&st, sizeof(st), (void *)(str + p->str_state)) < 0)
+		return -1;
+	*state = st;
+	*chars = length;
+	kind = (st >> 2) & 7;
+	data = (st >> 6) & 1 ? p->str_ascii_size : p->str_compact_size;
+	size = length * kind;
+	/* A long string keeps its end (a path's file name, a qualname's
+	 * function), PY_STR_MAX - 4 bytes: whole characters of any width. */
+	if (size >= PY_STR_MAX) {
+		data += size - (PY_STR_MAX - 4);
+		size = PY_STR_MAX - 4;
+	}
+	PY_BOUND(size, PY_STR_MAX - 1);
+	if (bpf_probe_read_user(dst, size, (void *)(str + data)) < 0)
+		return -1;
+	*len = size;
+	return 0;
+}
+
+/* Fill *c (all of it) with what the code object of frame f says. */
+static __always_inline void py_code_read(struct py_code *c, struct py_proc *p,
+					 __u32 tgid, struct py_frame *f)
+{
+	__u64 code = f->code, str = 0, table = 0, units = 0, size = 0, len;
+
+	__builtin_memset(c, 0, sizeof(*c) - PY_STR_MAX * 2 - PY_LINETABLE_MAX);
+	c->code = code;
+	c->code_id = f->code_id;
+	c->pid = tgid;
+	if (py_read_ptr(&c->code_type, code, p->ob_type) < 0 ||
+	    bpf_probe_read_user(&c->firstlineno, sizeof(c->firstlineno),
+				(void *)(code + p->code_firstlineno)) < 0)
+		goto fault;
+	if (py_read_ptr(&str, code, p->code_filename) < 0 ||
+	    py_read_str(p, str, c->filename, &c->filename_len, &c->filename_chars,
+			&c->filename_state, &c->filename_type) < 0)
+		goto fault;
+	if (py_read_ptr(&str, code, p->code_name) < 0 ||
+	    py_read_str(p, str, c->name, &c->name_len, &c->name_chars,
+			&c->name_state, &c->name_type) < 0)
+		goto fault;
+	if (py_read_ptr(&table, code, p->code_linetable) < 0 ||
+	    py_read_ptr(&c->linetable_type, table, p->ob_type) < 0 ||
+	    py_read_ptr(&size, table, p->var_size) < 0)
+		goto fault;
+	c->linetable_size = size;
+	len = size >= PY_LINETABLE_MAX ? PY_LINETABLE_MAX - 1 : size;
+	PY_BOUND(len, PY_LINETABLE_MAX - 1);
+	if (bpf_probe_read_user(c->linetable, len, (void *)(table + p->bytes_data)) < 0)
+		goto fault;
+	c->linetable_len = len;
+	/* The bytecode's length: the code object's own ob_size (3.11+), or its
+	 * co_code bytes object's (3.10, in bytes). */
+	if (p->code_code >= 0) {
+		if (py_read_ptr(&str, code, p->code_code) < 0 ||
+		    py_read_ptr(&c->units_type, str, p->ob_type) < 0 ||
+		    py_read_ptr(&units, str, p->var_size) < 0)
+			goto fault;
+		c->units = units / 2;
+	} else {
+		if (py_read_ptr(&units, code, p->var_size) < 0)
+			goto fault;
+		c->units = units;
+		c->units_type = c->code_type;
+	}
+	return;
+fault:
+	c->flags |= PY_CODE_READ_ERROR;
+}
+
+#endif /* TTTRACE_PYTHON_H */

@@ -1,0 +1,208 @@
+package pyframes
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+)
+
+// targetC is the probed library of the tests: probe_target is what the
+// uprobe is on; call_back lets C call Python back.
+const targetC = `__attribute__((noinline)) void probe_target(long tag) { __asm__ volatile("" ::: "memory"); }
+void call_back(void (*cb)(long), long tag) { cb(tag); }
+`
+
+// scriptCalls is how many calls testdata/pyframes/stacks.py makes.
+const scriptCalls = 10
+
+// TestCapture runs bpf/python.h for real: a uprobe on a C function that
+// every interpreter found calls through ctypes from known places (the main
+// thread, a threading.Thread, a 90-deep recursion, a method through PyDLL,
+// a 20-deep recursion, module level, a key function sorted() calls, a
+// ctypes callback called from C, a generator, a coroutine). Each captured stack, symbolized, must
+// be exactly the stack the script saw itself (file, function, line),
+// innermost first, cut at MaxFrames with the truncated flag only when
+// deeper.
+func TestCapture(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for BPF")
+	}
+	interps := findInterpreters(t)
+	dir := t.TempDir()
+	so := filepath.Join(dir, "libtarget.so")
+	src := filepath.Join(dir, "target.c")
+	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	objs, err := pyprobe.Load()
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer objs.Close()
+	ex, err := link.OpenExecutable(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ex.Uprobe("probe_target", objs.Program(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rd, err := ringbuf.NewReader(objs.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	_, self, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(self), "../testdata/pyframes/stacks.py")
+	for _, py := range interps {
+		t.Run(py.version, func(t *testing.T) {
+			captureOne(t, py, script, so, objs, rd)
+		})
+	}
+}
+
+func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Objects, rd *ringbuf.Reader) {
+	truthFile := filepath.Join(t.TempDir(), "truth.json")
+	cmd := exec.Command(py.path, script, so, truthFile)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	out := bufio.NewReader(stdout)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	proc, err := ForProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	t.Logf("%s: %s, offsets from %s", proc.Interp.Path, proc.Interp.Version(), proc.Interp.Source)
+	val, err := proc.ProcValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := uint32(pid)
+	if err := objs.Procs().Put(&key, val); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Procs().Delete(&key)
+	fmt.Fprintln(stdin, "go")
+
+	stacks := map[int64]RawStack{}
+	tids := map[int64]uint32{}
+	var codes [][]byte
+	deadline := time.Now().Add(30 * time.Second)
+	for len(stacks) < scriptCalls {
+		rd.SetDeadline(deadline)
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("only %d of %d calls seen", len(stacks), scriptCalls)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := rec.RawSample
+		switch binary.LittleEndian.Uint32(b) {
+		case 2: // a code record
+			if binary.LittleEndian.Uint32(b[8+8*8:]) == uint32(pid) {
+				codes = append(codes, append([]byte(nil), b[8:]...))
+			}
+		case 1:
+			if binary.LittleEndian.Uint32(b[4:]) != uint32(pid) {
+				continue
+			}
+			tag := int64(binary.LittleEndian.Uint64(b[16:]))
+			raw, err := DecodeStack(b[24:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			stacks[tag] = raw
+			tids[tag] = binary.LittleEndian.Uint32(b[8:])
+		}
+	}
+	if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	var truth map[string][][3]any
+	b, err := os.ReadFile(truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	if tids[2] == uint32(pid) || tids[1] != uint32(pid) {
+		t.Errorf("tids: main-thread call on %d, thread call on %d (pid %d)", tids[1], tids[2], pid)
+	}
+
+	// While the process runs, with no code records: code objects are read
+	// from its memory.
+	live, err := ForProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	compareStacks(t, "read live", live, stacks, truth)
+
+	// Once it has exited: only what was captured at event time is left.
+	fmt.Fprintln(stdin, "exit")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("script: %v", err)
+	}
+	for _, c := range codes {
+		if err := proc.AddCode(c); err != nil {
+			t.Errorf("code record: %v", err)
+		}
+	}
+	t.Logf("%d code records", len(codes))
+	compareStacks(t, "after exit", proc, stacks, truth)
+}
+
+func compareStacks(t *testing.T, mode string, proc *Process, stacks map[int64]RawStack, truth map[string][][3]any) {
+	for tag := int64(1); tag <= scriptCalls; tag++ {
+		want := truth[fmt.Sprint(tag)]
+		s := proc.Symbolize(stacks[tag])
+		if s.Err != nil {
+			t.Errorf("%s: call %d: %v", mode, tag, s.Err)
+		}
+		n := min(len(want), MaxFrames)
+		if wantCut := len(want) > MaxFrames; s.Truncated != wantCut {
+			t.Errorf("%s: call %d: truncated %v with %d frames in truth", mode, tag, s.Truncated, len(want))
+		}
+		if len(s.Frames) != n {
+			t.Errorf("%s: call %d: %d frames, want %d", mode, tag, len(s.Frames), n)
+		}
+		for i := 0; i < n && i < len(s.Frames); i++ {
+			w := want[i]
+			f := s.Frames[i]
+			if f.File != w[0].(string) || f.Function != w[1].(string) || float64(f.Line) != w[2].(float64) {
+				t.Errorf("%s: call %d frame %d: %s %s:%d, want %s %s:%v", mode, tag, i, f.Function, f.File, f.Line, w[1], w[0], w[2])
+			}
+		}
+		if len(s.Frames) > 0 {
+			t.Logf("%s: call %d: %d frames (truncated %v), innermost %s %s:%d", mode, tag, len(s.Frames), s.Truncated, s.Frames[0].Function, filepath.Base(s.Frames[0].File), s.Frames[0].Line)
+		}
+	}
+}

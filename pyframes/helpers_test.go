@@ -1,0 +1,79 @@
+package pyframes
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type testInterp struct {
+	path    string // the executable
+	version string // major.minor.micro, from the interpreter itself
+	minor   int
+}
+
+// allInterpreters lists every CPython 3 the machine has: the pyenv
+// versions and the system's python3, with the version each reports.
+func allInterpreters(t *testing.T) []testInterp {
+	t.Helper()
+	paths, _ := filepath.Glob("/root/.pyenv/versions/*/bin/python3")
+	paths = append(paths, "/usr/bin/python3")
+	var out []testInterp
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		v, err := exec.Command(real, "-c", "import sys;print('%d.%d.%d' % sys.version_info[:3])").Output()
+		if err != nil {
+			continue
+		}
+		ti := testInterp{path: real, version: strings.TrimSpace(string(v))}
+		fmt.Sscanf(ti.version, "3.%d", &ti.minor)
+		out = append(out, ti)
+	}
+	return out
+}
+
+// findInterpreters lists the interpreters of the supported versions
+// (3.10 to 3.13); the test fails when the machine has none.
+func findInterpreters(t *testing.T) []testInterp {
+	t.Helper()
+	var out []testInterp
+	for _, ti := range allInterpreters(t) {
+		if ti.minor >= 10 && ti.minor <= 13 {
+			out = append(out, ti)
+		}
+	}
+	if len(out) == 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no CPython 3.10-3.13 found")
+		}
+		t.Skip("no CPython 3.10-3.13 found")
+	}
+	return out
+}
+
+// runtimeFile is the file of an interpreter that defines _PyRuntime: the
+// executable, or the libpython it links.
+func runtimeFile(t *testing.T, exe string) string {
+	t.Helper()
+	if _, err := Detect(exe); err == nil {
+		return exe
+	}
+	out, err := exec.Command("ldd", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && strings.HasPrefix(f[0], "libpython3") {
+			return f[2]
+		}
+	}
+	t.Fatalf("%s: no _PyRuntime in it or a libpython it links", exe)
+	return ""
+}

@@ -1,0 +1,90 @@
+package pyprobe
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Proc is struct py_proc of bpf/python.h: one value of the py_procs map.
+type Proc = pyprobePyProc
+
+// Stack is struct py_stack of bpf/python.h: a captured stack.
+type Stack = pyprobePyStack
+
+// Code is struct py_code of bpf/python.h: what a code object says.
+type Code = pyprobePyCode
+
+// Record is a stack record of the test program (type 1).
+type Record = pyprobePyRecord
+
+// CodeRecord is a code record of the test program (type 2).
+type CodeRecord = pyprobePyCodeRecord
+
+// Objects are the loaded program and maps.
+type Objects struct {
+	pyprobeObjects
+}
+
+// Program is the uprobe program that captures a stack.
+func (o *Objects) Program() *ebpf.Program { return o.PyStackProbe }
+
+// Procs is the py_procs map (tgid -> Proc).
+func (o *Objects) Procs() *ebpf.Map { return o.PyProcs }
+
+// Records is the ring buffer of Records.
+func (o *Objects) Records() *ebpf.Map { return o.pyprobeObjects.Records }
+
+// Options are the test program's knobs.
+type Options struct {
+	// NoCapture sends empty stacks: the cost of everything but the capture.
+	NoCapture bool
+	// NoCodes sends no code records: the cost of the stack alone.
+	NoCodes bool
+	// NoWakeup submits records without waking the reader, as tttrace
+	// does while records pile up.
+	NoWakeup bool
+}
+
+// Load loads the test program through the verifier.
+func Load() (*Objects, error) { return LoadWith(Options{}) }
+
+// LoadWith loads the test program with knobs set.
+func LoadWith(opts Options) (*Objects, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, err
+	}
+	spec, err := loadPyprobe()
+	if err != nil {
+		return nil, err
+	}
+	set := func(name string, v uint8) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("no variable %s in the program", name)
+		}
+		return vs.Set(v)
+	}
+	if err := set("capture", b2u(!opts.NoCapture)); err != nil {
+		return nil, err
+	}
+	if err := set("send_codes", b2u(!opts.NoCodes)); err != nil {
+		return nil, err
+	}
+	if err := set("no_wakeup", b2u(opts.NoWakeup)); err != nil {
+		return nil, err
+	}
+	var o Objects
+	if err := spec.LoadAndAssign(&o.pyprobeObjects, nil); err != nil {
+		return nil, fmt.Errorf("load pyprobe: %+v", err)
+	}
+	return &o, nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,246 @@
+package pyframes
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+)
+
+// ErrNotPython is returned by Detect for a file that is not a CPython
+// interpreter (no _PyRuntime symbol).
+var ErrNotPython = errors.New("not a CPython interpreter (no _PyRuntime symbol)")
+
+// Interpreter is what Detect learned of one CPython executable or
+// libpython: its version, where _PyRuntime is, and the offsets of the
+// fields the stack capture reads with where they came from.
+type Interpreter struct {
+	Path string
+	// Major, Minor, Micro version numbers; Micro is -1 when a 3.10 binary
+	// does not say it unambiguously (the layout depends on the minor only).
+	Major, Minor, Micro int
+	// Runtime is the link-time address of _PyRuntime.
+	Runtime uint64
+	// Types are the link-time addresses of PyCode_Type, PyUnicode_Type and
+	// PyBytes_Type: every object read is checked to be of its type.
+	CodeType, UnicodeType, BytesType uint64
+	// Offsets are valid when Err is nil.
+	Offsets Offsets
+	// Source says where the offsets came from and how they were checked.
+	Source string
+	// Err says why the interpreter is not supported; nil when it is.
+	Err error
+}
+
+// Version is "3.12.1".
+func (in *Interpreter) Version() string {
+	if in.Micro < 0 {
+		return fmt.Sprintf("%d.%d.x", in.Major, in.Minor)
+	}
+	return fmt.Sprintf("%d.%d.%d", in.Major, in.Minor, in.Micro)
+}
+
+// Detect reads one ELF file (a python executable with a static libpython,
+// or a libpython shared library). It returns ErrNotPython for a file
+// without _PyRuntime; otherwise an Interpreter whose Err says why it is not
+// supported, if it is not.
+func Detect(path string) (*Interpreter, error) {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ef.Close()
+	return detect(path, ef)
+}
+
+func detect(path string, ef *elf.File) (*Interpreter, error) {
+	syms := symbols(ef, "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
+	rt, ok := syms["_PyRuntime"]
+	if !ok {
+		return nil, ErrNotPython
+	}
+	if ef.Machine != elf.EM_X86_64 || ef.Class != elf.ELFCLASS64 {
+		return &Interpreter{Path: path, Err: fmt.Errorf("%s: only x86-64 is supported", ef.Machine)}, nil
+	}
+	in := &Interpreter{Path: path, Runtime: rt.Value,
+		CodeType: syms["PyCode_Type"].Value, UnicodeType: syms["PyUnicode_Type"].Value, BytesType: syms["PyBytes_Type"].Value}
+	if err := in.version(ef, syms); err != nil {
+		in.Err = err
+		return in, nil
+	}
+	if in.CodeType == 0 || in.UnicodeType == 0 || in.BytesType == 0 {
+		in.Err = errors.New("PyCode_Type, PyUnicode_Type or PyBytes_Type has no symbol")
+		return in, nil
+	}
+	in.Err = in.resolve(ef)
+	return in, nil
+}
+
+// version reads Py_Version (3.11+: PY_VERSION_HEX as data), else the
+// PY_VERSION string in .rodata that agrees with the file's name.
+func (in *Interpreter) version(ef *elf.File, syms map[string]elf.Symbol) error {
+	if s, ok := syms["Py_Version"]; ok {
+		b, err := readVaddr(ef, s.Value, 4)
+		if err != nil {
+			return fmt.Errorf("read Py_Version: %w", err)
+		}
+		hex := binary.LittleEndian.Uint32(b)
+		in.Major, in.Minor, in.Micro = int(hex>>24), int(hex>>16&0xff), int(hex>>8&0xff)
+	} else {
+		m := regexp.MustCompile(`python(\d+)\.(\d+)`).FindStringSubmatch(filepath.Base(in.Path))
+		if m == nil {
+			return errors.New("no Py_Version symbol and no version in the file name")
+		}
+		in.Major, _ = strconv.Atoi(m[1])
+		in.Minor, _ = strconv.Atoi(m[2])
+		ro := ef.Section(".rodata")
+		if ro == nil {
+			return errors.New("no .rodata")
+		}
+		data, err := ro.Data()
+		if err != nil {
+			return err
+		}
+		// PY_VERSION may share its bytes with the tail of a longer
+		// string (the install prefix often ends with it).
+		re := regexp.MustCompile(fmt.Sprintf(`[^0-9.]%d\.%d\.(\d+)\x00`, in.Major, in.Minor))
+		in.Micro = -1
+		for _, v := range re.FindAllSubmatch(data, -1) {
+			m, _ := strconv.Atoi(string(v[1]))
+			if in.Micro >= 0 && m != in.Micro {
+				in.Micro = -1 // ambiguous: the layout depends on the minor only
+				break
+			}
+			in.Micro = m
+		}
+	}
+	if in.Major != 3 || in.Minor < 10 {
+		return fmt.Errorf("CPython %s: only 3.10 to 3.13 are supported", in.Version())
+	}
+	return nil
+}
+
+// resolve finds the offsets: 3.13 from the interpreter's _Py_DebugOffsets;
+// 3.10-3.12 from the file's DWARF when it has some (the table must agree
+// with it), else from the table checked against the code of accessor
+// functions. Anything else is unsupported.
+func (in *Interpreter) resolve(ef *elf.File) error {
+	if err := in.resolveOffsets(ef); err != nil {
+		return err
+	}
+	o := &in.Offsets
+	if start := codeIDStart(o); min(o.CodeFilename, o.nameOffset(), o.CodeLinetable) < start {
+		return fmt.Errorf("co_filename, co_name and co_linetable are not within 32 bytes: no code identity")
+	}
+	return nil
+}
+
+func (in *Interpreter) resolveOffsets(ef *elf.File) error {
+	if in.Minor >= 13 {
+		b, err := readVaddr(ef, in.Runtime, debugOffsets313Size)
+		if err != nil {
+			return fmt.Errorf("read _Py_DebugOffsets: %w", err)
+		}
+		o, _, err := fromDebugOffsets(b)
+		if err != nil {
+			return err
+		}
+		in.Offsets, in.Source = o, "_Py_DebugOffsets"
+		return nil
+	}
+	table, ok := tables[in.Minor]
+	if !ok {
+		return fmt.Errorf("CPython %s: no offset table", in.Version())
+	}
+	fromDW, err := offsetsFromDWARF(ef, in.Minor, table)
+	if err != nil {
+		return fmt.Errorf("DWARF present but unusable: %w", err)
+	}
+	if fromDW != nil {
+		in.Offsets, in.Source = *fromDW, "DWARF, equal to the 3."+strconv.Itoa(in.Minor)+" table"
+		if diff := diffOffsets(table, *fromDW); diff != "" {
+			// Another build of the sources (Py_DEBUG, ...): DWARF is
+			// this binary's own truth.
+			in.Source = fmt.Sprintf("DWARF (the 3.%d table differs: %s)", in.Minor, diff)
+		}
+		return nil
+	}
+	n, err := checkAccessors(ef, in.Minor, in.Runtime, table)
+	if err != nil {
+		return fmt.Errorf("CPython %s without DWARF: the 3.%d table does not match the code: %w", in.Version(), in.Minor, err)
+	}
+	in.Offsets, in.Source = table, fmt.Sprintf("3.%d table, checked against %d instructions of accessor code", in.Minor, n)
+	return nil
+}
+
+// diffOffsets lists the fields where two Offsets differ.
+func diffOffsets(a, b Offsets) string {
+	var out []byte
+	va, vb := offsetFields(&a), offsetFields(&b)
+	for i, f := range va {
+		if *f.v != *vb[i].v {
+			out = fmt.Appendf(out, "%s %d vs %d; ", f.name, *f.v, *vb[i].v)
+		}
+	}
+	return string(bytes.TrimSuffix(out, []byte("; ")))
+}
+
+type namedOffset struct {
+	name string
+	v    *int64
+}
+
+func offsetFields(o *Offsets) []namedOffset {
+	return []namedOffset{
+		{"interpreters.head", &o.RuntimeInterpHead}, {"interp.next", &o.InterpNext},
+		{"interp.threads_head", &o.InterpThreadsHead}, {"tstate.next", &o.TsNext},
+		{"tstate.thread", &o.TsThread}, {"tstate.frame", &o.TsFrame}, {"cframe.current_frame", &o.CframeCurrent},
+		{"frame.previous", &o.FramePrevious}, {"frame.code", &o.FrameCode}, {"frame.instr", &o.FrameInstr},
+		{"frame.owner", &o.FrameOwner}, {"co_filename", &o.CodeFilename}, {"co_name", &o.CodeName},
+		{"co_qualname", &o.CodeQualname}, {"co_firstlineno", &o.CodeFirstLine}, {"co_linetable", &o.CodeLinetable},
+		{"co_code", &o.CodeCode}, {"co_code_adaptive", &o.CodeAdaptive}, {"ob_type", &o.ObType},
+		{"ob_size", &o.VarSize}, {"ob_sval", &o.BytesData}, {"str.length", &o.StrLength},
+		{"str.state", &o.StrState}, {"sizeof(PyASCIIObject)", &o.StrASCIISize},
+		{"sizeof(PyCompactUnicodeObject)", &o.StrCompactSz},
+	}
+}
+
+// symbols finds the named symbols in .dynsym, then .symtab.
+func symbols(ef *elf.File, names ...string) map[string]elf.Symbol {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]elf.Symbol{}
+	for _, get := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
+		syms, _ := get()
+		for _, s := range syms {
+			if want[s.Name] && s.Value != 0 {
+				if _, dup := out[s.Name]; !dup {
+					out[s.Name] = s
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readVaddr reads n bytes of the file's initialised data at a link-time
+// address.
+func readVaddr(ef *elf.File, addr uint64, n int) ([]byte, error) {
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || addr < p.Vaddr || addr+uint64(n) > p.Vaddr+p.Filesz {
+			continue
+		}
+		b := make([]byte, n)
+		if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%#x+%d is not in the file's loaded data", addr, n)
+}

@@ -1,0 +1,252 @@
+package pyframes
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+)
+
+// ErrNoInterpreter is returned by ForProcess for a process that has no
+// CPython interpreter mapped (yet).
+var ErrNoInterpreter = errors.New("no CPython interpreter mapped")
+
+// Process is one process running a supported CPython: what the BPF side
+// needs (ProcValue) and the reader that turns captured stacks into lines.
+type Process struct {
+	Pid    int
+	Interp *Interpreter
+	// Bias is the interpreter file's load bias in the process.
+	Bias uint64
+
+	mem   *os.File
+	mu    sync.Mutex
+	codes map[codeKey]*codeInfo
+}
+
+// codeKey names a code object: its address and its identity (a hash of
+// the pointers it holds, computed by BPF at event time).
+type codeKey struct{ code, id uint64 }
+
+// codeIDStart is where the 32 bytes hashed as a code object's identity
+// start: they end with the last of its file name, name and line table
+// pointers, which all lie in them in 3.10-3.13 (Detect checks it), and
+// hold nothing that changes while the code object lives (3.10's
+// co_zombieframe follows co_linetable, outside).
+func codeIDStart(o *Offsets) int64 {
+	return max(o.CodeFilename, o.nameOffset(), o.CodeLinetable) + 8 - 32
+}
+
+// frameWindowSize is PY_FRAME_WINDOW of bpf/python.h.
+const frameWindowSize = 128
+
+// frameWindow is the 8-aligned start of the bytes of a frame that hold
+// every field the walk reads, -1 when they span more than
+// frameWindowSize bytes.
+func frameWindow(o *Offsets) int64 {
+	lo := min(o.FramePrevious, o.FrameCode, o.FrameInstr) &^ 7
+	hi := max(o.FramePrevious+8, o.FrameCode+8, o.FrameInstr+int64(o.InstrSize))
+	if o.FrameOwner >= 0 {
+		lo = min(lo, o.FrameOwner&^7)
+		hi = max(hi, o.FrameOwner+1)
+	}
+	if hi-lo > frameWindowSize || o.FrameCode%8 != 0 || o.FramePrevious%8 != 0 || o.FrameInstr%int64(o.InstrSize) != 0 {
+		return -1
+	}
+	return lo
+}
+
+// nameOffset is where the function's name is: co_qualname when the
+// version has it.
+func (o *Offsets) nameOffset() int64 {
+	if o.CodeQualname >= 0 {
+		return o.CodeQualname
+	}
+	return o.CodeName
+}
+
+// ForProcess finds the CPython interpreter a process runs (its executable
+// or a mapped libpython) and where it is loaded. It returns
+// ErrNoInterpreter when there is none; an unsupported interpreter gives an
+// error that says why (the Interpreter is still returned, for reports).
+func ForProcess(pid int) (*Process, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type mapping struct {
+		start, off uint64
+		rng, path  string
+	}
+	var cands []mapping
+	seen := map[string]bool{}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fld := strings.Fields(sc.Text())
+		if len(fld) < 6 || !strings.HasPrefix(fld[5], "/") {
+			continue
+		}
+		path := strings.Join(fld[5:], " ")
+		base := filepath.Base(path)
+		if path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
+			continue
+		}
+		off, _ := strconv.ParseUint(fld[2], 16, 64)
+		if seen[path] || off != 0 {
+			continue
+		}
+		seen[path] = true
+		lo, hi, _ := strings.Cut(fld[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		// map_files names ranges without leading zeros.
+		cands = append(cands, mapping{start, off, fmt.Sprintf("%x-%x", start, end), path})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range cands {
+		// map_files opens the very file mapped, even if it was replaced
+		// or deleted on disk since.
+		in, lowest, err := detectCached(fmt.Sprintf("/proc/%d/map_files/%s", pid, c.rng), c.path)
+		if errors.Is(err, ErrNotPython) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.path, err)
+		}
+		if in.Err != nil {
+			return &Process{Pid: pid, Interp: in}, fmt.Errorf("%s: CPython %s unsupported: %w", c.path, in.Version(), in.Err)
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			return nil, err
+		}
+		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[codeKey]*codeInfo{}}, nil
+	}
+	return nil, ErrNoInterpreter
+}
+
+// Close releases the process's memory file. Nil-safe.
+func (p *Process) Close() error {
+	if p == nil || p.mem == nil {
+		return nil
+	}
+	err := p.mem.Close()
+	p.mem = nil
+	return err
+}
+
+type detected struct {
+	in     *Interpreter
+	lowest uint64
+	err    error
+}
+
+// detectCache holds Detect's answer per file identity (device, inode,
+// size, modification time): processes share interpreters.
+var detectCache sync.Map
+
+func detectCached(open, path string) (*Interpreter, uint64, error) {
+	st, err := os.Stat(open)
+	if err != nil {
+		return nil, 0, err
+	}
+	key := fmt.Sprintf("%d", st.ModTime().UnixNano())
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		key = fmt.Sprintf("%d/%d/%d/%s", sys.Dev, sys.Ino, st.Size(), key)
+	}
+	if d, ok := detectCache.Load(key); ok {
+		d := d.(detected)
+		return d.in, d.lowest, d.err
+	}
+	ef, err := elf.Open(open)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ef.Close()
+	in, err := detect(path, ef)
+	lowest := ^uint64(0)
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr&^0xfff < lowest {
+			lowest = p.Vaddr &^ 0xfff
+		}
+	}
+	detectCache.Store(key, detected{in, lowest, err})
+	return in, lowest, err
+}
+
+// ProcValue is the value of this process's py_procs entry (struct py_proc
+// of bpf/python.h), keyed by its pid.
+func (p *Process) ProcValue() ([]byte, error) {
+	v, err := p.procValue()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, &v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (p *Process) procValue() (pyprobe.Proc, error) {
+	if p.Interp == nil || p.Interp.Err != nil {
+		return pyprobe.Proc{}, errors.New("no supported interpreter")
+	}
+	o := p.Interp.Offsets
+	fsbase := int64(-1)
+	if o.ThreadMatch == matchFSBase {
+		off, err := taskFSBase()
+		if err != nil {
+			return pyprobe.Proc{}, fmt.Errorf("CPython 3.10 threads are told apart by their fs base: %w", err)
+		}
+		fsbase = off
+	}
+	v := pyprobe.Proc{
+		Runtime:           p.Bias + p.Interp.Runtime,
+		RuntimeInterpHead: o.RuntimeInterpHead,
+		InterpNext:        o.InterpNext,
+		InterpThreadsHead: o.InterpThreadsHead,
+		TsNext:            o.TsNext,
+		TsThread:          o.TsThread,
+		TsFrame:           o.TsFrame,
+		CframeCurrent:     o.CframeCurrent,
+		FramePrevious:     o.FramePrevious,
+		FrameCode:         o.FrameCode,
+		FrameInstr:        o.FrameInstr,
+		FrameOwner:        o.FrameOwner,
+		TaskFsbase:        fsbase,
+		FrameWindow:       frameWindow(&o),
+		CodeId:            codeIDStart(&o),
+		CodeFilename:      o.CodeFilename,
+		CodeName:          o.nameOffset(),
+		CodeFirstlineno:   o.CodeFirstLine,
+		CodeLinetable:     o.CodeLinetable,
+		CodeCode:          o.CodeCode,
+		VarSize:           o.VarSize,
+		BytesData:         o.BytesData,
+		StrLength:         o.StrLength,
+		StrState:          o.StrState,
+		StrAsciiSize:      o.StrASCIISize,
+		StrCompactSize:    o.StrCompactSz,
+		ObType:            o.ObType,
+		Version:           uint32(p.Interp.Major<<24 | p.Interp.Minor<<16 | max(p.Interp.Micro, 0)<<8),
+		ThreadMatch:       o.ThreadMatch,
+		InstrSize:         o.InstrSize,
+		OwnerSkip:         o.OwnerSkip,
+	}
+	return v, nil
+}
