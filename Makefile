@@ -46,10 +46,11 @@ generate:
 	scripts/deps.sh bpf
 	cd probes && $(GO) generate ./...
 	cd events && $(GO) generate ./...
+	cd pyframes/internal/pyprobe && $(GO) generate ./...
 
 # CI: the committed objects must be what the sources produce.
 check-generate: generate
-	git diff --exit-code -- probes/ events/
+	git diff --exit-code -- probes/ events/ pyframes/
 
 # Every variant, in $(REPLICA)/NAME (make REPLICA=DIR builds elsewhere).
 replica: $(foreach v,$(REPLICA_VARIANTS),$(REPLICA)/$(call variant_name,$(v))/libtt_metal.so)
@@ -84,6 +85,7 @@ test: vet build replica
 fuzz:
 	$(GO) test ./devices -run '^$$' -fuzz FuzzLedger -fuzztime 60s
 	$(GO) test ./events -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./pyframes -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 
 # Performance and loss against the floor and the alternatives (root, about
 # 10 minutes; not part of make test): one table, see docs/bench.md.
