@@ -9,4 +9,6 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
+require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+
 tool github.com/cilium/ebpf/cmd/bpf2go
