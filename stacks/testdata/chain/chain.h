@@ -17,4 +17,6 @@ template <typename T> struct Holder {
 KEEP int f2(long n, const char *out);
 KEEP int capture(const char *out);
 KEEP int lib_entry(int n, const char *out);
+// A function to probe in a loop (the cost measurement of stacktest).
+KEEP int probe_target(int i);
 } // namespace chain

@@ -101,4 +101,10 @@ int lib_entry(int n, const char *out)
 	return r * 3;
 }
 
+int probe_target(int i)
+{
+	sink = i;
+	return i + 1;
+}
+
 } // namespace chain
