@@ -493,12 +493,14 @@ func (e *fde) run(rw *row, init *row, ins []byte, loc, addr, base uint64) (uint6
 			}
 			stack[depth] = *rw
 			depth++
-		case 0x0b: // restore_state: the CFA rule is not part of the state
+		case 0x0b: // restore_state: the whole row, CFA rule included (DWARF 5
+			// §6.4.2.4; gcc's epilogues rely on it: remember, def_cfa rsp+8
+			// before ret, restore for the code after the ret)
 			if depth == 0 {
 				return loc, errors.New("DW_CFA_restore_state without remember")
 			}
 			depth--
-			rw.regs = stack[depth].regs
+			*rw = stack[depth]
 		case 0x0c: // def_cfa
 			rw.cfaReg, rw.cfaOff, rw.cfaExpr = r.uleb(), int64(r.uleb()), nil
 		case 0x0d: // def_cfa_register

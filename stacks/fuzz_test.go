@@ -65,7 +65,7 @@ func handCFI() []byte {
 	prog := []byte{
 		0x41, 0x0e, 16, 0x86, 2, // advance 1; def_cfa_offset 16; rbp at cfa-16
 		0x0a, 0x42, 0x0d, 6, // remember; advance 2; def_cfa_register rbp
-		0x0b, 0x43, // restore_state; advance 3
+		0x41, 0x0b, 0x42, // advance 1; restore_state; advance 2
 		0x0f, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22, // PLT CFA expression
 		0x10, 6, 2, 0x76, 0, // rbp expression: breg6 0
 		0x44, 0x16, 6, 1, 0x96, // advance 4; val_expression rbp nop
@@ -101,8 +101,9 @@ func TestHandCFI(t *testing.T) {
 		{0x1000, regRSP, 8, false, ruleSame},
 		{0x1001, regRSP, 16, false, ruleOffset},
 		{0x1003, regRBP, 16, false, ruleOffset},
-		{0x1006, regRBP, 16, true, ruleExpr}, // restore_state keeps the CFA rule
-		{0x100a, regRBP, 16, true, ruleValExpr},
+		{0x1004, regRSP, 16, false, ruleOffset}, // restore_state: the CFA rule too
+		{0x1006, regRSP, 16, true, ruleExpr},
+		{0x100a, regRSP, 16, true, ruleValExpr},
 	} {
 		rw, err := e.rowAt(c.addr)
 		if err != nil {

@@ -327,3 +327,155 @@ func BenchmarkProbeCost(b *testing.B) {
 	}
 	b.Logf("lost records %d", lostTotal)
 }
+
+// interpreters are the CPythons to measure with, where installed.
+var interpreters = []string{
+	"/root/.pyenv/versions/3.10.13/bin/python3.10", "/usr/bin/python3.11",
+	"/root/.pyenv/versions/3.12.1/bin/python3.12", "/root/.pyenv/versions/3.13.0/bin/python3.13",
+}
+
+// The replica's track_allocate, reached from Python through ctypes at the
+// bottom of a 40-deep Python recursion: every stack captured at its entry
+// unwinds through libtt_metal, libttwork, libffi/ctypes and the interpreter
+// down to _start, or holds at least 64 frames. The log gives, per
+// interpreter, the frames found with the copy cut to 4, 8 and 16 KiB (the
+// figures of docs/stacks.md). Needs TTTRACE_REPLICA (a built replica
+// variant directory, e.g. build/replica/gcc-O2).
+func TestReplicaFromPython(t *testing.T) {
+	needRoot(t)
+	dir := os.Getenv("TTTRACE_REPLICA")
+	if dir == "" {
+		t.Skip("TTTRACE_REPLICA unset (make build/replica/gcc-O2/libtt_metal.so)")
+	}
+	lib := filepath.Join(dir, "libtt_metal.so")
+	if _, err := os.Stat(lib); err != nil {
+		dir = filepath.Join(dir, "gcc-O2")
+		lib = filepath.Join(dir, "libtt_metal.so")
+	}
+	driver := filepath.Join(t.TempDir(), "driver.py")
+	src := `import runpy, sys
+def rec(n):
+    if n == 0:
+        sys.argv = [sys.argv[1], "--scenario", "basic"]
+        try:
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        except SystemExit:
+            pass
+        print("done", flush=True)
+        sys.stdin.read()
+    else:
+        rec(n - 1)
+rec(40)
+`
+	if err := os.WriteFile(driver, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, py := range interpreters {
+		if _, err := os.Stat(py); err != nil {
+			continue
+		}
+		ran++
+		t.Run(filepath.Base(py), func(t *testing.T) {
+			objs := load(t)
+			l, err := link.OpenExecutable(lib)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, err := l.Uprobe("_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE", objs.RecordWithStack, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer up.Close()
+			rd, err := ringbuf.NewReader(objs.Events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			cmd := exec.Command(py, driver, filepath.Join(dir, "ttwork.py"))
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			buf := make([]byte, 4096)
+			var got []byte
+			for !strings.Contains(string(got), "done") {
+				n, err := stdout.Read(buf)
+				if err != nil {
+					t.Fatalf("driver: %v (%s)", err, got)
+				}
+				got = append(got, buf[:n]...)
+			}
+			// The process waits: its maps are what its pcs mean.
+			c := stacks.NewCache()
+			mods, err := c.Snapshot(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin.Close()
+			var recs []record
+			rd.SetDeadline(time.Now().Add(2 * time.Second))
+			for {
+				r, err := rd.Read()
+				if err != nil {
+					break
+				}
+				if len(r.RawSample) == 96 {
+					continue // the plain record
+				}
+				rec, err := decodeStack(r.RawSample)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, rec)
+			}
+			if len(recs) == 0 {
+				t.Fatal("no stack captured")
+			}
+			var frames [3]int
+			var deepest []stacks.Frame
+			for _, rec := range recs {
+				regs := stacks.Regs{IP: rec.ip, SP: rec.sp, BP: rec.bp}
+				locs, trunc := stacks.Unwind(mods, regs, rec.data, 0, nil)
+				if trunc && len(locs) < 64 {
+					t.Errorf("seq %d: truncated at %d frames (%d bytes copied)", rec.seq, len(locs), rec.size)
+					for i, f := range stacks.Symbolize(locs) {
+						t.Logf("  #%d %s %s", i, filepath.Base(f.Module), f)
+					}
+					continue
+				}
+				for i, n := range []int{4096, 8192, 16384} {
+					l, _ := stacks.Unwind(mods, regs, rec.data[:min(n, len(rec.data))], 0, nil)
+					frames[i] = max(frames[i], len(l))
+				}
+				fr := stacks.Symbolize(locs)
+				if len(fr) > len(deepest) {
+					deepest = fr
+				}
+				if fr[0].Function != "tt::tt_metal::GraphTracker::track_allocate(tt::tt_metal::Buffer const*)" ||
+					!hasFunction(fr, "ttwork_main") || !hasFunction(fr, "ffi_call") || (!trunc && fr[len(fr)-1].Function != "_start") {
+					t.Errorf("seq %d: the stack does not go from track_allocate through ttwork_main and ffi_call to _start", rec.seq)
+				}
+			}
+			t.Logf("%d stacks; the deepest has %d frames; frames found with 4/8/16 KiB copies: %v", len(recs), len(deepest), frames)
+			for i, f := range deepest {
+				t.Logf("  #%d %s %s", i, filepath.Base(f.Module), f)
+			}
+		})
+	}
+	if ran == 0 {
+		t.Skip("no CPython found")
+	}
+}
+
+func hasFunction(fr []stacks.Frame, name string) bool {
+	for _, f := range fr {
+		if f.Function == name {
+			return true
+		}
+	}
+	return false
+}
