@@ -93,14 +93,20 @@ func buildChain(t testing.TB, v chainVariant) *chainBuild {
 
 // capture runs the chain with CAPTURE_BYTES=n (0: the program's default)
 // into a new directory and returns what it wrote.
-func (b *chainBuild) capture(t testing.TB, n int) (Regs, []byte, []Mapping) {
+func (b *chainBuild) capture(t testing.TB, n int, args ...string) (Regs, []byte, []Mapping) {
 	t.Helper()
 	out := t.TempDir()
 	var env []string
 	if n > 0 {
 		env = append(env, "CAPTURE_BYTES="+strconv.Itoa(n))
 	}
-	run(t, b.dir, env, b.exe, out)
+	run(t, b.dir, env, b.exe, append([]string{out}, args...)...)
+	return readCapture(t, out)
+}
+
+// readCapture reads what capture() wrote into out.
+func readCapture(t testing.TB, out string) (Regs, []byte, []Mapping) {
+	t.Helper()
 	hdr, err := os.ReadFile(filepath.Join(out, "regs"))
 	if err != nil || len(hdr) != 32 {
 		t.Fatalf("regs: %v (%d bytes)", err, len(hdr))
@@ -425,5 +431,109 @@ func BenchmarkSymbolizeCold(b *testing.B) {
 			m.file.mu.Unlock()
 		}
 		Symbolize(locs)
+	}
+}
+
+// From a second thread the stack ends in libc's thread start: the copy
+// reaches the end of the thread's stack mapping, and the unwind its
+// outermost frame (clone3's undefined return address).
+func TestUnwindThread(t *testing.T) {
+	for _, v := range chainVariants[:2] {
+		t.Run(v.name, func(t *testing.T) {
+			b := buildChain(t, v)
+			regs, stack, maps := b.capture(t, 0, "thread")
+			locs, trunc := Unwind(bindByPath(NewCache(), maps), regs, stack, 0, nil)
+			frames := Symbolize(locs)
+			for i, f := range frames {
+				t.Logf("#%d %s %s", i, filepath.Base(f.Module), f)
+			}
+			if trunc {
+				t.Errorf("truncated (copy of %d bytes)", len(stack))
+			}
+			for i, want := range chainFrames[:4] {
+				if i >= len(frames) || frames[i].Function != want.name {
+					t.Fatalf("#%d is not %s", i, want.name)
+				}
+			}
+			last := frames[len(frames)-1]
+			if !strings.Contains(filepath.Base(last.Module), "libc.so") {
+				t.Errorf("outermost frame %s in %s, want libc's clone", last, last.Module)
+			}
+			if locs[len(locs)-1].File.debug() != nil && (!hasFunction(frames, "start_thread") || !strings.Contains(last.Function, "clone")) {
+				t.Errorf("no start_thread, or the outermost is not clone*")
+			}
+		})
+	}
+}
+
+func hasFunction(fr []Frame, name string) bool {
+	for _, f := range fr {
+		if f.Function == name {
+			return true
+		}
+	}
+	return false
+}
+
+// gdb's backtrace at chain::capture's entry, past main, is the truth for
+// the return addresses and the names of every caller (gdb has its own
+// unwinder and demangler). The program's own capture, taken in the same
+// run (gdb turns ASLR off, so the same addresses), must unwind to the same
+// callers.
+func TestUnwindMatchesGDB(t *testing.T) {
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed")
+	}
+	for _, v := range chainVariants[:2] {
+		t.Run(v.name, func(t *testing.T) {
+			b := buildChain(t, v)
+			out := t.TempDir()
+			text := run(t, b.dir, nil, "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off",
+				"-ex", "set breakpoint pending on", "-ex", "set backtrace past-main on",
+				"-ex", "break _ZN5chain7captureEPKc", "-ex", "run", "-ex", "bt", "-ex", "continue",
+				"--args", b.exe, out)
+			type gframe struct {
+				pc   uint64
+				name string
+			}
+			var bt []gframe
+			for _, line := range strings.Split(text, "\n") {
+				f := strings.Fields(line)
+				if len(f) < 4 || !strings.HasPrefix(f[0], "#") || f[2] != "in" || f[0] == "#0" {
+					continue
+				}
+				pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+				if err != nil {
+					continue
+				}
+				name := line[strings.Index(line, " in ")+4:]
+				for _, sep := range []string{" from ", " at "} {
+					if i := strings.Index(name, sep); i >= 0 {
+						name = name[:i]
+					}
+				}
+				if strings.HasSuffix(name, " ()") {
+					name = strings.TrimSuffix(name, " ()")
+				} else if i := strings.Index(name, " ("); i >= 0 {
+					name = name[:i] // a frame with debug info: its arguments follow
+				}
+				bt = append(bt, gframe{pc, name})
+			}
+			if len(bt) < 6 {
+				t.Fatalf("gdb backtrace:\n%s", text)
+			}
+			regs, stack, maps := readCapture(t, out)
+			locs, _ := Unwind(bindByPath(NewCache(), maps), regs, stack, 0, nil)
+			frames := Symbolize(locs)
+			if len(frames)-1 != len(bt) {
+				t.Errorf("%d callers, gdb has %d:\n%s", len(frames)-1, len(bt), text)
+			}
+			for i := 0; i < len(bt) && i+1 < len(frames); i++ {
+				f := frames[i+1]
+				if f.PC != bt[i].pc || f.Function != bt[i].name {
+					t.Errorf("#%d %#x %q, gdb %#x %q", i+1, f.PC, f.Function, bt[i].pc, bt[i].name)
+				}
+			}
+		})
 	}
 }

@@ -1,5 +1,6 @@
 // The executable of the chain: main calls into libchain.so.
 //   chain OUTDIR          run the chain; capture() writes into OUTDIR
+//   chain OUTDIR thread   the same from a second thread
 //   chain bench N DEPTH   call probe_target N times from DEPTH frames of
 //                         256 bytes down, print the nanoseconds per call
 #include "chain.h"
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 static volatile int keep;
 
@@ -34,11 +36,18 @@ int main(int argc, char **argv)
 		printf("%.1f\n", deep(atoi(argv[3]), atol(argv[2])));
 		return 0;
 	}
+	int r = 0;
+	if (argc == 3 && strcmp(argv[2], "thread") == 0) {
+		std::thread t([&] { r = chain::lib_entry(5, argv[1]); });
+		t.join();
+		printf("%d\n", r);
+		return 0;
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s OUTDIR | bench N DEPTH\n", argv[0]);
+		fprintf(stderr, "usage: %s OUTDIR [thread] | bench N DEPTH\n", argv[0]);
 		return 2;
 	}
-	int r = chain::lib_entry(argc + 3, argv[1]);
+	r = chain::lib_entry(argc + 3, argv[1]);
 	printf("%d\n", r);
 	return 0;
 }
