@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -61,8 +62,48 @@ func run(t testing.TB, dir string, env []string, name string, args ...string) st
 	return string(out)
 }
 
-// buildChain compiles the chain program for v in a new temporary directory.
+// builds caches one build per variant for the whole test binary, in
+// buildRoot (removed by TestMain).
+var (
+	buildMu   sync.Mutex
+	builds    = map[string]*chainBuild{}
+	buildRoot string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildRoot != "" {
+		os.RemoveAll(buildRoot)
+	}
+	os.Exit(code)
+}
+
+// buildChain returns the chain program built for v (built once).
 func buildChain(t testing.TB, v chainVariant) *chainBuild {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if b := builds[v.name]; b != nil {
+		return b
+	}
+	if buildRoot == "" {
+		d, err := os.MkdirTemp("", "stacks-chain-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildRoot = d
+	}
+	dir, err := os.MkdirTemp(buildRoot, v.name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buildChainIn(t, v, dir)
+	builds[v.name] = b
+	return b
+}
+
+// buildChainIn compiles the chain program for v into dir.
+func buildChainIn(t testing.TB, v chainVariant, dir string) *chainBuild {
 	t.Helper()
 	if _, err := exec.LookPath(v.cxx); err != nil {
 		t.Skipf("%s not installed (scripts/deps.sh build installs it)", v.cxx)
@@ -71,7 +112,6 @@ func buildChain(t testing.TB, v chainVariant) *chainBuild {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	flags := append([]string{"-O2", "-fomit-frame-pointer", "-I" + src}, v.flags...)
 	run(t, dir, nil, v.cxx, append(flags, "-shared", "-fPIC", "-o", "libchain.so", filepath.Join(src, "lib.cpp"))...)
 	run(t, dir, nil, v.cxx, append(flags, "-o", "chain", filepath.Join(src, "main.cpp"), "-L.", "-lchain", "-Wl,-rpath,$ORIGIN")...)
@@ -367,7 +407,7 @@ func fr0File(tab *Table, id SiteID) *File {
 
 // The file stays usable once deleted: its contents are mapped.
 func TestFileOutlivesPath(t *testing.T) {
-	b := buildChain(t, chainVariants[2])
+	b := buildChainIn(t, chainVariants[2], t.TempDir())
 	regs, stack, maps := b.capture(t, 0)
 	c := NewCache()
 	mods := bindByPath(c, maps)
