@@ -45,10 +45,11 @@ $(BIN): $(GOFILES) probes/tttrace_x86_bpfel.o go.mod go.sum
 generate:
 	scripts/deps.sh bpf
 	cd probes && $(GO) generate ./...
+	cd stacks/internal/stacktest && $(GO) generate ./...
 
 # CI: the committed objects must be what the sources produce.
 check-generate: generate
-	git diff --exit-code -- probes/
+	git diff --exit-code -- probes/ stacks/internal/stacktest/
 
 # Every variant, in $(REPLICA)/NAME (make REPLICA=DIR builds elsewhere).
 replica: $(foreach v,$(REPLICA_VARIANTS),$(REPLICA)/$(call variant_name,$(v))/libtt_metal.so)
