@@ -121,7 +121,7 @@ func (r *reader) sleb() int64 {
 // block reads a ULEB length and that many bytes.
 func (r *reader) block() ([]byte, error) {
 	n := r.uleb()
-	if r.err || n > uint64(len(r.data))-r.pos {
+	if r.err || r.pos > uint64(len(r.data)) || n > uint64(len(r.data))-r.pos {
 		r.err = true
 		return nil, errShort
 	}
