@@ -84,11 +84,16 @@ int f2(long n, const char *out)
 }
 
 // A variable-length array: the frame is addressed from rbp (the CFA is
-// rbp-based) even without frame pointers.
+// rbp-based) even without frame pointers. The early return, said to be the
+// likely path, is laid out first: its epilogue and ret come before the call
+// to f2, so the CFI says remember_state, CFA rsp+8 at the ret, and
+// restore_state (of the rbp-based CFA) for the call after it.
 template <typename T> int Holder<T>::f1(T depth, const char *out)
 {
 	volatile char buf[depth + 16];
 	buf[depth] = 1;
+	if (__builtin_expect(depth < 0, 1))
+		return buf[0];
 	int r = f2(depth * 2, out);
 	return r + buf[depth];
 }
