@@ -2,12 +2,15 @@
 // what bpf/stack.h captures in BPF: its own rip, rsp and rbp, and a copy of
 // its stack from rsp up (CAPTURE_BYTES, default 16384, cut at the end of
 // the stack's mapping), plus /proc/self/maps to bind the pcs to files.
+// With CAPTURE_WAIT set it then prints "ready" and waits for a byte (or
+// EOF) on stdin, for a debugger to attach.
 #include "chain.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 static unsigned char copy[1 << 20];
 volatile int sink;
@@ -68,6 +71,13 @@ int capture(const char *out)
 		fclose(m);
 	snprintf(path, sizeof path, "%s/maps", out);
 	save(path, maps, mn);
+	if (getenv("CAPTURE_WAIT")) { // for a debugger to attach: wait here
+		puts("ready");
+		fflush(stdout);
+		char c;
+		if (read(0, &c, 1) < 0)
+			perror("read");
+	}
 	return (int)(n & 1) + sink;
 }
 
