@@ -1,0 +1,121 @@
+package stacks
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// SiteID names an interned stack within a Table; 0 means no stack.
+type SiteID uint32
+
+// Site is one distinct stack: frames innermost first.
+type Site struct {
+	Locs      []Loc
+	Truncated bool
+}
+
+// Table interns stacks: identical frame lists (same pcs in the same files,
+// same truncation) get one SiteID, so memory grows with distinct stacks,
+// not with events. A table serves one address space (one process): its
+// pcs mean something only under that process's module maps. Safe for
+// concurrent use.
+type Table struct {
+	// MaxFrames is the unwind depth kept by Add (0: DefaultMaxFrames).
+	MaxFrames int
+
+	mu      sync.Mutex
+	byHash  map[uint64][]SiteID
+	sites   []Site
+	scratch []Loc
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table { return &Table{byHash: map[uint64][]SiteID{}} }
+
+// Add unwinds a captured stack (see Unwind) and interns it. A stack whose
+// first pc is in no module still gets a site (of that one pc).
+func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (SiteID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var trunc bool
+	t.scratch, trunc = Unwind(mods, regs, stack, t.MaxFrames, t.scratch[:0])
+	return t.internLocked(t.scratch, trunc), trunc
+}
+
+// Intern returns the site of locs (copied when new).
+func (t *Table) Intern(locs []Loc, truncated bool) SiteID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.internLocked(locs, truncated)
+}
+
+func (t *Table) internLocked(locs []Loc, truncated bool) SiteID {
+	if t.byHash == nil {
+		t.byHash = map[uint64][]SiteID{}
+	}
+	h := hashLocs(locs, truncated)
+	for _, id := range t.byHash[h] {
+		if s := &t.sites[id-1]; s.Truncated == truncated && sameLocs(s.Locs, locs) {
+			return id
+		}
+	}
+	t.sites = append(t.sites, Site{Locs: append([]Loc(nil), locs...), Truncated: truncated})
+	id := SiteID(len(t.sites))
+	t.byHash[h] = append(t.byHash[h], id)
+	return id
+}
+
+// Site returns the stack of id.
+func (t *Table) Site(id SiteID) (Site, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id == 0 || int(id) > len(t.sites) {
+		return Site{}, false
+	}
+	return t.sites[id-1], true
+}
+
+// Frames symbolizes the stack of id (nil for an unknown id).
+func (t *Table) Frames(id SiteID) []Frame {
+	s, ok := t.Site(id)
+	if !ok {
+		return nil
+	}
+	return Symbolize(s.Locs)
+}
+
+// Len is the number of distinct sites.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sites)
+}
+
+func sameLocs(a, b []Loc) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].PC != b[i].PC || a[i].File != b[i].File {
+			return false
+		}
+	}
+	return true
+}
+
+func hashLocs(locs []Loc, truncated bool) uint64 {
+	const m = 0x9e3779b97f4a7c15
+	h := uint64(len(locs))
+	if truncated {
+		h ^= 1 << 63
+	}
+	for _, l := range locs {
+		var id uint64
+		if l.File != nil {
+			id = uint64(l.File.ID)
+		}
+		h = bits.RotateLeft64((h^l.PC)*m, 31) ^ id
+		h *= m
+	}
+	return h ^ h>>29
+}

@@ -1,0 +1,447 @@
+package stacks
+
+import (
+	"encoding/binary"
+)
+
+// Regs are the registers captured with a stack: the thread's pc, stack
+// pointer and frame pointer at the probe. The stack bytes start at SP.
+type Regs struct {
+	IP, SP, BP uint64
+}
+
+// Loc is one frame of an unwound stack.
+type Loc struct {
+	// PC is the run-time address: the innermost frame's pc, else the
+	// return address into the frame's function.
+	PC uint64
+	// File is the module PC lies in; nil for a pc in no mapped ELF file
+	// (then it is the last frame).
+	File *File
+	// Addr is PC's ELF virtual address in File.
+	Addr uint64
+}
+
+// DefaultMaxFrames is the depth Unwind keeps when asked for 0.
+const DefaultMaxFrames = 128
+
+// Unwind walks the stack of a thread whose registers were regs and whose
+// stack, from regs.SP up, is stack (a partial copy is fine), with the CFI of
+// the modules in mods. It appends the frames, innermost first, to out (which
+// may be nil) and returns it; truncated reports that the walk stopped before
+// the outermost frame: maxFrames reached (0 means DefaultMaxFrames), a pc in
+// no module or with no unwind rule, a read outside the copied stack, or a
+// frame that does not move up the stack. It never fails otherwise: garbage
+// gives a short stack.
+func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_ []Loc, truncated bool) {
+	if maxFrames <= 0 {
+		maxFrames = DefaultMaxFrames
+	}
+	st := unwindState{stack: stack, base: regs.SP}
+	st.set(regRSP, regs.SP)
+	st.set(regRBP, regs.BP)
+	pc := regs.IP
+	for n := 0; ; n++ {
+		if n >= maxFrames {
+			return out, true
+		}
+		m := mods.find(pc)
+		if m == nil {
+			if pc != 0 {
+				out = append(out, Loc{PC: pc})
+			}
+			return out, pc != 0 || n == 0
+		}
+		addr := pc - m.bias
+		out = append(out, Loc{PC: pc, File: m.file, Addr: addr})
+		lookup := addr
+		if n > 0 {
+			lookup-- // a return address may be just past its function
+		}
+		rw := m.file.rowFor(lookup)
+		if rw == nil {
+			return out, true
+		}
+		st.set(regRA, pc) // DW_OP_breg16 (PLT rules) reads the current pc
+		next, ok, end := st.step(rw)
+		if end {
+			return out, false
+		}
+		if !ok {
+			return out, true
+		}
+		pc = next
+		if pc == 0 {
+			return out, false
+		}
+	}
+}
+
+// pltRow is the rule inside a PLT stub with no FDE: nothing pushed yet.
+var pltRow = func() *row {
+	r := &row{cfaReg: regRSP, cfaOff: 8}
+	r.regs[regRA] = rule{kind: ruleOffset, off: -8}
+	return r
+}()
+
+// rowFor returns the unwind rule at addr (memoized), or nil when the file
+// has none.
+func (f *File) rowFor(addr uint64) *row {
+	f.mu.Lock()
+	rw, ok := f.rows[addr]
+	f.mu.Unlock()
+	if ok {
+		return rw
+	}
+	t := f.loadCFI()
+	if e, err := t.find(addr); err == nil {
+		rw, err = e.rowAt(addr)
+		if err != nil {
+			rw = nil
+		}
+	}
+	if rw == nil && f.inPLT(addr) {
+		rw = pltRow
+	}
+	f.mu.Lock()
+	f.rows[addr] = rw
+	f.mu.Unlock()
+	return rw
+}
+
+// unwindState holds the registers known in the frame being unwound.
+type unwindState struct {
+	stack []byte
+	base  uint64 // address of stack[0]
+	vals  [numRegs]uint64
+	known uint32 // bit per register
+}
+
+func (s *unwindState) set(reg int, v uint64) {
+	s.vals[reg] = v
+	s.known |= 1 << reg
+}
+
+func (s *unwindState) get(reg uint64) (uint64, bool) {
+	if reg >= numRegs || s.known&(1<<reg) == 0 {
+		return 0, false
+	}
+	return s.vals[reg], true
+}
+
+// read8 reads the u64 at addr from the copied stack.
+func (s *unwindState) read8(addr uint64) (uint64, bool) {
+	off := addr - s.base
+	if addr < s.base || off > uint64(len(s.stack)) || uint64(len(s.stack))-off < 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(s.stack[off:]), true
+}
+
+// step applies rw to the current frame: the registers become the caller's.
+// It returns the caller's pc; end is true at the outermost frame (the
+// return address is undefined).
+func (s *unwindState) step(rw *row) (pc uint64, ok, end bool) {
+	var cfa uint64
+	if rw.cfaExpr != nil {
+		cfa, ok = s.eval(rw.cfaExpr, 0, false)
+	} else {
+		var v uint64
+		v, ok = s.get(rw.cfaReg)
+		cfa = v + uint64(rw.cfaOff)
+	}
+	if !ok {
+		return 0, false, false
+	}
+	sp, _ := s.get(regRSP)
+	if cfa <= sp {
+		return 0, false, false // a caller's frame is always above
+	}
+	var next [numRegs]uint64
+	var known uint32
+	for reg := 0; reg < numRegs; reg++ {
+		ru := rw.regs[reg]
+		var v uint64
+		good := false
+		switch ru.kind {
+		case ruleSame:
+			v, good = s.get(uint64(reg))
+			if reg == regRA {
+				// An RA rule the CFI never set: not an unwindable frame.
+				return 0, false, false
+			}
+		case ruleUndefined:
+			if reg == regRA {
+				return 0, true, true
+			}
+		case ruleOffset:
+			v, good = s.read8(cfa + uint64(ru.off))
+		case ruleValOffset:
+			v, good = cfa+uint64(ru.off), true
+		case ruleRegister:
+			v, good = s.get(uint64(ru.reg))
+		case ruleExpr:
+			var a uint64
+			if a, good = s.eval(ru.expr, cfa, true); good {
+				v, good = s.read8(a)
+			}
+		case ruleValExpr:
+			v, good = s.eval(ru.expr, cfa, true)
+		}
+		if good {
+			next[reg] = v
+			known |= 1 << reg
+		} else if reg == regRA {
+			return 0, false, false
+		}
+	}
+	// The CFA is the caller's stack pointer unless a rule says otherwise.
+	if rw.regs[regRSP].kind == ruleSame {
+		next[regRSP] = cfa
+		known |= 1 << regRSP
+	}
+	pc = next[regRA]
+	s.vals, s.known = next, known&^(1<<regRA)
+	return pc, true, false
+}
+
+// eval runs a DWARF expression of the kinds CFI uses: constants,
+// registers (DW_OP_breg*), stack arithmetic, and dereferences of the copied
+// stack. push puts cfa on the stack first (DW_CFA_expression rules).
+func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
+	var st [16]uint64
+	sp := 0
+	pushv := func(v uint64) bool {
+		if sp == len(st) {
+			return false
+		}
+		st[sp] = v
+		sp++
+		return true
+	}
+	pop := func() (uint64, bool) {
+		if sp == 0 {
+			return 0, false
+		}
+		sp--
+		return st[sp], true
+	}
+	if push {
+		pushv(cfa)
+	}
+	r := &reader{data: expr}
+	for steps := 0; r.pos < uint64(len(expr)); steps++ {
+		if steps > 256 || r.err {
+			return 0, false
+		}
+		op, _ := r.u8()
+		switch {
+		case op >= 0x30 && op <= 0x4f: // lit0..31
+			if !pushv(uint64(op - 0x30)) {
+				return 0, false
+			}
+			continue
+		case op >= 0x70 && op <= 0x8f: // breg0..31
+			v, ok := s.get(uint64(op - 0x70))
+			if !ok || !pushv(v+uint64(r.sleb())) {
+				return 0, false
+			}
+			continue
+		}
+		var v uint64
+		var err error
+		switch op {
+		case 0x08:
+			v, err = r.fixed(1)
+		case 0x09:
+			v, err = r.fixed(1)
+			v = uint64(int64(int8(v)))
+		case 0x0a:
+			v, err = r.fixed(2)
+		case 0x0b:
+			v, err = r.fixed(2)
+			v = uint64(int64(int16(v)))
+		case 0x0c:
+			v, err = r.fixed(4)
+		case 0x0d:
+			v, err = r.fixed(4)
+			v = uint64(int64(int32(v)))
+		case 0x0e, 0x0f, 0x03: // const8u, const8s, addr
+			v, err = r.fixed(8)
+		case 0x10:
+			v = r.uleb()
+		case 0x11:
+			v = uint64(r.sleb())
+		case 0x92: // bregx
+			reg := r.uleb()
+			rv, ok := s.get(reg)
+			if !ok {
+				return 0, false
+			}
+			v = rv + uint64(r.sleb())
+		case 0x12: // dup
+			if sp == 0 {
+				return 0, false
+			}
+			v = st[sp-1]
+		case 0x14: // over
+			if sp < 2 {
+				return 0, false
+			}
+			v = st[sp-2]
+		case 0x15: // pick
+			i, _ := r.u8()
+			if int(i) >= sp {
+				return 0, false
+			}
+			v = st[sp-1-int(i)]
+		case 0x13: // drop
+			if _, ok := pop(); !ok {
+				return 0, false
+			}
+			continue
+		case 0x16: // swap
+			if sp < 2 {
+				return 0, false
+			}
+			st[sp-1], st[sp-2] = st[sp-2], st[sp-1]
+			continue
+		case 0x17: // rot
+			if sp < 3 {
+				return 0, false
+			}
+			st[sp-1], st[sp-2], st[sp-3] = st[sp-2], st[sp-3], st[sp-1]
+			continue
+		case 0x06: // deref
+			a, ok := pop()
+			if !ok {
+				return 0, false
+			}
+			if v, ok = s.read8(a); !ok {
+				return 0, false
+			}
+		case 0x19, 0x1f, 0x20, 0x23: // abs, neg, not, plus_uconst
+			a, ok := pop()
+			if !ok {
+				return 0, false
+			}
+			switch op {
+			case 0x19:
+				if int64(a) < 0 {
+					a = -a
+				}
+			case 0x1f:
+				a = -a
+			case 0x20:
+				a = ^a
+			case 0x23:
+				a += r.uleb()
+			}
+			v = a
+		case 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x21, 0x22, 0x24, 0x25, 0x26, 0x27,
+			0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e:
+			b, ok1 := pop()
+			a, ok2 := pop()
+			if !ok1 || !ok2 {
+				return 0, false
+			}
+			v, ok1 = binop(op, a, b)
+			if !ok1 {
+				return 0, false
+			}
+		case 0x28, 0x2f: // bra, skip
+			off, e := r.fixed(2)
+			if e != nil {
+				return 0, false
+			}
+			jump := true
+			if op == 0x28 {
+				c, ok := pop()
+				if !ok {
+					return 0, false
+				}
+				jump = c != 0
+			}
+			if jump {
+				np := int64(r.pos) + int64(int16(off))
+				if np < 0 || np > int64(len(expr)) {
+					return 0, false
+				}
+				r.pos = uint64(np)
+			}
+			continue
+		case 0x96: // nop
+			continue
+		default:
+			return 0, false
+		}
+		if err != nil || !pushv(v) {
+			return 0, false
+		}
+	}
+	if r.err {
+		return 0, false
+	}
+	return pop()
+}
+
+func binop(op byte, a, b uint64) (uint64, bool) {
+	t := func(c bool) uint64 {
+		if c {
+			return 1
+		}
+		return 0
+	}
+	switch op {
+	case 0x1a:
+		return a & b, true
+	case 0x1b:
+		if b == 0 || (int64(a) == -1<<63 && int64(b) == -1) {
+			return 0, false
+		}
+		return uint64(int64(a) / int64(b)), true
+	case 0x1c:
+		return a - b, true
+	case 0x1d:
+		if b == 0 {
+			return 0, false
+		}
+		return a % b, true
+	case 0x1e:
+		return a * b, true
+	case 0x21:
+		return a | b, true
+	case 0x22:
+		return a + b, true
+	case 0x24:
+		if b >= 64 {
+			return 0, true
+		}
+		return a << b, true
+	case 0x25:
+		if b >= 64 {
+			return 0, true
+		}
+		return a >> b, true
+	case 0x26:
+		if b >= 64 {
+			b = 63
+		}
+		return uint64(int64(a) >> b), true
+	case 0x27:
+		return a ^ b, true
+	case 0x29:
+		return t(a == b), true
+	case 0x2a:
+		return t(int64(a) >= int64(b)), true
+	case 0x2b:
+		return t(int64(a) > int64(b)), true
+	case 0x2c:
+		return t(int64(a) <= int64(b)), true
+	case 0x2d:
+		return t(int64(a) < int64(b)), true
+	case 0x2e:
+		return t(a != b), true
+	}
+	return 0, false
+}
