@@ -367,8 +367,10 @@ var interpreters = []string{
 // unwinds through libtt_metal, libttwork, libffi/ctypes and the interpreter
 // down to _start, or holds at least 64 frames. The log gives, per
 // interpreter, the frames found with the copy cut to 4, 8 and 16 KiB (the
-// figures of docs/stacks.md). Needs TTTRACE_REPLICA (a built replica
-// variant directory, e.g. build/replica/gcc-O2).
+// figures of docs/stacks.md). Needs TTTRACE_REPLICA: a built replica
+// variant whose track_allocate is called out of line (gcc-O2, clang-O3,
+// ...; not the INLINE_TRACKER ones), or the directory of variants, where
+// gcc-O2 is used.
 func TestReplicaFromPython(t *testing.T) {
 	needRoot(t)
 	dir := os.Getenv("TTTRACE_REPLICA")
