@@ -14,8 +14,9 @@
  *    the user pt_regs);
  *  - call stack_capture() from a uprobe body, then emit the record it
  *    returns with bpf_ringbuf_output(&ring, rec, size, flags) right after
- *    the record it belongs to; a failed output is a lost record like any
- *    other (count it);
+ *    the record it belongs to, then stack_release(rec); a NULL record or a
+ *    failed output is a lost stack (count it: the record it belongs to is
+ *    still there, without a site);
  *  - user space decodes struct stack_record (bpf2go -type stack_record):
  *    the header, then `size` bytes of stack starting at `sp`.
  * The record is built in a per-CPU scratch map: the 512-byte BPF stack
@@ -63,10 +64,16 @@ struct stack_record {
 struct stack_scratch {
 	struct stack_record rec;
 	__u8 slack[STACK_PAGE];
+	__u32 busy; /* a capture owns rec until stack_release() */
+	__u32 _pad;
 };
 
-/* One record under construction per CPU; a uprobe body runs to completion
- * on its CPU without preemption by another BPF program of the same kind. */
+/* One record under construction per CPU. A uprobe program runs with
+ * migration disabled but, on a preemptible kernel (preempt=full, lazy),
+ * not necessarily with preemption disabled: another thread's uprobe may
+ * run on this CPU between stack_capture() and the output. busy makes that
+ * second capture fail (the caller counts a lost stack) instead of
+ * overwriting a record being emitted. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -92,8 +99,9 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
 }
 
 /* Fill the per-CPU record with the current thread's registers and stack;
- * *len receives the record's length to emit. NULL when the scratch map is
- * missing (never, once loaded).
+ * *len receives the record's length to emit. NULL when this CPU's record is
+ * owned by a preempted capture (count it as a lost stack). A non-NULL
+ * record must be handed back with stack_release() once emitted.
  *
  * The copy is STACK_COPY_BYTES from rsp, or up to the end of the stack's
  * mapping when that is nearer (bpf_find_vma): a read that runs past the
@@ -112,7 +120,7 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx, _
 	int i;
 
 	s = bpf_map_lookup_elem(&stack_scratch, &zero);
-	if (!s)
+	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0)
 		return 0;
 	rec = &s->rec;
 	sp = PT_REGS_SP(ctx);
@@ -159,6 +167,16 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx, _
 	rec->size = n;
 	*len = STACK_HDR_SIZE + n;
 	return rec;
+}
+
+/* Hand the record back after bpf_ringbuf_output() (success or not). */
+static __always_inline void stack_release(struct stack_record *rec)
+{
+	struct stack_scratch *s = (struct stack_scratch *)rec;
+
+	/* Only programs on this CPU touch busy (migration is disabled): a
+	 * plain store, after the output call, is enough. */
+	*(volatile __u32 *)&s->busy = 0;
 }
 
 #endif /* TTTRACE_STACK_H */

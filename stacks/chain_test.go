@@ -28,6 +28,9 @@ type chainVariant struct {
 	// debugFrame: no .eh_frame for the chain's code, .debug_frame only.
 	debugFrame bool
 	dwarf      bool
+	// splitDebug: the library's DWARF moved to .debug/libchain.so.debug,
+	// named by .gnu_debuglink.
+	splitDebug bool
 }
 
 var chainVariants = []chainVariant{
@@ -37,6 +40,7 @@ var chainVariants = []chainVariant{
 	{name: "clang-O2-g", cxx: "clang++", flags: []string{"-g"}, dwarf: true},
 	{name: "gcc-O2-stripped", cxx: "g++", strip: true},
 	{name: "clang-O2-stripped", cxx: "clang++", strip: true},
+	{name: "clang-O2-debuglink", cxx: "clang++", flags: []string{"-g"}, dwarf: true, splitDebug: true},
 	{name: "gcc-O2-debug-frame", cxx: "g++", debugFrame: true, dwarf: true,
 		flags: []string{"-g", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-exceptions"}},
 	{name: "clang-O2-debug-frame", cxx: "clang++", debugFrame: true, dwarf: true,
@@ -118,6 +122,13 @@ func buildChainIn(t testing.TB, v chainVariant, dir string) *chainBuild {
 	run(t, dir, nil, v.cxx, append(flags, "-o", "chain", filepath.Join(src, "main.cpp"), "-L.", "-lchain", "-Wl,-rpath,$ORIGIN")...)
 	b := &chainBuild{dir: dir, exe: filepath.Join(dir, "chain"), lib: filepath.Join(dir, "libchain.so")}
 	b.fullExe, b.fullLib = b.exe, b.lib
+	if v.splitDebug {
+		if err := os.Mkdir(filepath.Join(dir, ".debug"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run(t, dir, nil, "objcopy", "--only-keep-debug", "libchain.so", ".debug/libchain.so.debug")
+		run(t, dir, nil, "objcopy", "--strip-debug", "--add-gnu-debuglink=.debug/libchain.so.debug", "libchain.so")
+	}
 	if v.strip {
 		full := filepath.Join(dir, "full")
 		if err := os.Mkdir(full, 0o755); err != nil {

@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -229,16 +230,44 @@ func buildID(ef *elf.File, data []byte) string {
 	return ""
 }
 
-// debugFile opens the separate debug file of f by build id, if installed.
+// debugFile finds the separate debug file of f: by build id under the
+// debug root (DebugRoot/.build-id/xx/yyyy.debug), else by .gnu_debuglink
+// where gdb looks (beside f, in its .debug/, under the debug root + f's
+// directory). A candidate counts when its build id is f's (when f has
+// one), else when its CRC32 is the link's. Nil when none.
 func (c *Cache) debugFile(f *File) *File {
-	if len(f.BuildID) < 4 {
-		return nil
-	}
 	root := c.DebugRoot
 	if root == "" {
 		root = "/usr/lib/debug"
 	}
-	p := filepath.Join(root, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug")
+	if len(f.BuildID) >= 4 {
+		p := filepath.Join(root, ".build-id", f.BuildID[:2], f.BuildID[2:]+".debug")
+		if df := openDebug(p, f.BuildID, 0, false); df != nil {
+			return df
+		}
+	}
+	_, link := f.section(".gnu_debuglink")
+	end := bytes.IndexByte(link, 0)
+	if end <= 0 || (end+4)&^3+4 > len(link) {
+		return nil
+	}
+	name := string(link[:end])
+	crc := binary.LittleEndian.Uint32(link[(end+4)&^3:])
+	dir := filepath.Dir(f.Path)
+	for _, p := range []string{filepath.Join(dir, name), filepath.Join(dir, ".debug", name), filepath.Join(root, dir, name)} {
+		if p == f.Path {
+			continue
+		}
+		if df := openDebug(p, f.BuildID, crc, f.BuildID == ""); df != nil {
+			return df
+		}
+	}
+	return nil
+}
+
+// openDebug maps the debug file at p when it matches: the build id
+// wantID, or (checkCRC) the CRC32 crc of its contents.
+func openDebug(p, wantID string, crc uint32, checkCRC bool) *File {
 	fd, err := os.Open(p)
 	if err != nil {
 		return nil
@@ -254,7 +283,7 @@ func (c *Cache) debugFile(f *File) *File {
 		return nil
 	}
 	df, err := newFile(data, p)
-	if err != nil || df.BuildID != f.BuildID {
+	if err != nil || df.BuildID != wantID || (checkCRC && crc32.ChecksumIEEE(data) != crc) {
 		unix.Munmap(data)
 		return nil
 	}

@@ -84,10 +84,13 @@ int record_with_stack(struct pt_regs *ctx)
 	p->seq = seq;
 	bpf_ringbuf_submit(p, wakeup());
 	rec = stack_capture(ctx, seq, 1, &len);
-	if (!rec)
+	if (!rec) {
+		count_lost();
 		return 0;
+	}
 	if (bpf_ringbuf_output(&events, rec, len, wakeup()))
 		count_lost();
+	stack_release(rec);
 	return 0;
 }
 
@@ -114,5 +117,34 @@ int record_only(struct pt_regs *ctx)
 SEC("uprobe")
 int empty(struct pt_regs *ctx)
 {
+	return 0;
+}
+
+/* The busy guard: a capture while this CPU's record is owned gets nothing,
+ * and one after the release gets the record again. 7 when all three hold. */
+__u32 guard_result;
+
+SEC("uprobe")
+int capture_guard(struct pt_regs *ctx)
+{
+	struct stack_record *a, *b;
+	__u32 len, r = 0;
+
+	a = stack_capture(ctx, 0, 1, &len);
+	if (a)
+		r |= 1;
+	b = stack_capture(ctx, 0, 1, &len);
+	if (!b)
+		r |= 2;
+	else
+		stack_release(b);
+	if (a)
+		stack_release(a);
+	b = stack_capture(ctx, 0, 1, &len);
+	if (b) {
+		r |= 4;
+		stack_release(b);
+	}
+	guard_result = r;
 	return 0;
 }

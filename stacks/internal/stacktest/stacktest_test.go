@@ -90,6 +90,34 @@ func TestVerifier(t *testing.T) {
 	load(t)
 }
 
+// While a capture owns this CPU's record (as when its thread is preempted
+// before the output), another capture gets nothing; after the release the
+// record is available again.
+func TestCaptureGuard(t *testing.T) {
+	needRoot(t)
+	exe, lib := build(t, "g++")
+	objs := load(t)
+	l, err := link.OpenExecutable(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := l.Uprobe("_ZN5chain12probe_targetEi", objs.CaptureGuard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	if out, err := exec.Command(exe, "bench", "1", "0").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r uint32
+	if err := objs.GuardResult.Get(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r != 7 {
+		t.Errorf("guard result %#b: bit 0 first capture, 1 nested capture refused, 2 capture after release", r)
+	}
+}
+
 type record struct {
 	seq, ip, sp, bp uint64
 	pid, tid, size  uint32
@@ -339,8 +367,10 @@ var interpreters = []string{
 // unwinds through libtt_metal, libttwork, libffi/ctypes and the interpreter
 // down to _start, or holds at least 64 frames. The log gives, per
 // interpreter, the frames found with the copy cut to 4, 8 and 16 KiB (the
-// figures of docs/stacks.md). Needs TTTRACE_REPLICA (a built replica
-// variant directory, e.g. build/replica/gcc-O2).
+// figures of docs/stacks.md). Needs TTTRACE_REPLICA: a built replica
+// variant whose track_allocate is called out of line (gcc-O2, clang-O3,
+// ...; not the INLINE_TRACKER ones), or the directory of variants, where
+// gcc-O2 is used.
 func TestReplicaFromPython(t *testing.T) {
 	needRoot(t)
 	dir := os.Getenv("TTTRACE_REPLICA")

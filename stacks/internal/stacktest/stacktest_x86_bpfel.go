@@ -32,6 +32,8 @@ type stacktestStackScratch struct {
 	_     structs.HostLayout
 	Rec   stacktestStackRecord
 	Slack [4096]uint8
+	Busy  uint32
+	Pad   uint32
 }
 
 // loadStacktest returns the embedded CollectionSpec for stacktest.
@@ -76,6 +78,7 @@ type stacktestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type stacktestProgramSpecs struct {
+	CaptureGuard    *ebpf.ProgramSpec `ebpf:"capture_guard"`
 	Empty           *ebpf.ProgramSpec `ebpf:"empty"`
 	RecordOnly      *ebpf.ProgramSpec `ebpf:"record_only"`
 	RecordWithStack *ebpf.ProgramSpec `ebpf:"record_with_stack"`
@@ -94,6 +97,7 @@ type stacktestMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type stacktestVariableSpecs struct {
+	GuardResult       *ebpf.VariableSpec `ebpf:"guard_result"`
 	NextSeq           *ebpf.VariableSpec `ebpf:"next_seq"`
 	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedStackRecord *ebpf.VariableSpec `ebpf:"unused_stack_record"`
@@ -137,6 +141,7 @@ func (m *stacktestMaps) Close() error {
 //
 // It can be passed to loadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type stacktestVariables struct {
+	GuardResult       *ebpf.Variable `ebpf:"guard_result"`
 	NextSeq           *ebpf.Variable `ebpf:"next_seq"`
 	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedStackRecord *ebpf.Variable `ebpf:"unused_stack_record"`
@@ -147,6 +152,7 @@ type stacktestVariables struct {
 //
 // It can be passed to loadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type stacktestPrograms struct {
+	CaptureGuard    *ebpf.Program `ebpf:"capture_guard"`
 	Empty           *ebpf.Program `ebpf:"empty"`
 	RecordOnly      *ebpf.Program `ebpf:"record_only"`
 	RecordWithStack *ebpf.Program `ebpf:"record_with_stack"`
@@ -154,6 +160,7 @@ type stacktestPrograms struct {
 
 func (p *stacktestPrograms) Close() error {
 	return _StacktestClose(
+		p.CaptureGuard,
 		p.Empty,
 		p.RecordOnly,
 		p.RecordWithStack,
