@@ -157,7 +157,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 		defer of.Close()
 		out = of
 	}
-	tracer, err := probes.Load(probes.Options{RingSize: f.ringBytes, AllProcesses: f.All, FollowChildren: f.Follow})
+	tracer, err := probes.Load(probes.Options{RingSize: f.ringBytes, AllProcesses: f.All, FollowChildren: f.Follow, SingleUprobes: f.NoMulti})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return 0, fail(ExitPermission, "%w", err)
