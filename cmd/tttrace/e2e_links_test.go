@@ -2,7 +2,8 @@ package main
 
 // End-to-end tests of how the probes are attached: uprobe_multi links (one
 // per program and library) where the kernel has them, classic uprobes (the
-// fallback of kernels before 6.6) when forced. The links are read back from the kernel
+// fallback of kernels before 6.6) when forced, and the loader probe limited
+// to the traced processes. The links are read back from the kernel
 // (/proc/PID/fdinfo of tttrace), the ledgers compared with the replica's
 // ground truth.
 
@@ -116,8 +117,9 @@ var probeCount = regexp.MustCompile(`tracing \((\d+) probes\)`)
 // classic uprobes forced. Checked against the kernel's view of tttrace's
 // links: the mechanism; every attach point once, with the cookie holding
 // the library index (0) and the point's link-time address (from the ELF
-// program headers); the library probes for every process. And the ledger
-// against the replica's truth.
+// program headers); the library probes for every process; the loader probe
+// limited to the traced pid, unless --follow needs it everywhere. And the
+// ledger against the replica's truth.
 func TestE2EUprobeLinks(t *testing.T) {
 	multiOK := probes.HaveUprobeMulti() == nil
 	for _, c := range []struct {
@@ -128,6 +130,7 @@ func TestE2EUprobeLinks(t *testing.T) {
 		follow  bool
 	}{
 		{"multi", "gcc-O2", nil, true, false},
+		{"multi_follow", "gcc-O2", []string{"--follow"}, true, true},
 		// The lifecycle plan probes both exits of allocate_impl with one
 		// program: one link with two attach points.
 		{"multi_inline", "inline-gcc-O2", nil, true, false},
@@ -210,6 +213,16 @@ func TestE2EUprobeLinks(t *testing.T) {
 			if len(loaderLinks) != 1 || len(loaderLinks[0].points) != 1 {
 				t.Fatalf("loader links: %+v, want one with one attach point", loaderLinks)
 			}
+			if c.multi {
+				wantPid := w.Process.Pid
+				if c.follow {
+					wantPid = 0 // children are added when they fork: the probe must be everywhere
+				}
+				if got := loaderLinks[0].pid; got != wantPid {
+					t.Errorf("loader link limited to pid %d, want %d", got, wantPid)
+				}
+			}
+
 			touch(t, goFile)
 			if err := w.Wait(); err != nil {
 				t.Fatalf("workload: %v\n%s", err, wout)
@@ -233,5 +246,56 @@ func TestE2ESingleUprobes(t *testing.T) {
 		{variant: "gcc-O2", mode: "cmd", scenario: "mesh", args: []string{"--leak"}, peaks: true, flags: single},
 	} {
 		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) { check(t, r) })
+	}
+}
+
+// TestE2ELoaderOnlyCommand: -- CMD --follow=false limits the loader probe to
+// the command. A library that is no candidate (a renamed copy, loaded by
+// Python) is found only through that probe: the dlopen in the command must
+// still be heard, with uprobe_multi links and with classic uprobes.
+func TestE2ELoaderOnlyCommand(t *testing.T) {
+	for _, mech := range []string{"multi", "single"} {
+		t.Run(mech, func(t *testing.T) {
+			bin, replica := setup(t)
+			if mech == "multi" && probes.HaveUprobeMulti() != nil {
+				t.Skip("this kernel has no uprobe_multi links")
+			}
+			dir := filepath.Join(replica, "gcc-O2")
+			tmp := t.TempDir()
+			renamed := filepath.Join(tmp, "elsewhere", "_ttnn.so")
+			os.MkdirAll(filepath.Dir(renamed), 0o755)
+			b, err := os.ReadFile(filepath.Join(dir, "libtt_metal.so"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(renamed, b, 0o755)
+			goFile, out, truthPath := filepath.Join(tmp, "go"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
+			args := []string{"--json", "-o", out, "--follow=false"}
+			if mech == "single" {
+				args = append(args, "--no-uprobe-multi")
+			}
+			args = append(args, "--", "python3", filepath.Join(dir, "ttwork.py"),
+				"--preload", renamed, "--scenario", "basic", "--leak", "--truth", truthPath, "--go-file", goFile)
+			tt, tout := start(t, bin, args...)
+			waitFor(t, func() bool { return strings.Contains(tout.String(), "not probed in advance") }, "late attach of the renamed copy")
+			var loader []bpfLink
+			for _, l := range linksOf(t, tt.Process.Pid) {
+				if strings.Contains(l.path, "ld-linux") {
+					loader = append(loader, l)
+				}
+			}
+			touch(t, goFile)
+			if err := tt.Wait(); err != nil {
+				t.Fatalf("tttrace: %v\n%s", err, tout)
+			}
+			tr := readTruth(t, truthPath)
+			wantExact(t, "loader-only-command", true, lastSummary(t, out), tr)
+			if len(loader) != 1 {
+				t.Fatalf("loader links %+v: want one", loader)
+			}
+			if mech == "multi" && loader[0].pid != int(tr.Pid) {
+				t.Errorf("loader link limited to pid %d, want the command's pid %d", loader[0].pid, tr.Pid)
+			}
+		})
 	}
 }

@@ -102,7 +102,7 @@ type session struct {
 	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process: reborn)
 	exits   chan exitNote
 	libKind map[probes.FileKey]libVerdict // what each shared object seen is
-	loaders map[probes.FileKey]bool       // dynamic loaders probed
+	loaders map[loaderKey]bool            // dynamic loaders probed
 	child   *gatedChild
 	live    *liveView
 	anyLib  bool // some process mapped a TT-Metal library
@@ -175,7 +175,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 		ended:   map[uint32]bool{},
 		exits:   make(chan exitNote, 256),
 		libKind: map[probes.FileKey]libVerdict{},
-		loaders: map[probes.FileKey]bool{},
+		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
 		live:    newLiveView(f, stderr),
 	}
@@ -227,8 +227,10 @@ func (s *session) setup(ctx context.Context) error {
 	if err := s.tracer.AttachProcessEvents(); err != nil {
 		return fail(ExitError, "%w", err)
 	}
-	if err := s.attachLoader("/lib64/ld-linux-x86-64.so.2"); err != nil {
-		fmt.Fprintf(s.stderr, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+	if s.loaderEverywhere() {
+		if err := s.attachLoader(defaultLoader, 0); err != nil {
+			fmt.Fprintf(s.stderr, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+		}
 	}
 	if f.Lib != "" {
 		if _, err := os.Stat(f.Lib); err != nil {
@@ -248,6 +250,11 @@ func (s *session) setup(ctx context.Context) error {
 			return err
 		}
 		s.child = child
+		if !s.loaderEverywhere() {
+			if err := s.attachLoader(defaultLoader, child.pid()); err != nil {
+				fmt.Fprintf(s.stderr, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+			}
+		}
 		s.track(uint32(child.pid()), devices.ProcessInfo{Command: joinArgs(f.Command), Parent: uint32(os.Getpid())}, true)
 	case f.All:
 		for _, pid := range probes.AllPids() {
@@ -303,7 +310,11 @@ func (s *session) adopt(pid int, explicit bool) error {
 		return nil
 	}
 	if loader != "" {
-		if err := s.attachLoader(loader); err != nil && explicit {
+		only := pid
+		if s.loaderEverywhere() {
+			only = 0
+		}
+		if err := s.attachLoader(loader, only); err != nil && explicit {
 			fmt.Fprintf(s.stderr, "tttrace: note: pid %d: %v\n", pid, err)
 		}
 	}
@@ -410,16 +421,40 @@ func (s *session) attachCandidates(paths []string) {
 	}
 }
 
-// attachLoader probes a dynamic loader's _dl_debug_state (once per file).
-func (s *session) attachLoader(path string) error {
-	key, err := probes.KeyOf(path)
+// defaultLoader is the dynamic loader of x86-64 programs.
+const defaultLoader = "/lib64/ld-linux-x86-64.so.2"
+
+// loaderKey is a dynamic loader probed for one process (pid 0: for all).
+type loaderKey struct {
+	file probes.FileKey
+	pid  int
+}
+
+// loaderEverywhere says whether the loader probe must fire in every process
+// (filtered in BPF) rather than only in the traced ones. Its breakpoint
+// costs every process on the machine a trap at start-up and at each
+// dlopen, so it is limited to the processes known up front (-p, and -- CMD
+// with --follow=false). --all must hear processes it does not know yet;
+// with --follow (the default of -- CMD) a child is added to the BPF filter
+// when it forks, but the consumer reads the fork record later, and a child
+// that execs and dlopens before would go unheard by a per-process probe
+// added only then.
+func (s *session) loaderEverywhere() bool {
+	return s.f.All || s.f.Follow
+}
+
+// attachLoader probes a dynamic loader's _dl_debug_state (once per file and
+// pid) for process pid, or for every process (pid 0).
+func (s *session) attachLoader(path string, pid int) error {
+	file, err := probes.KeyOf(path)
 	if err != nil {
 		return err
 	}
-	if s.loaders[key] {
+	key := loaderKey{file, pid}
+	if s.loaders[key] || s.loaders[loaderKey{file, 0}] {
 		return nil
 	}
-	if err := s.tracer.AttachLoader(path); err != nil {
+	if err := s.tracer.AttachLoaderTo(path, pid); err != nil {
 		return err
 	}
 	s.loaders[key] = true
