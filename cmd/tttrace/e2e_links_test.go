@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tttrace/tttrace/probes"
 )
 
@@ -109,6 +111,18 @@ func staticAddr(t *testing.T, lib string, off uint64) uint64 {
 	}
 	t.Fatalf("%s: offset %#x is in no loaded segment", lib, off)
 	return 0
+}
+
+// multiPidFilter says whether tttrace limits a uprobe_multi link to a pid:
+// from Linux 6.10 on, where the filter passes every thread of the process.
+func multiPidFilter(t *testing.T) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	return major > 6 || major == 6 && minor >= 10
 }
 
 var probeCount = regexp.MustCompile(`tracing \((\d+) probes\)`)
@@ -215,7 +229,7 @@ func TestE2EUprobeLinks(t *testing.T) {
 			}
 			if c.multi {
 				wantPid := w.Process.Pid
-				if c.follow {
+				if c.follow || !multiPidFilter(t) {
 					wantPid = 0 // children are added when they fork: the probe must be everywhere
 				}
 				if got := loaderLinks[0].pid; got != wantPid {
@@ -293,8 +307,62 @@ func TestE2ELoaderOnlyCommand(t *testing.T) {
 			if len(loader) != 1 {
 				t.Fatalf("loader links %+v: want one", loader)
 			}
-			if mech == "multi" && loader[0].pid != int(tr.Pid) {
+			if mech == "multi" && multiPidFilter(t) && loader[0].pid != int(tr.Pid) {
 				t.Errorf("loader link limited to pid %d, want the command's pid %d", loader[0].pid, tr.Pid)
+			}
+		})
+	}
+}
+
+// TestE2ELoaderThread: -p on a process that loads a library which is no
+// candidate (a renamed copy) from a thread other than its main thread: the
+// loader probe limited to the process must fire in that thread too.
+func TestE2ELoaderThread(t *testing.T) {
+	for _, mech := range []string{"multi", "single"} {
+		t.Run(mech, func(t *testing.T) {
+			bin, replica := setup(t)
+			if mech == "multi" && probes.HaveUprobeMulti() != nil {
+				t.Skip("this kernel has no uprobe_multi links")
+			}
+			tmp := t.TempDir()
+			renamed := filepath.Join(tmp, "elsewhere", "_ttnn.so")
+			os.MkdirAll(filepath.Dir(renamed), 0o755)
+			b, err := os.ReadFile(filepath.Join(replica, "gcc-O2", "libtt_metal.so"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(renamed, b, 0o755)
+			goFile, ready := filepath.Join(tmp, "go"), filepath.Join(tmp, "ready")
+			script := `import ctypes, os, sys, threading, time
+print("waiting", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+def load():
+    assert threading.get_native_id() != os.getpid()
+    ctypes.CDLL(sys.argv[1])
+th = threading.Thread(target=load)
+th.start()
+th.join()
+time.sleep(0.5)
+`
+			w, wout := start(t, "python3", "-c", script, renamed, goFile)
+			waitFor(t, func() bool { return strings.Contains(wout.String(), "waiting") }, "python waiting")
+			args := []string{"--json", "--no-events", "-o", filepath.Join(tmp, "out"), "--ready-file", ready, "-p", strconv.Itoa(w.Process.Pid)}
+			if mech == "single" {
+				args = append(args, "--no-uprobe-multi")
+			}
+			tt, tout := start(t, bin, args...)
+			waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+			touch(t, goFile)
+			if err := w.Wait(); err != nil {
+				t.Fatalf("python: %v\n%s", err, wout)
+			}
+			if err := tt.Wait(); err != nil {
+				t.Fatalf("tttrace: %v\n%s", err, tout)
+			}
+			heard := regexp.MustCompile(fmt.Sprintf(`pid %d loaded \S*%s, which was not probed in advance`, w.Process.Pid, regexp.QuoteMeta(renamed)))
+			if !heard.MatchString(tout.String()) {
+				t.Errorf("tttrace did not hear the load from a thread (want %q):\n%s", heard, tout)
 			}
 		})
 	}
