@@ -238,7 +238,8 @@ func (r *results) fixedRows() []row {
 		if m != startNone {
 			meas += fmt.Sprintf("; **%+.0f µs** per start vs untraced", (median(v)-b)*1e6)
 			if hitStarts[m] > 0 {
-				meas += fmt.Sprintf("; tttrace's probes ran %.2f times per start (%d in %d)", float64(hits[m])/float64(hitStarts[m]), hits[m], hitStarts[m])
+				// Every process the probe is on counts, not only these.
+				meas += fmt.Sprintf("; tttrace's uprobe programs ran %d times during the %d starts", hits[m], hitStarts[m])
 			}
 		}
 		if m == startPid {
