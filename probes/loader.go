@@ -188,10 +188,10 @@ func (t *Tracer) Attached(path string) bool {
 
 // AttachPlan installs a uprobe on every site of plan in lib, reading
 // objects with layout: one uprobe_multi link per program, or one classic
-// uprobe per site where the kernel has no such links. The probes are attached to the file's inode, so they
-// fire in every process that maps it, including ones that map it later. On
-// failure nothing stays attached. Attaching a file already attached does
-// nothing.
+// uprobe per site where the kernel has no such links. The probes are
+// attached to the file's inode, so they fire in every process that maps it,
+// including ones that map it later. On failure nothing stays attached.
+// Attaching a file already attached does nothing.
 func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layout) error {
 	sites, disposeOffset := plan.Sites, plan.DisposeOffset
 	st, err := os.Stat(lib.Path)
