@@ -12,12 +12,14 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/probes"
@@ -363,6 +365,94 @@ time.sleep(0.5)
 			heard := regexp.MustCompile(fmt.Sprintf(`pid %d loaded \S*%s, which was not probed in advance`, w.Process.Pid, regexp.QuoteMeta(renamed)))
 			if !heard.MatchString(tout.String()) {
 				t.Errorf("tttrace did not hear the load from a thread (want %q):\n%s", heard, tout)
+			}
+		})
+	}
+}
+
+// progRuns sums the run counts (kernel BPF statistics) of the uprobe
+// programs process pid holds.
+func progRuns(t *testing.T, pid int) uint64 {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	seen := map[string]bool{}
+	for _, e := range ents {
+		if target, _ := os.Readlink(filepath.Join(dir, e.Name())); target != "anon_inode:bpf-prog" {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		kv := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				kv[k] = strings.TrimSpace(v)
+			}
+		}
+		if kv["prog_type"] != "2" || seen[kv["prog_id"]] { // BPF_PROG_TYPE_KPROBE: the uprobe programs
+			continue
+		}
+		seen[kv["prog_id"]] = true
+		r, _ := strconv.ParseUint(kv["run_cnt"], 10, 64)
+		n += r
+	}
+	return n
+}
+
+// TestE2ELoaderProbeHits: while tttrace -p waits for a process, other
+// processes starting on the machine do not run its loader probe (counted by
+// the kernel's BPF statistics); with --follow they do (it must be in every
+// process), with both mechanisms.
+func TestE2ELoaderProbeHits(t *testing.T) {
+	bin, _ := setup(t)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		t.Skipf("no BPF run statistics: %v", err)
+	}
+	defer stats.Close()
+	for _, c := range []struct {
+		name    string
+		flags   []string
+		multi   bool
+		limited bool // the probe must not run in other processes
+	}{
+		{"multi", nil, true, true},
+		{"multi_follow", []string{"--follow"}, true, false},
+		{"single", []string{"--no-uprobe-multi"}, false, true},
+		{"single_follow", []string{"--no-uprobe-multi", "--follow"}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.multi && probes.HaveUprobeMulti() != nil {
+				t.Skip("this kernel has no uprobe_multi links")
+			}
+			limited := c.limited && (!c.multi || multiPidFilter(t))
+			held, _ := start(t, "sleep", "60")
+			ready := filepath.Join(t.TempDir(), "ready")
+			args := append([]string{"--json", "--no-events", "-o", os.DevNull, "--ready-file", ready, "-p", strconv.Itoa(held.Process.Pid)}, c.flags...)
+			tt, tout := start(t, bin, args...)
+			waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+			before := progRuns(t, tt.Process.Pid)
+			const starts = 20
+			for i := 0; i < starts; i++ {
+				if err := exec.Command("/bin/true").Run(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runs := progRuns(t, tt.Process.Pid) - before
+			held.Process.Kill()
+			held.Wait()
+			tt.Wait()
+			switch {
+			case limited && runs != 0:
+				t.Errorf("tttrace's uprobe programs ran %d times during %d starts of other processes, want 0\n%s", runs, starts, tout)
+			case !limited && runs < starts:
+				t.Errorf("tttrace's uprobe programs ran %d times during %d starts, want at least one per start (the loader probe is in every process)\n%s", runs, starts, tout)
 			}
 		})
 	}
