@@ -15,6 +15,9 @@
  *    (link-time) address (low 48 bits): the load bias of the library in the
  *    traced process is ip - address, which places that library's Device and
  *    MeshDevice vtables in the process without a per-process table;
+ *  - the uprobe programs are declared uprobe.multi (one link per program
+ *    and library, Linux >= 6.6); on older kernels user space loads them as
+ *    classic uprobes instead. Their bodies do not depend on which;
  *  - every record has a sequence number taken before its reservation; a
  *    failed reservation bumps this CPU's lost counters and the next record
  *    from the CPU carries the count in lost_before.
@@ -333,21 +336,21 @@ static __always_inline int on_range(struct pt_regs *ctx, enum event_kind kind, _
 /* ---- buffers --------------------------------------------------------- */
 
 /* void GraphTracker::track_allocate(const Buffer* buffer) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int track_allocate(struct pt_regs *ctx)
 {
 	return on_buffer(ctx, EV_ALLOC, PT_REGS_PARM2(ctx));
 }
 
 /* void GraphTracker::track_deallocate(Buffer* buffer) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int track_deallocate(struct pt_regs *ctx)
 {
 	return on_buffer(ctx, EV_FREE, PT_REGS_PARM2(ctx));
 }
 
 /* void Buffer::mark_as_deallocated() */
-SEC("uprobe")
+SEC("uprobe.multi")
 int mark_as_deallocated(struct pt_regs *ctx)
 {
 	return on_buffer(ctx, EV_MARK_DEALLOCATED, PT_REGS_PARM1(ctx));
@@ -356,7 +359,7 @@ int mark_as_deallocated(struct pt_regs *ctx)
 /* static std::shared_ptr<Buffer> Buffer::create(IDevice* device,
  *     DeviceAddr address, DeviceAddr size, DeviceAddr page_size,
  *     BufferType buffer_type, ...)   (pre-allocated view; rdi is the sret) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int buffer_create_view(struct pt_regs *ctx)
 {
 	return on_range(ctx, EV_VIEW, PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx),
@@ -368,7 +371,7 @@ int buffer_create_view(struct pt_regs *ctx)
 /* void GraphTracker::track_allocate_cb(const CoreRangeSet& core_range_set,
  *     uint64_t addr, uint64_t size, bool is_globally_allocated,
  *     const IDevice* device) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int track_allocate_cb(struct pt_regs *ctx)
 {
 	return on_range(ctx, EV_CB_ALLOC, PT_REGS_PARM6(ctx), PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx),
@@ -376,28 +379,28 @@ int track_allocate_cb(struct pt_regs *ctx)
 }
 
 /* void GraphTracker::track_deallocate_cb(const IDevice* device) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int track_deallocate_cb(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_CB_FREE, PT_REGS_PARM2(ctx), 0);
 }
 
 /* void detail::ProgramImpl::allocate_circular_buffers(const IDevice* device) */
-SEC("uprobe")
+SEC("uprobe.multi")
 int allocate_circular_buffers(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_CB_LAYOUT, PT_REGS_PARM2(ctx), PT_REGS_PARM1(ctx));
 }
 
 /* void detail::ProgramImpl::deallocate_circular_buffers() */
-SEC("uprobe")
+SEC("uprobe.multi")
 int deallocate_circular_buffers(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_CB_TEARDOWN, 0, PT_REGS_PARM1(ctx));
 }
 
 /* detail::ProgramImpl::~ProgramImpl() */
-SEC("uprobe")
+SEC("uprobe.multi")
 int program_destroy(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_PROGRAM_DESTROY, 0, PT_REGS_PARM1(ctx));
@@ -406,14 +409,14 @@ int program_destroy(struct pt_regs *ctx)
 /* ---- devices --------------------------------------------------------- */
 
 /* bool Device::close() */
-SEC("uprobe")
+SEC("uprobe.multi")
 int device_close(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_DEVICE_CLOSE, PT_REGS_PARM1(ctx), 0);
 }
 
 /* bool distributed::MeshDevice::close() */
-SEC("uprobe")
+SEC("uprobe.multi")
 int mesh_device_close(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
@@ -424,7 +427,7 @@ int mesh_device_close(struct pt_regs *ctx)
 /* void _dl_debug_state(void) in ld.so: called after each change of the link
  * map (dlopen/dlclose and the start-up load). User space looks for a newly
  * mapped TT-Metal library and attaches to it. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int dl_debug_state(struct pt_regs *ctx)
 {
 	struct event *e = start(EV_LINK_MAP);
@@ -681,14 +684,14 @@ static __always_inline int lc_emit_free(struct pt_regs *ctx, __u64 buf, int need
 }
 
 /* void Buffer::allocate_impl(): entry */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_alloc_enter(struct pt_regs *ctx)
 {
 	return lc_enter(ctx, LC_ALLOC, PT_REGS_PARM1(ctx));
 }
 
 /* void Buffer::allocate_impl(): each ret, and each jump leaving it */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_alloc_exit(struct pt_regs *ctx)
 {
 	return lc_emit_alloc(ctx, lc_leave(ctx, LC_ALLOC), 0);
@@ -697,7 +700,7 @@ int lc_alloc_exit(struct pt_regs *ctx)
 /* static std::shared_ptr<Buffer> Buffer::create(IDevice* device,
  *     DeviceAddr size, DeviceAddr page_size, BufferType, ...) (owning, with
  *     allocate_impl inlined): entry; rdi is where the shared_ptr goes */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_create_enter(struct pt_regs *ctx)
 {
 	return lc_enter(ctx, LC_CREATE, PT_REGS_PARM1(ctx));
@@ -705,7 +708,7 @@ int lc_create_enter(struct pt_regs *ctx)
 
 /* Buffer::create (owning): each exit; the shared_ptr's first word is the
  * Buffer* */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_create_exit(struct pt_regs *ctx)
 {
 	__u64 ret = lc_leave(ctx, LC_CREATE), buf = 0;
@@ -716,7 +719,7 @@ int lc_create_exit(struct pt_regs *ctx)
 }
 
 /* void Buffer::deallocate_impl(): entry */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_free(struct pt_regs *ctx)
 {
 	return lc_emit_free(ctx, PT_REGS_PARM1(ctx), 0);
@@ -724,7 +727,7 @@ int lc_free(struct pt_regs *ctx)
 
 /* void Buffer::deallocate() / Buffer::~Buffer() with deallocate_impl
  * inlined: entry */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_free_owned(struct pt_regs *ctx)
 {
 	return lc_emit_free(ctx, PT_REGS_PARM1(ctx), 1);
@@ -733,7 +736,7 @@ int lc_free_owned(struct pt_regs *ctx)
 /* void std::_Sp_counted_ptr_inplace<Buffer, ...>::_M_dispose() with
  * ~Buffer() inlined into it: entry; the Buffer lives in the control block,
  * lc_info.dispose_offset bytes in */
-SEC("uprobe")
+SEC("uprobe.multi")
 int lc_free_dispose(struct pt_regs *ctx)
 {
 	__u32 idx = bpf_get_attach_cookie(ctx) >> 48;
@@ -748,7 +751,7 @@ int lc_free_dispose(struct pt_regs *ctx)
  * deallocate_circular_buffers() into it (clang -O3): the teardown's entry,
  * which says whose CBs the track_deallocate_cb calls that follow free, then
  * the destruction. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int program_destroy_teardown(struct pt_regs *ctx)
 {
 	on_device(ctx, EV_CB_TEARDOWN, 0, PT_REGS_PARM1(ctx));

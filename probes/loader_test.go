@@ -1,7 +1,12 @@
 package probes
 
 import (
+	"fmt"
+	"os"
 	"testing"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/probes/probestest"
 )
@@ -45,5 +50,53 @@ func TestLoadVerifier(t *testing.T) {
 func TestLoadRejectsBadRingSize(t *testing.T) {
 	if _, err := Load(Options{RingSize: 3 << 12}); err == nil {
 		t.Fatal("ring size not a power of two was accepted")
+	}
+}
+
+// TestUprobeMechanism: uprobe_multi links are detected exactly on kernels
+// that have them (Linux 6.6 and later, from uname), used by default there,
+// and SingleUprobes loads the programs as classic uprobes (the fallback of
+// older kernels), which the verifier accepts too.
+func TestUprobeMechanism(t *testing.T) {
+	probestest.RequireRoot(t)
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("kernel release %q: %v", release, err)
+	}
+	want := major > 6 || major == 6 && minor >= 6
+	err := HaveUprobeMulti()
+	if (err == nil) != want {
+		t.Errorf("kernel %s: HaveUprobeMulti() = %v, want supported = %v", release, err, want)
+	}
+	for _, single := range []bool{false, true} {
+		tr, err := Load(Options{RingSize: 1 << 16, SingleUprobes: single})
+		if err != nil {
+			t.Fatalf("load (single uprobes %v): %+v", single, err)
+		}
+		if got := tr.UsesUprobeMulti(); got != (want && !single) {
+			t.Errorf("single uprobes %v on %s: UsesUprobeMulti() = %v", single, release, got)
+		}
+		// The loader probe, limited to this process: the link the kernel
+		// made says which mechanism the programs were loaded for.
+		if err := tr.AttachLoaderTo("/lib64/ld-linux-x86-64.so.2", os.Getpid()); err != nil {
+			t.Fatalf("single uprobes %v: attach the loader probe: %v", single, err)
+		}
+		info, err := tr.links[len(tr.links)-1].Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantType := link.PerfEventType
+		if want && !single {
+			wantType = link.UprobeMultiType
+		}
+		if info.Type != wantType {
+			t.Errorf("single uprobes %v on %s: loader link of type %v, want %v", single, release, info.Type, wantType)
+		}
+		tr.Close()
 	}
 }

@@ -18,8 +18,9 @@ import (
 type Backend interface {
 	// ProcessEvents attaches the fork and exit hooks.
 	ProcessEvents() error
-	// Loader probes a dynamic loader's _dl_debug_state.
-	Loader(path string) error
+	// Loader probes a dynamic loader's _dl_debug_state in process pid, or
+	// in every process (pid 0; BPF then filters).
+	Loader(path string, pid int) error
 	// Library probes the shared object at path. recognise: first check
 	// that it is TT-Metal (LibOther if not, or if it cannot be read);
 	// otherwise (--lib) an unreadable file is an error. A TT-Metal library
@@ -100,7 +101,7 @@ type bpfBackend struct {
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow})
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return nil, &Error{ErrPermission, err}
@@ -110,11 +111,13 @@ func newBPFBackend(cfg *Config) (*bpfBackend, error) {
 	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log()}, nil
 }
 
-func (b *bpfBackend) ProcessEvents() error     { return b.t.AttachProcessEvents() }
-func (b *bpfBackend) Loader(path string) error { return b.t.AttachLoader(path) }
-func (b *bpfBackend) Libraries() int           { return b.libs }
-func (b *bpfBackend) Probes() int              { return len(b.t.Sites) }
-func (b *bpfBackend) AddPID(pid uint32) error  { return b.t.AddPID(pid) }
+func (b *bpfBackend) ProcessEvents() error { return b.t.AttachProcessEvents() }
+func (b *bpfBackend) Loader(path string, pid int) error {
+	return b.t.AttachLoaderTo(path, pid)
+}
+func (b *bpfBackend) Libraries() int          { return b.libs }
+func (b *bpfBackend) Probes() int             { return len(b.t.Sites) }
+func (b *bpfBackend) AddPID(pid uint32) error { return b.t.AddPID(pid) }
 func (b *bpfBackend) RemovePID(pid uint32) error {
 	return b.t.RemovePID(pid)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +46,17 @@ func ExecGate() {
 	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
 	fmt.Fprintf(os.Stderr, "tttrace: exec %s: %v\n", os.Args[1], err)
 	os.Exit(gateExitNotFound)
+}
+
+// The gate execs from the main thread: a pid names the task of the main
+// thread, and a probe limited to the command's process (the loader probe
+// with --follow=false) follows that task through exec. An exec from another
+// thread would leave the probe on the old main thread's task. Go runs main
+// on the startup thread when an init function locks it.
+func init() {
+	if os.Getenv(gateEnv) == "1" {
+		runtime.LockOSThread()
+	}
 }
 
 type gatedChild struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/probes"
 )
 
 // adopt starts tracing a running process. For -p (explicit) a library it
@@ -23,7 +24,11 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 		return nil
 	}
 	if loader != "" {
-		if err := s.attachLoader(loader); err != nil && explicit {
+		only := pid
+		if s.loaderEverywhere() {
+			only = 0
+		}
+		if err := s.attachLoader(loader, only); err != nil && explicit {
 			fmt.Fprintf(s.log, "tttrace: note: pid %d: %v\n", pid, err)
 		}
 	}
@@ -94,16 +99,40 @@ func (s *session) attachCandidates(paths []string) {
 	}
 }
 
-// attachLoader probes a dynamic loader's _dl_debug_state (once per file).
-func (s *session) attachLoader(path string) error {
-	key, err := s.host.Key(path)
+// defaultLoader is the dynamic loader of x86-64 programs.
+const defaultLoader = "/lib64/ld-linux-x86-64.so.2"
+
+// loaderKey is a dynamic loader probed for one process (pid 0: for all).
+type loaderKey struct {
+	file probes.FileKey
+	pid  int
+}
+
+// loaderEverywhere says whether the loader probe must fire in every process
+// (filtered in BPF) rather than only in the traced ones. Its breakpoint
+// costs every process on the machine a trap at start-up and at each
+// dlopen, so it is limited to the processes known up front (-p, and -- CMD
+// with --follow=false). --all must hear processes it does not know yet;
+// with --follow (the default of -- CMD) a child is added to the BPF filter
+// when it forks, but the consumer reads the fork record later, and a child
+// that execs and dlopens before would go unheard by a per-process probe
+// added only then.
+func (s *session) loaderEverywhere() bool {
+	return s.cfg.All || s.cfg.Follow
+}
+
+// attachLoader probes a dynamic loader's _dl_debug_state (once per file and
+// pid) for process pid, or for every process (pid 0).
+func (s *session) attachLoader(path string, pid int) error {
+	file, err := s.host.Key(path)
 	if err != nil {
 		return err
 	}
-	if s.loaders[key] {
+	key := loaderKey{file, pid}
+	if s.loaders[key] || s.loaders[loaderKey{file, 0}] {
 		return nil
 	}
-	if err := s.be.Loader(path); err != nil {
+	if err := s.be.Loader(path, pid); err != nil {
 		return err
 	}
 	s.loaders[key] = true

@@ -41,6 +41,9 @@ type Config struct {
 	// Wait: with PIDs, fail when a process has not loaded the library
 	// after this long (0: wait until it exits).
 	Wait time.Duration
+	// SingleUprobes attaches classic uprobes even where the kernel has
+	// uprobe_multi links (tests of the fallback).
+	SingleUprobes bool
 	// ReadyFile is created once the probes are attached.
 	ReadyFile string
 	// Log receives notes and warnings for people (nil: discarded).
@@ -105,7 +108,7 @@ type session struct {
 	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process)
 	exits   chan exitNote
 	libKind map[probes.FileKey]Verdict // what each shared object seen is
-	loaders map[probes.FileKey]bool    // dynamic loaders probed
+	loaders map[loaderKey]bool         // dynamic loaders probed
 	ends    []exitNote                 // ends learned by the reading goroutine, applied by reapExits
 	child   Child
 	anyLib  bool // some process mapped a TT-Metal library
@@ -146,7 +149,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 		ended:   map[uint32]bool{},
 		exits:   make(chan exitNote, 256),
 		libKind: map[probes.FileKey]Verdict{},
-		loaders: map[probes.FileKey]bool{},
+		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
 	}
 	s.observe()
@@ -209,8 +212,10 @@ func (s *session) setup() error {
 	if err := s.be.ProcessEvents(); err != nil {
 		return errorf(ErrInternal, "%w", err)
 	}
-	if err := s.attachLoader("/lib64/ld-linux-x86-64.so.2"); err != nil {
-		fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+	if s.loaderEverywhere() {
+		if err := s.attachLoader(defaultLoader, 0); err != nil {
+			fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+		}
 	}
 	if cfg.Lib != "" {
 		if _, err := s.host.Key(cfg.Lib); err != nil {
@@ -230,6 +235,11 @@ func (s *session) setup() error {
 			return err
 		}
 		s.child = child
+		if !s.loaderEverywhere() {
+			if err := s.attachLoader(defaultLoader, child.Pid()); err != nil {
+				fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
+			}
+		}
 		s.track(uint32(child.Pid()), devices.ProcessInfo{Command: strings.Join(cfg.Command, " "), Parent: uint32(s.host.Self())}, true, true)
 	case cfg.All:
 		for _, pid := range s.host.AllPids() {

@@ -45,7 +45,7 @@ func newFakeBackend(script ...step) *fakeBackend {
 }
 
 func (b *fakeBackend) ProcessEvents() error { return nil }
-func (b *fakeBackend) Loader(p string) error {
+func (b *fakeBackend) Loader(p string, _ int) error {
 	b.loaders = append(b.loaders, p)
 	return nil
 }

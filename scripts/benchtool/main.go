@@ -62,7 +62,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
-	flag.StringVar(&only, "only", "cost,loss,consumer,attach,memory", "parts to run")
+	flag.StringVar(&only, "only", "cost,loss,consumer,attach,memory,fixed", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
 	flag.Parse()
 	c.only = map[string]bool{}
@@ -106,6 +106,9 @@ func main() {
 	}
 	if c.only["memory"] {
 		r.Memory = runMemory(&c)
+	}
+	if c.only["fixed"] {
+		r.Fixed = runFixed(&c)
 	}
 	r.Machine.LoadEnd = loadAvg()
 	r.Seconds = time.Since(start).Seconds()
@@ -194,6 +197,7 @@ type results struct {
 	Attach   []attachRun    `json:"attach,omitempty"`
 	Resolve  []resolveRun   `json:"resolve,omitempty"`
 	Memory   []memoryRun    `json:"memory,omitempty"`
+	Fixed    []fixedRun     `json:"fixed,omitempty"`
 	Seconds  float64        `json:"seconds"`
 	Notes    map[string]any `json:"notes,omitempty"`
 }

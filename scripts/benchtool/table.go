@@ -38,6 +38,7 @@ func (r *results) print(w io.Writer, c *config) {
 	rows = append(rows, r.consumerRows()...)
 	rows = append(rows, r.attachRows(c)...)
 	rows = append(rows, r.memoryRows(c)...)
+	rows = append(rows, r.fixedRows()...)
 	fmt.Fprintln(w, "| # | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, x := range rows {

@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/spf13/pflag"
 
@@ -314,33 +313,11 @@ func kernelFeatures() []DoctorFeature {
 		"bpf_get_attach_cookie in uprobe programs")
 	_, err = os.Stat("/sys/kernel/btf/vmlinux")
 	probe("BTF", true, err, "/sys/kernel/btf/vmlinux (fork/exit tracepoints, CO-RE)")
-	probe("uprobe multi-link", false, haveUprobeMulti(), "BPF_TRACE_UPROBE_MULTI (not used by tttrace)")
+	if err = probes.HaveUprobeMulti(); err != nil {
+		err = fmt.Errorf("%w; tttrace falls back to one classic uprobe per probe point (slower to detach)", err)
+	}
+	probe("uprobe multi-link", false, err, "used: one uprobe_multi link per program and library")
 	return out
-}
-
-// haveUprobeMulti attaches a program that does nothing to main.main of
-// tttrace's own executable (already running, never entered again) with a
-// uprobe multi-link, and detaches it.
-func haveUprobeMulti() error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         ebpf.Kprobe,
-		AttachType:   ebpf.AttachTraceUprobeMulti,
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-		License:      "MIT",
-	})
-	if err != nil {
-		return err
-	}
-	defer prog.Close()
-	exe, err := link.OpenExecutable("/proc/self/exe")
-	if err != nil {
-		return err
-	}
-	l, err := exe.UprobeMulti([]string{"main.main"}, prog, nil)
-	if err != nil {
-		return err
-	}
-	return l.Close()
 }
 
 func yes(b bool) string {

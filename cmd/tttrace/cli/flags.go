@@ -45,6 +45,7 @@ type Flags struct {
 	ReadyFile string
 	Follow    bool
 	All       bool
+	NoMulti   bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
 	ShowHelp  bool
 	ShowVer   bool
 	Command   []string
@@ -116,7 +117,9 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
 	fs.BoolVarP(&f.ShowHelp, "help", "h", false, "show this help")
 	fs.BoolVar(&f.ShowVer, "version", false, "print the version")
+	fs.BoolVar(&f.NoMulti, "no-uprobe-multi", false, "attach one classic uprobe per probe point, as on kernels before 6.6 (for tests)")
 	_ = fs.MarkHidden("ready-file")
+	_ = fs.MarkHidden("no-uprobe-multi")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fmt.Fprint(stderr, fs.FlagUsages())
