@@ -24,7 +24,9 @@ REPLICA_VARIANTS := \
 	inline-clang-O3:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=clang++,OPT=-O3 \
 	inline-gcc-O3-symtab:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=g++,OPT=-O3,STRIP=symtab \
 	unknown-gcc-O2:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2 \
-	unknown-gcc-O2-dwarf:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2,DEBUG=-g
+	unknown-gcc-O2-dwarf:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2,DEBUG=-g \
+	v2-u8-gcc-O2:LAYOUT=V2,TYPE_U8=1,CXX=g++,OPT=-O2 \
+	u8-gcc-O2-dwarf:TYPE_U8=1,CXX=g++,OPT=-O2,DEBUG=-g
 comma     := ,
 # Compile jobs inside one variant's build.
 JOBS      ?= $(shell nproc)

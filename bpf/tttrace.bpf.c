@@ -76,6 +76,7 @@ struct lib_info {
 	__s64 buf_address;
 	__s64 buf_page_size;
 	__s64 dev_id;
+	__s64 buf_type_width; /* bytes of buffer_type_: 4 (int enum), 2 or 1 */
 };
 
 #define MAX_LIBS 256
@@ -267,7 +268,17 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 	}
 	read_field(e, &dev, sizeof(dev), base, l->buf_device);
 	read_field(e, &size, sizeof(size), base, l->buf_size);
-	read_field(e, &type, sizeof(type), base, l->buf_type);
+	/* At the width the library's own code reads it: the bytes after a
+	 * one-byte enum are padding and may hold anything. */
+	if (l->buf_type_width == 1 || l->buf_type_width == 2) {
+		__u16 narrow = 0;
+
+		read_field(e, &narrow, l->buf_type_width == 1 ? 1 : 2, base, l->buf_type);
+		if (l->buf_type >= 0)
+			type = narrow;
+	} else {
+		read_field(e, &type, sizeof(type), base, l->buf_type);
+	}
 	read_field(e, &owns, sizeof(owns), base, l->buf_owns_data);
 	read_field(e, &status, sizeof(status), base, l->buf_status);
 	read_field(e, &hooked, sizeof(hooked), base, l->buf_hooked);

@@ -21,7 +21,7 @@ type accessor struct {
 	field  string // Layout JSON name of the field it reads
 	method string // for people
 	name   string // mangled (without the v0 namespace)
-	size   int    // bytes the field has
+	size   int    // bytes the field has; 0: an enum, 1, 2 or 4 bytes (the evidence says which)
 }
 
 var bufferAccessors = []accessor{
@@ -30,7 +30,7 @@ var bufferAccessors = []accessor{
 	{"allocation_status", "Buffer::is_allocated() const", "_ZNK2tt8tt_metal6Buffer12is_allocatedEv", 1},
 	{"size", "Buffer::size() const", symPimplSize, 8},
 	{"device", "Buffer::device() const", symPimplDevice, 8},
-	{"buffer_type", "Buffer::buffer_type() const", "_ZNK2tt8tt_metal6Buffer11buffer_typeEv", 4},
+	{"buffer_type", "Buffer::buffer_type() const", "_ZNK2tt8tt_metal6Buffer11buffer_typeEv", 0},
 	{"owns_data", "Buffer::owns_data() const", "_ZNK2tt8tt_metal6Buffer9owns_dataEv", 1},
 	{"hooked_allocation", "Buffer::hooked_allocation() const", "_ZNK2tt8tt_metal6Buffer17hooked_allocationEv", 1},
 }
@@ -43,8 +43,10 @@ type Evidence struct {
 	Offset  int64 `json:"offset"`
 	ImplPtr int64 `json:"impl_ptr"`
 	// Allocated is the value of ALLOCATED, from is_allocated() (else -1).
-	Allocated int64  `json:"allocated,omitempty"`
-	Source    string `json:"source"` // "Buffer::address() const at 0x1234: mov rax, [rdi+0x50]"
+	Allocated int64 `json:"allocated,omitempty"`
+	// Width is how many bytes the code reads (the field's size).
+	Width  int64  `json:"width"`
+	Source string `json:"source"` // "Buffer::address() const at 0x1234: mov rax, [rdi+0x50]"
 }
 
 // expr is a symbolic value during evaluation.
@@ -235,11 +237,11 @@ func accessorEvidence(lib *Library, syms *Symbols) (ev []Evidence, notes []strin
 			e = e.base.base
 		}
 		impl, off, size, ok := fieldOf(e)
-		if !ok || size != a.size {
+		if !ok || (a.size != 0 && size != a.size) || (a.size == 0 && size != 1 && size != 2 && size != 4) {
 			notes = append(notes, fmt.Sprintf("%s: not read (%s)", where, text))
 			continue
 		}
-		ev = append(ev, Evidence{Field: a.field, Offset: off, ImplPtr: impl, Allocated: allocated,
+		ev = append(ev, Evidence{Field: a.field, Offset: off, ImplPtr: impl, Allocated: allocated, Width: int64(size),
 			Source: fmt.Sprintf("%s: %s", where, text)})
 	}
 	if syms.VtableDevice != 0 {
@@ -259,7 +261,7 @@ func accessorEvidence(lib *Library, syms *Symbols) (ev []Evidence, notes []strin
 			} else if e, text, err := lib.evalAccessor(fn); err != nil {
 				notes = append(notes, fmt.Sprintf("Device::id() (vtable slot 3) at %#x: not read (%v)", fn, err))
 			} else if impl, off, size, ok := fieldOf(e); ok && impl < 0 && size == 4 {
-				ev = append(ev, Evidence{Field: "device_id", Offset: off, ImplPtr: -1, Allocated: -1,
+				ev = append(ev, Evidence{Field: "device_id", Offset: off, ImplPtr: -1, Allocated: -1, Width: 4,
 					Source: fmt.Sprintf("Device::id() (vtable slot 3) at %#x: %s", fn, text)})
 			} else {
 				notes = append(notes, fmt.Sprintf("Device::id() (vtable slot 3) at %#x: not read (%s)", fn, text))

@@ -133,6 +133,7 @@ func debugLink(lib *Library) (string, uint32, bool) {
 type dwarfTypes struct {
 	buffer, bufferImpl, device map[string]int64 // member name -> offset
 	bufferMembers              []dwarfMember
+	bufferImplMembers          []dwarfMember
 	allocated                  int64 // AllocationStatus::ALLOCATED, -1 unknown
 	ns                         string
 }
@@ -161,8 +162,8 @@ func dwarfLayout(path string) (*Layout, string, error) {
 		return nil, "", err
 	}
 	l := Layout{Name: "DWARF", BufferImplPtr: -1, Device: -1, Size: -1, Type: -1, OwnsData: -1, Status: -1,
-		Hooked: -1, Address: -1, PageSize: -1, DeviceID: -1, Allocated: t.allocated}
-	fields := t.buffer
+		Hooked: -1, Address: -1, PageSize: -1, DeviceID: -1, Allocated: t.allocated, TypeWidth: 4}
+	fields, members := t.buffer, t.bufferMembers
 	where := "tt::tt_metal" + t.ns + "::Buffer"
 	if _, direct := fields["address_"]; !direct {
 		// Pimpl: the members are in BufferImpl, reached through a pointer
@@ -180,7 +181,7 @@ func dwarfLayout(path string) (*Layout, string, error) {
 			return nil, "", fmt.Errorf("DWARF: %s has no 8-byte pointer to BufferImpl", where)
 		}
 		l.BufferImplPtr = impl
-		fields = t.bufferImpl
+		fields, members = t.bufferImpl, t.bufferImplMembers
 		where = "tt::tt_metal" + t.ns + "::BufferImpl"
 	}
 	for name, dst := range map[string]*int64{"device_": &l.Device, "size_": &l.Size, "buffer_type_": &l.Type,
@@ -192,6 +193,13 @@ func dwarfLayout(path string) (*Layout, string, error) {
 	}
 	if v, ok := t.device["id_"]; ok {
 		l.DeviceID = v
+	}
+	for _, m := range members {
+		if m.name == "buffer_type_" {
+			if _, size := dwarfTypeName(d, m.typ); size > 0 {
+				l.TypeWidth = size
+			}
+		}
 	}
 	var miss []string
 	for name, v := range map[string]int64{where + "::device_": l.Device, where + "::size_": l.Size,
@@ -277,7 +285,7 @@ func scanDWARF(d *dwarf.Data) (*dwarfTypes, error) {
 						t.ns = "::v0"
 					}
 				case "BufferImpl":
-					t.bufferImpl = m
+					t.bufferImpl, t.bufferImplMembers = m, members
 				case "Device":
 					t.device = m
 				}

@@ -26,6 +26,11 @@ type Layout struct {
 	PageSize      int64 `json:"page_size"`
 	// DeviceID is the offset of Device::id_.
 	DeviceID int64 `json:"device_id"`
+	// TypeWidth is the size of buffer_type_ in bytes: BufferType is an int
+	// enum in most builds, one byte in some. BPF reads exactly this many
+	// bytes: the bytes after a one-byte field are padding, and may hold
+	// anything.
+	TypeWidth int64 `json:"buffer_type_width"`
 	// Allocated is the value of AllocationStatus::ALLOCATED (1; 2 in the
 	// V0 layout), -1 when unknown. Only the lifecycle plan reads the status.
 	Allocated int64 `json:"allocated_value"`
@@ -46,6 +51,7 @@ var LayoutV1 = Layout{
 	PageSize:      88,
 	DeviceID:      8,
 	Allocated:     1,
+	TypeWidth:     4,
 }
 
 // LayoutV0 is the late-2024 Buffer (no enable_shared_from_this, an atomic
@@ -65,6 +71,7 @@ var LayoutV0 = Layout{
 	PageSize:      -1,
 	DeviceID:      8,
 	Allocated:     2,
+	TypeWidth:     4,
 }
 
 // LayoutV2 is the 2026 pimpl Buffer: a std::unique_ptr<BufferImpl> at 16,
@@ -83,6 +90,7 @@ var LayoutV2 = Layout{
 	PageSize:      -1,
 	DeviceID:      8,
 	Allocated:     1,
+	TypeWidth:     4,
 }
 
 // LayoutSource says where a layout came from, for the user.
@@ -95,6 +103,9 @@ type LayoutSource struct {
 	Evidence []Evidence `json:"evidence"`
 	// Warnings: a layout file the library's code disagrees with.
 	Warnings []string `json:"warnings"`
+	// Corrections: what the library's code said that the chosen profile
+	// did not (a field's width), and was used instead.
+	Corrections []string `json:"corrections,omitempty"`
 	// Unknown names fields the layout lacks and what that costs.
 	Unknown []string `json:"unknown"`
 }
@@ -161,6 +172,20 @@ func disagreements(l *Layout, ev []Evidence, fill bool) (diffs, filled []string)
 	return diffs, filled
 }
 
+// widthFromCode takes buffer_type_'s width from the library's own code
+// where it disagrees with l (the code is the authority on how many bytes
+// the field has), and says what it corrected.
+func widthFromCode(l *Layout, ev []Evidence) (corrected []string) {
+	for _, e := range ev {
+		if e.Field == "buffer_type" && e.Width > 0 && e.Width != l.TypeWidth {
+			corrected = append(corrected, fmt.Sprintf("buffer_type_ is %d byte(s) wide in the library's code, not %d: "+
+				"reading %d (%s)", e.Width, l.TypeWidth, e.Width, e.Source))
+			l.TypeWidth = e.Width
+		}
+	}
+	return corrected
+}
+
 func implDesc(p int64) string {
 	if p < 0 {
 		return "the Buffer itself"
@@ -222,6 +247,9 @@ func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSourc
 		for _, d := range diffs {
 			src.Warnings = append(src.Warnings, "the library's own code disagrees with "+layoutFile+": "+d)
 		}
+		for _, w := range widthFromCode(l, ev) {
+			src.Warnings = append(src.Warnings, layoutFile+": "+w)
+		}
 		src.Layout, src.From = *l, "file "+layoutFile
 		src.Checked = []string{"--layout " + layoutFile + ": used as given", disasm}
 		src.Unknown = unknownFields(l)
@@ -237,7 +265,11 @@ func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSourc
 			dwarfNote += "; not usable: " + err.Error()
 		} else {
 			src.Checked = append(src.Checked, dwarfNote+"; "+where+" read", disasm)
-			if diffs, _ := disagreements(l, ev, false); len(diffs) > 0 {
+			diffs, _ := disagreements(l, ev, false)
+			if w := l.TypeWidth; len(widthFromCode(l, ev)) > 0 {
+				diffs = append(diffs, fmt.Sprintf("buffer_type_ is %d byte(s) wide in DWARF, %d in the code", w, l.TypeWidth))
+			}
+			if len(diffs) > 0 {
 				return nil, fmt.Errorf("%s: its DWARF (%s) and its own code disagree on Buffer's layout: %s; "+
 					"tttrace will not guess which is right: give the offsets with --layout FILE (docs/layout.md)",
 					lib.Path, dbg.path, strings.Join(diffs, "; "))
@@ -267,9 +299,16 @@ func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSourc
 				p.layout.Name, p.print, strings.Join(diffs, "; ")))
 			continue
 		}
+		widths := widthFromCode(&l, ev)
+		for _, w := range widths {
+			src.Corrections = append(src.Corrections, "profile "+l.Name+" does not match the library: "+w)
+		}
 		src.Layout = l
 		src.From = fmt.Sprintf("built-in profile %s (symbol fingerprint: %s)", l.Name, p.print)
-		if n := len(ev) - len(filled); n > 0 {
+		if n := len(ev) - len(filled) - len(widths); len(widths) > 0 {
+			src.From += fmt.Sprintf(", corrected by the library's code (%s), other fields confirmed by the code of %d accessors",
+				strings.Join(widths, "; "), n)
+		} else if n > 0 {
 			src.From += fmt.Sprintf(", confirmed by the code of %d accessors", n)
 		} else {
 			src.From += ", not confirmed by the library's code (no accessor could be read)"
@@ -336,17 +375,21 @@ func ReadLayoutFile(path string) (*Layout, error) {
 		}
 	}
 	for k := range raw {
-		if k != "name" && k != "allocated_value" && fieldByJSON(k) == nil && k != "buffer_impl_ptr" {
+		if k != "name" && k != "allocated_value" && k != "buffer_type_width" && fieldByJSON(k) == nil && k != "buffer_impl_ptr" {
 			return nil, fmt.Errorf("layout file %s: unknown key %q", path, k)
 		}
 	}
-	// allocated_value is optional: the library's is_allocated() supplies it.
-	l := &Layout{Allocated: -1}
+	// allocated_value is optional: the library's is_allocated() supplies it;
+	// buffer_type_width too (4, an int enum, unless the code says otherwise).
+	l := &Layout{Allocated: -1, TypeWidth: 4}
 	if err := json.Unmarshal(b, l); err != nil {
 		return nil, fmt.Errorf("layout file %s: %w", path, err)
 	}
 	if l.Name == "" {
 		l.Name = "file " + path
+	}
+	if w := l.TypeWidth; w != 1 && w != 2 && w != 4 {
+		return nil, fmt.Errorf("layout file %s: buffer_type_width %d: must be 1, 2 or 4", path, w)
 	}
 	for name, v := range map[string]int64{"device": l.Device, "size": l.Size, "address": l.Address, "device_id": l.DeviceID} {
 		if v < 0 {

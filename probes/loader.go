@@ -210,6 +210,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 		BufAddress:   layout.Address,
 		BufPageSize:  layout.PageSize,
 		DevId:        layout.DeviceID,
+		BufTypeWidth: layout.TypeWidth,
 	}
 	if err := t.objs.Libs.Update(idx, &info, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)

@@ -46,6 +46,7 @@ type tttraceLibInfo struct {
 	BufAddress   int64
 	BufPageSize  int64
 	DevId        int64
+	BufTypeWidth int64
 }
 
 type tttraceLostCounter struct {

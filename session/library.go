@@ -51,6 +51,9 @@ func (p *prepared) report(w io.Writer, path string) {
 	for _, warn := range p.layout.Warnings {
 		fmt.Fprintf(w, "tttrace: warning: %s\n", warn)
 	}
+	for _, c := range p.layout.Corrections {
+		fmt.Fprintf(w, "tttrace: note: %s\n", c)
+	}
 	for _, m := range p.plan.Missing {
 		fmt.Fprintf(w, "tttrace: note: %s not found in %s: %s will not be seen\n", m.Function, filepath.Base(path), m.Why)
 	}

@@ -49,7 +49,11 @@ type variantCase struct {
 	// inlined: functions doctor must report as inlined (program names).
 	inlined []string
 	// attached: programs that must be in the plan besides the usual ones.
-	attached  []string
+	attached []string
+	// typeWidth: the bytes of buffer_type_ (0: 4, an int enum); corrected:
+	// the profile said otherwise and the library's code corrected it.
+	typeWidth int64
+	corrected bool
 	scenarios []run
 }
 
@@ -104,6 +108,13 @@ var variantCases = []variantCase{
 		scenarios: append(basicSet(),
 			run{mode: "cmd", scenario: "threads", args: []string{"--leak", "--threads", "4", "--seed", "9"}})},
 	{name: "unknown-gcc-O2-dwarf", plan: "tracker", from: "DWARF of", layout: replicaUnknown, scenarios: basicSet()},
+	// A one-byte BufferType with garbage in the padding after it: read at
+	// the width the library's code reads (movzx of a byte in
+	// Buffer::buffer_type() const), which corrects the V2 profile, or at the
+	// width of the DWARF member type.
+	{name: "v2-u8-gcc-O2", plan: "tracker", from: "built-in profile V2", layout: replicaV2, typeWidth: 1, corrected: true,
+		scenarios: basicSet()},
+	{name: "u8-gcc-O2-dwarf", plan: "tracker", from: "DWARF of", layout: replicaV1, typeWidth: 1, scenarios: basicSet()},
 }
 
 // basicSet is the representative subset every variant runs: allocations and
@@ -170,9 +181,11 @@ type doctorJSON struct {
 			PageSize  int64 `json:"page_size"`
 			DeviceID  int64 `json:"device_id"`
 			Allocated int64 `json:"allocated_value"`
+			TypeWidth int64 `json:"buffer_type_width"`
 		} `json:"layout"`
-		From    string   `json:"from"`
-		Checked []string `json:"checked"`
+		From        string   `json:"from"`
+		Checked     []string `json:"checked"`
+		Corrections []string `json:"corrections"`
 	} `json:"layout"`
 	Plan *struct {
 		Kind   string `json:"kind"`
@@ -244,6 +257,20 @@ func checkDoctor(t *testing.T, v variantCase, lib string) {
 	got := layoutWant{l.ImplPtr, l.Device, l.Size, l.Type, l.OwnsData, l.Status, l.Hooked, l.Address, l.PageSize, l.DeviceID, l.Allocated}
 	if got != v.layout {
 		t.Errorf("layout %+v, the variant is built with %+v", got, v.layout)
+	}
+	wantWidth := v.typeWidth
+	if wantWidth == 0 {
+		wantWidth = 4
+	}
+	if l.TypeWidth != wantWidth {
+		t.Errorf("buffer_type_ width %d, the variant is built with %d", l.TypeWidth, wantWidth)
+	}
+	corr := strings.Join(rep.Layout.Corrections, " ")
+	if v.corrected != strings.Contains(corr, "buffer_type_ is 1 byte(s) wide in the library's code, not 4") {
+		t.Errorf("corrections %q: want the width correction said: %v", corr, v.corrected)
+	}
+	if v.corrected && !strings.Contains(rep.Layout.From, "corrected by the library's code") {
+		t.Errorf("layout from %q: a corrected profile is not simply confirmed", rep.Layout.From)
 	}
 	// Plan and attach points.
 	if rep.Plan.Kind != v.plan {

@@ -239,14 +239,17 @@ func (r *DoctorReport) write(w io.Writer) {
 			}
 			p("  offsets    device_ %s  size_ %s  buffer_type_ %s  owns_data_ %s  allocation_status_ %s  hooked_allocation_ %s\n",
 				off(lay.Device), off(lay.Size), off(lay.Type), off(lay.OwnsData), off(lay.Status), off(lay.Hooked))
-			p("             address_ %s  page_size_ %s  Device::id_ %s  ALLOCATED = %s\n",
-				off(lay.Address), off(lay.PageSize), off(lay.DeviceID), off(lay.Allocated))
+			p("             address_ %s  page_size_ %s  Device::id_ %s  ALLOCATED = %s  buffer_type_ width %d\n",
+				off(lay.Address), off(lay.PageSize), off(lay.DeviceID), off(lay.Allocated), lay.TypeWidth)
 		}
 		for _, c := range s.Checked {
 			p("  checked    %s\n", c)
 		}
 		for _, wn := range s.Warnings {
 			p("  WARNING    %s\n", wn)
+		}
+		for _, c := range s.Corrections {
+			p("  corrected  %s\n", c)
 		}
 		for _, u := range s.Unknown {
 			p("  unknown    %s\n", u)

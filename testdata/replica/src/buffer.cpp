@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 
 #include "internal.hpp"
 #include "tt_metal/device.hpp"
@@ -19,6 +20,17 @@ namespace tt::tt_metal {
 
 namespace {
 std::atomic<uint64_t> g_next_buffer_id{1};
+
+// TYPE_U8: dirty the padding after a one-byte buffer_type_, as a heap that hands out reused
+// memory leaves it: a tracer reading the field wider than the library's code does reads garbage.
+inline void dirty_type_padding(BufferType* type) {
+#ifdef TT_REPLICA_TYPE_U8
+    static_assert(sizeof(BufferType) == 1);
+    std::memset(reinterpret_cast<unsigned char*>(type) + 1, 0xAB, 3);
+#else
+    (void)type;
+#endif
+}
 }
 
 #ifdef TT_REPLICA_LAYOUT_V2
@@ -42,7 +54,11 @@ inline const Buffer::Fields& Buffer::f() const { return *this; }
 void Buffer::static_checks() {
     // The layout tttrace reads. offsetof on a non-standard-layout class is
     // conditionally supported (both GCC and Clang give the Itanium ABI offsets).
+#ifdef TT_REPLICA_TYPE_U8
+    static_assert(sizeof(BufferType) == 1 && sizeof(AllocationStatus) == 1);
+#else
     static_assert(sizeof(BufferType) == 4 && sizeof(AllocationStatus) == 1);
+#endif
 #if defined(TT_REPLICA_LAYOUT_V2)
     static_assert(offsetof(Buffer, impl_) == 16);
     static_assert(sizeof(std::unique_ptr<BufferImpl>) == 8);
@@ -119,6 +135,7 @@ Buffer::Buffer(Private,
     m.page_size_ = page_size;
     m.unique_id_ = g_next_buffer_id.fetch_add(1, std::memory_order_relaxed);
     m.alloc_epoch_ = 0;
+    dirty_type_padding(&m.buffer_type_);
 }
 #else
     : device_(device),
@@ -135,7 +152,9 @@ Buffer::Buffer(Private,
       address_(0),
       page_size_(page_size),
       unique_id_(g_next_buffer_id.fetch_add(1, std::memory_order_relaxed)),
-      alloc_epoch_(0) {}
+      alloc_epoch_(0) {
+    dirty_type_padding(&buffer_type_);
+}
 #endif
 
 std::shared_ptr<Buffer> Buffer::create(IDevice* device,

@@ -48,7 +48,13 @@ namespace tt_metal {
 
 using DeviceAddr = uint64_t;
 
+#ifdef TT_REPLICA_TYPE_U8
+// TYPE_U8=1: a one-byte BufferType, as some upstream builds have; the three bytes after
+// buffer_type_ are padding, and the replica fills them with garbage (src/buffer.cpp).
+enum class BufferType : uint8_t {
+#else
 enum class BufferType : int {
+#endif
     DRAM = 0,
     L1 = 1,
     SYSTEM_MEMORY = 2,
