@@ -22,8 +22,23 @@ type cbGroup struct {
 }
 
 // progCBs is a program's groups, one per target (a handful: one per chip).
+// Released ones are kept in proc.spareProgs and reused with their groups'
+// capacity: a program's life allocates nothing in a steady state.
 type progCBs struct {
 	groups []cbGroup
+}
+
+// cbMatch selects CB groups: every group (all), those of one target, or
+// those on one chip or of one mesh. A value, not a closure: matching
+// allocates nothing.
+type cbMatch struct {
+	all  bool
+	mesh uint32 // with !all: groups of this mesh (0: of chip)
+	chip int32
+}
+
+func (m cbMatch) matches(g *cbGroup) bool {
+	return m.all || g.mesh == m.mesh && (m.mesh != 0 || g.chip == m.chip)
 }
 
 func (p *proc) cbTarget(e *events.Event, create bool) (mesh uint32, chip int32, ok bool) {
@@ -93,7 +108,12 @@ func (p *proc) cbAlloc(e *events.Event) {
 	}
 	pc := p.progs[prog]
 	if pc == nil {
-		pc = &progCBs{}
+		if n := len(p.spareProgs); n > 0 {
+			pc = p.spareProgs[n-1]
+			p.spareProgs = p.spareProgs[:n-1]
+		} else {
+			pc = &progCBs{}
+		}
 		p.progs[prog] = pc
 	}
 	var g *cbGroup
@@ -135,7 +155,7 @@ func (p *proc) cbFree(e *events.Event) {
 		return
 	}
 	prog := t.teardownProg
-	released := p.releaseGroupsOf(prog, func(g *cbGroup) bool { return g.mesh == mesh && g.chip == chip }, e)
+	released := p.releaseGroupsOf(prog, cbMatch{mesh: mesh, chip: chip}, e)
 	if !released {
 		p.stats.CBFreesUnknown++ // laid out before attach, or already released
 	}
@@ -143,12 +163,12 @@ func (p *proc) cbFree(e *events.Event) {
 
 func (p *proc) programDestroy(e *events.Event) {
 	p.stats.ProgramDestroys++
-	p.releaseGroupsOf(e.Object, func(*cbGroup) bool { return true }, e)
+	p.releaseGroupsOf(e.Object, cbMatch{all: true}, e)
 }
 
 // releaseGroupsOf releases the groups of prog that match and reports
 // whether there were any.
-func (p *proc) releaseGroupsOf(prog uint64, match func(*cbGroup) bool, e *events.Event) bool {
+func (p *proc) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) bool {
 	pc := p.progs[prog]
 	if pc == nil {
 		return false
@@ -157,7 +177,7 @@ func (p *proc) releaseGroupsOf(prog uint64, match func(*cbGroup) bool, e *events
 	kept := pc.groups[:0]
 	for i := range pc.groups {
 		g := pc.groups[i]
-		if !match(&g) {
+		if !match.matches(&g) {
 			kept = append(kept, g)
 			continue
 		}
@@ -168,12 +188,13 @@ func (p *proc) releaseGroupsOf(prog uint64, match func(*cbGroup) bool, e *events
 	pc.groups = kept
 	if len(kept) == 0 {
 		delete(p.progs, prog)
+		p.spareProgs = append(p.spareProgs, pc)
 	}
 	return found
 }
 
 // releaseCBGroups releases the matching groups of every program.
-func (p *proc) releaseCBGroups(match func(*cbGroup) bool, e *events.Event) {
+func (p *proc) releaseCBGroups(match cbMatch, e *events.Event) {
 	for prog := range p.progs {
 		p.releaseGroupsOf(prog, match, e)
 	}

@@ -88,7 +88,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 			p.leaveMesh(m, id, e)
 		}
 	}
-	p.releaseCBGroups(func(g *cbGroup) bool { return g.mesh == 0 && g.chip == id }, e)
+	p.releaseCBGroups(cbMatch{chip: id}, e)
 	if c.cur != (Totals{}) {
 		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)
 		c.cur = Totals{}
@@ -114,7 +114,7 @@ func (p *proc) meshClose(e *events.Event) {
 			p.stats.ReleasedByClose++
 		}
 	}
-	p.releaseCBGroups(func(g *cbGroup) bool { return g.mesh == idx }, e)
+	p.releaseCBGroups(cbMatch{mesh: idx}, e)
 	chips := append([]int32(nil), m.chips...)
 	for _, id := range chips {
 		p.closeChip(id, e)

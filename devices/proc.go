@@ -34,7 +34,8 @@ type proc struct {
 	threads  map[uint32]*thread
 	npending int // threads with a pending mesh alloc
 
-	progs map[uint64]*progCBs // ProgramImpl* -> its CB groups
+	progs      map[uint64]*progCBs // ProgramImpl* -> its CB groups
+	spareProgs []*progCBs          // released, for reuse
 
 	unknownFrees     uint64
 	unknownFreeBytes uint64

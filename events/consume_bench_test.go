@@ -265,3 +265,28 @@ func TestConsumeWorkload(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumeAllocatesNothing: decode + ledger + NDJSON of the mixed stream
+// (mesh buffers, views, circular buffers, program teardowns) allocate
+// nothing per record once the ledger has warmed up.
+func TestConsumeAllocatesNothing(t *testing.T) {
+	for _, mixed := range []bool{false, true} {
+		recs := workload(1<<12, mixed)
+		l := devices.NewLedger()
+		var ev events.Event
+		var buf []byte
+		pass := func() {
+			for _, r := range recs {
+				if err := events.Decode(r, &ev); err != nil {
+					t.Fatal(err)
+				}
+				l.Apply(&ev)
+				buf = events.AppendJSON(buf[:0], &ev)
+			}
+		}
+		pass()
+		if n := testing.AllocsPerRun(5, pass); n != 0 {
+			t.Errorf("mixed=%v: %v allocations per pass of %d records", mixed, n, len(recs))
+		}
+	}
+}
