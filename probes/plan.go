@@ -205,8 +205,20 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	return p, nil
 }
 
-// add puts site s in the plan, if its instruction can be probed.
+// add puts site s in the plan, if its instruction can be probed. An entry
+// probe goes where the kernel emulates the instruction, when that can be
+// done without changing what it sees (placeEntry).
 func (p *Plan) add(lib *Library, s Site, detail string) {
+	if pl := lib.placeEntry(s.Addr); pl.why != "" {
+		if off, err := lib.FileOffset(pl.addr); err == nil {
+			s.Symbol = fmt.Sprintf("%s+%#x", s.Symbol, pl.addr-s.Addr)
+			s.Entry, s.Addr, s.Offset = s.Addr, pl.addr, off
+			if detail != "" {
+				detail += "; "
+			}
+			detail += pl.why
+		}
+	}
 	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: "attached", Detail: detail}
 	in, err := lib.decodeAt(s.Addr)
 	if err == nil {
@@ -248,7 +260,7 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 		if s.Program != "program_destroy" {
 			continue
 		}
-		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Addr, Size: symSize(fns, s.Addr)})
+		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Func(), Size: symSize(fns, s.Func())})
 		if err != nil {
 			return fmt.Errorf("%s: %w", lib.Path, err)
 		}

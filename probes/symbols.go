@@ -174,6 +174,17 @@ type Site struct {
 	Symbol   string
 	Addr     uint64 // link-time virtual address
 	Offset   uint64 // file offset, for the kernel
+	// Entry is the start of the function when the probe was placed below
+	// its first instruction (placeEntry); 0 otherwise.
+	Entry uint64
+}
+
+// Func is the start of the function the site probes.
+func (s *Site) Func() uint64 {
+	if s.Entry != 0 {
+		return s.Entry
+	}
+	return s.Addr
 }
 
 // Missing is an attach point the library does not have.

@@ -54,6 +54,9 @@ type variantCase struct {
 	// the profile said otherwise and the library's code corrected it.
 	typeWidth int64
 	corrected bool
+	// placed: every entry probe must sit below an endbr64, on an
+	// instruction the kernel emulates.
+	placed    bool
 	scenarios []run
 }
 
@@ -115,6 +118,17 @@ var variantCases = []variantCase{
 	{name: "v2-u8-gcc-O2", plan: "tracker", from: "built-in profile V2", layout: replicaV2, typeWidth: 1, corrected: true,
 		scenarios: basicSet()},
 	{name: "u8-gcc-O2-dwarf", plan: "tracker", from: "DWARF of", layout: replicaV1, typeWidth: 1, scenarios: basicSet()},
+	// -fcf-protection=full: every function starts with endbr64, which the
+	// kernel single-steps; entry probes move to the first instruction of
+	// the prologue it emulates (push, or the je after a test of the
+	// argument), and the ledger stays exact, in both plans (the lifecycle
+	// plan pairs entries and exits by the stack pointer).
+	{name: "cet-gcc-O2", plan: "tracker", from: "built-in profile V1", layout: replicaV1, placed: true,
+		scenarios: append(basicSet(), run{mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true},
+			run{mode: "pid", scenario: "threads", args: []string{"--leak", "--threads", "3", "--seed", "4"}})},
+	{name: "inline-cet-clang-O3", plan: "lifecycle", from: "built-in profile V1", layout: replicaV1, placed: true,
+		inlined: []string{"lc_alloc_enter", "deallocate_circular_buffers"}, attached: []string{"lc_create_exit", "lc_free_owned"},
+		scenarios: append(basicSet(), run{mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true})},
 }
 
 // basicSet is the representative subset every variant runs: allocations and
@@ -321,6 +335,8 @@ func checkDoctor(t *testing.T, v variantCase, lib string) {
 			t.Errorf("%s: attached to %s, which nm -D does not list", p.Program, name)
 		} else if !isExit && a != p.Addr {
 			t.Errorf("%s: attached at %#x, nm -D says %s is at %#x", p.Program, p.Addr, name, a)
+		} else if v.placed && !strings.HasSuffix(p.Program, "_exit") {
+			checkPlaced(t, lib, p.Program, a, p.Addr)
 		}
 		if strings.HasSuffix(p.Program, "_exit") {
 			exits++
@@ -548,5 +564,32 @@ func TestE2EDoctorPid(t *testing.T) {
 	if !strings.HasSuffix(rep.Library.Path, filepath.Join(dir, "libtt_metal.so")) || !rep.Library.Pimpl ||
 		!strings.Contains(rep.Layout.From, "profile V2") {
 		t.Errorf("doctor -p found %s (pimpl %v, layout from %s)", rep.Library.Path, rep.Library.Pimpl, rep.Layout.From)
+	}
+}
+
+// checkPlaced: an entry probe moved below the function's start (at entry)
+// to at must skip only instructions that set flags (objdump: endbr64,
+// test, cmp) and sit on one the kernel emulates (push, a jump, a call).
+func checkPlaced(t *testing.T, lib, prog string, entry, at uint64) {
+	t.Helper()
+	if at == entry {
+		t.Errorf("%s: its entry probe was not moved below endbr64", prog)
+		return
+	}
+	d, err := exec.Command("objdump", "-d", "--no-show-raw-insn", fmt.Sprintf("--start-address=%#x", entry),
+		fmt.Sprintf("--stop-address=%#x", at+16), lib).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*([0-9a-f]+):\s+(\S+)`).FindAllSubmatch(d, -1) {
+		addr, _ := strconv.ParseUint(string(m[1]), 16, 64)
+		op := string(m[2])
+		switch {
+		case addr > at:
+		case addr < at && op != "endbr64" && op != "test" && op != "cmp" && !strings.HasPrefix(op, "cmp"):
+			t.Errorf("%s: the probe at %#x skips %q at %#x", prog, at, op, addr)
+		case addr == at && op != "push" && !strings.HasPrefix(op, "j") && op != "call":
+			t.Errorf("%s: the probe at %#x sits on %q, which the kernel does not emulate", prog, at, op)
+		}
 	}
 }

@@ -46,6 +46,7 @@ type Flags struct {
 	Follow    bool
 	All       bool
 	NoMulti   bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
+	AtEntry   bool // hidden: entry probes on the first instruction, not placed (measurements)
 	ShowHelp  bool
 	ShowVer   bool
 	Command   []string
@@ -120,6 +121,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.NoMulti, "no-uprobe-multi", false, "attach one classic uprobe per probe point, as on kernels before 6.6 (for tests)")
 	_ = fs.MarkHidden("ready-file")
 	_ = fs.MarkHidden("no-uprobe-multi")
+	fs.BoolVar(&f.AtEntry, "probe-at-entry", false, "put entry probes on each function's first instruction even where the kernel would single-step it (for measurements)")
+	_ = fs.MarkHidden("probe-at-entry")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fmt.Fprint(stderr, fs.FlagUsages())

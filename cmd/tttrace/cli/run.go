@@ -157,6 +157,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			ks = append(ks, k)
 		}
 	}
+	probes.PlaceEntries = !f.AtEntry
 	res, err := session.Run(ctx, f.config(stderr), ks)
 	if err != nil {
 		return 0, err
