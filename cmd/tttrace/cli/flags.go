@@ -27,6 +27,7 @@ const (
 	ExitNoLibrary   = 5   // library not found, or not mapped within --wait
 	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
 	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
+	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )
 
@@ -47,10 +48,13 @@ type Flags struct {
 	All       bool
 	NoMulti   bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
 	AtEntry   bool // hidden: entry probes on the first instruction, not placed (measurements)
-	ShowHelp  bool
-	ShowVer   bool
-	Command   []string
-	ringBytes int
+	// FailOnLeak is --fail-on-leak's threshold in bytes (-1: off).
+	FailOnLeak int64
+	failOnLeak string
+	ShowHelp   bool
+	ShowVer    bool
+	Command    []string
+	ringBytes  int
 }
 
 const usageHead = `tttrace shows where Tenstorrent device memory goes in a program using
@@ -91,8 +95,13 @@ const usageTail = `
 Exit status: in "-- CMD" mode, CMD's status (128+N if killed by signal N);
 otherwise 0. Errors of tttrace itself: 1 other, 2 usage, 3 permission,
 4 no such process, 5 library not found, 6 unsupported library, 7 events were
-lost (the ledger is incomplete; "-- CMD" mode reports 7 only when CMD
-succeeded), 127 CMD not found.
+lost (the ledger is incomplete), 8 more device memory left allocated than
+--fail-on-leak allows, 127 CMD not found. In "-- CMD" mode 7 and 8 are
+reported only when CMD succeeded; 7 wins over 8 (an incomplete ledger
+cannot judge leaks).
+
+CI gate: sudo tttrace --fail-on-leak -- python -m pytest tests/  exits 8 if
+any test left device memory allocated (the report lists where).
 
 The NDJSON schema is documented in docs/ndjson.md.
 `
@@ -113,6 +122,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
+	fs.StringVar(&f.failOnLeak, "fail-on-leak", "", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
+	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
@@ -189,6 +200,14 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	if f.NoEvents && !f.JSON {
 		return nil, usageError{errors.New("--no-events goes with --json")}
 	}
+	f.FailOnLeak = -1
+	if fs.Changed("fail-on-leak") {
+		n, err := parseBytes(f.failOnLeak)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--fail-on-leak: %w", err)}
+		}
+		f.FailOnLeak = n
+	}
 	if f.Wait < 0 || f.Interval < 0 {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}
 	}
@@ -218,6 +237,27 @@ func parseSize(s string) (int, error) {
 		return 0, fmt.Errorf("%s is not a power of two", s)
 	}
 	return n, nil
+}
+
+// parseBytes reads a whole number of bytes with an optional K, M or G
+// (binary) suffix: "0", "4096", "64K", "1G".
+func parseBytes(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a number of bytes", s)
+	}
+	return v * mult, nil
 }
 
 // usageError marks errors that deserve ExitUsage.

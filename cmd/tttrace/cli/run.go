@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
@@ -182,7 +183,33 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			status = ExitLost
 		}
 	}
+	if f.FailOnLeak >= 0 {
+		n, bytes := leaked(&res.Summary)
+		if bytes > uint64(f.FailOnLeak) {
+			fmt.Fprintf(stderr, "tttrace: %d leak(s), %d bytes of device memory left allocated: more than --fail-on-leak allows (%d)\n",
+				n, bytes, f.FailOnLeak)
+			if status == ExitOK {
+				status = ExitLeaks
+			}
+		}
+	}
 	return status, nil
+}
+
+// leaked counts the leaks of every process and their bytes, a mesh buffer
+// once per chip it holds memory on.
+func leaked(s *devices.Summary) (n int, bytes uint64) {
+	for _, p := range s.Processes {
+		for _, l := range p.Leaks {
+			n++
+			bytes += l.Size
+		}
+		for _, l := range p.UnplacedLeaks {
+			n++
+			bytes += l.Size
+		}
+	}
+	return n, bytes
 }
 
 // config is the runtime's configuration from the flags.
