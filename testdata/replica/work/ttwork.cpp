@@ -48,6 +48,7 @@ struct Options {
     std::string scenario = "basic";
     std::string truth;
     std::string go_file;
+    std::string hold_file;  // after the truth is written: print "holding" and wait for it
     uint64_t seed = 1;
     int threads = -1;  // scenario default
     uint64_t events = 1000000;
@@ -928,7 +929,7 @@ const char* const kAllOrder[] = {"basic", "mesh",    "galaxy",     "sparse",  "c
 void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
-                 "              [--go-file PATH] [--leak]\n"
+                 "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -974,6 +975,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.truth = value();
         } else if (a == "--go-file") {
             ctx.opt.go_file = value();
+        } else if (a == "--hold-file") {
+            ctx.opt.hold_file = value();
         } else if (a == "--leak") {
             ctx.opt.leak = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {
@@ -1034,6 +1037,12 @@ extern "C" int ttwork_main(int argc, char** argv) {
             std::fprintf(stderr, "ttwork: writing the ground truth failed (%d)\n", w);
             if (rc == 0) rc = 1;
         }
+    }
+    if (!ctx.opt.hold_file.empty()) {
+        // The memory the scenario left (with --leak) stays allocated, as the truth says, until
+        // the hold file exists: for watching a live view.
+        std::fprintf(stderr, "holding\n");
+        while (access(ctx.opt.hold_file.c_str(), F_OK) != 0) usleep(5000);
     }
     return rc;
 }
