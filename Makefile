@@ -82,10 +82,12 @@ test-unit:
 
 # The end-to-end tests trace the replica with the real BPF path (root).
 test-e2e: build replica
+	scripts/deps.sh test
 	TTTRACE_BIN=$(CURDIR)/$(BIN) TTTRACE_REPLICA=$(CURDIR)/$(REPLICA) \
 		$(GO) test -count=1 -v -timeout 20m ./cmd/tttrace/ -run 'E2E' 2>&1 | tee build/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e:' ; exit $${PIPESTATUS[0]}
 
 test: vet build replica
+	scripts/deps.sh test
 	TTTRACE_BIN=$(CURDIR)/$(BIN) TTTRACE_REPLICA=$(CURDIR)/$(REPLICA) $(GO) test -count=1 -timeout 30m ./...
 
 fuzz:

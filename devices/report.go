@@ -246,3 +246,7 @@ func human(n uint64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
+
+// HumanBytes formats a byte count as the report does: exact below 1 KiB,
+// else one decimal in the largest binary unit that keeps it at least 1.
+func HumanBytes(n uint64) string { return human(n) }

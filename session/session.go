@@ -328,6 +328,9 @@ func (s *session) tick() {
 	for pid, st := range s.procs {
 		if st.inLedger {
 			v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: st.info.Command})
+			if !st.hasLib {
+				v.Waiting++
+			}
 		}
 	}
 	sort.Slice(v.Procs, func(i, j int) bool { return v.Procs[i].Pid < v.Procs[j].Pid })

@@ -6,56 +6,184 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tttrace/tttrace/devices"
 )
 
-// Live redraws the per-chip totals of the traced processes in place on a
-// terminal, every interval, until a report replaces it. Register it before
-// the sink that writes reports to the same terminal: it erases itself when
-// a process ends and at the summary.
+// Live redraws the traced processes' device memory in place on a
+// terminal, every interval, until a report replaces it: a header (events,
+// losses, libraries probed, processes and how many still wait for the
+// library), then per process and chip one bar per memory type in use, the
+// bar's full length being that type's peak on the chip (TT-Metal's
+// capacities are not in the events, so the peak is the scale), and with
+// more than one process a per-chip total of them all.
+//
+// Each frame is one write: the cursor goes back to the frame's first line
+// and every line is rewritten and cleared to its end, so nothing blinks.
+// Lines never exceed the terminal's width. Register it before the sink
+// that writes reports to the same terminal: it erases itself when a
+// process ends and at the summary.
 type Live struct {
 	Base
 	w     io.Writer
 	every time.Duration
+	width func() int // the terminal's width now
 	last  time.Time
-	lines int // lines drawn last time, erased before the next draw
+	lines int // lines of the last frame
 	buf   bytes.Buffer
 }
 
-// NewLive draws on w (a terminal) every interval.
-func NewLive(w io.Writer, every time.Duration) *Live {
-	return &Live{w: w, every: every}
+// NewLive draws on w (a terminal) every interval; width returns the
+// terminal's current width in columns (nil: 80).
+func NewLive(w io.Writer, every time.Duration, width func() int) *Live {
+	if width == nil {
+		width = func() int { return 80 }
+	}
+	return &Live{w: w, every: every, width: width}
 }
 
-// Tick redraws the view if its interval has passed.
+// liveTypes are the memory types a bar is drawn for, in report order.
+var liveTypes = []struct {
+	name string
+	c    devices.Counter
+}{
+	{"DRAM", devices.CounterDRAM}, {"L1", devices.CounterL1}, {"L1_SMALL", devices.CounterL1Small},
+	{"TRACE", devices.CounterTrace}, {"SYSMEM", devices.CounterSystemMemory}, {"CB", devices.CounterCB},
+}
+
+// Tick draws a frame if the interval has passed.
 func (v *Live) Tick(view *View) {
 	if view.Now.Sub(v.last) < v.every {
 		return
 	}
 	v.last = view.Now
-	l := view.Ledger
+	width := max(v.width(), 40)
+	lines := v.frame(view, width)
 	v.buf.Reset()
-	fmt.Fprintf(&v.buf, "tttrace live  %s  (%d events", v.last.Format("15:04:05"), l.Events())
-	if n := l.LostEvents(); n > 0 {
-		fmt.Fprintf(&v.buf, ", %d LOST", n)
+	if v.lines > 0 {
+		fmt.Fprintf(&v.buf, "\x1b[%dA\r", v.lines)
 	}
-	v.buf.WriteString(")\n")
-	for _, p := range view.Procs {
-		cmd := p.Command
-		if len(cmd) > 60 {
-			cmd = cmd[:57] + "..."
-		}
-		fmt.Fprintf(&v.buf, "pid %d  %s\n", p.Pid, cmd)
-		if devs := l.Devices(p.Pid); len(devs) > 0 {
-			_ = devices.WriteDeviceTable(&v.buf, devs)
-		} else {
-			v.buf.WriteString("  no device memory yet\n")
-		}
+	for _, l := range lines {
+		v.buf.WriteString(l)
+		v.buf.WriteString("\x1b[K\n")
 	}
-	v.erase()
-	v.lines = strings.Count(v.buf.String(), "\n")
+	v.buf.WriteString("\x1b[J") // a shorter frame: clear what the last one left below
+	v.lines = len(lines)
 	_, _ = v.w.Write(v.buf.Bytes())
+}
+
+// frame renders view as lines of at most width columns.
+func (v *Live) frame(view *View, width int) []string {
+	l := view.Ledger
+	head := fmt.Sprintf("tttrace live %s  %d events", view.Now.Format("15:04:05"), l.Events())
+	if n := l.LostEvents(); n > 0 {
+		head += fmt.Sprintf("  LOST %d: incomplete", n)
+	}
+	state := fmt.Sprintf("%d librar%s probed  %d process(es)", view.Libraries, plural(view.Libraries, "y", "ies"), len(view.Procs))
+	if view.Waiting > 0 {
+		state += fmt.Sprintf(" (%d waiting for libtt_metal.so)", view.Waiting)
+	}
+	lines := []string{head, state}
+	type chipTot struct {
+		id  int32
+		cur devices.Totals
+	}
+	var all []chipTot
+	at := map[int32]int{}
+	for _, p := range view.Procs {
+		lines = append(lines, fmt.Sprintf("pid %d  %s", p.Pid, p.Command))
+		devs := l.Devices(p.Pid)
+		if len(devs) == 0 {
+			lines = append(lines, "  no device memory yet")
+			continue
+		}
+		for _, d := range devs {
+			cur, peak := totalsOf(&d)
+			state := ""
+			if d.Closed {
+				state = "  closed"
+			}
+			lines = append(lines, fmt.Sprintf("  chip %d  %d buffer(s), peak %d%s", d.Device, d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
+			for _, t := range liveTypes {
+				if peak[t.c] == 0 {
+					continue
+				}
+				lines = append(lines, bar(t.name, cur[t.c], peak[t.c], width))
+			}
+			i, ok := at[d.Device]
+			if !ok {
+				i = len(all)
+				at[d.Device] = i
+				all = append(all, chipTot{id: d.Device})
+			}
+			for k := range cur {
+				all[i].cur[k] += cur[k]
+			}
+		}
+	}
+	if len(view.Procs) > 1 {
+		lines = append(lines, "all processes, per chip (current)")
+		for _, c := range all {
+			var parts []string
+			for _, t := range liveTypes {
+				if c.cur[t.c] > 0 {
+					parts = append(parts, t.name+" "+devices.HumanBytes(c.cur[t.c]))
+				}
+			}
+			if len(parts) == 0 {
+				parts = []string{"nothing"}
+			}
+			lines = append(lines, fmt.Sprintf("  chip %d  %s", c.id, strings.Join(parts, "  ")))
+		}
+	}
+	for i := range lines {
+		lines[i] = clip(lines[i], width)
+	}
+	return lines
+}
+
+// bar is one memory type's line: its current size as a bar against its
+// peak (the bar's full length, marked |), then the numbers.
+func bar(name string, cur, peak uint64, width int) string {
+	nums := fmt.Sprintf(" %10s  peak %10s", devices.HumanBytes(cur), devices.HumanBytes(peak))
+	n := width - 4 - 9 - 1 - len(nums) // indent, name, marker
+	if n < 4 {
+		return clip(fmt.Sprintf("    %-8s%s", name, nums), width)
+	}
+	fill := int(cur * uint64(n) / peak)
+	if cur > 0 && fill == 0 {
+		fill = 1
+	}
+	return fmt.Sprintf("    %-8s %s%s|%s", name, strings.Repeat("#", fill), strings.Repeat("-", n-fill), nums)
+}
+
+// totalsOf is a DeviceSummary's current totals and peaks by counter.
+func totalsOf(d *devices.DeviceSummary) (cur, peak devices.Totals) {
+	cur[devices.CounterDRAM], peak[devices.CounterDRAM] = d.DRAMBytes, d.Peaks.DRAMBytes.Value
+	cur[devices.CounterL1], peak[devices.CounterL1] = d.L1Bytes, d.Peaks.L1Bytes.Value
+	cur[devices.CounterL1Small], peak[devices.CounterL1Small] = d.L1SmallBytes, d.Peaks.L1SmallBytes.Value
+	cur[devices.CounterTrace], peak[devices.CounterTrace] = d.TraceBytes, d.Peaks.TraceBytes.Value
+	cur[devices.CounterSystemMemory], peak[devices.CounterSystemMemory] = d.SystemMemoryBytes, d.Peaks.SystemMemoryBytes.Value
+	cur[devices.CounterCB], peak[devices.CounterCB] = d.CBBytes, d.Peaks.CBBytes.Value
+	cur[devices.CounterLiveBuffers], peak[devices.CounterLiveBuffers] = d.LiveBuffers, d.Peaks.LiveBuffers.Value
+	return cur, peak
+}
+
+// clip cuts s to width columns (runes), marking the cut.
+func clip(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:width-1]) + "~"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // ProcessEnded erases the view: a report follows.
@@ -73,11 +201,11 @@ func (v *Live) Close() error {
 	return nil
 }
 
-// erase removes the last drawing.
+// erase removes the last frame.
 func (v *Live) erase() {
 	if v.lines == 0 {
 		return
 	}
-	fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.lines)
+	fmt.Fprintf(v.w, "\x1b[%dA\r\x1b[J", v.lines)
 	v.lines = 0
 }

@@ -50,6 +50,8 @@ type View struct {
 	Procs []Proc
 	// Libraries is how many TT-Metal libraries are probed.
 	Libraries int
+	// Waiting is how many traced processes have not loaded TT-Metal yet.
+	Waiting int
 }
 
 // Proc is a traced process that has not ended.

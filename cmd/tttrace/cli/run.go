@@ -134,7 +134,14 @@ func liveOutput(f *Flags, _, stderr io.Writer) (sinks.Sink, error) {
 	if _, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS); err != nil {
 		return nil, nil
 	}
-	return sinks.NewLive(stderr, f.Interval), nil
+	fd := int(file.Fd())
+	return sinks.NewLive(stderr, f.Interval, func() int {
+		ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+		if err != nil || ws.Col == 0 {
+			return 80
+		}
+		return int(ws.Col)
+	}), nil
 }
 
 // Run traces as f says and returns the exit status.

@@ -1,0 +1,76 @@
+package sinks
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+)
+
+func chipEv(kind events.Kind, pid uint32, buf uint64, chip int32, t events.BufferType, size uint64) *events.Event {
+	return &events.Event{Kind: kind, Pid: pid, Tid: pid, Object: buf, Device: 0x7f00 + uint64(chip), DeviceKind: events.DeviceChip,
+		Chip: chip, BufferType: t, Size: size, Address: 0x1000, OwnsData: true, Status: 1}
+}
+
+// A frame from a synthetic ledger: the header's counts, one bar per type
+// in use whose fill is the current size against the peak, the numbers,
+// the all-processes block, and no line wider than the terminal.
+func TestLiveFrame(t *testing.T) {
+	l := devices.NewLedger()
+	apply := func(e *events.Event) {
+		e.Seq++
+		l.Apply(e)
+	}
+	apply(chipEv(events.KindAlloc, 10, 0xa, 0, events.DRAM, 8192))
+	apply(chipEv(events.KindAlloc, 10, 0xb, 0, events.DRAM, 8192))
+	apply(chipEv(events.KindFree, 10, 0xb, 0, -1, 0)) // DRAM: 8 KiB now, 16 KiB peak
+	apply(chipEv(events.KindAlloc, 10, 0xc, 3, events.L1, 512))
+	apply(chipEv(events.KindAlloc, 11, 0xd, 0, events.DRAM, 4096))
+	for _, width := range []int{72, 100, 200} {
+		var out bytes.Buffer
+		v := NewLive(&out, time.Millisecond, func() int { return width })
+		view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Libraries: 1, Waiting: 1,
+			Procs: []Proc{{Pid: 10, Command: "python -m pytest " + strings.Repeat("tests/x ", 40)}, {Pid: 11, Command: "w"}}}
+		lines := v.frame(view, width)
+		text := strings.Join(lines, "\n")
+		for _, want := range []string{"5 events", "1 library probed", "2 process(es) (1 waiting for libtt_metal.so)",
+			"pid 10", "chip 0  1 buffer(s), peak 2", "chip 3  1 buffer(s), peak 1", "all processes, per chip (current)",
+			"chip 0  DRAM 12.0 KiB", "chip 3  L1 512 B"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("width %d: frame lacks %q:\n%s", width, want, text)
+			}
+		}
+		for _, line := range lines {
+			if n := utf8.RuneCountInString(line); n > width {
+				t.Errorf("width %d: a line of %d columns: %q", width, n, line)
+			}
+		}
+		// pid 10's DRAM on chip 0: half its peak.
+		re := regexp.MustCompile(`DRAM\s+(#*)(-*)\|\s+8\.0 KiB\s+peak\s+16\.0 KiB`)
+		m := re.FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("width %d: no DRAM bar at 8 of 16 KiB:\n%s", width, text)
+		}
+		if full, empty := len(m[1]), len(m[2]); full != empty && full != empty+1 && full+1 != empty {
+			t.Errorf("width %d: 8 of 16 KiB drawn as %d filled, %d empty", width, full, empty)
+		}
+		if strings.Contains(text, "LOST") {
+			t.Error("LOST without a loss")
+		}
+		// Drawing: one write per frame, rewriting in place the second time.
+		v.Tick(view)
+		first := out.String()
+		view.Now = view.Now.Add(time.Second)
+		v.Tick(view)
+		second := out.String()[len(first):]
+		if strings.Count(first, "\x1b[K\n") != len(lines) || !strings.HasPrefix(second, "\x1b[") ||
+			!strings.Contains(second, "A\r") || !strings.HasSuffix(second, "\x1b[J") {
+			t.Errorf("frames are not drawn in place: %q then %q", first, second)
+		}
+	}
+}
