@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,7 +384,12 @@ func TestReplicaFromPython(t *testing.T) {
 		lib = filepath.Join(dir, "libtt_metal.so")
 	}
 	driver := filepath.Join(t.TempDir(), "driver.py")
+	// The driver waits for a line on stdin before it calls the replica:
+	// the probe is attached for its pid only, so the library's other users
+	// (the end-to-end tests of other packages run at the same time) neither
+	// fill the ring nor reach this test's records.
 	src := `import runpy, sys
+sys.stdin.readline()
 def rec(n):
     if n == 0:
         sys.argv = [sys.argv[1], "--scenario", "basic"]
@@ -408,11 +414,20 @@ rec(40)
 		ran++
 		t.Run(filepath.Base(py), func(t *testing.T) {
 			objs := load(t)
+			cmd := exec.Command(py, driver, filepath.Join(dir, "ttwork.py"))
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
 			l, err := link.OpenExecutable(lib)
 			if err != nil {
 				t.Fatal(err)
 			}
-			up, err := l.Uprobe("_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE", objs.RecordWithStack, nil)
+			up, err := l.Uprobe("_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE", objs.RecordWithStack,
+				&link.UprobeOptions{PID: cmd.Process.Pid})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,14 +437,9 @@ rec(40)
 				t.Fatal(err)
 			}
 			defer rd.Close()
-			cmd := exec.Command(py, driver, filepath.Join(dir, "ttwork.py"))
-			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
+			if _, err := io.WriteString(stdin, "go\n"); err != nil {
 				t.Fatal(err)
 			}
-			defer cmd.Wait()
-			defer stdin.Close()
 			buf := make([]byte, 4096)
 			var got []byte
 			for !strings.Contains(string(got), "done") {
@@ -459,6 +469,9 @@ rec(40)
 				rec, err := decodeStack(r.RawSample)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if rec.pid != uint32(cmd.Process.Pid) {
+					t.Fatalf("seq %d: a stack of pid %d, not of the driver (%d): the probe's pid filter failed", rec.seq, rec.pid, cmd.Process.Pid)
 				}
 				recs = append(recs, rec)
 			}
