@@ -326,3 +326,74 @@ func childNamed(ppid int, comm string) int {
 	}
 	return 0
 }
+
+// TestE2EReload: Python runs a scenario, dlcloses the library, loads it
+// again and runs the scenario a second time (only that run leaks), in
+// "--" and "-p" modes. On clang builds the library really leaves the
+// address space (the workload says so); gcc builds carry GNU unique
+// symbols, which make ld.so keep them mapped. Either way the ledger holds
+// exactly the second run's state, and every call of both runs was seen.
+func TestE2EReload(t *testing.T) {
+	for _, c := range []struct {
+		variant, mode string
+		unloads       bool
+	}{{"clang-O3", "cmd", true}, {"clang-O3", "pid", true}, {"gcc-O2", "cmd", false}} {
+		t.Run(c.variant+"/"+c.mode, func(t *testing.T) {
+			bin, replica := setup(t)
+			dir := filepath.Join(replica, c.variant)
+			tmp := t.TempDir()
+			loadFile, ready, out, truthPath := filepath.Join(tmp, "load"), filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
+			work := []string{filepath.Join(dir, "ttwork.py"), "--reload", "--scenario", "basic", "--leak", "--truth", truthPath}
+			var wout *syncBuffer
+			var werr error
+			if c.mode == "cmd" {
+				tt, tout := start(t, bin, append([]string{"--json", "-o", out, "--", "python3"}, work...)...)
+				werr, wout = tt.Wait(), tout
+			} else {
+				w, o := start(t, "python3", append([]string{work[0], "--load-after", loadFile}, work[1:]...)...)
+				waitFor(t, func() bool { return strings.Contains(o.String(), "waiting-to-load") }, "python waiting")
+				tt, tout := start(t, bin, "--json", "-o", out, "--ready-file", ready, "-p", strconv.Itoa(w.Process.Pid))
+				waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+				touch(t, loadFile)
+				if err := w.Wait(); err != nil {
+					t.Fatalf("workload: %v\n%s", err, o)
+				}
+				werr, wout = tt.Wait(), o
+				if werr != nil {
+					t.Fatalf("tttrace: %v\n%s", werr, tout)
+				}
+			}
+			if werr != nil {
+				t.Fatalf("exit: %v\n%s", werr, wout)
+			}
+			want := "still-mapped"
+			if c.unloads {
+				want = "unloaded"
+			}
+			if !strings.Contains(wout.String(), want) {
+				t.Fatalf("the workload did not say %q after dlclose:\n%s", want, wout)
+			}
+			first, second := readTruth(t, truthPath), readTruth(t, truthPath+".2")
+			for _, d := range first.Devices {
+				if d.LiveBuffers != 0 {
+					t.Fatalf("the first run left %d buffers on chip %d: the test needs it to free everything", d.LiveBuffers, d.Device)
+				}
+			}
+			// Both runs' calls, the second run's state. A library that stayed
+			// mapped kept its ground truth, calls of the first run included.
+			both := *second
+			if c.unloads {
+				both.Calls = map[string]uint64{}
+				for _, tr := range []*truth{first, second} {
+					for k, v := range tr.Calls {
+						both.Calls[k] += v
+					}
+				}
+			}
+			sum := lastSummary(t, out)
+			for _, d := range compare(run{variant: c.variant, mode: c.mode, scenario: "basic+reload"}, sum, &both) {
+				t.Error(d)
+			}
+		})
+	}
+}

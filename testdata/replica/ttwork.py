@@ -11,7 +11,12 @@ Python-only options (taken out before the rest reaches ttwork_main):
   --workers N        fork N worker processes before loading anything (pytest-xdist shape);
                      each loads the library and runs the scenario, writing its truth to
                      TRUTH.<worker pid>; the parent waits for all and fails if one failed
+  --reload           run the scenario, dlclose libttwork.so (and with it libtt_metal.so), say
+                     on stderr whether libtt_metal.so left the address space ("unloaded" or
+                     "still-mapped"), load both again and run the scenario a second time,
+                     writing that run's truth to TRUTH.2 (with --leak: only the second run leaks)
 """
+import _ctypes
 import ctypes
 import os
 import sys
@@ -34,7 +39,8 @@ def take(args, name, has_value=True):
     return None
 
 
-def run(args) -> int:
+def run(args, keep=None) -> int:
+    """Loads libttwork.so and runs ttwork_main(args); keep, a list, receives the library."""
     libdir = os.environ.get("TTWORK_LIBDIR") or os.path.dirname(os.path.abspath(__file__))
     lib = ctypes.CDLL(os.path.join(libdir, "libttwork.so"))
     lib.ttwork_main.restype = ctypes.c_int
@@ -42,7 +48,32 @@ def run(args) -> int:
     enc = [os.fsencode(a) for a in args]
     argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
     sys.stdout.flush()
+    if keep is not None:
+        keep.append(lib)
     return lib.ttwork_main(len(enc), argv)
+
+
+def mapped(name) -> bool:
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith("/" + name) for line in f)
+
+
+def run_reloaded(args) -> int:
+    """--reload: the first run without --leak, dlclose, the second run as asked."""
+    first = [a for a in args if a != "--leak"]
+    second = list(args)
+    truth = take(second, "--truth")
+    take(first, "--truth")
+    if truth:
+        first += ["--truth", truth]
+        second += ["--truth", truth + ".2"]
+    libs = []
+    code = run(first, libs)
+    if code != 0:
+        return code
+    _ctypes.dlclose(libs.pop()._handle)
+    print("unloaded" if not mapped("libtt_metal.so") else "still-mapped", file=sys.stderr, flush=True)
+    return run(second)
 
 
 def main() -> int:
@@ -50,6 +81,7 @@ def main() -> int:
     load_after = take(args, "--load-after")
     preload = take(args, "--preload")
     workers = take(args, "--workers")
+    reload = take(args, "--reload", has_value=False)
     if load_after:
         print("waiting-to-load", file=sys.stderr, flush=True)
         while not os.path.exists(load_after):
@@ -78,6 +110,8 @@ def main() -> int:
         return 1 if failed else 0
     if preload:
         ctypes.CDLL(preload, mode=ctypes.RTLD_GLOBAL)
+    if reload:
+        return run_reloaded(args)
     return run(args)
 
 
