@@ -37,7 +37,7 @@ type Layout struct {
 }
 
 // LayoutV1 is tt::tt_metal::Buffer as 2025 to early-2026 mainline lays it
-// out (ttmetal-facts.md §3).
+// out (docs/ttmetal.md §3).
 var LayoutV1 = Layout{
 	Name:          "V1",
 	BufferImplPtr: -1,

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Mangled names tttrace probes (ttmetal-facts.md §2).
+// Mangled names tttrace probes (docs/ttmetal.md §2).
 const (
 	symTrackAllocate     = "_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE"
 	symTrackDeallocate   = "_ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE"
@@ -29,12 +29,12 @@ const (
 	symVtableDevice           = "_ZTVN2tt8tt_metal6DeviceE"
 	symVtableMeshDevice       = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
 
-	// Fingerprints of layouts other than V1 (ttmetal-facts.md §3).
+	// Fingerprints of layouts other than V1 (docs/ttmetal.md §3).
 	symPimplSize   = "_ZNK2tt8tt_metal6Buffer4sizeEv"
 	symPimplDevice = "_ZNK2tt8tt_metal6Buffer6deviceEv"
 	symV0Namespace = "_ZN2tt8tt_metal2v0"
 
-	// Buffer's lifecycle (ttmetal-facts.md §1), for the lifecycle plan.
+	// Buffer's lifecycle (docs/ttmetal.md §1), for the lifecycle plan.
 	symAllocateImpl   = "_ZN2tt8tt_metal6Buffer13allocate_implEv"
 	symDeallocateImpl = "_ZN2tt8tt_metal6Buffer15deallocate_implEv"
 	symDeallocate     = "_ZN2tt8tt_metal6Buffer10deallocateEv"
