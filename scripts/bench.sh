@@ -24,8 +24,9 @@ B=$PWD/build/bench
 mkdir -p "$B"
 make -s -C testdata/replica OUT="$B/replica"
 make -s -C testdata/replica OUT="$B/replica-socket" REPORTER=socket
+make -s -C testdata/replica OUT="$B/replica-cet" CXXFLAGS=-fcf-protection=full
 python3 scripts/genbiglib.py --replica "$B/replica" --out "$B/big"
 go build -o "$B/benchtool" ./scripts/benchtool
-"$B/benchtool" -tttrace bin/tttrace -replica "$B/replica" -socket "$B/replica-socket" -big "$B/big" \
+"$B/benchtool" -tttrace bin/tttrace -replica "$B/replica" -socket "$B/replica-socket" -cet "$B/replica-cet" -big "$B/big" \
 	-work "$B/run" -json "$B/results.json" -rounds "${BENCH_ROUNDS:-5}" "$@" | tee "$B/table.md"
 echo "bench: done in $((SECONDS - start)) s (table in build/bench/table.md)" >&2

@@ -40,6 +40,7 @@ type config struct {
 	tttrace  string
 	replica  string // build dir of the replica (ttwork, libtt_metal.so)
 	socket   string // build dir of the REPORTER=socket replica (ttwork, ttreportd)
+	cet      string // build dir of the replica built with -fcf-protection=full
 	big      string // dir of the generated big library (ttwork, libtt_metal.so)
 	bpftrace string
 	work     string
@@ -56,20 +57,21 @@ func main() {
 	flag.StringVar(&c.tttrace, "tttrace", "bin/tttrace", "tttrace binary")
 	flag.StringVar(&c.replica, "replica", "build/bench/replica", "replica build directory")
 	flag.StringVar(&c.socket, "socket", "build/bench/replica-socket", "REPORTER=socket replica build directory")
+	flag.StringVar(&c.cet, "cet", "build/bench/replica-cet", "replica build directory with -fcf-protection=full")
 	flag.StringVar(&c.big, "big", "build/bench/big", "directory of the generated big library")
 	flag.StringVar(&c.bpftrace, "bpftrace", "bpftrace", "bpftrace binary")
 	flag.StringVar(&c.work, "work", "build/bench/run", "scratch directory")
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
-	flag.StringVar(&only, "only", "cost,loss,consumer,attach,memory,fixed", "parts to run")
+	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
 	flag.Parse()
 	c.only = map[string]bool{}
 	for _, p := range strings.Split(only, ",") {
 		c.only[strings.TrimSpace(p)] = true
 	}
-	for _, p := range []*string{&c.tttrace, &c.replica, &c.socket, &c.big, &c.work, &c.out} {
+	for _, p := range []*string{&c.tttrace, &c.replica, &c.socket, &c.cet, &c.big, &c.work, &c.out} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			fatalf("%v", err)
@@ -89,6 +91,9 @@ func main() {
 	if c.only["cost"] {
 		r.Cost = runCost(&c)
 		r.Profile = runProfile(&c)
+	}
+	if c.only["placement"] {
+		r.Placement = runPlacement(&c)
 	}
 	if c.only["loss"] {
 		r.Loss = runLoss(&c)
@@ -189,17 +194,18 @@ func loadAvg() string {
 // ---- results ---------------------------------------------------------
 
 type results struct {
-	Machine  machineInfo    `json:"machine"`
-	Cost     []costRun      `json:"cost,omitempty"`
-	Profile  []profileRun   `json:"profile,omitempty"`
-	Loss     []lossRun      `json:"loss,omitempty"`
-	Consumer []consumerRun  `json:"consumer,omitempty"`
-	Attach   []attachRun    `json:"attach,omitempty"`
-	Resolve  []resolveRun   `json:"resolve,omitempty"`
-	Memory   []memoryRun    `json:"memory,omitempty"`
-	Fixed    []fixedRun     `json:"fixed,omitempty"`
-	Seconds  float64        `json:"seconds"`
-	Notes    map[string]any `json:"notes,omitempty"`
+	Machine   machineInfo    `json:"machine"`
+	Cost      []costRun      `json:"cost,omitempty"`
+	Profile   []profileRun   `json:"profile,omitempty"`
+	Placement []placementRun `json:"placement,omitempty"`
+	Loss      []lossRun      `json:"loss,omitempty"`
+	Consumer  []consumerRun  `json:"consumer,omitempty"`
+	Attach    []attachRun    `json:"attach,omitempty"`
+	Resolve   []resolveRun   `json:"resolve,omitempty"`
+	Memory    []memoryRun    `json:"memory,omitempty"`
+	Fixed     []fixedRun     `json:"fixed,omitempty"`
+	Seconds   float64        `json:"seconds"`
+	Notes     map[string]any `json:"notes,omitempty"`
 }
 
 type costRun struct {

@@ -34,6 +34,7 @@ func (r *results) print(w io.Writer, c *config) {
 		c.events, c.rounds, r.Seconds)
 	var rows []row
 	rows = append(rows, r.costRows(c)...)
+	rows = append(rows, r.placementRows(c)...)
 	rows = append(rows, r.lossRows(c)...)
 	rows = append(rows, r.consumerRows()...)
 	rows = append(rows, r.attachRows(c)...)
