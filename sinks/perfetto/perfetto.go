@@ -129,7 +129,7 @@ type Writer struct {
 	nextUUID uint64
 	global   uint64 // the "tttrace" track for lost records (0: not yet)
 
-	ev, pk, td, sub []byte // scratch: track event, packet, descriptor, nested message
+	ev, pk, td, sub, hdr []byte // scratch: track event, packet, descriptor, nested message, packet header
 }
 
 // proc is one incarnation of a traced process.
@@ -524,14 +524,11 @@ func (w *Writer) event(ts uint64) {
 // packet appends the packet in w.pk to the trace. Write errors stick in
 // the bufio.Writer and come out of Summary or Close.
 func (w *Writer) packet() {
-	var hdr [1 + binaryMaxVarint]byte
-	h := protowire.AppendTag(hdr[:0], fTracePacket, protowire.BytesType)
-	h = protowire.AppendVarint(h, uint64(len(w.pk)))
-	_, _ = w.w.Write(h)
+	w.hdr = protowire.AppendTag(w.hdr[:0], fTracePacket, protowire.BytesType)
+	w.hdr = protowire.AppendVarint(w.hdr, uint64(len(w.pk)))
+	_, _ = w.w.Write(w.hdr)
 	_, _ = w.w.Write(w.pk)
 }
-
-const binaryMaxVarint = 10
 
 func appendUint(b []byte, field protowire.Number, v uint64) []byte {
 	b = protowire.AppendTag(b, field, protowire.VarintType)

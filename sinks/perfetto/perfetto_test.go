@@ -3,6 +3,7 @@ package perfetto_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -297,3 +298,52 @@ func countInstants(tr *perfettotest.Trace, p *perfettotest.Track, prefix string)
 	}
 	return n
 }
+
+// steady is a stream of allocations and frees on 8 chips, the shape of a
+// busy workload: every event changes one counter of one chip.
+func steady(l *devices.Ledger, w *perfetto.Writer, n int, ts *uint64) {
+	for i := 0; i < n; i++ {
+		buf := uint64(0x1000 + i%512)
+		chip := int32(i % 8)
+		var e events.Event
+		if (i/512)%2 == 0 {
+			e = alloc(1, 1, buf, chip, events.BufferType(i%3), uint64(4096+i%4096))
+		} else {
+			e = free(1, 1, buf, chip)
+		}
+		*ts += 250
+		e.TsNs = *ts
+		l.Apply(&e)
+		w.Event(&e)
+	}
+}
+
+// Once a chip's tracks are declared, a sample allocates nothing.
+func TestSamplesAllocateNothing(t *testing.T) {
+	l := devices.NewLedger()
+	w := perfetto.New(io.Discard)
+	l.SetObserver(w.ChipTotals)
+	ts := uint64(1)
+	steady(l, w, 4096, &ts)
+	if n := testing.AllocsPerRun(10, func() { steady(l, w, 1024, &ts) }); n != 0 {
+		t.Fatalf("%v allocations per 1024 events", n)
+	}
+}
+
+// BenchmarkEvents reports the trace's bytes per event and the time per
+// event of the ledger and the writer together.
+func BenchmarkEvents(b *testing.B) {
+	l := devices.NewLedger()
+	var cw countingWriter
+	w := perfetto.New(&cw)
+	l.SetObserver(w.ChipTotals)
+	ts := uint64(1)
+	b.ResetTimer()
+	steady(l, w, b.N, &ts)
+	_ = w.Close()
+	b.ReportMetric(float64(cw.n)/float64(b.N), "bytes/event")
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
