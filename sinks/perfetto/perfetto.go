@@ -187,13 +187,15 @@ func (w *Writer) uuid() uint64 {
 }
 
 // proc returns the live incarnation of pid, declaring its track first.
-// fresh starts a new incarnation when the last one has ended.
-func (w *Writer) proc(pid uint32, ts uint64, fresh bool) *proc {
-	if p := w.last; p != nil && w.lastPid == pid && !(fresh && p.ended) {
+// After its exit event, a record of the same pid is a new process the
+// kernel gave that pid (the runtime drains a process's records before its
+// exit): a new incarnation, with its own tracks.
+func (w *Writer) proc(pid uint32, ts uint64) *proc {
+	if p := w.last; p != nil && w.lastPid == pid && !p.ended {
 		return p
 	}
 	ps := w.procs[pid]
-	if n := len(ps); n > 0 && !(fresh && ps[n-1].ended) {
+	if n := len(ps); n > 0 && !ps[n-1].ended {
 		w.last, w.lastPid = ps[n-1], pid
 		return ps[n-1]
 	}
@@ -207,7 +209,7 @@ func (w *Writer) proc(pid uint32, ts uint64, fresh bool) *proc {
 // ChipTotals writes a sample on each counter track of the chip whose value
 // changed. It allocates nothing once the chip's tracks are declared.
 func (w *Writer) ChipTotals(pid uint32, chipID int32, ts uint64, t *devices.Totals) {
-	p := w.proc(pid, ts, true)
+	p := w.proc(pid, ts)
 	c := p.last
 	if c == nil || c.id != chipID {
 		c = p.chips[chipID]
@@ -246,7 +248,7 @@ func (w *Writer) ChipTotals(pid uint32, chipID int32, ts uint64, t *devices.Tota
 func (w *Writer) Event(ev *events.Event) {
 	switch ev.Kind {
 	case events.KindDeviceClose:
-		p := w.proc(ev.Pid, ev.TsNs, false)
+		p := w.proc(ev.Pid, ev.TsNs)
 		name := "device_close"
 		if ev.DeviceKind == events.DeviceChip {
 			name = fmt.Sprintf("device_close chip %d", ev.Chip)
@@ -256,12 +258,12 @@ func (w *Writer) Event(ev *events.Event) {
 			ann{name: "device", kind: annPointer, u: ev.Device},
 			ann{name: "seq", kind: annUint, u: ev.Seq})
 	case events.KindMeshClose:
-		p := w.proc(ev.Pid, ev.TsNs, false)
+		p := w.proc(ev.Pid, ev.TsNs)
 		w.instant(w.thread(p, ev.Tid, ev.TsNs), ev.TsNs, "mesh_close",
 			ann{name: "mesh_device", kind: annPointer, u: ev.Device},
 			ann{name: "seq", kind: annUint, u: ev.Seq})
 	case events.KindExit:
-		p := w.proc(ev.Pid, ev.TsNs, false)
+		p := w.proc(ev.Pid, ev.TsNs)
 		name := fmt.Sprintf("exit %d", ev.ExitCode)
 		if ev.ExitSignal != 0 {
 			name = fmt.Sprintf("killed by signal %d", ev.ExitSignal)
