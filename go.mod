@@ -8,6 +8,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
+	google.golang.org/protobuf v1.36.12
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -40,6 +40,7 @@ type Flags struct {
 	JSON      bool
 	Output    string
 	NoEvents  bool
+	Perfetto  string
 	RingSize  string
 	Wait      time.Duration
 	Interval  time.Duration
@@ -78,6 +79,8 @@ Examples:
   sudo tttrace --lib build/lib/libtt_metal.so -- python -m pytest tests/ttnn
   sudo tttrace --json -o trace.ndjson -- ./my_workload
   sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
+  sudo tttrace --perfetto mem.pftrace -- ./my_workload   (then open
+                                        mem.pftrace at ui.perfetto.dev)
 
 Without --lib, tttrace finds the library in the process (by name, or by its
 symbols if renamed), probes likely copies before they load (the command's
@@ -119,6 +122,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.JSON, "json", false, "write NDJSON (one event per line, then the summary) instead of the human report")
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
+	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")

@@ -15,6 +15,7 @@ import (
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
+	"github.com/tttrace/tttrace/sinks/perfetto"
 )
 
 // Version is tttrace's version, set at build time.
@@ -120,6 +121,19 @@ var outputs = []func(f *Flags, out, stderr io.Writer) (sinks.Sink, error){
 		}
 		return sinks.NewReport(out), nil
 	},
+	perfettoOutput,
+}
+
+// perfettoOutput is the --perfetto timeline file.
+func perfettoOutput(f *Flags, _, _ io.Writer) (sinks.Sink, error) {
+	if f.Perfetto == "" {
+		return nil, nil
+	}
+	w, err := perfetto.Create(f.Perfetto)
+	if err != nil {
+		return nil, fail(ExitError, "--perfetto: %w", err)
+	}
+	return w, nil
 }
 
 // liveOutput is the live view on stderr when it is a terminal tttrace has

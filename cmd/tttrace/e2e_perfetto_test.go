@@ -1,0 +1,178 @@
+package main
+
+// --perfetto end to end: the timeline file of a real traced replica run,
+// decoded independently (perfettotest), against the replica's own truth.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tttrace/tttrace/sinks/perfetto/perfettotest"
+)
+
+// truthFields maps a counter track's memory type to the truth's field names.
+var truthFields = map[string]string{
+	"DRAM": "dram_bytes", "L1": "l1_bytes", "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes",
+	"SYSTEM_MEMORY": "system_memory_bytes", "CB": "cb_bytes",
+}
+
+func (d *truthDevice) total(field string) uint64 {
+	switch field {
+	case "dram_bytes":
+		return d.DRAMBytes
+	case "l1_bytes":
+		return d.L1Bytes
+	case "l1_small_bytes":
+		return d.L1SmallBytes
+	case "trace_bytes":
+		return d.TraceBytes
+	case "system_memory_bytes":
+		return d.SystemMemoryBytes
+	case "cb_bytes":
+		return d.CBBytes
+	}
+	panic(field)
+}
+
+// checkTimeline compares the counter tracks of the traced process with the
+// truth: for every chip and memory type, the track's last value (in time
+// order) is the final total and its maximum the peak. A type that never
+// held memory has no track (both 0).
+func checkTimeline(t *testing.T, name, path string, tr *truth) *perfettotest.Trace {
+	t.Helper()
+	tl, err := perfettotest.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %s: %v", name, path, err)
+	}
+	ps := tl.ProcessesOf(tr.Pid)
+	if len(ps) != 1 {
+		t.Fatalf("%s: %d process tracks for pid %d, want 1 (%d in all)", name, len(ps), tr.Pid, len(tl.Processes))
+	}
+	p := ps[0]
+	if p.ProcessName != "ttwork" {
+		t.Errorf("%s: process named %q, want ttwork", name, p.ProcessName)
+	}
+	counters, err := tl.Counters(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[perfettotest.ChipType]bool{}
+	held := 0
+	for i := range tr.Devices {
+		d := &tr.Devices[i]
+		for typ, field := range truthFields {
+			k := perfettotest.ChipType{Chip: d.Device, Type: typ}
+			seen[k] = true
+			var last, peak int64
+			if c := counters[k]; c != nil {
+				last, peak = c.Last(), c.Max()
+				held++
+			}
+			if uint64(last) != d.total(field) || uint64(peak) != d.Peaks[field] {
+				t.Errorf("%s: chip %d %s: track ends at %d, peaks at %d; truth: total %d, peak %d",
+					name, d.Device, typ, last, peak, d.total(field), d.Peaks[field])
+			}
+		}
+	}
+	for k := range counters {
+		if !seen[k] {
+			t.Errorf("%s: a track for chip %d %s, which the truth does not have", name, k.Chip, k.Type)
+		}
+	}
+	if held == 0 {
+		t.Fatalf("%s: no counter track: the scenario held no memory?", name)
+	}
+	return tl
+}
+
+func countNamed(tl *perfettotest.Trace, prefix string) int {
+	n := 0
+	for _, in := range tl.Instants {
+		if strings.HasPrefix(in.Name, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// -- CMD with --json: the mesh scenario (a mesh buffer charges every chip
+// of its mesh), leaving memory allocated so final totals are not all zero.
+func TestE2EPerfettoCmd(t *testing.T) {
+	pf := filepath.Join(t.TempDir(), "trace.pftrace")
+	r := run{variant: "gcc-O2", mode: "cmd", scenario: "mesh", args: []string{"--leak"}, peaks: true,
+		flags: []string{"--perfetto", pf}}
+	sum, tr := trace(t, r)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+	tl := checkTimeline(t, r.name(), pf, tr)
+	if n := countNamed(tl, "exit 0"); n != 1 {
+		t.Errorf("%d exit instants, want 1", n)
+	}
+}
+
+// -p with the human report: the close scenario (Device::close and
+// MeshDevice::close release what is left on their chips); each close is an
+// instant on its thread.
+func TestE2EPerfettoPid(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	pf := filepath.Join(tmp, "trace.pftrace")
+	truthPath := filepath.Join(tmp, "truth.json")
+	goFile := filepath.Join(tmp, "go")
+	ready := filepath.Join(tmp, "ready")
+	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "close", "--leak", "--truth", truthPath, "--go-file", goFile)
+	var wout bytes.Buffer
+	w.Stdout, w.Stderr = &wout, &wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+	var report, stderr bytes.Buffer
+	tc := exec.Command(bin, "--perfetto", pf, "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
+	tc.Stdout, tc.Stderr = &report, &stderr
+	if err := tc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Process.Kill()
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout.String())
+	}
+	if err := tc.Wait(); err != nil {
+		t.Fatalf("tttrace: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(report.String(), fmt.Sprintf("process %d ", w.Process.Pid)) {
+		t.Errorf("the human report is missing or does not name the process:\n%s", report.String())
+	}
+	var tr truth
+	b, err := os.ReadFile(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	tl := checkTimeline(t, "pid/close", pf, &tr)
+	for _, kind := range []string{"device_close", "mesh_close"} {
+		if n, want := countNamed(tl, kind), int(tr.Calls[kind]); n != want || n == 0 {
+			t.Errorf("%d %s instants, %d calls", n, kind, want)
+		}
+	}
+	for _, in := range tl.Instants {
+		if strings.HasSuffix(strings.Fields(in.Name)[0], "_close") && !tl.Tracks[in.Track].IsThread {
+			t.Errorf("%s at %d is not on a thread track", in.Name, in.Ts)
+		}
+	}
+}

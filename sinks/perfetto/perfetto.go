@@ -1,0 +1,548 @@
+// Package perfetto writes tttrace's timeline as a Perfetto trace: the
+// protobuf TracePacket stream ui.perfetto.dev and trace_processor open
+// (docs/perfetto.md).
+//
+// Per traced process there is a process track; under it one counter track
+// per chip and memory type (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB)
+// holding the exact bytes the ledger counts, a sample at every change.
+// Instants mark device and mesh closes (on the closing thread), process
+// exits, lost records and the ledger's anomalies.
+//
+// Why protobuf and not Chrome's JSON: packets stream (a file cut short is
+// still a trace up to its last whole packet), a counter sample is about 30
+// bytes instead of about 100, values are int64 (JSON numbers are doubles)
+// and timestamps nanosecond integers (JSON's are microsecond floats), and
+// tracks are declared explicitly with their parent process and unit. The
+// encoding is written by hand with protowire: the few messages used are
+// numbered below from Perfetto's protos/perfetto/trace/.
+package perfetto
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// Field numbers and enum values of the Perfetto protos used here.
+const (
+	fTracePacket = 1 // Trace.packet
+
+	// TracePacket
+	fPacketTimestamp       = 8
+	fPacketSequenceID      = 10 // trusted_packet_sequence_id
+	fPacketTrackEvent      = 11
+	fPacketTrackDescriptor = 60
+
+	// TrackDescriptor
+	fTrackUUID          = 1
+	fTrackName          = 2
+	fTrackProcess       = 3
+	fTrackThread        = 4
+	fTrackParent        = 5
+	fTrackCounter       = 8
+	fTrackChildOrdering = 11
+	fTrackSiblingRank   = 12
+	childOrderExplicit  = 3 // TrackDescriptor.ChildTracksOrdering.EXPLICIT
+
+	// ProcessDescriptor
+	fProcessPid     = 1
+	fProcessCmdline = 2
+	fProcessName    = 6
+
+	// ThreadDescriptor
+	fThreadPid  = 1
+	fThreadTid  = 2
+	fThreadName = 5
+
+	// CounterDescriptor
+	fCounterUnit  = 3
+	unitSizeBytes = 3 // CounterDescriptor.Unit.UNIT_SIZE_BYTES
+
+	// TrackEvent
+	fEventDebug        = 4
+	fEventType         = 9
+	fEventTrackUUID    = 11
+	fEventName         = 23
+	fEventCounterValue = 30
+	typeInstant        = 3 // TrackEvent.Type.TYPE_INSTANT
+	typeCounter        = 4 // TrackEvent.Type.TYPE_COUNTER
+
+	// DebugAnnotation
+	fAnnotationName    = 10
+	fAnnotationUint    = 3
+	fAnnotationInt     = 4
+	fAnnotationString  = 6
+	fAnnotationPointer = 7
+)
+
+// sequenceID is every packet's trusted_packet_sequence_id: one writer, and
+// no incremental state (interning, delta timestamps) that would make a
+// packet depend on the ones before it.
+const sequenceID = 1
+
+// Memory types: the counter tracks of a chip, in display order.
+var memTypes = [...]struct {
+	counter devices.Counter
+	name    string
+}{
+	{devices.CounterDRAM, "DRAM"},
+	{devices.CounterL1, "L1"},
+	{devices.CounterL1Small, "L1_SMALL"},
+	{devices.CounterTrace, "TRACE"},
+	{devices.CounterSystemMemory, "SYSTEM_MEMORY"},
+	{devices.CounterCB, "CB"},
+}
+
+// NumTypes is how many counter tracks a chip can have.
+const NumTypes = len(memTypes)
+
+// TypeName is the name of memory type i (0 <= i < NumTypes), as in track
+// names ("chip 0 DRAM").
+func TypeName(i int) string { return memTypes[i].name }
+
+// TypeCounter is the ledger counter of memory type i.
+func TypeCounter(i int) devices.Counter { return memTypes[i].counter }
+
+// Writer is the Perfetto sink. It implements sinks.Sink and
+// sinks.ChipObserver; like every sink it is called from one goroutine.
+type Writer struct {
+	sinks.Base
+	w      *bufio.Writer
+	closer io.Closer // the file Create opened, nil otherwise
+
+	// Comm names thread tid of process pid for its track ("" when unknown);
+	// by default /proc/PID/task/TID/comm, read once per thread that gets
+	// an instant.
+	Comm func(pid, tid uint32) string
+
+	procs    map[uint32][]*proc // by pid, incarnations in the order they lived
+	lastPid  uint32
+	last     *proc
+	nextUUID uint64
+	global   uint64 // the "tttrace" track for lost records (0: not yet)
+
+	ev, pk, td, sub, hdr []byte // scratch: track event, packet, descriptor, nested message, packet header
+}
+
+// proc is one incarnation of a traced process.
+type proc struct {
+	pid     uint32
+	uuid    uint64
+	named   bool // its descriptor carried the command
+	ended   bool // its exit event was seen: a new event starts a new incarnation
+	doneAn  bool // its anomalies were written
+	chips   map[int32]*chip
+	last    *chip
+	threads map[uint32]uint64 // tid -> thread track uuid
+	lastTs  uint64
+}
+
+// chip is one chip of a process: its counter tracks and their last values.
+type chip struct {
+	id     int32
+	uuid   [NumTypes]uint64 // 0: track not declared yet
+	val    [NumTypes]uint64
+	lastTs uint64
+}
+
+// Create writes a trace to the file path.
+func Create(path string) (*Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	w := New(f)
+	w.closer = f
+	return w, nil
+}
+
+// New writes a trace to w.
+func New(w io.Writer) *Writer {
+	return &Writer{
+		w:     bufio.NewWriterSize(w, 1<<20),
+		Comm:  procComm,
+		procs: make(map[uint32][]*proc),
+	}
+}
+
+func procComm(pid, tid uint32) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (w *Writer) uuid() uint64 {
+	w.nextUUID++
+	return w.nextUUID
+}
+
+// proc returns the live incarnation of pid, declaring its track first.
+// After its exit event, a record of the same pid is a new process the
+// kernel gave that pid (the runtime drains a process's records before its
+// exit): a new incarnation, with its own tracks.
+func (w *Writer) proc(pid uint32, ts uint64) *proc {
+	if p := w.last; p != nil && w.lastPid == pid && !p.ended {
+		return p
+	}
+	ps := w.procs[pid]
+	if n := len(ps); n > 0 && !ps[n-1].ended {
+		w.last, w.lastPid = ps[n-1], pid
+		return ps[n-1]
+	}
+	p := &proc{pid: pid, uuid: w.uuid(), chips: make(map[int32]*chip), threads: make(map[uint32]uint64), lastTs: ts}
+	w.procs[pid] = append(ps, p)
+	w.last, w.lastPid = p, pid
+	w.describeProcess(p, ts, "")
+	return p
+}
+
+// ChipTotals writes a sample on each counter track of the chip whose value
+// changed. It allocates nothing once the chip's tracks are declared.
+func (w *Writer) ChipTotals(pid uint32, chipID int32, ts uint64, t *devices.Totals) {
+	p := w.proc(pid, ts)
+	c := p.last
+	if c == nil || c.id != chipID {
+		c = p.chips[chipID]
+		if c == nil {
+			c = &chip{id: chipID}
+			p.chips[chipID] = c
+		}
+		p.last = c
+	}
+	// Ring order is the ledger's order; CPUs' clocks may disagree by a few
+	// ns. A chip's samples move forward just enough to keep that order.
+	if ts <= c.lastTs {
+		ts = c.lastTs + 1
+	}
+	wrote := false
+	for i := range memTypes {
+		v := t[memTypes[i].counter]
+		if v == c.val[i] {
+			continue
+		}
+		if c.uuid[i] == 0 {
+			c.uuid[i] = w.uuid()
+			w.describeCounter(p, c, i, ts)
+		}
+		c.val[i] = v
+		w.counter(c.uuid[i], ts, v)
+		wrote = true
+	}
+	if wrote {
+		c.lastTs = ts
+		p.lastTs = max(p.lastTs, ts)
+	}
+}
+
+// Event writes the instants: device and mesh closes, exits, lost records.
+func (w *Writer) Event(ev *events.Event) {
+	switch ev.Kind {
+	case events.KindDeviceClose:
+		p := w.proc(ev.Pid, ev.TsNs)
+		name := "device_close"
+		if ev.DeviceKind == events.DeviceChip {
+			name = fmt.Sprintf("device_close chip %d", ev.Chip)
+		}
+		w.instant(w.thread(p, ev.Tid, ev.TsNs), ev.TsNs, name,
+			ann{name: "chip", kind: annInt, i: int64(ev.Chip)},
+			ann{name: "device", kind: annPointer, u: ev.Device},
+			ann{name: "seq", kind: annUint, u: ev.Seq})
+	case events.KindMeshClose:
+		p := w.proc(ev.Pid, ev.TsNs)
+		w.instant(w.thread(p, ev.Tid, ev.TsNs), ev.TsNs, "mesh_close",
+			ann{name: "mesh_device", kind: annPointer, u: ev.Device},
+			ann{name: "seq", kind: annUint, u: ev.Seq})
+	case events.KindExit:
+		p := w.proc(ev.Pid, ev.TsNs)
+		name := fmt.Sprintf("exit %d", ev.ExitCode)
+		if ev.ExitSignal != 0 {
+			name = fmt.Sprintf("killed by signal %d", ev.ExitSignal)
+		}
+		w.instant(p.uuid, ev.TsNs, name,
+			ann{name: "exit_code", kind: annInt, i: int64(ev.ExitCode)},
+			ann{name: "exit_signal", kind: annInt, i: int64(ev.ExitSignal)})
+		p.ended = true
+	case events.KindLost:
+		w.lost(ev.TsNs, ev.LostBefore)
+		return
+	}
+	if ev.LostBefore > 0 {
+		w.lost(ev.TsNs, ev.LostBefore)
+	}
+}
+
+func (w *Writer) lost(ts, n uint64) {
+	if w.global == 0 {
+		w.global = w.uuid()
+		w.td = w.td[:0]
+		w.td = appendUint(w.td, fTrackUUID, w.global)
+		w.td = appendString(w.td, fTrackName, "tttrace")
+		w.descriptor(ts)
+	}
+	w.instant(w.global, ts, fmt.Sprintf("lost %d records: the counters are incomplete", n),
+		ann{name: "lost", kind: annUint, u: n})
+}
+
+// Tick names the processes that are not named yet.
+func (w *Writer) Tick(v *sinks.View) {
+	for _, vp := range v.Procs {
+		if ps := w.procs[vp.Pid]; len(ps) > 0 {
+			if p := ps[len(ps)-1]; !p.named && !p.ended && vp.Command != "" {
+				w.describeProcess(p, p.lastTs, vp.Command)
+			}
+		}
+	}
+}
+
+// ProcessEnded names the process and writes its anomalies.
+func (w *Writer) ProcessEnded(one *devices.Summary, _ bool) {
+	if len(one.Processes) != 1 {
+		return
+	}
+	ps := w.procs[one.Processes[0].Pid]
+	if len(ps) == 0 {
+		return
+	}
+	w.finishProcess(ps[len(ps)-1], &one.Processes[0])
+	_ = w.w.Flush()
+}
+
+// Summary names every process and writes the anomalies not written yet.
+func (w *Writer) Summary(s *devices.Summary) error {
+	seen := map[uint32]int{}
+	for i := range s.Processes {
+		sp := &s.Processes[i]
+		n := seen[sp.Pid]
+		seen[sp.Pid]++
+		ps := w.procs[sp.Pid]
+		var p *proc
+		switch {
+		case n < len(ps):
+			p = ps[n]
+		case len(sp.Anomalies) == 0:
+			continue // never seen, nothing to show
+		default:
+			p = &proc{pid: sp.Pid, uuid: w.uuid(), chips: map[int32]*chip{}, threads: map[uint32]uint64{}, lastTs: sp.Anomalies[0].TsNs}
+			w.procs[sp.Pid] = append(ps, p)
+			w.describeProcess(p, sp.Anomalies[0].TsNs, "")
+		}
+		w.finishProcess(p, sp)
+	}
+	return w.w.Flush()
+}
+
+// finishProcess names p after sp and writes its anomalies, once.
+func (w *Writer) finishProcess(p *proc, sp *devices.ProcessSummary) {
+	if !p.named && sp.Command != "" {
+		w.describeProcess(p, p.lastTs, sp.Command)
+	}
+	if p.doneAn {
+		return
+	}
+	p.doneAn = true
+	var total uint64
+	for _, n := range sp.AnomalyCounts {
+		total += n
+	}
+	for i := range sp.Anomalies {
+		a := &sp.Anomalies[i]
+		track := p.uuid
+		if a.Tid != 0 {
+			track = w.thread(p, a.Tid, a.TsNs)
+		}
+		w.instant(track, a.TsNs, "anomaly: "+a.Kind,
+			ann{name: "event", kind: annString, s: a.Event},
+			ann{name: "seq", kind: annUint, u: a.Seq},
+			ann{name: "detail", kind: annString, s: a.Detail})
+	}
+	if n := uint64(len(sp.Anomalies)); total > n && n > 0 {
+		last := &sp.Anomalies[n-1]
+		w.instant(p.uuid, last.TsNs, fmt.Sprintf("%d more anomalies (counted, not detailed: see the report)", total-n),
+			ann{name: "anomalies", kind: annUint, u: total})
+	}
+}
+
+// Close flushes what is buffered and closes the file.
+func (w *Writer) Close() error {
+	err := w.w.Flush()
+	if w.closer != nil {
+		if cerr := w.closer.Close(); err == nil {
+			err = cerr
+		}
+		w.closer = nil
+	}
+	return err
+}
+
+// thread returns the track of thread tid of p, declaring it first.
+func (w *Writer) thread(p *proc, tid uint32, ts uint64) uint64 {
+	if tid == 0 {
+		return p.uuid
+	}
+	if u, ok := p.threads[tid]; ok {
+		return u
+	}
+	u := w.uuid()
+	p.threads[tid] = u
+	var name string
+	if w.Comm != nil {
+		name = w.Comm(p.pid, tid)
+	}
+	w.sub = w.sub[:0]
+	w.sub = appendUint(w.sub, fThreadPid, uint64(p.pid))
+	w.sub = appendUint(w.sub, fThreadTid, uint64(tid))
+	if name != "" {
+		w.sub = appendString(w.sub, fThreadName, name)
+	}
+	w.td = w.td[:0]
+	w.td = appendUint(w.td, fTrackUUID, u)
+	w.td = appendUint(w.td, fTrackParent, p.uuid)
+	w.td = appendBytes(w.td, fTrackThread, w.sub)
+	w.descriptor(ts)
+	return u
+}
+
+// describeProcess declares (or, with a command, names) p's track.
+func (w *Writer) describeProcess(p *proc, ts uint64, command string) {
+	w.sub = w.sub[:0]
+	w.sub = appendUint(w.sub, fProcessPid, uint64(p.pid))
+	if command != "" {
+		w.sub = appendString(w.sub, fProcessCmdline, command)
+		w.sub = appendString(w.sub, fProcessName, processName(command))
+		p.named = true
+	}
+	w.td = w.td[:0]
+	w.td = appendUint(w.td, fTrackUUID, p.uuid)
+	w.td = appendBytes(w.td, fTrackProcess, w.sub)
+	w.td = appendUint(w.td, fTrackChildOrdering, childOrderExplicit)
+	w.descriptor(ts)
+}
+
+// processName is the program of a command line: its first word's base name.
+func processName(command string) string {
+	first, _, _ := strings.Cut(command, " ")
+	if i := strings.LastIndexByte(first, '/'); i >= 0 && i < len(first)-1 {
+		first = first[i+1:]
+	}
+	return first
+}
+
+// describeCounter declares counter track i of chip c.
+func (w *Writer) describeCounter(p *proc, c *chip, i int, ts uint64) {
+	w.sub = w.sub[:0]
+	w.sub = appendUint(w.sub, fCounterUnit, unitSizeBytes)
+	w.td = w.td[:0]
+	w.td = appendUint(w.td, fTrackUUID, c.uuid[i])
+	w.td = appendUint(w.td, fTrackParent, p.uuid)
+	w.td = appendString(w.td, fTrackName, fmt.Sprintf("chip %d %s", c.id, memTypes[i].name))
+	w.td = appendBytes(w.td, fTrackCounter, w.sub)
+	// Chip by chip, types in display order; chip ids are small in practice.
+	rank := int64(c.id)*int64(NumTypes) + int64(i)
+	rank = max(min(rank, 1<<31-1), -1<<31)
+	w.td = protowire.AppendTag(w.td, fTrackSiblingRank, protowire.VarintType)
+	w.td = protowire.AppendVarint(w.td, uint64(rank))
+	w.descriptor(ts)
+}
+
+// descriptor writes the track descriptor in w.td as a packet at ts.
+func (w *Writer) descriptor(ts uint64) {
+	w.pk = w.pk[:0]
+	w.pk = appendUint(w.pk, fPacketTimestamp, ts)
+	w.pk = appendUint(w.pk, fPacketSequenceID, sequenceID)
+	w.pk = appendBytes(w.pk, fPacketTrackDescriptor, w.td)
+	w.packet()
+}
+
+// counter writes one counter sample.
+func (w *Writer) counter(track, ts, v uint64) {
+	w.ev = w.ev[:0]
+	w.ev = appendUint(w.ev, fEventType, typeCounter)
+	w.ev = appendUint(w.ev, fEventTrackUUID, track)
+	w.ev = appendUint(w.ev, fEventCounterValue, v) // int64 on the wire; bytes stay far below 2^63
+	w.event(ts)
+}
+
+type annKind uint8
+
+const (
+	annUint annKind = iota
+	annInt
+	annPointer
+	annString
+)
+
+// ann is one debug annotation (an argument of an instant in the UI).
+type ann struct {
+	name string
+	kind annKind
+	u    uint64
+	i    int64
+	s    string
+}
+
+// instant writes an instant named name on track, with its arguments.
+func (w *Writer) instant(track, ts uint64, name string, args ...ann) {
+	w.ev = w.ev[:0]
+	w.ev = appendUint(w.ev, fEventType, typeInstant)
+	w.ev = appendUint(w.ev, fEventTrackUUID, track)
+	w.ev = appendString(w.ev, fEventName, name)
+	for _, a := range args {
+		w.sub = w.sub[:0]
+		w.sub = appendString(w.sub, fAnnotationName, a.name)
+		switch a.kind {
+		case annUint:
+			w.sub = appendUint(w.sub, fAnnotationUint, a.u)
+		case annInt:
+			w.sub = appendUint(w.sub, fAnnotationInt, uint64(a.i))
+		case annPointer:
+			w.sub = appendUint(w.sub, fAnnotationPointer, a.u)
+		case annString:
+			w.sub = appendString(w.sub, fAnnotationString, a.s)
+		}
+		w.ev = appendBytes(w.ev, fEventDebug, w.sub)
+	}
+	w.event(ts)
+}
+
+// event writes the track event in w.ev as a packet at ts.
+func (w *Writer) event(ts uint64) {
+	w.pk = w.pk[:0]
+	w.pk = appendUint(w.pk, fPacketTimestamp, ts)
+	w.pk = appendUint(w.pk, fPacketSequenceID, sequenceID)
+	w.pk = appendBytes(w.pk, fPacketTrackEvent, w.ev)
+	w.packet()
+}
+
+// packet appends the packet in w.pk to the trace. Write errors stick in
+// the bufio.Writer and come out of Summary or Close.
+func (w *Writer) packet() {
+	w.hdr = protowire.AppendTag(w.hdr[:0], fTracePacket, protowire.BytesType)
+	w.hdr = protowire.AppendVarint(w.hdr, uint64(len(w.pk)))
+	_, _ = w.w.Write(w.hdr)
+	_, _ = w.w.Write(w.pk)
+}
+
+func appendUint(b []byte, field protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, field, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendString(b []byte, field protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
