@@ -27,6 +27,7 @@ type bufEntry struct {
 	mesh  uint32 // index in proc.meshes; 0: a single-chip buffer
 	chip  int32  // the chip of a single-chip buffer
 	tid   uint32 // allocating thread
+	hpos  uint32 // position in its L1 heap (L1 buffers)
 	btype uint8  // events.BufferType, valid
 	live  bool
 	// marked: Buffer::mark_as_deallocated was called. The allocator keeps

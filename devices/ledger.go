@@ -80,6 +80,7 @@ type Ledger struct {
 	lost    uint64 // records the ring buffer could not take
 	events  uint64
 	observe Observer
+	hooks   hooks
 }
 
 // NewLedger returns an empty ledger.
@@ -161,6 +162,7 @@ func (l *Ledger) proc(pid uint32) *proc {
 	if p == nil {
 		p = newProc(pid)
 		p.observed = l.observe != nil
+		p.hooks = &l.hooks
 		l.procs[pid] = p
 	}
 	l.last, l.lastPid = p, pid
@@ -183,6 +185,9 @@ func (l *Ledger) Apply(e *events.Event) {
 	l.lost += e.LostBefore
 	p := l.proc(e.Pid)
 	p.apply(e)
+	if len(p.l1dirty) > 0 {
+		p.headrooms(&l.hooks, e)
+	}
 	if len(p.dirty) > 0 {
 		p.notify(l.observe, e.TsNs)
 	}
