@@ -306,3 +306,44 @@ func TestL1HeadroomAccessor(t *testing.T) {
 		t.Error("unknown pid")
 	}
 }
+
+// L1 buffers, CB layouts and teardowns allocate nothing per event in a
+// steady state (no notice fires: notices are rare and may allocate).
+func TestL1BookkeepingAllocatesNothing(t *testing.T) {
+	l := NewLedger()
+	l.SetNotify(func(*Notice) { t.Fatal("no notice expected") })
+	l.SetProcessInfo(1, ProcessInfo{})
+	apply := func(e events.Event) {
+		e.Pid = 1
+		l.Apply(&e)
+	}
+	warm := func() {
+		for i := uint64(0); i < 32; i++ {
+			apply(evAlloc(10, 0x1000+i, int32(i%4), events.L1, 0x40000+i*0x1000, 4096))
+			apply(evMeshAlloc(10, 0x9000+i, meshA, events.L1, 0x80000+i*0x1000, 512))
+			for c := int32(0); c < 4; c++ {
+				apply(evView(10, c, 0x80000+i*0x1000))
+			}
+			prog := progP + i%4
+			apply(evCBLayout(11, prog, int32(i%4)))
+			apply(evCB(11, int32(i%4), 0x1000, 8192))
+			apply(evCB(11, int32(i%4), 0x3000, 4096))
+			apply(evCBLayoutMesh(11, prog+8, meshA))
+			for c := int32(0); c < 4; c++ {
+				apply(evCB(11, c, 0x1000, 2048))
+			}
+			apply(evFree(10, 0x1000+i, int32(i%4)))
+			apply(evMeshFree(10, 0x9000+i, meshA))
+			apply(evCBTeardown(11, prog))
+			apply(evCBFree(11, int32(i%4)))
+			apply(evProgramDestroy(11, prog+8))
+		}
+	}
+	warm()
+	if n := testing.AllocsPerRun(20, warm); n != 0 {
+		t.Fatalf("%v allocations per run", n)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
