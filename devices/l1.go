@@ -161,6 +161,17 @@ func (k NoticeKind) String() string {
 // MarshalText makes the kind its NDJSON "type".
 func (k NoticeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads an NDJSON "type".
+func (k *NoticeKind) UnmarshalText(b []byte) error {
+	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom} {
+		if string(b) == c.String() {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("notice type %q", b)
+}
+
 // maxClashBuffers caps the L1 buffers named in one l1_clash.
 const maxClashBuffers = 32
 
