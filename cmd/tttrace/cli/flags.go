@@ -106,6 +106,12 @@ cannot judge leaks).
 CI gate: sudo tttrace --fail-on-leak -- python -m pytest tests/  exits 8 if
 any test left device memory allocated (the report lists where).
 
+L1 clashes: when a program's circular buffers reach past the lowest L1 buffer
+of a chip (TT-Metal then throws "circular buffers ... clash with L1
+buffers"), tttrace says at once which L1 buffers are in the way (an l1_clash
+record, a note on stderr, the report). --l1-warn 64K also reports chips whose
+headroom (lowest L1 buffer - end of the CB region) drops under 64 KiB.
+
 The NDJSON schema is documented in docs/ndjson.md.
 `
 
