@@ -293,34 +293,6 @@ func (p *proc) l1TouchChip(c *chipState) {
 	}
 }
 
-// l1Insert puts the new live buffer in slot idx in its L1 heap.
-func (p *proc) l1Insert(idx uint32) {
-	b := &p.bufs.slots[idx]
-	if b.btype != uint8(events.L1) {
-		return
-	}
-	if b.mesh == 0 {
-		p.chip(b.chip).l1.push(p.bufs.slots, idx)
-	} else {
-		p.meshes[b.mesh].l1.push(p.bufs.slots, idx)
-	}
-	p.l1Touch(b.mesh, b.chip)
-}
-
-// l1Remove takes the live buffer in slot idx out of its L1 heap.
-func (p *proc) l1Remove(idx uint32) {
-	b := &p.bufs.slots[idx]
-	if b.btype != uint8(events.L1) {
-		return
-	}
-	if b.mesh == 0 {
-		p.chip(b.chip).l1.remove(p.bufs.slots, idx)
-	} else if m := p.meshes[b.mesh]; m != nil {
-		m.l1.remove(p.bufs.slots, idx)
-	}
-	p.l1Touch(b.mesh, b.chip)
-}
-
 // cbEndsOf is the CB-end bookkeeping of a target.
 func (p *proc) cbEndsOf(mesh uint32, chip int32) *cbEnds {
 	if mesh == 0 {
@@ -352,6 +324,9 @@ func (p *proc) groupGone(mesh uint32, chip int32, end uint64) {
 func (p *proc) targetEnd(mesh uint32, chip int32, ce *cbEnds) uint64 {
 	if ce.stale {
 		ce.end, ce.stale = 0, false
+		if len(p.progs) == 0 {
+			return 0
+		}
 		for _, pc := range p.progs {
 			for i := range pc.groups {
 				if g := &pc.groups[i]; g.mesh == mesh && (mesh != 0 || g.chip == chip) && g.end > ce.end {
@@ -386,10 +361,16 @@ func (p *proc) chipL1(c *chipState) (low uint32, hasLow bool, end uint64) {
 // headrooms recomputes the headroom of every chip the event changed,
 // keeps its minimum and tells of a drop under the warning threshold.
 func (p *proc) headrooms(h *hooks, e *events.Event) {
+	noCBs := len(p.progs) == 0 // then no chip has a headroom: skip the lookups
 	for _, c := range p.l1dirty {
 		c.hr.dirty = false
-		low, hasLow, end := p.chipL1(c)
 		hr := &c.hr
+		var low uint32
+		var hasLow bool
+		var end uint64
+		if !noCBs {
+			low, hasLow, end = p.chipL1(c)
+		}
 		if !hasLow || end == 0 {
 			hr.has, hr.cur, hr.low, hr.end = false, 0, 0, 0
 			hr.warned = false

@@ -314,21 +314,30 @@ func (p *proc) alloc(e *events.Event) {
 		btype: uint8(e.BufferType),
 		live:  true,
 	}
-	p.l1Insert(idx)
 	t := int(e.BufferType)
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
+		if t == cL1 {
+			c.l1.push(p.bufs.slots, idx)
+			p.l1TouchChip(c)
+		}
 		return
 	}
 	m := p.meshes[meshIndex]
 	m.tot[t] += e.Size
 	m.tot[cLive]++
+	if t == cL1 {
+		m.l1.push(p.bufs.slots, idx)
+	}
 	for _, id := range m.chips {
 		c := p.chip(id)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
+		if t == cL1 {
+			p.l1TouchChip(c)
+		}
 	}
 }
 
@@ -359,20 +368,29 @@ func (p *proc) free(e *events.Event) {
 // releaseBuffer uncharges the live buffer in slot idx everywhere it is
 // charged and leaves its key in state (slotFreed or slotReleased).
 func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
-	p.l1Remove(idx)
 	b := &p.bufs.slots[idx]
 	t := int(b.btype)
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
 		p.sub(c, t, b.size, e)
 		p.sub(c, cLive, 1, e)
+		if t == cL1 {
+			c.l1.remove(p.bufs.slots, idx)
+			p.l1TouchChip(c)
+		}
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
 		m.tot[cLive]--
+		if t == cL1 {
+			m.l1.remove(p.bufs.slots, idx)
+		}
 		for _, id := range m.chips {
 			c := p.chip(id)
 			p.sub(c, t, b.size, e)
 			p.sub(c, cLive, 1, e)
+			if t == cL1 {
+				p.l1TouchChip(c)
+			}
 		}
 	}
 	if b.marked {
