@@ -62,8 +62,8 @@ const l1Warn = 8192
 // NDJSON's notices, the summary and the truth (with its clashes).
 func traceL1(t *testing.T, r run) (notes []devices.Notice, sum *devices.Summary, tr *truth, clashes []truthClash) {
 	t.Helper()
-	bin, replica := setup(t)
-	dir := filepath.Join(replica, r.variant)
+	bin, _ := setup(t)
+	dir := variantDir(t, r.variant)
 	tmp := t.TempDir()
 	out := filepath.Join(tmp, "out.ndjson")
 	truthPath := filepath.Join(tmp, "truth.json")
