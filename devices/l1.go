@@ -273,6 +273,27 @@ func (l *Ledger) Flush() {
 	}
 }
 
+// LastTs returns the latest event time (ts_ns) applied.
+func (l *Ledger) LastTs() uint64 { return l.lastTs }
+
+// FlushBefore runs the waiting clash checks whose layout's last CB came
+// before tsNs: a layout quiet that long is complete even if its thread made
+// no TT-Metal call since (TT-Metal threw, and the program went on without
+// one). The caller picks tsNs far enough back that no CB of a layout still
+// being tracked can be pending in the ring.
+func (l *Ledger) FlushBefore(tsNs uint64) {
+	for _, p := range l.procs {
+		if p.nchecks == 0 {
+			continue
+		}
+		for _, t := range p.threads {
+			if t.checkPending && t.checkTs < tsNs {
+				p.runCheck(t)
+			}
+		}
+	}
+}
+
 // l1Touch notes that the L1 or CB side of a target's chips changed.
 func (p *proc) l1Touch(mesh uint32, chip int32) {
 	if mesh == 0 {

@@ -220,6 +220,22 @@ func TestL1HeadroomAndClash(t *testing.T) {
 			h, _ := headroomOf(t, r.rec, 5)
 			eq(t, "chip 5 headroom", h, 0x10000-0x20800)
 		}},
+		{"a layout quiet long enough is checked without a further event", 0, func(t *testing.T, r *l1Rec) {
+			last := r.apply(
+				evAlloc(1, 0xa0, 0, events.L1, 0x10000, 4*kb),
+				evCBLayout(2, progP, 0), evCB(2, 0, 0x1000, 64*kb),
+			)
+			eq(t, "last ts", r.l.LastTs(), last)
+			r.l.FlushBefore(last) // its last CB is not before last: maybe more to come
+			eq(t, "clashes too early", len(r.take(NoticeL1Clash)), 0)
+			r.l.FlushBefore(last + 1)
+			eq(t, "clashes", len(r.take(NoticeL1Clash)), 1)
+			r.apply(evProgramDestroy(2, progP))
+			eq(t, "checked once", len(r.take(NoticeL1Clash)), 1)
+			if err := r.l.Check(); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"the process's end runs a waiting check", 0, func(t *testing.T, r *l1Rec) {
 			r.apply(
 				evAlloc(1, 0xa0, 0, events.L1, 0x10000, 4*kb),

@@ -79,6 +79,7 @@ type Ledger struct {
 	last    *proc
 	lost    uint64 // records the ring buffer could not take
 	events  uint64
+	lastTs  uint64 // the latest event time applied
 	observe Observer
 	hooks   hooks
 }
@@ -183,6 +184,9 @@ func (l *Ledger) Apply(e *events.Event) {
 		return
 	}
 	l.lost += e.LostBefore
+	if e.TsNs > l.lastTs {
+		l.lastTs = e.TsNs
+	}
 	p := l.proc(e.Pid)
 	p.apply(e)
 	if len(p.l1dirty) > 0 {

@@ -351,8 +351,29 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		if ctx.Err() != nil {
 			return true, nil
 		}
+		s.settle(!ok)
 		s.tick()
 		deadline = time.Now().Add(tick)
+	}
+}
+
+// settleAfter is how long a CB layout must have been quiet for its clash
+// check to run without a further event of its thread: far longer than the
+// gap between two CBs of one layout (a tight loop in TT-Metal).
+const settleAfter = 50 * time.Millisecond
+
+// settle runs the clash checks of layouts quiet for settleAfter, so an
+// l1_clash is reported within a tick or so even when the program makes no
+// further TT-Metal call on that thread. idle: the ring was found empty, so
+// nothing older than now is still unread; else only the time of the
+// latest event applied is safe to measure from.
+func (s *session) settle(idle bool) {
+	ref := s.ledger.LastTs()
+	if idle {
+		ref = monotonicNow()
+	}
+	if ref > uint64(settleAfter) {
+		s.ledger.FlushBefore(ref - uint64(settleAfter))
 	}
 }
 

@@ -641,3 +641,43 @@ func TestNoticesReachSinks(t *testing.T) {
 		t.Errorf("min_l1_headroom %+v", d.MinL1Headroom)
 	}
 }
+
+// endOnClash ends the traced command once it hears of an l1_clash.
+type endOnClash struct {
+	sinks.Base
+	end   func()
+	heard int
+}
+
+func (e *endOnClash) Notice(n *devices.Notice) {
+	if n.Type == devices.NoticeL1Clash {
+		e.heard++
+		if e.heard == 1 {
+			e.end()
+		}
+	}
+}
+
+// A clash is reported within a tick or so even when the program makes no
+// further TT-Metal call on that thread: the runtime settles quiet layouts
+// when the ring is idle. Here the command only ends once the clash is out.
+func TestQuietLayoutIsChecked(t *testing.T) {
+	h := newFakeHost()
+	h.child = 100
+	be := newFakeBackend(
+		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
+		rec(events.Wire{Kind: events.KindCBLayout, Pid: 100, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
+		rec(events.Wire{Kind: events.KindCBAlloc, Pid: 100, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+	)
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	k := &endOnClash{end: h.end(100, 0, 0)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := run(ctx, Config{Command: []string{"workload"}, Lib: "/opt/tt/libtt_metal.so"}, be, h, []sinks.Sink{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted || k.heard != 1 {
+		t.Fatalf("interrupted %v, %d clashes heard: a quiet layout was never checked", res.Interrupted, k.heard)
+	}
+}
