@@ -18,6 +18,7 @@ type cbGroup struct {
 	chip   int32
 	layout uint64 // layout id (Seq of the allocate_circular_buffers entry) the CBs come from
 	bytes  uint64 // sum of per-core sizes
+	end    uint64 // CB region end: highest address + size of its CBs
 	count  uint32
 }
 
@@ -130,12 +131,18 @@ func (p *proc) cbAlloc(e *events.Event) {
 		// The program is laid out again from scratch: its old CBs on this
 		// target are replaced, not added to.
 		p.chargeCB(mesh, chip, g.bytes, false, e)
+		p.groupGone(mesh, chip, g.end)
 		p.stats.CBRelayouts++
-		g.layout, g.bytes, g.count = layout, 0, 0
+		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
 	}
 	g.bytes += e.Size
 	g.count++
+	if end := e.Address + e.Size; end > g.end && end >= e.Address {
+		g.end = end
+	}
 	p.chargeCB(mesh, chip, e.Size, true, e)
+	p.groupEnd(mesh, chip, g.end)
+	p.pendCheck(p.thread(e.Tid), prog, mesh, chip, e)
 }
 
 func (p *proc) cbFree(e *events.Event) {
@@ -183,6 +190,7 @@ func (p *proc) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) bool
 		}
 		found = true
 		p.chargeCB(g.mesh, g.chip, g.bytes, false, e)
+		p.groupGone(g.mesh, g.chip, g.end)
 		p.stats.CBGroupsReleased++
 	}
 	pc.groups = kept

@@ -38,6 +38,7 @@ func (p *proc) check() error {
 	c.programs()
 	c.meshes()
 	c.chips()
+	c.l1()
 	if n := p.anomalies.counts[anAccounting]; n != 0 {
 		c.bad("%d internal accounting errors", n)
 	}
@@ -198,5 +199,136 @@ func (c *checker) chips() {
 		if ch.closed && ch.cur != (Totals{}) {
 			c.bad("chip %d closed but holds %v", id, ch.cur)
 		}
+	}
+}
+
+// l1 checks the L1 heaps (every live L1 buffer in its target's heap, at
+// its position, nothing else, the heap order), the CB ends (a fresh one is
+// the highest end of its target's groups), each chip's headroom against
+// a recomputation from scratch, and the count of waiting clash checks.
+func (c *checker) l1() {
+	p := c.p
+	s := p.bufs.slots
+	heapOf := func(b *bufEntry) *l1Heap {
+		if b.mesh == 0 {
+			if ch := p.chips[b.chip]; ch != nil {
+				return &ch.l1
+			}
+			return nil
+		}
+		if int(b.mesh) < len(p.meshes) && p.meshes[b.mesh] != nil {
+			return &p.meshes[b.mesh].l1
+		}
+		return nil
+	}
+	inHeaps := 0
+	for i := range s {
+		b := &s[i]
+		if !b.live || b.btype != uint8(cL1) {
+			continue
+		}
+		h := heapOf(b)
+		if h == nil || int(b.hpos) >= len(h.h) || h.h[b.hpos] != uint32(i) {
+			c.bad("L1 buffer %#x (slot %d) not at its heap position %d", b.key, i, b.hpos)
+		}
+	}
+	heaps := []*l1Heap{}
+	for _, ch := range p.chips {
+		heaps = append(heaps, &ch.l1)
+	}
+	for _, m := range p.meshes {
+		if m != nil {
+			heaps = append(heaps, &m.l1)
+		}
+	}
+	for _, h := range heaps {
+		inHeaps += len(h.h)
+		for j, idx := range h.h {
+			if int(idx) >= len(s) || !s[idx].live || s[idx].btype != uint8(cL1) || heapOf(&s[idx]) != h {
+				c.bad("L1 heap holds slot %d, not a live L1 buffer of its target", idx)
+				continue
+			}
+			if j > 0 && l1Less(s, idx, h.h[(j-1)/2]) {
+				c.bad("L1 heap order broken at %d", j)
+			}
+		}
+	}
+	live := 0
+	for i := range s {
+		if s[i].live && s[i].btype == uint8(cL1) {
+			live++
+		}
+	}
+	if live != inHeaps {
+		c.bad("%d live L1 buffers, %d in the heaps", live, inHeaps)
+	}
+
+	// Highest CB end per target, recomputed.
+	chipEnd := map[int32]uint64{}
+	meshEnd := make([]uint64, len(p.meshes))
+	for _, pc := range p.progs {
+		for _, g := range pc.groups {
+			if g.mesh == 0 {
+				chipEnd[g.chip] = max(chipEnd[g.chip], g.end)
+			} else if int(g.mesh) < len(meshEnd) {
+				meshEnd[g.mesh] = max(meshEnd[g.mesh], g.end)
+			}
+		}
+	}
+	for id, ch := range p.chips {
+		if !ch.cbEnd.stale && ch.cbEnd.end != chipEnd[id] {
+			c.bad("chip %d: CB end %d, recomputed %d", id, ch.cbEnd.end, chipEnd[id])
+		}
+	}
+	for i, m := range p.meshes {
+		if m != nil && !m.cbEnd.stale && m.cbEnd.end != meshEnd[i] {
+			c.bad("mesh %#x: CB end %d, recomputed %d", m.ptr, m.cbEnd.end, meshEnd[i])
+		}
+	}
+
+	// Headroom per chip, from scratch.
+	for id, ch := range p.chips {
+		var low uint64
+		hasLow := false
+		end := chipEnd[id]
+		for i := range s {
+			b := &s[i]
+			if !b.live || b.btype != uint8(cL1) {
+				continue
+			}
+			on := b.mesh == 0 && b.chip == id
+			if b.mesh != 0 && int(b.mesh) < len(p.meshes) && p.meshes[b.mesh] != nil {
+				on = p.meshes[b.mesh].has(id)
+			}
+			if on && (!hasLow || b.addr < low) {
+				low, hasLow = b.addr, true
+			}
+		}
+		for i, m := range p.meshes {
+			if m != nil && m.has(id) {
+				end = max(end, meshEnd[i])
+			}
+		}
+		has := hasLow && end != 0
+		hr := &ch.hr
+		if hr.has != has || has && (hr.low != low || hr.end != end || hr.cur != int64(low)-int64(end)) {
+			c.bad("chip %d: headroom %v %d (L1 %d, CB end %d), recomputed %v (L1 %d, CB end %d)",
+				id, hr.has, hr.cur, hr.low, hr.end, has, low, end)
+		}
+		if has && (!hr.minHas || hr.min > hr.cur) {
+			c.bad("chip %d: min headroom %d above current %d", id, hr.min, hr.cur)
+		}
+		if hr.dirty {
+			c.bad("chip %d: headroom left dirty", id)
+		}
+	}
+	n := 0
+	for _, t := range p.threads {
+		if t.checkPending {
+			n++
+		}
+	}
+	if n != p.nchecks {
+		c.bad("%d threads wait for a clash check, count says %d", n, p.nchecks)
 	}
 }

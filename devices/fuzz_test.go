@@ -89,6 +89,15 @@ func FuzzLedger(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 8, 2, 1, 40, 3, 0, 0, 1, 3, 8, 2, 1, 40, 3, 0, 14, 1, 3, 8, 0, 0, 0, 0, 0, 16, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l := NewLedger()
+		l.SetL1Warn(0x3000)
+		l.SetNotify(func(n *Notice) {
+			if _, err := json.Marshal(n); err != nil {
+				t.Fatal(err)
+			}
+			if n.Type == NoticeL1Clash && (n.LowestL1Address >= n.CBRegionEnd || n.InTheWayCount == 0) {
+				t.Fatalf("l1_clash without a clash: %+v", n)
+			}
+		})
 		for i, e := range fuzzEvents(data) {
 			l.Apply(&e)
 			if err := l.Check(); err != nil {
@@ -96,6 +105,10 @@ func FuzzLedger(f *testing.F) {
 			}
 		}
 		l.Apply(nil)
+		l.Flush()
+		if err := l.Check(); err != nil {
+			t.Fatalf("after Flush: %v", err)
+		}
 		s := l.Summary()
 		if _, err := json.Marshal(&s); err != nil {
 			t.Fatal(err)

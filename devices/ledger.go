@@ -79,7 +79,9 @@ type Ledger struct {
 	last    *proc
 	lost    uint64 // records the ring buffer could not take
 	events  uint64
+	lastTs  uint64 // the latest event time applied
 	observe Observer
+	hooks   hooks
 }
 
 // NewLedger returns an empty ledger.
@@ -161,6 +163,7 @@ func (l *Ledger) proc(pid uint32) *proc {
 	if p == nil {
 		p = newProc(pid)
 		p.observed = l.observe != nil
+		p.hooks = &l.hooks
 		l.procs[pid] = p
 	}
 	l.last, l.lastPid = p, pid
@@ -181,8 +184,14 @@ func (l *Ledger) Apply(e *events.Event) {
 		return
 	}
 	l.lost += e.LostBefore
+	if e.TsNs > l.lastTs {
+		l.lastTs = e.TsNs
+	}
 	p := l.proc(e.Pid)
 	p.apply(e)
+	if len(p.l1dirty) > 0 {
+		p.headrooms(&l.hooks, e)
+	}
 	if len(p.dirty) > 0 {
 		p.notify(l.observe, e.TsNs)
 	}

@@ -499,10 +499,12 @@ func TestSummaryJSONContract(t *testing.T) {
 	eq(t, "type", m["type"], any("summary"))
 	p := m["processes"].([]any)[0].(map[string]any)
 	hasKeys(t, "process", p, "pid", "command", "attached_mid_run", "exited", "exit_code", "exit_signal", "devices",
-		"leaks", "leak_groups", "unknown_frees", "unknown_free_bytes", "double_frees", "stats", "anomaly_counts", "anomalies")
+		"leaks", "leak_groups", "unknown_frees", "unknown_free_bytes", "double_frees", "stats", "anomaly_counts", "anomalies",
+		"l1_clashes")
+	hasKeys(t, "stats", p["stats"].(map[string]any), "l1_clashes", "l1_headroom_warnings")
 	d := p["devices"].([]any)[0].(map[string]any)
 	counters := []string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers"}
-	hasKeys(t, "device", d, append([]string{"device", "closed", "peaks"}, counters...)...)
+	hasKeys(t, "device", d, append([]string{"device", "closed", "peaks", "l1_headroom", "min_l1_headroom"}, counters...)...)
 	peaks := d["peaks"].(map[string]any)
 	hasKeys(t, "peaks", peaks, counters...)
 	for _, c := range counters {
@@ -515,6 +517,24 @@ func TestSummaryJSONContract(t *testing.T) {
 	hasKeys(t, "leak group", p["leak_groups"].([]any)[0].(map[string]any), "device", "type", "count", "bytes")
 	hasKeys(t, "anomaly_counts", p["anomaly_counts"].(map[string]any), "unknown_device", "realloc_without_free",
 		"cb_without_program", "invalid_buffer_type")
+
+	// An l1_clash, in the summary as on its line.
+	r = newRec(t)
+	r.apply(evAlloc(1, 0xa0, 0, events.L1, 0x10000, 4096), evCBLayout(1, progP, 0), evCB(1, 0, 0x1000, 0x10000), evExit(0, 0))
+	s = r.summary()
+	raw, _ = json.Marshal(&s)
+	m = nil
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	p = m["processes"].([]any)[0].(map[string]any)
+	c := p["l1_clashes"].([]any)[0].(map[string]any)
+	hasKeys(t, "l1_clash", c, "type", "seq", "ts_ns", "pid", "tid", "device", "program", "cb_region_end", "lowest_l1_address",
+		"headroom", "lowest_l1_buffer", "l1_buffers", "l1_buffers_count", "l1_buffers_bytes")
+	eq(t, "l1_clash type", c["type"], any("l1_clash"))
+	hasKeys(t, "l1 buffer", c["l1_buffers"].([]any)[0].(map[string]any), "buffer", "address", "size", "mesh", "tid", "seq", "ts_ns")
+	d = p["devices"].([]any)[0].(map[string]any)
+	hasKeys(t, "min_l1_headroom", d["min_l1_headroom"].(map[string]any), "value", "ts_ns", "lowest_l1_address", "cb_region_end")
 
 	// An empty ledger marshals lists as [], not null.
 	empty := NewLedger()

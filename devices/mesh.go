@@ -13,6 +13,8 @@ type meshState struct {
 	ptr   uint64  // MeshDevice*
 	chips []int32 // in the order learned
 	tot   [nCounter]uint64
+	l1    l1Heap // live L1 mesh buffers
+	cbEnd cbEnds // of the CB groups aimed at the mesh
 }
 
 // mesh returns the index of the live mesh at ptr, creating it.
@@ -44,6 +46,7 @@ func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
 	p.stats.MeshChipsLearned++
 	c := p.chip(chip)
 	c.closed = false
+	p.l1TouchChip(c)
 	for i, v := range m.tot {
 		if v != 0 {
 			p.add(c, i, v, ts)
@@ -59,6 +62,7 @@ func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
 		}
 		m.chips = append(m.chips[:i], m.chips[i+1:]...)
 		c := p.chip(chip)
+		p.l1TouchChip(c)
 		for j, v := range m.tot {
 			p.sub(c, j, v, e)
 		}
@@ -89,6 +93,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 		}
 	}
 	p.releaseCBGroups(cbMatch{chip: id}, e)
+	p.l1TouchChip(c)
 	if c.cur != (Totals{}) {
 		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)
 		c.cur = Totals{}

@@ -51,6 +51,15 @@ type mCBKey struct {
 type mCBGroup struct {
 	layout int // layout instance; -1: CBs outside any layout
 	sizes  []uint64
+	ends   []uint64 // address + size of each CB
+}
+
+// mHead is a chip's L1 headroom in the model.
+type mHead struct {
+	v         int64
+	low, end  uint64
+	ts        uint64 // for a minimum: when first reached
+	has, seen bool
 }
 
 const (
@@ -81,6 +90,7 @@ type model struct {
 	touched  map[int32]bool
 	closed   map[int32]bool
 	peaks    map[int32]*[mN]mPeak
+	minHead  map[int32]*mHead
 
 	unknownFrees, unknownBytes, doubleFrees uint64
 	anomalies                               map[string]uint64
@@ -94,7 +104,7 @@ type model struct {
 func newModel() *model {
 	return &model{
 		live: map[uint64]*mBuf{}, held: map[*mBuf]bool{}, meshes: map[*mMesh]bool{}, keyState: map[uint64]int{}, cbs: map[mCBKey]*mCBGroup{},
-		touched: map[int32]bool{}, closed: map[int32]bool{}, peaks: map[int32]*[mN]mPeak{},
+		touched: map[int32]bool{}, closed: map[int32]bool{}, peaks: map[int32]*[mN]mPeak{}, minHead: map[int32]*mHead{},
 		anomalies: map[string]uint64{},
 	}
 }
@@ -169,7 +179,65 @@ func (m *model) totals() map[int32]*[mN]uint64 {
 	return t
 }
 
+// headrooms recomputes each touched chip's L1 headroom: the lowest
+// address of a charged L1 buffer on it against the highest CB end of the
+// groups on it.
+func (m *model) headrooms() map[int32]mHead {
+	low := map[int32]uint64{}
+	end := map[int32]uint64{}
+	for _, b := range m.charged() {
+		if b.typ != events.L1 {
+			continue
+		}
+		chips := []int32{b.chip}
+		if b.mesh != nil {
+			chips = chips[:0]
+			for c := range b.mesh.learned {
+				chips = append(chips, c)
+			}
+		}
+		for _, c := range chips {
+			if v, ok := low[c]; !ok || b.addr < v {
+				low[c] = b.addr
+			}
+		}
+	}
+	for k, g := range m.cbs {
+		var e uint64
+		for _, x := range g.ends {
+			e = max(e, x)
+		}
+		chips := []int32{k.chip}
+		if k.mesh != nil {
+			chips = chips[:0]
+			for c := range k.mesh.learned {
+				chips = append(chips, c)
+			}
+		}
+		for _, c := range chips {
+			end[c] = max(end[c], e)
+		}
+	}
+	out := map[int32]mHead{}
+	for c := range m.touched {
+		l, ok := low[c]
+		if ok && end[c] != 0 {
+			out[c] = mHead{v: int64(l) - int64(end[c]), low: l, end: end[c], has: true}
+		} else {
+			out[c] = mHead{}
+		}
+	}
+	return out
+}
+
 func (m *model) updatePeaks(ts uint64) {
+	for c, h := range m.headrooms() {
+		mh := m.minHead[c]
+		if h.has && (mh == nil || h.v < mh.v) {
+			h.ts = ts
+			m.minHead[c] = &h
+		}
+	}
 	for c, tot := range m.totals() {
 		p := m.peaks[c]
 		if p == nil {
@@ -767,7 +835,7 @@ func (g *gen) cbLayout(p *gProc, th *gThread) {
 			th.queue = append(th.queue, func() events.Event {
 				e := evCBMesh(tid, mesh.ptr, addr, size)
 				e.Global = global
-				g.emit(p, e, func() { m.cbAdd(mCBKey{prog: prog, mesh: mesh}, inst, size, global) })
+				g.emit(p, e, func() { m.cbAdd(mCBKey{prog: prog, mesh: mesh}, inst, addr, size, global) })
 				return e
 			})
 			continue
@@ -777,7 +845,7 @@ func (g *gen) cbLayout(p *gProc, th *gThread) {
 			th.queue = append(th.queue, func() events.Event {
 				e := evCB(tid, c, addr, size)
 				e.Global = global
-				g.emit(p, e, func() { m.cbAdd(mCBKey{prog: prog, chip: c}, inst, size, global) })
+				g.emit(p, e, func() { m.cbAdd(mCBKey{prog: prog, chip: c}, inst, addr, size, global) })
 				return e
 			})
 		}
@@ -798,7 +866,7 @@ func (g *gen) cbLayout(p *gProc, th *gThread) {
 	}
 }
 
-func (m *model) cbAdd(k mCBKey, inst int, size uint64, global bool) {
+func (m *model) cbAdd(k mCBKey, inst int, addr, size uint64, global bool) {
 	if global {
 		m.globalCBs++
 		return
@@ -809,6 +877,7 @@ func (m *model) cbAdd(k mCBKey, inst int, size uint64, global bool) {
 		m.cbs[k] = grp
 	}
 	grp.sizes = append(grp.sizes, size)
+	grp.ends = append(grp.ends, addr+size)
 }
 
 func (g *gen) orphanCB(p *gProc, th *gThread) {
@@ -822,6 +891,7 @@ func (g *gen) orphanCB(p *gProc, th *gThread) {
 			m.cbs[k] = &mCBGroup{layout: -1}
 		}
 		m.cbs[k].sizes = append(m.cbs[k].sizes, size)
+		m.cbs[k].ends = append(m.cbs[k].ends, 0x8000+size)
 	})
 }
 
@@ -877,6 +947,13 @@ func (g *gen) compareTotals(when string) {
 				g.t.Fatalf("%s: pid %d chip %d: closed %v, model %v", when, p.pid, d.Device, d.Closed, p.m.closed[d.Device])
 			}
 		}
+		heads := p.m.headrooms()
+		for _, h := range g.l.L1Headroom(p.pid) {
+			w := heads[h.Device]
+			if h.HasHeadroom != w.has || w.has && (h.Headroom != w.v || h.LowestL1Address != w.low || h.CBRegionEnd != w.end) {
+				g.t.Fatalf("%s: pid %d chip %d: headroom %+v, model %+v", when, p.pid, h.Device, h, w)
+			}
+		}
 	}
 }
 
@@ -920,6 +997,13 @@ func (g *gen) compareSummary() {
 			}
 			if got != *pk {
 				t.Errorf("pid %d chip %d: peaks %v, model %v", ps.Pid, d.Device, got, *pk)
+			}
+			mh := m.minHead[d.Device]
+			switch {
+			case (d.MinL1Headroom == nil) != (mh == nil):
+				t.Errorf("pid %d chip %d: min headroom %+v, model %+v", ps.Pid, d.Device, d.MinL1Headroom, mh)
+			case mh != nil && *d.MinL1Headroom != (MinHeadroom{Value: mh.v, TsNs: mh.ts, LowestL1Address: mh.low, CBRegionEnd: mh.end}):
+				t.Errorf("pid %d chip %d: min headroom %+v, model %+v", ps.Pid, d.Device, *d.MinL1Headroom, *mh)
 			}
 		}
 
@@ -1049,18 +1133,29 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		seeds = 40
 	}
-	var events, leaks int
+	var events, leaks, headrooms, overlaps int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		ok := t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			g := runModel(t, seed, 400+int(seed%7)*300)
 			events += g.n
 			for _, p := range g.l.Summary().Processes {
 				leaks += len(p.Leaks)
+				for _, d := range p.Devices {
+					if d.MinL1Headroom != nil {
+						headrooms++
+						if d.MinL1Headroom.Value < 0 {
+							overlaps++
+						}
+					}
+				}
 			}
 		})
 		if !ok {
 			break
 		}
 	}
-	t.Logf("%d events, %d leaks compared", events, leaks)
+	t.Logf("%d events, %d leaks, %d minimum L1 headrooms (%d negative) compared", events, leaks, headrooms, overlaps)
+	if headrooms == 0 || overlaps == 0 || overlaps == headrooms {
+		t.Errorf("the streams never exercised L1 headroom both ways: %d minimums, %d negative", headrooms, overlaps)
+	}
 }

@@ -46,6 +46,11 @@ type proc struct {
 
 	observed bool         // the ledger has an Observer
 	dirty    []*chipState // chips the event being applied changed
+
+	hooks   *hooks       // the Ledger's
+	l1dirty []*chipState // chips whose L1 or CB side the event changed
+	nchecks int          // threads with a clash check waiting
+	clashes []Notice     // the first l1_clash notices
 }
 
 // chipState holds one chip's current totals and their peaks.
@@ -56,6 +61,10 @@ type chipState struct {
 	cur    Totals
 	peak   Totals
 	peakTs Totals
+
+	l1    l1Heap // live single-chip L1 buffers
+	cbEnd cbEnds // of the CB groups aimed at this chip
+	hr    headroomState
 }
 
 // add adds v to counter i of c.
@@ -102,10 +111,20 @@ type thread struct {
 	// The program whose deallocate_circular_buffers runs on this thread.
 	hasTeardown  bool
 	teardownProg uint64
+
+	// A CB group whose clash check waits for the end of its layout (l1.go).
+	checkPending bool
+	checkProg    uint64
+	checkMesh    uint32
+	checkChip    int32
+	checkTid     uint32
+	checkSeq     uint64 // of the group's last CB
+	checkTs      uint64
 }
 
 func newProc(pid uint32) *proc {
 	return &proc{
+		hooks:   &hooks{},
 		pid:     pid,
 		chips:   make(map[int32]*chipState),
 		bufs:    newBufTable(),
@@ -153,6 +172,17 @@ func (p *proc) sub(c *chipState, i int, v uint64, e *events.Event) {
 
 func (p *proc) apply(e *events.Event) {
 	p.stats.Events++
+	if p.nchecks > 0 {
+		// The layout a check waits for is over (l1.go).
+		switch {
+		case e.Kind == events.KindExit:
+			p.flushChecks()
+		case e.Kind != events.KindCBAlloc:
+			if t := p.threads[e.Tid]; t != nil && t.checkPending {
+				p.runCheck(t)
+			}
+		}
+	}
 	if p.exited {
 		p.anomaly(anAfterExit, e, "%s after the process exited", e.Kind)
 		return
@@ -289,15 +319,25 @@ func (p *proc) alloc(e *events.Event) {
 		c := p.chip(e.Chip)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
+		if t == cL1 {
+			c.l1.push(p.bufs.slots, idx)
+			p.l1TouchChip(c)
+		}
 		return
 	}
 	m := p.meshes[meshIndex]
 	m.tot[t] += e.Size
 	m.tot[cLive]++
+	if t == cL1 {
+		m.l1.push(p.bufs.slots, idx)
+	}
 	for _, id := range m.chips {
 		c := p.chip(id)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
+		if t == cL1 {
+			p.l1TouchChip(c)
+		}
 	}
 }
 
@@ -334,13 +374,23 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		c := p.chip(b.chip)
 		p.sub(c, t, b.size, e)
 		p.sub(c, cLive, 1, e)
+		if t == cL1 {
+			c.l1.remove(p.bufs.slots, idx)
+			p.l1TouchChip(c)
+		}
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
 		m.tot[cLive]--
+		if t == cL1 {
+			m.l1.remove(p.bufs.slots, idx)
+		}
 		for _, id := range m.chips {
 			c := p.chip(id)
 			p.sub(c, t, b.size, e)
 			p.sub(c, cLive, 1, e)
+			if t == cL1 {
+				p.l1TouchChip(c)
+			}
 		}
 	}
 	if b.marked {

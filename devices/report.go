@@ -104,6 +104,7 @@ func (r *reporter) process(p *ProcessSummary) {
 		r.table(p.Devices)
 	}
 
+	r.l1(p)
 	r.leaks(p)
 
 	if p.UnknownFrees > 0 {
@@ -200,6 +201,60 @@ func (r *reporter) leak(l *Leak) {
 		r.printf("  buffer %s", l.Buffer)
 	}
 	r.printf("  tid %d seq %d\n", l.Tid, l.Seq)
+}
+
+// l1 writes each chip's minimum L1 headroom and the CB / L1 clashes.
+func (r *reporter) l1(p *ProcessSummary) {
+	first := true
+	for _, d := range p.Devices {
+		m := d.MinL1Headroom
+		if m == nil {
+			continue
+		}
+		if first {
+			r.printf("  L1 headroom (lowest L1 buffer - end of the CB region), minimum:\n")
+			first = false
+		}
+		r.printf("    chip %d: %s (L1 buffer at %#x, CBs end at %#x, ts %d)", d.Device, signedHuman(m.Value), m.LowestL1Address, m.CBRegionEnd, m.TsNs)
+		if d.L1Headroom != nil {
+			r.printf("; now %s", signedHuman(*d.L1Headroom))
+		}
+		r.printf("\n")
+	}
+	if len(p.L1Clashes) == 0 {
+		return
+	}
+	r.printf("  L1 clashes: %d (TT-Metal throws \"circular buffers ... clash with L1 buffers\" for these)\n", p.Stats.L1Clashes)
+	for i := range p.L1Clashes {
+		n := &p.L1Clashes[i]
+		if i == reportAnomalies {
+			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.L1Clashes-uint64(i), maxAnomalies)
+			break
+		}
+		r.printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
+			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, human(uint64(-n.Headroom)), n.LowestL1Address, n.InTheWayCount, human(n.InTheWayBytes))
+		for j := range n.InTheWay {
+			b := &n.InTheWay[j]
+			r.printf("      L1 %#x  %s  ", b.Address, human(b.Size))
+			if b.Mesh {
+				r.printf("mesh buffer %s on mesh %s", b.Buffer, b.MeshDevice)
+			} else {
+				r.printf("buffer %s", b.Buffer)
+			}
+			r.printf("  tid %d seq %d\n", b.Tid, b.Seq)
+		}
+		if n.InTheWayCount > len(n.InTheWay) {
+			r.printf("      … %d more\n", n.InTheWayCount-len(n.InTheWay))
+		}
+	}
+}
+
+// signedHuman is human for a signed byte count.
+func signedHuman(v int64) string {
+	if v < 0 {
+		return "-" + human(uint64(-v))
+	}
+	return human(uint64(v))
 }
 
 func (r *reporter) anomalies(p *ProcessSummary) {

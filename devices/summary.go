@@ -43,6 +43,9 @@ type ProcessSummary struct {
 	UnknownFreeBytes uint64 `json:"unknown_free_bytes"` // their sizes
 	DoubleFrees      uint64 `json:"double_frees"`
 
+	// L1Clashes: the first 100 l1_clash records, in stream order.
+	L1Clashes []Notice `json:"l1_clashes"`
+
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
 	Anomalies     []Anomaly         `json:"anomalies"`      // the first 100, in stream order
@@ -60,6 +63,10 @@ type DeviceSummary struct {
 	LiveBuffers       uint64 `json:"live_buffers"`
 	Closed            bool   `json:"closed"` // closed and not used since
 	Peaks             Peaks  `json:"peaks"`
+	// L1Headroom: lowest live L1 address - highest CB region end now;
+	// null while the chip lacks either. MinL1Headroom: its lowest value.
+	L1Headroom    *int64       `json:"l1_headroom"`
+	MinL1Headroom *MinHeadroom `json:"min_l1_headroom"`
 }
 
 // Peak is a high-water mark and the time (CLOCK_MONOTONIC ns) it was first reached.
@@ -139,6 +146,11 @@ type Stats struct {
 	CBFreesUnknown   uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
 	CBGroupsReleased uint64 `json:"cb_groups_released"`
 	ProgramDestroys  uint64 `json:"program_destroys"`
+	// L1Clashes: CB layouts whose region passed the lowest live L1 buffer
+	// of a chip (one per chip); L1HeadroomWarnings: drops of a chip's
+	// headroom under --l1-warn.
+	L1Clashes          uint64 `json:"l1_clashes"`
+	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
 }
 
 var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
@@ -216,6 +228,14 @@ func (p *proc) devices() []DeviceSummary {
 				LiveBuffers:       pk(cLive),
 			},
 		})
+		d := &out[len(out)-1]
+		if c.hr.has {
+			v := c.hr.cur
+			d.L1Headroom = &v
+		}
+		if c.hr.minHas {
+			d.MinL1Headroom = &MinHeadroom{Value: c.hr.min, TsNs: c.hr.minTs, LowestL1Address: c.hr.minLow, CBRegionEnd: c.hr.minEnd}
+		}
 	}
 	return out
 }
@@ -238,6 +258,7 @@ func (p *proc) summary() ProcessSummary {
 		UnknownFreeBytes: p.unknownFreeBytes,
 		DoubleFrees:      p.doubleFrees,
 		Stats:            p.stats,
+		L1Clashes:        append([]Notice{}, p.clashes...),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 	}

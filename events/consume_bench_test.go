@@ -139,14 +139,15 @@ func workload(n int, mixed bool) [][]byte {
 		}
 		if mixed && op%8 == 0 {
 			// A program run on one chip: layout with four CBs, then teardown
-			// (one CB free per chip) and destruction.
+			// (one CB free per chip) and destruction. The CBs sit below
+			// every L1 buffer (from 0x10800), as in TT-Metal: no l1_clash.
 			prog += 0x1000
 			chip := int32(g.rng.IntN(benchChips))
 			w := events.Wire{Kind: events.KindCBLayout, Tid: tid, Object: prog}
 			g.onChip(&w, chip)
 			g.add(w)
 			for i := 0; i < 4; i++ {
-				w := events.Wire{Kind: events.KindCBAlloc, Tid: tid, Address: 0x20000 + uint64(i)*0x4000,
+				w := events.Wire{Kind: events.KindCBAlloc, Tid: tid, Address: 0x100 + uint64(i)*0x4000,
 					Size: uint64(1+g.rng.IntN(8)) * 2048}
 				g.onChip(&w, chip)
 				g.add(w)

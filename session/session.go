@@ -41,6 +41,9 @@ type Config struct {
 	// Wait: with PIDs, fail when a process has not loaded the library
 	// after this long (0: wait until it exits).
 	Wait time.Duration
+	// L1Warn: a chip whose L1 headroom drops under this many bytes gets an
+	// l1_headroom record (0: never).
+	L1Warn uint64
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -115,6 +118,7 @@ type session struct {
 	timeout chan struct{}
 
 	decodeErrors  uint64
+	clashNotes    int // l1_clash notes written to the log
 	followedQuiet int // followed processes that ended without using TT-Metal
 }
 
@@ -186,8 +190,21 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 }
 
 // observe registers the sinks that follow chip totals as the ledger's
-// observer.
+// observer, and those that want its notices.
 func (s *session) observe() {
+	s.ledger.SetL1Warn(s.cfg.L1Warn)
+	var ns []sinks.NoticeSink
+	for _, k := range s.sinks {
+		if n, ok := k.(sinks.NoticeSink); ok {
+			ns = append(ns, n)
+		}
+	}
+	s.ledger.SetNotify(func(n *devices.Notice) {
+		s.noteClash(n)
+		for _, k := range ns {
+			k.Notice(n)
+		}
+	})
 	var obs []sinks.ChipObserver
 	for _, k := range s.sinks {
 		if o, ok := k.(sinks.ChipObserver); ok {
@@ -202,6 +219,23 @@ func (s *session) observe() {
 			o.ChipTotals(pid, chip, ts, t)
 		}
 	})
+}
+
+// noteClash tells people of an l1_clash as it happens, next to the
+// exception TT-Metal is about to throw for it (the first few only; the
+// report and NDJSON have them all).
+func (s *session) noteClash(n *devices.Notice) {
+	if n.Type != devices.NoticeL1Clash {
+		return
+	}
+	s.clashNotes++
+	switch {
+	case s.clashNotes <= 10:
+		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: circular buffers of program %s end at %d, above the L1 buffer at %d (%s, %d byte(s), allocated by tid %d, seq %d): %d L1 buffer(s) in the way\n",
+			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.InTheWayCount)
+	case s.clashNotes == 11:
+		fmt.Fprintf(s.log, "tttrace: more L1 clashes: see the report\n")
+	}
 }
 
 // setup attaches everything and starts or adopts the traced processes, in
@@ -317,8 +351,29 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		if ctx.Err() != nil {
 			return true, nil
 		}
+		s.settle(!ok)
 		s.tick()
 		deadline = time.Now().Add(tick)
+	}
+}
+
+// settleAfter is how long a CB layout must have been quiet for its clash
+// check to run without a further event of its thread: far longer than the
+// gap between two CBs of one layout (a tight loop in TT-Metal).
+const settleAfter = 50 * time.Millisecond
+
+// settle runs the clash checks of layouts quiet for settleAfter, so an
+// l1_clash is reported within a tick or so even when the program makes no
+// further TT-Metal call on that thread. idle: the ring was found empty, so
+// nothing older than now is still unread; else only the time of the
+// latest event applied is safe to measure from.
+func (s *session) settle(idle bool) {
+	ref := s.ledger.LastTs()
+	if idle {
+		ref = monotonicNow()
+	}
+	if ref > uint64(settleAfter) {
+		s.ledger.FlushBefore(ref - uint64(settleAfter))
 	}
 }
 
@@ -412,6 +467,9 @@ func (s *session) finish() (devices.Summary, error) {
 	if err != nil {
 		return devices.Summary{}, errorf(ErrInternal, "%w", err)
 	}
+	// Clash checks still waiting for a layout's end: the threads did
+	// nothing since (TT-Metal's check threw, or tracing stopped).
+	s.ledger.Flush()
 	if inBand := s.ledger.LostEvents(); total > inBand {
 		ev := events.Event{Kind: events.KindLost, TsNs: monotonicNow(), LostBefore: total - inBand, Chip: -1}
 		s.emit(&ev)

@@ -580,3 +580,104 @@ func TestRunForkedChildEnds(t *testing.T) {
 		}
 	}
 }
+
+// noticeRecorder is a sink that keeps the ledger's notices.
+type noticeRecorder struct {
+	sinks.Base
+	notes []string
+}
+
+func (r *noticeRecorder) Notice(n *devices.Notice) {
+	r.notes = append(r.notes, fmt.Sprintf("%s:%d:%d", n.Type, n.Chip, n.Headroom))
+}
+
+// The ledger's notices reach NoticeSinks and the NDJSON stream in order: an
+// l1_headroom during the CB that lowers headroom under --l1-warn (before
+// that CB's line), an l1_clash once the layout is over (here: the process
+// ended right after, as when TT-Metal's throw ends it), and a note on the log.
+func TestNoticesReachSinks(t *testing.T) {
+	h := newFakeHost()
+	h.child = 100
+	be := newFakeBackend(
+		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
+		alloc(100, 0xb2, 0, events.L1Small, 0x1000, 4096),
+		rec(events.Wire{Kind: events.KindCBLayout, Pid: 100, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
+		rec(events.Wire{Kind: events.KindCBAlloc, Pid: 100, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+		do(h.end(100, 134, 0)),
+	)
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	nr := &noticeRecorder{}
+	var nd, log bytes.Buffer
+	cfg := Config{Command: []string{"workload"}, Lib: "/opt/tt/libtt_metal.so", L1Warn: 0x8000, Log: &log}
+	res, err := run(context.Background(), cfg, be, h, []sinks.Sink{nr, sinks.NewNDJSON(&nd, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "l1_headroom:0:-4096 l1_clash:0:-4096"; strings.Join(nr.notes, " ") != want {
+		t.Errorf("notices %v, want %s", nr.notes, want)
+	}
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(nd.String()), "\n") {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(line), &head); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		types = append(types, head.Type)
+	}
+	if want := "alloc alloc cb_layout l1_headroom cb_alloc l1_clash exit summary"; strings.Join(types, " ") != want {
+		t.Errorf("NDJSON types %v, want %s", types, want)
+	}
+	if !strings.Contains(log.String(), "tttrace: pid 100 chip 0: circular buffers of program 0x5600 end at 69632, above the L1 buffer at 65536") {
+		t.Errorf("no clash note on the log:\n%s", log.String())
+	}
+	p := res.Summary.Processes[0]
+	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWayCount != 1 || p.L1Clashes[0].InTheWay[0].Buffer != "0xb1" {
+		t.Errorf("summary clashes %+v", p.L1Clashes)
+	}
+	d := device(t, &res.Summary, 100, 0)
+	if d.MinL1Headroom == nil || d.MinL1Headroom.Value != -4096 {
+		t.Errorf("min_l1_headroom %+v", d.MinL1Headroom)
+	}
+}
+
+// endOnClash ends the traced command once it hears of an l1_clash.
+type endOnClash struct {
+	sinks.Base
+	end   func()
+	heard int
+}
+
+func (e *endOnClash) Notice(n *devices.Notice) {
+	if n.Type == devices.NoticeL1Clash {
+		e.heard++
+		if e.heard == 1 {
+			e.end()
+		}
+	}
+}
+
+// A clash is reported within a tick or so even when the program makes no
+// further TT-Metal call on that thread: the runtime settles quiet layouts
+// when the ring is idle. Here the command only ends once the clash is out.
+func TestQuietLayoutIsChecked(t *testing.T) {
+	h := newFakeHost()
+	h.child = 100
+	be := newFakeBackend(
+		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
+		rec(events.Wire{Kind: events.KindCBLayout, Pid: 100, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
+		rec(events.Wire{Kind: events.KindCBAlloc, Pid: 100, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+	)
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	k := &endOnClash{end: h.end(100, 0, 0)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := run(ctx, Config{Command: []string{"workload"}, Lib: "/opt/tt/libtt_metal.so"}, be, h, []sinks.Sink{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted || k.heard != 1 {
+		t.Fatalf("interrupted %v, %d clashes heard: a quiet layout was never checked", res.Interrupted, k.heard)
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // NDJSON writes the documented NDJSON stream (docs/ndjson.md): one line per
-// event (unless NoEvents), a process_summary line per process that ends
+// event and per ledger notice (unless NoEvents), a process_summary line per process that ends
 // while others are traced, and the summary line last.
 type NDJSON struct {
 	Base
@@ -31,6 +31,19 @@ func (n *NDJSON) Event(ev *events.Event) {
 	}
 	n.buf = events.AppendJSON(n.buf[:0], ev)
 	_, _ = n.w.Write(n.buf)
+}
+
+// Notice writes an l1_clash or l1_headroom line (not with NoEvents: the
+// summary lists the clashes).
+func (n *NDJSON) Notice(no *devices.Notice) {
+	if n.noEvents {
+		return
+	}
+	b, err := json.Marshal(no)
+	if err != nil {
+		return
+	}
+	_, _ = n.w.Write(append(b, '\n'))
 }
 
 // ProcessEnded writes a process_summary line when other processes go on

@@ -41,6 +41,14 @@ type ChipObserver interface {
 	ChipTotals(pid uint32, chip int32, tsNs uint64, t *devices.Totals)
 }
 
+// NoticeSink is implemented by sinks that want the records the ledger
+// derives from the events (devices.Notice: l1_clash, l1_headroom) the
+// moment they happen: during the Apply of an event, so before that event's
+// Event call. n is valid only during the call.
+type NoticeSink interface {
+	Notice(n *devices.Notice)
+}
+
 // View is the runtime's state at a tick.
 type View struct {
 	Now    time.Time

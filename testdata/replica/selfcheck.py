@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb", "cb_legacy",
-             "close", "capture", "sametype", "midrun", "concurrent", "layout", "all"]
+             "close", "capture", "sametype", "midrun", "concurrent", "layout", "l1", "all"]
 SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
                    "capture", "sametype", "midrun"]
 BYTE_FIELDS = {"DRAM": "dram_bytes", "L1": "l1_bytes", "SYSTEM_MEMORY": "system_memory_bytes",
@@ -155,6 +155,16 @@ def scenario_facts(scenario, t, leak, out, secs, go):
         for chip, v in want.items():
             if dev.get(chip, {}).get("cb_bytes") != v:
                 fail("%s: chip %s cb_bytes %s, want %s" % (name, chip, dev.get(chip, {}).get("cb_bytes"), v))
+    if scenario == "l1":
+        got = sorted(k["device"] for k in t.get("l1_clashes", []))
+        if got != [50, 51, 52] or out.count("clash with L1 buffers") != 2:
+            fail("%s: l1 clashes on %s, %d caught" % (name, got, out.count("clash with L1 buffers")))
+        for k in t.get("l1_clashes", []):
+            if not k["l1_buffers"] or k["l1_buffers"][0]["address"] != k["lowest_l1_address"] \
+                    or any(b["address"] >= k["cb_region_end"] for b in k["l1_buffers"]):
+                fail("%s: clash %s" % (name, k))
+    elif t.get("l1_clashes"):
+        fail("%s: unexpected l1 clashes %s" % (name, t["l1_clashes"][:2]))
     if scenario == "capture":
         if c["track_allocate"] != 8:
             fail("%s: capture track_allocate %s" % (name, c["track_allocate"]))

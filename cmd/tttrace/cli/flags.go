@@ -52,10 +52,13 @@ type Flags struct {
 	// FailOnLeak is --fail-on-leak's threshold in bytes (-1: off).
 	FailOnLeak int64
 	failOnLeak string
-	ShowHelp   bool
-	ShowVer    bool
-	Command    []string
-	ringBytes  int
+	// L1Warn is --l1-warn in bytes (0: off).
+	L1Warn    uint64
+	l1Warn    string
+	ShowHelp  bool
+	ShowVer   bool
+	Command   []string
+	ringBytes int
 }
 
 const usageHead = `tttrace shows where Tenstorrent device memory goes in a program using
@@ -106,6 +109,12 @@ cannot judge leaks).
 CI gate: sudo tttrace --fail-on-leak -- python -m pytest tests/  exits 8 if
 any test left device memory allocated (the report lists where).
 
+L1 clashes: when a program's circular buffers reach past the lowest L1 buffer
+of a chip (TT-Metal then throws "circular buffers ... clash with L1
+buffers"), tttrace says at once which L1 buffers are in the way (an l1_clash
+record, a note on stderr, the report). --l1-warn 64K also reports chips whose
+headroom (lowest L1 buffer - end of the CB region) drops under 64 KiB.
+
 The NDJSON schema is documented in docs/ndjson.md.
 `
 
@@ -128,6 +137,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.failOnLeak, "fail-on-leak", "", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
+	fs.StringVar(&f.l1Warn, "l1-warn", "", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
@@ -211,6 +221,13 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, usageError{fmt.Errorf("--fail-on-leak: %w", err)}
 		}
 		f.FailOnLeak = n
+	}
+	if fs.Changed("l1-warn") {
+		n, err := parseBytes(f.l1Warn)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--l1-warn: %w", err)}
+		}
+		f.L1Warn = uint64(n)
 	}
 	if f.Wait < 0 || f.Interval < 0 {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}

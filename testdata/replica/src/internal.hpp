@@ -47,6 +47,23 @@ TT_REPLICA_HIDDEN void chip_closed(int chip);
 TT_REPLICA_HIDDEN void note_unknown_free(uint64_t bytes);
 TT_REPLICA_HIDDEN uint64_t attach_epoch();
 
+// A CB region / L1 clash the replica is about to throw for (program.cpp), recorded in the truth.
+struct L1Clash {
+    const void* program = nullptr;  // ProgramImpl*
+    uint64_t program_id = 0;
+    int chip = 0;
+    uint64_t cb_region_end = 0;
+    uint64_t lowest_l1_address = 0;
+    uint64_t throw_ts_ns = 0;  // CLOCK_MONOTONIC, just before the throw
+    struct InTheWay {
+        const void* buffer;  // the Buffer* owning the allocation (a mesh buffer's backing buffer)
+        uint64_t address;
+        uint64_t size;
+    };
+    std::vector<InTheWay> l1_buffers;  // L1 allocations starting below cb_region_end, by address
+};
+TT_REPLICA_HIDDEN void note_l1_clash(const L1Clash& clash);
+
 // Calls counted for the truth JSON (entries of probed functions). Lock-free.
 enum Call : int {
     kBufferCreateView = 0,

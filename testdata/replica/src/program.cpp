@@ -1,9 +1,12 @@
 // detail::ProgramImpl circular buffers (docs/ttmetal.md §5).
 #include "tt_metal/program.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <string>
 
 #include "internal.hpp"
 #include "tt_metal/device.hpp"
@@ -100,6 +103,56 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
     }
     holds_legacy_ = legacy;
     local_circular_buffer_allocation_needed_ = false;
+
+    validate_circular_buffer_region_locked(chips);
+}
+
+// As upstream, once the CBs are laid out and tracked: on each chip, the CB region (bottom-up from
+// kCbBase) must end at or below the lowest occupied L1 address (L1 only: L1_SMALL has its own
+// region). Every clashing chip is recorded in the truth; the first one is thrown for.
+void ProgramImpl::validate_circular_buffer_region_locked(const std::vector<const Device*>& chips) {
+    uint64_t cb_region_end = 0;
+    const CircularBuffer* last = nullptr;
+    for (const CircularBuffer& cb : cbs_) {
+        if (!cb.globally_allocated && cb.address + cb.size > cb_region_end) {
+            cb_region_end = cb.address + cb.size;
+            last = &cb;
+        }
+    }
+    if (last == nullptr) return;
+    std::string first_error;
+    for (const Device* chip : chips) {
+        if (!chip->is_initialized()) continue;
+        const auto& blocks = chip->chip_allocator()->bank(BufferType::L1).blocks();
+        if (blocks.empty() || blocks.begin()->first >= cb_region_end) continue;
+        replica::L1Clash clash;
+        clash.program = this;
+        clash.program_id = id_;
+        clash.chip = chip->id();
+        clash.cb_region_end = cb_region_end;
+        clash.lowest_l1_address = blocks.begin()->first;
+        for (const auto& [addr, block] : blocks) {
+            if (addr >= cb_region_end) break;
+            clash.l1_buffers.push_back({block.owner, addr, block.size});
+        }
+        timespec ts{};
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        clash.throw_ts_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+        replica::note_l1_clash(clash);
+        if (first_error.empty()) {
+            std::string range;
+            for (const CoreRange& r : last->core_ranges.ranges()) {
+                range += (range.empty() ? "" : ", ") + std::string("[(x=") + std::to_string(r.start_coord.x) +
+                         ",y=" + std::to_string(r.start_coord.y) + ") - (x=" + std::to_string(r.end_coord.x) +
+                         ",y=" + std::to_string(r.end_coord.y) + ")]";
+            }
+            first_error = "Statically allocated circular buffers in program " + std::to_string(id_) +
+                          " clash with L1 buffers on core range {" + range + "}. L1 buffer allocated at " +
+                          std::to_string(clash.lowest_l1_address) + " and static circular buffer region ends at " +
+                          std::to_string(cb_region_end);
+        }
+    }
+    if (!first_error.empty()) throw std::runtime_error(first_error);
 }
 
 TT_PROBED void ProgramImpl::deallocate_circular_buffers() {

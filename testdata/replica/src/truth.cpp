@@ -39,6 +39,7 @@ struct Ledger {
     uint64_t unknown_frees = 0;
     uint64_t unknown_free_bytes = 0;
     bool broken = false;
+    std::vector<L1Clash> l1_clashes;
 };
 
 Ledger& ledger() {
@@ -99,6 +100,8 @@ void note_unknown_free(uint64_t bytes) {
 
 uint64_t attach_epoch() { return ledger().epoch; }
 
+void note_l1_clash(const L1Clash& clash) { ledger().l1_clashes.push_back(clash); }
+
 void count_call(Call call) { g_calls[call].fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace replica
@@ -110,6 +113,7 @@ extern "C" void tt_replica_mark_attach(void) {
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
     auto& l = replica::ledger();
     l.epoch += 1;
+    l.l1_clashes.clear();  // a tracer attached now sees only the clashes from here on
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
@@ -200,6 +204,23 @@ extern "C" int tt_replica_write_truth(const char* path) {
         std::snprintf(buf, sizeof buf, "%s{\"device\":%d,\"type\":\"%s\",\"address\":%" PRIu64 ",\"size\":%" PRIu64 "}",
                       i ? ",\n  " : "\n  ", k.device, buffer_type_name(k.type), k.address, k.size);
         out += buf;
+    }
+    out += "],\n \"l1_clashes\":[";
+    for (std::size_t i = 0; i < l.l1_clashes.size(); ++i) {
+        const L1Clash& c = l.l1_clashes[i];
+        std::snprintf(buf, sizeof buf,
+                      "%s{\"program\":\"%p\",\"program_id\":%" PRIu64 ",\"device\":%d,\"cb_region_end\":%" PRIu64
+                      ",\"lowest_l1_address\":%" PRIu64 ",\"throw_ts_ns\":%" PRIu64 ",\"l1_buffers\":[",
+                      i ? ",\n  " : "\n  ", c.program, c.program_id, c.chip, c.cb_region_end, c.lowest_l1_address,
+                      c.throw_ts_ns);
+        out += buf;
+        for (std::size_t j = 0; j < c.l1_buffers.size(); ++j) {
+            const auto& b = c.l1_buffers[j];
+            std::snprintf(buf, sizeof buf, "%s{\"buffer\":\"%p\",\"address\":%" PRIu64 ",\"size\":%" PRIu64 "}",
+                          j ? "," : "", b.buffer, b.address, b.size);
+            out += buf;
+        }
+        out += "]}";
     }
     std::snprintf(buf, sizeof buf, "],\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);

@@ -55,6 +55,9 @@ private:
     };
 
     void release_holds_locked(bool track);
+    // Throws upstream's "clash with L1 buffers" error when the CB region passes the lowest L1
+    // buffer of one of chips. Caller holds replica::mem_mutex().
+    void validate_circular_buffer_region_locked(const std::vector<const Device*>& chips);
 
     uint64_t id_;
     std::vector<CircularBuffer> cbs_;
