@@ -14,7 +14,8 @@ import (
 // Live redraws the traced processes' device memory in place on a
 // terminal, every interval, until a report replaces it: a header (events,
 // losses, libraries probed, processes and how many still wait for the
-// library), then per process and chip one bar per memory type in use, the
+// library), then per process and chip one bar per memory type in use and
+// the chip's L1 headroom while it has both L1 buffers and CBs, the
 // bar's full length being that type's peak on the chip (TT-Metal's
 // capacities are not in the events, so the peak is the scale), and with
 // more than one process a per-chip total of them all.
@@ -98,7 +99,8 @@ func (v *Live) frame(view *View, width int) []string {
 			lines = append(lines, "  no device memory yet")
 			continue
 		}
-		for _, d := range devs {
+		hr := l.L1Headroom(p.Pid) // sorted by chip, as devs
+		for i, d := range devs {
 			cur, peak := totalsOf(&d)
 			state := ""
 			if d.Closed {
@@ -110,6 +112,9 @@ func (v *Live) frame(view *View, width int) []string {
 					continue
 				}
 				lines = append(lines, bar(t.name, cur[t.c], peak[t.c], width))
+			}
+			if i < len(hr) && hr[i].Device == d.Device && hr[i].HasHeadroom {
+				lines = append(lines, headroomLine(hr[i]))
 			}
 			i, ok := at[d.Device]
 			if !ok {
@@ -156,6 +161,18 @@ func bar(name string, cur, peak uint64, width int) string {
 		fill = 1
 	}
 	return fmt.Sprintf("    %-8s %s%s|%s", name, strings.Repeat("#", fill), strings.Repeat("-", n-fill), nums)
+}
+
+// headroomLine is a chip's L1 headroom: the room between the end of its
+// programs' circular buffers and its lowest L1 buffer, which TT-Metal
+// needs to stay positive.
+func headroomLine(h devices.Headroom) string {
+	if h.Headroom < 0 {
+		return fmt.Sprintf("    L1 headroom -%s: CLASH (CBs end at %#x, above the L1 buffer at %#x)",
+			devices.HumanBytes(uint64(-h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
+	}
+	return fmt.Sprintf("    L1 headroom %s (CBs end at %#x, lowest L1 buffer at %#x)",
+		devices.HumanBytes(uint64(h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
 }
 
 // totalsOf is a DeviceSummary's current totals and peaks by counter.

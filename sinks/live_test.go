@@ -31,6 +31,11 @@ func TestLiveFrame(t *testing.T) {
 	apply(chipEv(events.KindFree, 10, 0xb, 0, -1, 0)) // DRAM: 8 KiB now, 16 KiB peak
 	apply(chipEv(events.KindAlloc, 10, 0xc, 3, events.L1, 512))
 	apply(chipEv(events.KindAlloc, 11, 0xd, 0, events.DRAM, 4096))
+	// A program on chip 3 lays out a CB ending at 0x800, under pid 10's L1
+	// buffer at 0x1000: 2 KiB of headroom.
+	apply(&events.Event{Kind: events.KindCBLayout, Pid: 10, Tid: 10, Object: 0x9000, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3})
+	apply(&events.Event{Kind: events.KindCBAlloc, Pid: 10, Tid: 10, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3, Address: 0x400, Size: 0x400})
+	apply(chipEv(events.KindAlloc, 10, 0xe, 3, events.DRAM, 64)) // the layout is complete
 	for _, width := range []int{72, 100, 200} {
 		var out bytes.Buffer
 		v := NewLive(&out, time.Millisecond, func() int { return width })
@@ -38,9 +43,10 @@ func TestLiveFrame(t *testing.T) {
 			Procs: []Proc{{Pid: 10, Command: "python -m pytest " + strings.Repeat("tests/x ", 40)}, {Pid: 11, Command: "w"}}}
 		lines := v.frame(view, width)
 		text := strings.Join(lines, "\n")
-		for _, want := range []string{"5 events", "1 library probed", "2 process(es) (1 waiting for libtt_metal.so)",
-			"pid 10", "chip 0  1 buffer(s), peak 2", "chip 3  1 buffer(s), peak 1", "all processes, per chip (current)",
-			"chip 0  DRAM 12.0 KiB", "chip 3  L1 512 B"} {
+		for _, want := range []string{"8 events", "1 library probed", "2 process(es) (1 waiting for libtt_metal.so)",
+			"pid 10", "chip 0  1 buffer(s), peak 2", "chip 3  2 buffer(s), peak 2", "all processes, per chip (current)",
+			"chip 0  DRAM 12.0 KiB", "chip 3  DRAM 64 B  L1 512 B  CB 1.0 KiB",
+			"L1 headroom 2.0 KiB (CBs end at 0x800, lowest L1 buffer at 0x1000)"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("width %d: frame lacks %q:\n%s", width, want, text)
 			}
