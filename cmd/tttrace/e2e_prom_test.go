@@ -172,10 +172,18 @@ func wantProcess(tr *truth) (cur, peak, live map[string]float64) {
 	return cur, peak, live
 }
 
-// leakedBytes sums the truth's leaks per chip and type.
-func leakedBytes(tr *truth) map[string]float64 {
+// leakedBytes sums the leaks of ended's truth per chip and type; every
+// buffer type of every chip seen (in seen's truths) has its series, from 0.
+func leakedBytes(ended *truth, seen ...*truth) map[string]float64 {
 	out := map[string]float64{}
-	for _, l := range tr.Leaks {
+	for _, tr := range seen {
+		for _, d := range tr.Devices {
+			for _, typ := range []string{"dram", "l1", "l1_small", "trace", "system_memory"} {
+				out[fmt.Sprintf("chip=%d,type=%s", d.Device, typ)] = 0
+			}
+		}
+	}
+	for _, l := range ended.Leaks {
 		out[fmt.Sprintf("chip=%d,type=%s", l.Device, strings.ToLower(l.Type))] += float64(l.Size)
 	}
 	return out
@@ -284,6 +292,7 @@ func TestE2EPrometheus(t *testing.T) {
 	query("alloc events", `tttrace_events_total{kind="alloc"}`,
 		map[string]float64{"kind=alloc": float64(ta.Calls["track_allocate"] + tb.Calls["track_allocate"])})
 	query("lost events", `tttrace_lost_events_total`, map[string]float64{"": 0})
+	query("no leaks yet", `tttrace_leaked_bytes_total`, leakedBytes(&truth{}, ta, tb))
 
 	// The exposition itself passes promtool's lint.
 	resp, err := httpClient.Get("http://" + metricsAddr + "/metrics")
@@ -307,9 +316,10 @@ func TestE2EPrometheus(t *testing.T) {
 		t.Fatalf("workload a: %v\n%s", err, a.out)
 	}
 	query("pid "+a.pid+" series gone", fmt.Sprintf(`{__name__=~"tttrace_.*",pid=%q}`, a.pid), map[string]float64{})
-	query("leaked bytes", `tttrace_leaked_bytes_total`, leakedBytes(ta))
+	query("leaked bytes", `tttrace_leaked_bytes_total`, leakedBytes(ta, ta, tb))
 	curB, _, _ := wantProcess(tb)
 	query("chip totals after a ended", `tttrace_chip_memory_bytes`, curB)
+	dashboardQueries(t, base)
 
 	// B ends, tracing ends, and the endpoint with it.
 	touch(t, b.hld)
@@ -327,6 +337,49 @@ func TestE2EPrometheus(t *testing.T) {
 	sum := lastSummary(t, f("out"))
 	for _, tr := range []*truth{ta, tb} {
 		wantExact(t, "prometheus", true, &devices.Summary{Type: sum.Type, Complete: sum.Complete, Processes: []devices.ProcessSummary{*process(sum, tr.Pid)}}, tr)
+	}
+}
+
+// dashboardQueries runs every query of contrib/grafana/tttrace.json, its
+// variables set to "everything", against the Prometheus at base: each must
+// be valid and give data (a wrong metric or label name gives none).
+func dashboardQueries(t *testing.T, base string) {
+	t.Helper()
+	b, err := os.ReadFile("../../contrib/grafana/tttrace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	vars := strings.NewReplacer("$instance", ".*", "$chip", ".*", "$type", ".*", "$__range", "5m", "$__rate_interval", "1m")
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			n++
+			q := vars.Replace(tg.Expr)
+			poll(t, "dashboard panel "+p.Title, func() string {
+				got, err := promQuery(base, q)
+				if err != nil {
+					return err.Error()
+				}
+				if len(got) == 0 {
+					return q + ": no data"
+				}
+				return ""
+			})
+		}
+	}
+	if n == 0 {
+		t.Fatal("the dashboard has no queries")
 	}
 }
 

@@ -68,7 +68,7 @@ var (
 		"Device memory all traced processes of this host hold on a chip now, by type.",
 		[]string{"chip", "type"}, nil)
 	descLeaked = prom.NewDesc("tttrace_leaked_bytes_total",
-		"Device memory buffers still held when their process ended, summed over ended processes, by chip and type.",
+		"Device memory buffers still held when their process ended, summed over ended processes, by chip and buffer type (0 from a chip's first sight).",
 		[]string{"chip", "type"}, nil)
 	descEvents = prom.NewDesc("tttrace_events_total",
 		"Events tttrace received, by kind (the NDJSON event types).",
@@ -85,7 +85,8 @@ type Exporter struct {
 	// Owned by the sink goroutine.
 	kinds  [256]uint64 // events by kind
 	leaked map[leakKey]uint64
-	procs  []procSnap // the last published processes
+	chips  map[int32]bool // chips seen, whose leaked series exist (at 0 at first)
+	procs  []procSnap     // the last published processes
 	lost   uint64
 
 	snap atomic.Pointer[snapshot] // what scrapes read; never changed once stored
@@ -159,7 +160,7 @@ func serve(ln net.Listener) *Exporter {
 // New returns an exporter that serves nothing: register it in a
 // prometheus.Registry (tests, or an embedding program).
 func New() *Exporter {
-	e := &Exporter{leaked: map[leakKey]uint64{}}
+	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}}
 	e.publish()
 	return e
 }
@@ -179,15 +180,33 @@ func (e *Exporter) Event(ev *events.Event) { e.kinds[ev.Kind]++ }
 func (e *Exporter) Tick(v *sinks.View) {
 	procs := make([]procSnap, 0, len(v.Procs))
 	for _, p := range v.Procs {
-		procs = append(procs, procSnap{
+		ps := procSnap{
 			pid:     strconv.FormatUint(uint64(p.Pid), 10),
 			command: commandLabel(p.Command),
 			devs:    v.Ledger.Devices(p.Pid),
-		})
+		}
+		for i := range ps.devs {
+			e.seeChip(ps.devs[i].Device)
+		}
+		procs = append(procs, ps)
 	}
 	e.procs = procs
 	e.lost = v.Ledger.LostEvents()
 	e.publish()
+}
+
+// seeChip creates the leaked series of a chip seen for the first time, at
+// 0: a counter that appeared with its first leak would hide that leak
+// from increase() and rate().
+func (e *Exporter) seeChip(id int32) {
+	if e.chips[id] {
+		return
+	}
+	e.chips[id] = true
+	chip := strconv.FormatInt(int64(id), 10)
+	for t := events.BufferType(0); t < events.NumBufferTypes; t++ {
+		e.leaked[leakKey{chip, typeOf(t.String())}] += 0
+	}
 }
 
 // ProcessEnded removes the process's series and adds what it left
@@ -204,6 +223,9 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 			}
 		}
 		e.procs = kept
+		for _, d := range p.Devices {
+			e.seeChip(d.Device)
+		}
 		for _, g := range p.LeakGroups {
 			e.leaked[leakKey{strconv.FormatInt(int64(g.Device), 10), typeOf(g.Type)}] += g.Bytes
 		}

@@ -32,10 +32,11 @@ type stream struct {
 	kinds  map[string]uint64
 	lost   uint64
 	leaked map[string]uint64 // "chip/type" -> bytes the test left allocated in ended processes
+	chips  map[int32]bool    // chips the exporter was shown
 }
 
 func newStream(t *testing.T, e *Exporter) *stream {
-	return &stream{t: t, l: devices.NewLedger(), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}}
+	return &stream{t: t, l: devices.NewLedger(), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}, chips: map[int32]bool{}}
 }
 
 func (s *stream) start(pid uint32, cmd string) {
@@ -85,6 +86,9 @@ func (s *stream) tick() {
 	v := sinks.View{Now: time.Now(), Ledger: s.l}
 	for pid, cmd := range s.procs {
 		v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: cmd})
+		for _, d := range s.l.Devices(pid) {
+			s.chips[d.Device] = true
+		}
 	}
 	sort.Slice(v.Procs, func(i, j int) bool { return v.Procs[i].Pid < v.Procs[j].Pid })
 	s.e.Tick(&v)
@@ -186,6 +190,12 @@ func (s *stream) want() map[string]float64 {
 	}
 	for k, v := range chips {
 		w[k] = v
+	}
+	// Every chip seen has its leaked series, from 0.
+	for c := range s.chips {
+		for _, typ := range []string{"dram", "l1", "l1_small", "trace", "system_memory"} {
+			w[series("tttrace_leaked_bytes_total", "chip", strconv.Itoa(int(c)), "type", typ)] = 0
+		}
 	}
 	for k, v := range s.leaked {
 		chip, typ, _ := strings.Cut(k, "/")
