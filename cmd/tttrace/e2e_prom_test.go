@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/tttrace/tttrace/devices"
 )
 
@@ -383,8 +386,37 @@ func dashboardQueries(t *testing.T, base string) {
 	}
 }
 
-// TestE2EListenModes: --listen with -- CMD and the human report; a busy or
-// malformed address is refused before anything is traced or started.
+// deviceMemory says how tttrace_device_memory_bytes of pid, fetched from
+// addr's /metrics, differs from want ("chip=C,type=T" -> bytes).
+func deviceMemory(addr, pid string, want map[string]float64) string {
+	resp, err := httpClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	got := map[string]float64{}
+	if f := fams["tttrace_device_memory_bytes"]; f != nil {
+		for _, m := range f.Metric {
+			l := map[string]string{}
+			for _, lp := range m.Label {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["pid"] == pid {
+				got["chip="+l["chip"]+",type="+l["type"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sameSamples(got, want)
+}
+
+// TestE2EListenModes: --listen with -- CMD and the human report, and with
+// --all; a busy or malformed address is refused before anything is traced
+// or started.
 func TestE2EListenModes(t *testing.T) {
 	bin, replica := setup(t)
 	dir := filepath.Join(replica, "gcc-O2")
@@ -399,43 +431,37 @@ func TestE2EListenModes(t *testing.T) {
 		tr := readTruth(t, f("truth"))
 		cur, _, _ := wantProcess(tr)
 		pid := strconv.Itoa(int(tr.Pid))
-		poll(t, "/metrics equal to the truth", func() string {
-			resp, err := httpClient.Get("http://" + addr + "/metrics")
-			if err != nil {
-				return err.Error()
-			}
-			defer resp.Body.Close()
-			got := map[string]float64{}
-			b, _ := io.ReadAll(resp.Body)
-			for _, line := range strings.Split(string(b), "\n") {
-				name, rest, ok := strings.Cut(line, "{")
-				if !ok || name != "tttrace_device_memory_bytes" || !strings.Contains(rest, `pid="`+pid+`"`) {
-					continue
-				}
-				var chip, typ string
-				for _, kv := range strings.Split(rest[:strings.LastIndex(rest, "}")], ",") {
-					k, v, _ := strings.Cut(kv, "=")
-					switch k {
-					case "chip":
-						chip, _ = strconv.Unquote(v)
-					case "type":
-						typ, _ = strconv.Unquote(v)
-					}
-				}
-				v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				if err != nil {
-					return "bad line " + line
-				}
-				got["chip="+chip+",type="+typ] = v
-			}
-			return sameSamples(got, cur)
-		})
+		poll(t, "/metrics equal to the truth", func() string { return deviceMemory(addr, pid, cur) })
 		touch(t, f("hold"))
 		if err := tt.Wait(); err != nil {
 			t.Fatalf("tttrace: %v\n%s", err, tout)
 		}
-		if !strings.Contains(tout.String(), "leak") {
+		if !strings.Contains(tout.String(), "tttrace report: 1 process(es)") {
 			t.Errorf("no human report with --listen:\n%s", tout)
+		}
+	})
+
+	t.Run("all", func(t *testing.T) {
+		// Other processes of the host may be traced too: only the
+		// workload's own series are compared.
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		tt, tout := start(t, bin, "--all", "--lib", filepath.Join(dir, "libtt_metal.so"), "--listen", addr,
+			"--json", "--no-events", "-o", f("all.out"), "--ready-file", f("all.ready"))
+		waitFor(t, func() bool { _, err := os.Stat(f("all.ready")); return err == nil }, "tttrace ready")
+		w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "mesh", "--leak", "--truth", f("all.truth"), "--hold-file", f("all.hold"))
+		waitFor(t, func() bool { return strings.Contains(wout.String(), "holding") }, "workload holding")
+		cur, _, _ := wantProcess(readTruth(t, f("all.truth")))
+		pid := strconv.Itoa(w.Process.Pid)
+		poll(t, "/metrics equal to the truth", func() string { return deviceMemory(addr, pid, cur) })
+		touch(t, f("all.hold"))
+		if err := w.Wait(); err != nil {
+			t.Fatalf("workload: %v\n%s", err, wout)
+		}
+		poll(t, "the workload's series gone", func() string { return deviceMemory(addr, pid, map[string]float64{}) })
+		tt.Process.Signal(os.Interrupt)
+		// 7: another process of the host, traced too, lost events.
+		if err := tt.Wait(); exitCode(err) != 0 && exitCode(err) != 7 {
+			t.Fatalf("tttrace: %v\n%s", err, tout)
 		}
 	})
 
