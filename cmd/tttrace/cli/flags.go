@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tttrace/tttrace/probes"
+	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 )
 
 // Exit statuses of tttrace itself. In "-- CMD" mode tttrace exits with
@@ -45,6 +46,7 @@ type Flags struct {
 	Wait      time.Duration
 	Interval  time.Duration
 	ReadyFile string
+	Listen    string // serve Prometheus metrics at this host:port
 	Follow    bool
 	All       bool
 	NoMulti   bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
@@ -84,6 +86,7 @@ Examples:
   sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
   sudo tttrace --perfetto mem.pftrace -- ./my_workload   (then open
                                         mem.pftrace at ui.perfetto.dev)
+  sudo tttrace --all --listen 127.0.0.1:9464   # Prometheus scrapes /metrics
 
 Without --lib, tttrace finds the library in the process (by name, or by its
 symbols if renamed), probes likely copies before they load (the command's
@@ -135,6 +138,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
+	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
 	fs.StringVar(&f.failOnLeak, "fail-on-leak", "", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.StringVar(&f.l1Warn, "l1-warn", "", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
@@ -228,6 +232,11 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, usageError{fmt.Errorf("--l1-warn: %w", err)}
 		}
 		f.L1Warn = uint64(n)
+	}
+	if fs.Changed("listen") {
+		if err := promexport.CheckAddr(f.Listen); err != nil {
+			return nil, usageError{fmt.Errorf("--listen: %w", err)}
+		}
 	}
 	if f.Wait < 0 || f.Interval < 0 {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}

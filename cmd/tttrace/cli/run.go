@@ -16,6 +16,7 @@ import (
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/sinks/perfetto"
+	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 )
 
 // Version is tttrace's version, set at build time.
@@ -122,6 +123,7 @@ var outputs = []func(f *Flags, out, stderr io.Writer) (sinks.Sink, error){
 		return sinks.NewReport(out), nil
 	},
 	perfettoOutput,
+	prometheusOutput,
 }
 
 // perfettoOutput is the --perfetto timeline file.
@@ -134,6 +136,19 @@ func perfettoOutput(f *Flags, _, _ io.Writer) (sinks.Sink, error) {
 		return nil, fail(ExitError, "--perfetto: %w", err)
 	}
 	return w, nil
+}
+
+// prometheusOutput is the /metrics endpoint of --listen, bound now so a bad
+// or busy address fails before tracing starts.
+func prometheusOutput(f *Flags, _, _ io.Writer) (sinks.Sink, error) {
+	if f.Listen == "" {
+		return nil, nil
+	}
+	e, err := promexport.Listen(f.Listen)
+	if err != nil {
+		return nil, fail(ExitUsage, "--listen: %w", err)
+	}
+	return e, nil
 }
 
 // liveOutput is the live view on stderr when it is a terminal tttrace has

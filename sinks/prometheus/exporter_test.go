@@ -1,0 +1,418 @@
+package prometheus
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// stream plays the runtime's part without BPF: it applies synthetic events
+// to a ledger and hands them to the exporter as session does, and counts
+// what it sent, independently of both.
+type stream struct {
+	t      *testing.T
+	l      *devices.Ledger
+	e      *Exporter
+	procs  map[uint32]string // traced, not ended: pid -> command
+	seq    uint64
+	kinds  map[string]uint64
+	lost   uint64
+	leaked map[string]uint64 // "chip/type" -> bytes the test left allocated in ended processes
+	chips  map[int32]bool    // chips the exporter was shown
+}
+
+func newStream(t *testing.T, e *Exporter) *stream {
+	return &stream{t: t, l: devices.NewLedger(), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}, chips: map[int32]bool{}}
+}
+
+func (s *stream) start(pid uint32, cmd string) {
+	s.procs[pid] = cmd
+	s.l.SetProcessInfo(pid, devices.ProcessInfo{Command: cmd})
+}
+
+func (s *stream) send(ev events.Event) {
+	s.seq++
+	ev.Seq, ev.TsNs = s.seq, s.seq*1000
+	s.l.Apply(&ev)
+	s.e.Event(&ev)
+	s.kinds[ev.Kind.String()]++
+	s.lost += ev.LostBefore
+}
+
+func chipPtr(chip int32) uint64 { return 0x7f0000000000 + uint64(chip)*0x1000 }
+
+func (s *stream) alloc(pid uint32, buf uint64, chip int32, t events.BufferType, size uint64) {
+	s.send(events.Event{Kind: events.KindAlloc, Pid: pid, Tid: pid, Object: buf, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
+		Chip: chip, BufferType: t, Address: buf & 0xffffff, Size: size, PageSize: 1024, OwnsData: true, Status: 1})
+}
+
+func (s *stream) free(pid uint32, buf uint64, chip int32) {
+	s.send(events.Event{Kind: events.KindFree, Pid: pid, Tid: pid, Object: buf, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
+		Chip: chip, OwnsData: true, Status: 1})
+}
+
+// meshAlloc allocates a mesh buffer whose per-chip views name chips.
+func (s *stream) meshAlloc(pid uint32, buf, mesh uint64, t events.BufferType, size uint64, chips ...int32) {
+	addr := buf & 0xffffff
+	s.send(events.Event{Kind: events.KindAlloc, Pid: pid, Tid: pid, Object: buf, Device: mesh, DeviceKind: events.DeviceMesh,
+		Chip: -1, BufferType: t, Address: addr, Size: size, PageSize: 1024, OwnsData: true, Status: 1})
+	for _, c := range chips {
+		s.send(events.Event{Kind: events.KindView, Pid: pid, Tid: pid, Device: chipPtr(c), DeviceKind: events.DeviceChip,
+			Chip: c, Address: addr, Size: 4096})
+	}
+}
+
+func (s *stream) cb(pid uint32, prog uint64, chip int32, size uint64) {
+	s.send(events.Event{Kind: events.KindCBLayout, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
+	s.send(events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: pid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: 0x1000, Size: size})
+}
+
+// tick hands the exporter a view, as session's tick does.
+func (s *stream) tick() {
+	v := sinks.View{Now: time.Now(), Ledger: s.l}
+	for pid, cmd := range s.procs {
+		v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: cmd})
+		for _, d := range s.l.Devices(pid) {
+			s.chips[d.Device] = true
+		}
+	}
+	sort.Slice(v.Procs, func(i, j int) bool { return v.Procs[i].Pid < v.Procs[j].Pid })
+	s.e.Tick(&v)
+}
+
+// end ends pid as session's reapExits does: the exit event, the process
+// out of the view, then ProcessEnded.
+func (s *stream) end(pid uint32) {
+	s.send(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	delete(s.procs, pid)
+	one, ok := s.l.ProcessSummary(pid)
+	if !ok {
+		s.t.Fatalf("ledger has no process %d", pid)
+	}
+	s.e.ProcessEnded(&one, len(s.procs) > 0)
+}
+
+// scrape fetches /metrics and returns every sample by "name{labels}", the
+// labels sorted by name.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v\n%s", err, body)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			var ls []string
+			for _, lp := range m.Label {
+				ls = append(ls, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			}
+			sort.Strings(ls)
+			key := name + "{" + strings.Join(ls, ",") + "}"
+			if _, dup := out[key]; dup {
+				t.Fatalf("series %s twice", key)
+			}
+			switch {
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			default:
+				t.Fatalf("%s is neither a gauge nor a counter", key)
+			}
+		}
+	}
+	return out
+}
+
+func series(name string, labels ...string) string {
+	var ls []string
+	for i := 0; i+1 < len(labels); i += 2 {
+		ls = append(ls, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+	}
+	sort.Strings(ls)
+	return name + "{" + strings.Join(ls, ",") + "}"
+}
+
+// want is the exposition the ledger's current state calls for.
+func (s *stream) want() map[string]float64 {
+	w := map[string]float64{}
+	chips := map[string]float64{}
+	for pid, cmd := range s.procs {
+		p := strconv.Itoa(int(pid))
+		for _, d := range s.l.Devices(pid) {
+			c := strconv.Itoa(int(d.Device))
+			pk := d.Peaks
+			for _, v := range []struct {
+				typ       string
+				cur, peak uint64
+			}{
+				{"dram", d.DRAMBytes, pk.DRAMBytes.Value},
+				{"l1", d.L1Bytes, pk.L1Bytes.Value},
+				{"l1_small", d.L1SmallBytes, pk.L1SmallBytes.Value},
+				{"trace", d.TraceBytes, pk.TraceBytes.Value},
+				{"system_memory", d.SystemMemoryBytes, pk.SystemMemoryBytes.Value},
+				{"cb", d.CBBytes, pk.CBBytes.Value},
+			} {
+				w[series("tttrace_device_memory_bytes", "chip", c, "type", v.typ, "pid", p, "command", cmd)] = float64(v.cur)
+				w[series("tttrace_device_memory_peak_bytes", "chip", c, "type", v.typ, "pid", p, "command", cmd)] = float64(v.peak)
+				chips[series("tttrace_chip_memory_bytes", "chip", c, "type", v.typ)] += float64(v.cur)
+			}
+			w[series("tttrace_live_buffers", "chip", c, "pid", p, "command", cmd)] = float64(d.LiveBuffers)
+		}
+	}
+	for k, v := range chips {
+		w[k] = v
+	}
+	// Every chip seen has its leaked series, from 0.
+	for c := range s.chips {
+		for _, typ := range []string{"dram", "l1", "l1_small", "trace", "system_memory"} {
+			w[series("tttrace_leaked_bytes_total", "chip", strconv.Itoa(int(c)), "type", typ)] = 0
+		}
+	}
+	for k, v := range s.leaked {
+		chip, typ, _ := strings.Cut(k, "/")
+		w[series("tttrace_leaked_bytes_total", "chip", chip, "type", typ)] = float64(v)
+	}
+	for k, n := range s.kinds {
+		w[series("tttrace_events_total", "kind", k)] = float64(n)
+	}
+	w["tttrace_lost_events_total{}"] = float64(s.lost)
+	return w
+}
+
+func diff(t *testing.T, when string, got, want map[string]float64) {
+	t.Helper()
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		g, gok := got[k]
+		w, wok := want[k]
+		switch {
+		case !gok:
+			t.Errorf("%s: missing %s (want %v)", when, k, w)
+		case !wok:
+			t.Errorf("%s: unexpected %s = %v", when, k, g)
+		case g != w:
+			t.Errorf("%s: %s = %v, want %v", when, k, g, w)
+		}
+	}
+}
+
+func listen(t *testing.T) *Exporter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := serve(ln)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// The exposition says what the ledger says, per process and chip, summed
+// per chip over processes; an ended process's series disappear and what
+// it left allocated is added to the leaked totals.
+func TestExpositionFollowsLedger(t *testing.T) {
+	e := listen(t)
+	addr := e.Addr().String()
+	s := newStream(t, e)
+	s.start(100, "python3 -m pytest tests/ttnn")
+	s.start(200, "./my_workload --chips 4")
+
+	s.alloc(100, 0x1001000, 0, events.DRAM, 1<<20)
+	s.alloc(100, 0x1002000, 0, events.L1, 4096)
+	s.alloc(100, 0x1003000, 1, events.L1Small, 2048)
+	s.alloc(100, 0x1004000, 1, events.Trace, 8192)
+	s.alloc(100, 0x1005000, 0, events.SystemMemory, 512)
+	s.alloc(100, 0x1006000, 0, events.DRAM, 3<<20) // raises the peak, then freed
+	s.free(100, 0x1006000, 0)
+	s.meshAlloc(100, 0x1007000, 0x5500a0000000, events.DRAM, 65536, 0, 1)
+	s.cb(100, 0x9000, 1, 16384)
+	s.alloc(200, 0x2001000, 0, events.DRAM, 7<<20)
+	s.alloc(200, 0x2002000, 3, events.L1, 1024)
+	s.send(events.Event{Kind: events.KindAlloc, Pid: 200, Tid: 200, Object: 0x2003000, Device: chipPtr(3), DeviceKind: events.DeviceChip,
+		Chip: 3, BufferType: events.DRAM, Address: 0x3000, Size: 4096, PageSize: 1024, OwnsData: true, Status: 1, LostBefore: 5})
+	s.free(200, 0x2003000, 3)
+
+	s.tick()
+	got := scrape(t, addr)
+	diff(t, "both running", got, s.want())
+	// Spot checks against values known independently of the ledger.
+	for k, v := range map[string]float64{
+		series("tttrace_device_memory_bytes", "chip", "0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"):      1<<20 + 65536,
+		series("tttrace_device_memory_peak_bytes", "chip", "0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"): 4 << 20,
+		series("tttrace_device_memory_bytes", "chip", "1", "type", "cb", "pid", "100", "command", "python3 -m pytest tests/ttnn"):        16384,
+		series("tttrace_live_buffers", "chip", "1", "pid", "100", "command", "python3 -m pytest tests/ttnn"):                             3,
+		series("tttrace_chip_memory_bytes", "chip", "0", "type", "dram"):                                                                 1<<20 + 65536 + 7<<20,
+		"tttrace_lost_events_total{}": 5,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+
+	// pid 100 ends holding all but one DRAM buffer and its CB.
+	s.free(100, 0x1001000, 0)
+	s.end(100)
+	s.leaked["0/l1"] = 4096
+	s.leaked["1/l1_small"] = 2048
+	s.leaked["1/trace"] = 8192
+	s.leaked["0/system_memory"] = 512
+	s.leaked["0/dram"] = 65536 // the mesh buffer, on each of its chips
+	s.leaked["1/dram"] = 65536
+	got = scrape(t, addr) // no tick: the end alone removes the series
+	diff(t, "pid 100 ended", got, s.want())
+	for k := range got {
+		if strings.Contains(k, `pid="100"`) {
+			t.Errorf("series of the ended process remain: %s", k)
+		}
+	}
+
+	// A second ending adds to the totals; the last process leaves no series.
+	s.tick()
+	s.end(200)
+	s.leaked["0/dram"] += 7 << 20
+	s.leaked["3/l1"] = 1024
+	s.tick()
+	diff(t, "all ended", scrape(t, addr), s.want())
+	sum := s.l.Summary()
+	if err := e.Summary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "summary", scrape(t, addr), s.want())
+}
+
+// Mesh buffers whose chips were never learned are leaked on chip "unknown".
+func TestUnplacedLeak(t *testing.T) {
+	e := listen(t)
+	s := newStream(t, e)
+	s.start(7, "w")
+	s.meshAlloc(7, 0x1000, 0x5500a0000000, events.L1, 300)
+	s.tick()
+	s.end(7)
+	s.leaked[UnplacedChip+"/l1"] = 300
+	diff(t, "unplaced", scrape(t, e.Addr().String()), s.want())
+}
+
+// Counting an event allocates nothing: the consumer's hot path.
+func TestEventAllocatesNothing(t *testing.T) {
+	e := New()
+	ev := events.Event{Kind: events.KindAlloc, Pid: 1, Chip: 0, Size: 64}
+	if n := testing.AllocsPerRun(1000, func() { e.Event(&ev) }); n != 0 {
+		t.Fatalf("Event allocates %v times", n)
+	}
+}
+
+// Scrapes run while the sink goroutine publishes (go test -race).
+func TestScrapeDuringTicks(t *testing.T) {
+	e := listen(t)
+	addr := e.Addr().String()
+	s := newStream(t, e)
+	s.start(1, "w")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	for i := uint64(0); i < 300; i++ {
+		s.alloc(1, 0x1000+i*0x100, int32(i%4), events.DRAM, 4096)
+		if i%10 == 0 {
+			s.tick()
+		}
+	}
+	close(stop)
+	wg.Wait()
+	s.tick()
+	diff(t, "after", scrape(t, addr), s.want())
+}
+
+// A busy or malformed address fails at once; Close stops the endpoint.
+func TestListen(t *testing.T) {
+	e := listen(t)
+	addr := e.Addr().String()
+	if _, err := Listen(addr); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("second Listen on %s: %v", addr, err)
+	}
+	for _, bad := range []string{"9464", "localhost", "127.0.0.1:http", "127.0.0.1:0x10", "127.0.0.1:70000", "127.0.0.1:0"} {
+		if err := CheckAddr(bad); err == nil {
+			t.Errorf("CheckAddr(%q) accepted it", bad)
+		}
+	}
+	for _, ok := range []string{":9464", "127.0.0.1:9464", "[::1]:9464", "localhost:9464"} {
+		if err := CheckAddr(ok); err != nil {
+			t.Errorf("CheckAddr(%q): %v", ok, err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the endpoint still accepts connections after Close")
+	}
+}
+
+func TestCommandLabel(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	got := commandLabel(long)
+	if len(got) > MaxCommand || !strings.HasSuffix(got, "...") || !strings.HasPrefix(long, strings.TrimSuffix(got, "...")) {
+		t.Errorf("commandLabel(200 bytes) = %q (%d bytes)", got, len(got))
+	}
+	if got := commandLabel("python3 x.py"); got != "python3 x.py" {
+		t.Errorf("short command changed: %q", got)
+	}
+	if got := commandLabel("a\xffb"); got != "a\uFFFDb" {
+		t.Errorf("invalid UTF-8 kept: %q", got)
+	}
+}
