@@ -5,7 +5,8 @@
 #   scripts/deps.sh build   compilers for the replica (g++, clang++)
 #   scripts/deps.sh bpf     clang + llvm-strip for make generate
 #   scripts/deps.sh bench   bpftrace for the floor measurement, GNU time, taskset
-#   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view)
+#   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view), Prometheus and
+#                           promtool (--listen)
 set -euo pipefail
 want=()
 need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
@@ -13,7 +14,7 @@ for what in "${@:-build}"; do
 	case "$what" in
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
-	test) need tmux tmux ;;
+	test) need tmux tmux; need prometheus prometheus; need promtool prometheus ;;
 	bench) need bpftrace bpftrace; need /usr/bin/time time; need taskset util-linux ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
@@ -29,3 +30,8 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+# Debian starts the Prometheus it installs as a service (on :9090) where
+# systemd runs; the tests start their own instances.
+if [[ " $pkgs " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
