@@ -81,18 +81,26 @@ const tick = 100 * time.Millisecond
 // Run traces as cfg says, feeding sinks, until the traced processes have
 // ended (or ctx is done). Errors are *Error.
 func Run(ctx context.Context, cfg Config, out []sinks.Sink) (*Result, error) {
+	// Every sink is closed once, whatever happens: by run, or here when
+	// tracing cannot start.
+	closeAll := func(err error) (*Result, error) {
+		for _, k := range out {
+			_ = k.Close()
+		}
+		return nil, err
+	}
 	if os.Geteuid() != 0 {
-		return nil, &Error{ErrPermission, probes.ErrPermission}
+		return closeAll(&Error{ErrPermission, probes.ErrPermission})
 	}
 	host := procHost{}
 	for _, pid := range cfg.PIDs {
 		if err := host.Exists(pid); err != nil {
-			return nil, errorf(ErrNoProcess, "-p %d: no such process", pid)
+			return closeAll(errorf(ErrNoProcess, "-p %d: no such process", pid))
 		}
 	}
 	be, err := newBPFBackend(&cfg)
 	if err != nil {
-		return nil, err
+		return closeAll(err)
 	}
 	defer be.Close()
 	return run(ctx, cfg, be, host, out)

@@ -188,6 +188,9 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 	for _, mk := range outputs {
 		k, err := mk(f, out, stderr)
 		if err != nil {
+			for _, k := range ks {
+				_ = k.Close() // a half-made set of outputs: release what was opened
+			}
 			return 0, err
 		}
 		if k != nil {
