@@ -197,21 +197,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 		return fmt.Errorf("%s: already probing %d libraries, the most tttrace can", lib.Path, maxLibs)
 	}
 	idx := uint32(len(t.libs))
-	info := tttraceLibInfo{
-		VtableDevice: syms.VtableDevice,
-		VtableMesh:   syms.VtableMesh,
-		BufImplPtr:   layout.BufferImplPtr,
-		BufDevice:    layout.Device,
-		BufSize:      layout.Size,
-		BufType:      layout.Type,
-		BufOwnsData:  layout.OwnsData,
-		BufStatus:    layout.Status,
-		BufHooked:    layout.Hooked,
-		BufAddress:   layout.Address,
-		BufPageSize:  layout.PageSize,
-		DevId:        layout.DeviceID,
-		BufTypeWidth: layout.TypeWidth,
-	}
+	info := libInfo(layout, syms)
 	if err := t.objs.Libs.Update(idx, &info, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}

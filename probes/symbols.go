@@ -29,11 +29,6 @@ const (
 	symVtableDevice           = "_ZTVN2tt8tt_metal6DeviceE"
 	symVtableMeshDevice       = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
 
-	// Fingerprints of layouts other than V1 (ttmetal-facts.md §3).
-	symPimplSize   = "_ZNK2tt8tt_metal6Buffer4sizeEv"
-	symPimplDevice = "_ZNK2tt8tt_metal6Buffer6deviceEv"
-	symV0Namespace = "_ZN2tt8tt_metal2v0"
-
 	// Buffer's lifecycle (ttmetal-facts.md §1), for the lifecycle plan.
 	symAllocateImpl   = "_ZN2tt8tt_metal6Buffer13allocate_implEv"
 	symDeallocateImpl = "_ZN2tt8tt_metal6Buffer15deallocate_implEv"
@@ -200,23 +195,22 @@ type Symbols struct {
 	// VtableDevice and VtableMesh are the link-time addresses of the vtable
 	// address points of Device and MeshDevice (0 if absent).
 	VtableDevice, VtableMesh uint64
-	// Fingerprints of other layouts.
-	HasPimplAccessors bool
-	HasV0Namespace    bool
+	// seen holds every name the scan delivered: what the profiles'
+	// fingerprints (profiles.go) are evaluated on.
+	seen map[string]bool
 }
 
 // ResolveSymbols finds every attach point and vtable in lib.
 func ResolveSymbols(lib *Library) (*Symbols, error) {
 	found := map[string]Symbol{}
 	var prefixed []Symbol
-	res := &Symbols{}
-	pimpl := withV0(symPimplSize, symPimplDevice)
+	res := &Symbols{seen: map[string]bool{}}
 	viewPrefixes := withV0(symBufferCreateViewPrefix)
 	// Only the names wanted (and the view prefix) are asked for: a real
 	// libtt_metal.so has hundreds of thousands of tt::tt_metal symbols, and
 	// turning each into a string would cost time and memory in proportion.
 	// A v0 build is recognised by the v0 spelling of these same names.
-	want := append([]string(nil), pimpl...)
+	want := profileSymbols()
 	want = append(want, viewPrefixes...)
 	want = append(want, withV0(symVtableDevice, symVtableMeshDevice)...)
 	for _, p := range attachTable {
@@ -227,14 +221,9 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 		}
 	}
 	err := lib.ScanSymbols(want, func(s Symbol) {
-		if strings.HasPrefix(s.Name, symV0Namespace) {
-			res.HasV0Namespace = true
-		}
-		if slices.Contains(pimpl, s.Name) {
-			res.HasPimplAccessors = true
-		}
+		res.seen[s.Name] = true
 		if !strings.HasPrefix(s.Name, "_ZN") && !strings.HasPrefix(s.Name, "_ZTV") {
-			return // const methods: only the fingerprint above is wanted
+			return // const methods: only the fingerprints are wanted
 		}
 		// GCC's clones and split-off parts (f.cold, f.isra.0, f.constprop.1,
 		// f.part.2) are not entry points with f's ABI: never attach there.

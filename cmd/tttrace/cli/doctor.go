@@ -156,7 +156,8 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 	r.Library = dl
 	syms, err := probes.ResolveSymbols(lib)
 	if err == nil {
-		dl.V0, dl.Pimpl = syms.HasV0Namespace, syms.HasPimplAccessors
+		fp := syms.Fingerprint()
+		dl.V0, dl.Pimpl = fp["v0_namespace"], fp["pimpl_accessors"]
 	}
 	// The same steps as tracing, reported one by one.
 	mode, err := probes.ParseProbeMode(probeMode)
@@ -233,14 +234,13 @@ func (r *DoctorReport) write(w io.Writer) {
 		p("\nLayout\n")
 		if s.From != "" {
 			p("  from       %s\n", s.From)
-			lay := s.Layout
-			if lay.BufferImplPtr >= 0 {
-				p("  Buffer     BufferImpl pointer at %d; in BufferImpl:\n", lay.BufferImplPtr)
+			for i, line := range s.Layout.Describe() {
+				head := "offsets"
+				if i > 0 {
+					head = ""
+				}
+				p("  %-10s %s\n", head, line)
 			}
-			p("  offsets    device_ %s  size_ %s  buffer_type_ %s  owns_data_ %s  allocation_status_ %s  hooked_allocation_ %s\n",
-				off(lay.Device), off(lay.Size), off(lay.Type), off(lay.OwnsData), off(lay.Status), off(lay.Hooked))
-			p("             address_ %s  page_size_ %s  Device::id_ %s  ALLOCATED = %s  buffer_type_ width %d\n",
-				off(lay.Address), off(lay.PageSize), off(lay.DeviceID), off(lay.Allocated), lay.TypeWidth)
 		}
 		for _, c := range s.Checked {
 			p("  checked    %s\n", c)
