@@ -313,7 +313,9 @@ var knownNames, knownPrefixes = func() ([]string, []string) {
 	names = append(names, symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
 		symProgramImplD2, symProgramImplD1)
-	return withV0(names...), append(withV0(symBufferCreateOwningPrefix), controlBlockVtables...)
+	callerNames, callerPrefixes := knownCallerNames()
+	names = withV0(names...)
+	return append(names, callerNames...), append(append(withV0(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)
 }()
 
 // isKnown reports whether scanKnown looked for name.

@@ -106,9 +106,10 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its code: %w", lib.Path, err)
 	}
-	fns, err := lib.lookupFuncs(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+	callerNames, callerPrefixes := knownCallerNames()
+	fns, err := lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
-		symProgramImplD2, symProgramImplD1), withV0(symBufferCreateOwningPrefix))
+		symProgramImplD2, symProgramImplD1), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,8 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 		return n
 	}
 	nAlloc, nFree := count(symTrackAllocate), count(symTrackDeallocate)
-	nCB, nCBFree := count(symTrackAllocateCB), count(symTrackDeallocateCB)
+	count(symTrackAllocateCB)
+	count(symTrackDeallocateCB)
 	for _, n := range []string{symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2} {
 		count(n)
 	}
@@ -176,12 +178,8 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 			return nil, fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
 		}
 	}
-	if nCB == 0 && len(fns[symTrackAllocateCB]) > 0 {
-		p.Exact = false
-		p.Caveats = append(p.Caveats, "GraphTracker::track_allocate_cb is never called in the library (inlined): circular buffers are not seen")
-	}
-	if nCBFree == 0 && len(fns[symTrackDeallocateCB]) > 0 && nCB > 0 {
-		p.Notes = append(p.Notes, "GraphTracker::track_deallocate_cb is never called in the library: CBs are released with their program")
+	if err := p.checkCallers(lib, c, fns, sites); err != nil {
+		return nil, err
 	}
 
 	if err := p.programTeardown(lib, c, fns); err != nil {
