@@ -21,7 +21,7 @@ const symBufferView = "_ZN2tt8tt_metal6Buffer4viewERKNS0_12BufferRegionE"
 // if it had inlined it.
 type knownCaller struct {
 	// program is the attach-table program of the probed function.
-	program string
+	program Program
 	// callee is its mangled name, or a prefix ending in '*'.
 	callee     string
 	calleeName string
@@ -40,16 +40,16 @@ type knownCaller struct {
 }
 
 var knownCallers = []knownCaller{
-	{program: "buffer_create_view", callee: symBufferCreateViewPrefix + "*", calleeName: "Buffer::create(device, address, ...)",
+	{program: progBufferCreateView, callee: symBufferCreateViewPrefix + "*", calleeName: "Buffer::create(device, address, ...)",
 		caller: symBufferView, callerName: "Buffer::view(const BufferRegion&)",
 		inlined: "the pre-allocated views Buffer::view() makes are not seen (totals unaffected: views count nothing)",
 		exact:   true},
-	{program: "track_allocate_cb", callee: symTrackAllocateCB, calleeName: "GraphTracker::track_allocate_cb",
+	{program: progTrackAllocateCB, callee: symTrackAllocateCB, calleeName: "GraphTracker::track_allocate_cb",
 		caller: symAllocateCBs, callerName: "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)",
 		inlined: "the circular buffers it allocates are not seen", noCaller: "circular buffers are not seen"},
 	// deallocate_circular_buffers() reaches it through helpers (a direct
 	// caller is needed to tell inlined from not called): no caller named.
-	{program: "track_deallocate_cb", callee: symTrackDeallocateCB, calleeName: "GraphTracker::track_deallocate_cb",
+	{program: progTrackDeallocateCB, callee: symTrackDeallocateCB, calleeName: "GraphTracker::track_deallocate_cb",
 		noCaller: "CBs are released with their program", exact: true, onlyIf: symTrackAllocateCB},
 }
 
@@ -99,7 +99,7 @@ func (p *Plan) checkCallers(lib *Library, c *codeIndex, fns map[string][]Symbol,
 				continue
 			}
 			p.Points = append(p.Points, PlanPoint{Program: k.program, Function: k.calleeName, Symbol: cr.Name, Addr: cr.Value,
-				Status: "inlined", Detail: "inlined into " + k.callerName + ", which does not call it: " + k.inlined})
+				Status: StatusInlined, Detail: "inlined into " + k.callerName + ", which does not call it: " + k.inlined})
 			p.unseen(k.exact, fmt.Sprintf("%s is inlined into %s (in the library, but its code does not call it): %s",
 				k.calleeName, k.callerName, k.inlined))
 		}

@@ -95,7 +95,7 @@ func objdumpCalls(t *testing.T, so, fn, callee string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return regexp.MustCompile(`(?m)\t(call|jmp)\s+[0-9a-f]+ <`+regexp.QuoteMeta(callee)).Match(out)
+	return regexp.MustCompile(`(?m)\t(call|jmp)\s+[0-9a-f]+ <` + regexp.QuoteMeta(callee)).Match(out)
 }
 
 // The plan says a known caller inlined a probed function exactly when
@@ -126,7 +126,7 @@ func TestKnownCallersInlinedOrAbsent(t *testing.T) {
 				t.Fatal(err)
 			}
 			said := strings.Join(append(append([]string(nil), p.Caveats...), p.Notes...), "\n")
-			inlined := map[string]bool{}
+			inlined := map[Program]bool{}
 			for _, pt := range p.Points {
 				if pt.Status == "inlined" {
 					inlined[pt.Program] = true

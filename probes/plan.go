@@ -46,10 +46,36 @@ func ParseProbeMode(s string) (ProbeMode, error) {
 	return "", fmt.Errorf("--probes %q: want tracker, lifecycle or auto", s)
 }
 
+// PlanKind is a probe plan.
+type PlanKind string
+
+// Probe plans.
+const (
+	PlanTracker   PlanKind = "tracker"
+	PlanLifecycle PlanKind = "lifecycle"
+)
+
+// PointStatus is what a plan does with an attach point.
+type PointStatus string
+
+// Attach point statuses.
+const (
+	// StatusAttached: in the plan.
+	StatusAttached PointStatus = "attached"
+	// StatusInlined: its code lives in its callers: not probed there.
+	StatusInlined PointStatus = "inlined"
+	// StatusUnprobeable: the kernel cannot probe its instruction.
+	StatusUnprobeable PointStatus = "unprobeable"
+	// StatusMissing: the library does not have it.
+	StatusMissing PointStatus = "missing"
+	// StatusNotNeeded: the plan does without it.
+	StatusNotNeeded PointStatus = "not needed"
+)
+
 // Plan is what tttrace attaches in one library and why.
 type Plan struct {
-	Kind string `json:"kind"` // "tracker" or "lifecycle"
-	Why  string `json:"why"`
+	Kind PlanKind `json:"kind"`
+	Why  string   `json:"why"`
 	// Sites are the probes to attach.
 	Sites []Site `json:"-"`
 	// Points describes every attach point considered, for doctor.
@@ -73,27 +99,43 @@ type Plan struct {
 // PlanPoint is one attach point of a plan, or a function the plan decided
 // not to probe.
 type PlanPoint struct {
-	Program  string `json:"program"`
-	Function string `json:"function"`
-	Symbol   string `json:"symbol,omitempty"`
-	Addr     uint64 `json:"addr,omitempty"`
-	Insn     string `json:"insn,omitempty"`
-	// Status: "attached" (in the plan), "inlined" (its code lives in its
-	// callers: not probed there), "unprobeable", "missing", "not needed".
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Program  Program     `json:"program"`
+	Function string      `json:"function"`
+	Symbol   string      `json:"symbol,omitempty"`
+	Addr     uint64      `json:"addr,omitempty"`
+	Insn     string      `json:"insn,omitempty"`
+	Status   PointStatus `json:"status"`
+	Detail   string      `json:"detail,omitempty"`
 }
 
-// Attach points of Buffer's lifecycle (bpf/tttrace.bpf.c).
+// Program names a BPF program of bpf/tttrace.bpf.c.
+type Program string
+
+// The programs of the attach table (both plans).
 const (
-	progAllocEnter      = "lc_alloc_enter"
-	progAllocExit       = "lc_alloc_exit"
-	progCreateEnter     = "lc_create_enter"
-	progCreateExit      = "lc_create_exit"
-	progFree            = "lc_free"
-	progFreeOwned       = "lc_free_owned"
-	progDestroyTeardown = "program_destroy_teardown"
-	progFreeDispose     = "lc_free_dispose"
+	progTrackAllocate     Program = "track_allocate"
+	progTrackDeallocate   Program = "track_deallocate"
+	progTrackAllocateCB   Program = "track_allocate_cb"
+	progTrackDeallocateCB Program = "track_deallocate_cb"
+	progBufferCreateView  Program = "buffer_create_view"
+	progMarkAsDeallocated Program = "mark_as_deallocated"
+	progAllocateCBs       Program = "allocate_circular_buffers"
+	progDeallocateCBs     Program = "deallocate_circular_buffers"
+	progProgramDestroy    Program = "program_destroy"
+	progDeviceClose       Program = "device_close"
+	progMeshDeviceClose   Program = "mesh_device_close"
+)
+
+// The programs of Buffer's lifecycle (lifecycle plan), and the teardown.
+const (
+	progAllocEnter      Program = "lc_alloc_enter"
+	progAllocExit       Program = "lc_alloc_exit"
+	progCreateEnter     Program = "lc_create_enter"
+	progCreateExit      Program = "lc_create_exit"
+	progFree            Program = "lc_free"
+	progFreeOwned       Program = "lc_free_owned"
+	progDestroyTeardown Program = "program_destroy_teardown"
+	progFreeDispose     Program = "lc_free_dispose"
 )
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
@@ -143,37 +185,37 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	}
 	switch mode {
 	case ProbesTracker:
-		p.Kind, p.Why = "tracker", "--probes tracker; "+trackerWhy
+		p.Kind, p.Why = PlanTracker, "--probes tracker; "+trackerWhy
 		if !trackerCalled {
 			p.Exact = false
 			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
 		}
 	case ProbesLifecycle:
-		p.Kind, p.Why = "lifecycle", "--probes lifecycle; "+trackerWhy
+		p.Kind, p.Why = PlanLifecycle, "--probes lifecycle; "+trackerWhy
 	default:
 		if trackerCalled {
-			p.Kind, p.Why = "tracker", trackerWhy
+			p.Kind, p.Why = PlanTracker, trackerWhy
 		} else {
-			p.Kind, p.Why = "lifecycle", trackerWhy+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
+			p.Kind, p.Why = PlanLifecycle, trackerWhy+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
 		}
 	}
 
 	// The attach table's points, both plans, except the tracker's own in
 	// the lifecycle plan.
 	for _, s := range syms.Sites {
-		if p.Kind == "lifecycle" && (s.Program == "track_allocate" || s.Program == "track_deallocate") {
+		if p.Kind == PlanLifecycle && (s.Program == progTrackAllocate || s.Program == progTrackDeallocate) {
 			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
-				Status: "not needed", Detail: "lifecycle plan"})
+				Status: StatusNotNeeded, Detail: "lifecycle plan"})
 			continue
 		}
 		p.add(lib, s, "")
 	}
 	for _, m := range syms.Missing {
-		if p.Kind == "lifecycle" && (m.Program == "track_allocate" || m.Program == "track_deallocate") {
+		if p.Kind == PlanLifecycle && (m.Program == progTrackAllocate || m.Program == progTrackDeallocate) {
 			continue
 		}
 		p.Missing = append(p.Missing, m)
-		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: "missing", Detail: m.Why + " will not be seen"})
+		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusMissing, Detail: m.Why + " will not be seen"})
 		if m.Required {
 			return nil, fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
 		}
@@ -185,7 +227,7 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	if err := p.programTeardown(lib, c, fns); err != nil {
 		return nil, err
 	}
-	if p.Kind == "lifecycle" {
+	if p.Kind == PlanLifecycle {
 		if err := p.lifecycle(lib, c, fns, sites, layout); err != nil {
 			return nil, err
 		}
@@ -195,7 +237,7 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 		p.Caveats = append(p.Caveats, "the layout has no hooked_allocation_: allocations made during graph capture count as real")
 	}
 	for _, pt := range p.Points {
-		if pt.Status == "unprobeable" {
+		if pt.Status == StatusUnprobeable {
 			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
 		}
 	}
@@ -217,14 +259,14 @@ func (p *Plan) add(lib *Library, s Site, detail string) {
 			detail += pl.why
 		}
 	}
-	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: "attached", Detail: detail}
+	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: StatusAttached, Detail: detail}
 	in, err := lib.decodeAt(s.Addr)
 	if err == nil {
 		pt.Insn = in.String()
 		err = probeable(&in)
 	}
 	if err != nil {
-		pt.Status, pt.Detail = "unprobeable", err.Error()
+		pt.Status, pt.Detail = StatusUnprobeable, err.Error()
 	} else {
 		p.Sites = append(p.Sites, s)
 	}
@@ -232,7 +274,7 @@ func (p *Plan) add(lib *Library, s Site, detail string) {
 }
 
 // site makes a Site for the instruction at addr of function sym.
-func site(lib *Library, program, function string, sym Symbol, addr uint64) (Site, error) {
+func site(lib *Library, program Program, function string, sym Symbol, addr uint64) (Site, error) {
 	off, err := lib.FileOffset(addr)
 	if err != nil {
 		return Site{}, err
@@ -255,7 +297,7 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		if s.Program != "program_destroy" {
+		if s.Program != progProgramDestroy {
 			continue
 		}
 		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Func(), Size: symSize(fns, s.Func())})
@@ -267,13 +309,13 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 		}
 		s.Program = progDestroyTeardown
 		for j := range p.Points {
-			if p.Points[j].Addr == s.Addr && p.Points[j].Program == "program_destroy" {
+			if p.Points[j].Addr == s.Addr && p.Points[j].Program == progProgramDestroy {
 				p.Points[j].Program = progDestroyTeardown
 				p.Points[j].Detail = "deallocate_circular_buffers() is inlined into it: its entry is also the teardown's"
 			}
 		}
-		p.Points = append(p.Points, PlanPoint{Program: "deallocate_circular_buffers", Function: "detail::ProgramImpl::deallocate_circular_buffers()",
-			Symbol: teardown.Name, Addr: teardown.Value, Status: "inlined",
+		p.Points = append(p.Points, PlanPoint{Program: progDeallocateCBs, Function: "detail::ProgramImpl::deallocate_circular_buffers()",
+			Symbol: teardown.Name, Addr: teardown.Value, Status: StatusInlined,
 			Detail: "inlined into ~ProgramImpl (whose entry stands for it); its own entry is probed for other callers"})
 	}
 	return nil
@@ -327,7 +369,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		if alloc != nil && fc.calls(*alloc) {
 			p.Points = append(p.Points, PlanPoint{Program: progCreateEnter, Function: "Buffer::create(IDevice*, size, ...)",
-				Symbol: cr.Name, Addr: cr.Value, Status: "not needed", Detail: "calls allocate_impl(), which is probed"})
+				Symbol: cr.Name, Addr: cr.Value, Status: StatusNotNeeded, Detail: "calls allocate_impl(), which is probed"})
 			continue
 		}
 		if err := p.entryAndExits(lib, c, cr, "Buffer::create(IDevice*, size, ...)", progCreateEnter, progCreateExit,
@@ -336,7 +378,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		if alloc != nil {
 			p.Points = append(p.Points, PlanPoint{Program: progAllocEnter, Function: "Buffer::allocate_impl()", Symbol: alloc.Name,
-				Addr: alloc.Value, Status: "inlined", Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
+				Addr: alloc.Value, Status: StatusInlined, Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
 		}
 	}
 
@@ -360,7 +402,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		if len(inner) > 0 && fc.calls(inner...) {
 			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
-				Addr: dealloc.Value, Status: "not needed", Detail: "calls deallocate_impl(), which is probed"})
+				Addr: dealloc.Value, Status: StatusNotNeeded, Detail: "calls deallocate_impl(), which is probed"})
 		} else {
 			p.add(lib, mustSite(lib, progFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
 		}
@@ -387,7 +429,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		calls := append(append([]Symbol(nil), inner...), dtorList[:i]...)
 		if fc.calls(calls...) {
 			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::~Buffer()", Symbol: d.Name,
-				Addr: d.Value, Status: "not needed", Detail: "calls deallocate() or deallocate_impl(), which are probed"})
+				Addr: d.Value, Status: StatusNotNeeded, Detail: "calls deallocate() or deallocate_impl(), which are probed"})
 			continue
 		}
 		p.add(lib, mustSite(lib, progFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
@@ -534,7 +576,7 @@ func bufferInBlock(lib *Library, fn uint64, layout Layout) (uint64, string, erro
 	return 0, "", errors.New("no access to a Buffer field through it before the first branch")
 }
 
-func mustSite(lib *Library, program, function string, sym Symbol, addr uint64) Site {
+func mustSite(lib *Library, program Program, function string, sym Symbol, addr uint64) Site {
 	s, err := site(lib, program, function, sym, addr)
 	if err != nil {
 		// A symbol of the library always lies in a loaded segment.
@@ -544,7 +586,7 @@ func mustSite(lib *Library, program, function string, sym Symbol, addr uint64) S
 }
 
 // entryAndExits plans the entry probe and one probe per exit of fn.
-func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function, enter, exit, detail string) error {
+func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function string, enter, exit Program, detail string) error {
 	fc, err := c.analyze(fn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", lib.Path, err)

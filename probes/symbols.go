@@ -124,7 +124,7 @@ const vtableAddressPoint = 16
 // point is one row of the attach table.
 type point struct {
 	// Program is the BPF program (a function in bpf/tttrace.bpf.c).
-	Program string
+	Program Program
 	// Function is the C++ function, for people.
 	Function string
 	// Names are the mangled names, tried in order; the first that exists
@@ -138,33 +138,33 @@ type point struct {
 
 // attachTable lists every attach point of the tracker plan.
 var attachTable = []point{
-	{"track_allocate", "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
+	{progTrackAllocate, "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
 		"buffer allocations"},
-	{"track_deallocate", "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
+	{progTrackDeallocate, "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
 		"buffer frees"},
-	{"track_allocate_cb", "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
+	{progTrackAllocateCB, "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
 		"circular-buffer allocations"},
-	{"track_deallocate_cb", "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
+	{progTrackDeallocateCB, "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
 		"circular-buffer frees"},
-	{"buffer_create_view", "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
+	{progBufferCreateView, "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
 		"the chips of mesh buffers"},
-	{"mark_as_deallocated", "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
+	{progMarkAsDeallocated, "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
 		"buffers released after their mesh closed"},
-	{"allocate_circular_buffers", "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
+	{progAllocateCBs, "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
 		"which program owns a circular buffer"},
-	{"deallocate_circular_buffers", "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
+	{progDeallocateCBs, "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
 		"which program's circular buffers are freed"},
-	{"program_destroy", "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
+	{progProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
 		"circular buffers of destroyed programs (builds that never free them)"},
-	{"device_close", "Device::close()", []string{symDeviceClose}, false,
+	{progDeviceClose, "Device::close()", []string{symDeviceClose}, false,
 		"memory released by closing a chip"},
-	{"mesh_device_close", "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
+	{progMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
 		"memory released by closing a mesh"},
 }
 
 // Site is one resolved attach point: a program and a function address.
 type Site struct {
-	Program  string
+	Program  Program
 	Function string
 	Symbol   string
 	Addr     uint64 // link-time virtual address
@@ -184,8 +184,9 @@ func (s *Site) Func() uint64 {
 
 // Missing is an attach point the library does not have.
 type Missing struct {
-	Program, Function, Why string
-	Required               bool
+	Program       Program
+	Function, Why string
+	Required      bool
 }
 
 // Symbols is what tttrace found in a library.
