@@ -141,89 +141,25 @@ const (
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
 // layout from ResolveLayout.
 func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Plan, error) {
-	if mode == "" {
-		mode = ProbesAuto
-	}
 	c, err := lib.code()
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its code: %w", lib.Path, err)
 	}
-	callerNames, callerPrefixes := knownCallerNames()
-	fns, err := lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
-		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
-		symProgramImplD2, symProgramImplD1), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
-	if err != nil {
-		return nil, err
-	}
-	var all []Symbol
-	for _, ss := range fns {
-		all = append(all, ss...)
-	}
-	sites, unconfirmed, err := c.callSites(all)
+	fns, sites, unconfirmed, err := planFunctions(lib, c)
 	if err != nil {
 		return nil, err
 	}
 	p := &Plan{CallSites: map[string]int{}, Exact: true}
-	count := func(name string) int {
-		n := 0
-		for _, s := range fns[name] {
-			n += len(sites[s.Name])
-		}
-		p.CallSites[demangledName(name)] = n
-		return n
+	for _, n := range countedFunctions {
+		p.CallSites[demangledName(n)] = callCount(fns[n], sites)
 	}
-	nAlloc, nFree := count(symTrackAllocate), count(symTrackDeallocate)
-	count(symTrackAllocateCB)
-	count(symTrackDeallocateCB)
-	for _, n := range []string{symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2} {
-		count(n)
-	}
-	trackerCalled := nAlloc > 0 && nFree > 0
-	trackerWhy := fmt.Sprintf("GraphTracker::track_allocate has %d call sites in the library, track_deallocate %d", nAlloc, nFree)
-	if unconfirmed > 0 {
-		trackerWhy += fmt.Sprintf(" (%d byte patterns outside any unwind entry could not be confirmed as calls and are not counted)", unconfirmed)
-	}
-	switch mode {
-	case ProbesTracker:
-		p.Kind, p.Why = PlanTracker, "--probes tracker; "+trackerWhy
-		if !trackerCalled {
-			p.Exact = false
-			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
-		}
-	case ProbesLifecycle:
-		p.Kind, p.Why = PlanLifecycle, "--probes lifecycle; "+trackerWhy
-	default:
-		if trackerCalled {
-			p.Kind, p.Why = PlanTracker, trackerWhy
-		} else {
-			p.Kind, p.Why = PlanLifecycle, trackerWhy+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
-		}
-	}
-
-	// The attach table's points, both plans, except the tracker's own in
-	// the lifecycle plan.
-	for _, s := range syms.Sites {
-		if p.Kind == PlanLifecycle && (s.Program == progTrackAllocate || s.Program == progTrackDeallocate) {
-			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
-				Status: StatusNotNeeded, Detail: "lifecycle plan"})
-			continue
-		}
-		p.add(lib, s, "")
-	}
-	for _, m := range syms.Missing {
-		if p.Kind == PlanLifecycle && (m.Program == progTrackAllocate || m.Program == progTrackDeallocate) {
-			continue
-		}
-		p.Missing = append(p.Missing, m)
-		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusMissing, Detail: m.Why + " will not be seen"})
-		if m.Required {
-			return nil, fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
-		}
+	p.choose(mode, p.CallSites[demangledName(symTrackAllocate)], p.CallSites[demangledName(symTrackDeallocate)], unconfirmed)
+	if err := p.attachTable(lib, syms); err != nil {
+		return nil, err
 	}
 	if err := p.checkCallers(lib, c, fns, sites); err != nil {
 		return nil, err
 	}
-
 	if err := p.programTeardown(lib, c, fns); err != nil {
 		return nil, err
 	}
@@ -243,6 +179,83 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	}
 	sort.SliceStable(p.Sites, func(i, j int) bool { return p.Sites[i].Addr < p.Sites[j].Addr })
 	return p, nil
+}
+
+// countedFunctions are the functions whose call sites the plan reports
+// (Plan.CallSites): the choice depends on them.
+var countedFunctions = []string{symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+	symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2}
+
+// planFunctions looks up the functions the plan depends on (the known
+// callers' too) and finds every call site of them in the library.
+func planFunctions(lib *Library, c *codeIndex) (fns map[string][]Symbol, sites map[string][]CallSite, unconfirmed int, err error) {
+	callerNames, callerPrefixes := knownCallerNames()
+	fns, err = lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
+		symProgramImplD2, symProgramImplD1), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var all []Symbol
+	for _, ss := range fns {
+		all = append(all, ss...)
+	}
+	sites, unconfirmed, err = c.callSites(all)
+	return fns, sites, unconfirmed, err
+}
+
+// choose sets the plan's kind from the mode and the tracker's call sites:
+// --probes tracker and lifecycle are obeyed (a tracker without call sites
+// then makes the plan inexact); auto takes the tracker where the library
+// calls it, the lifecycle plan where its calls were inlined.
+func (p *Plan) choose(mode ProbeMode, nAlloc, nFree, unconfirmed int) {
+	trackerCalled := nAlloc > 0 && nFree > 0
+	why := fmt.Sprintf("GraphTracker::track_allocate has %d call sites in the library, track_deallocate %d", nAlloc, nFree)
+	if unconfirmed > 0 {
+		why += fmt.Sprintf(" (%d byte patterns outside any unwind entry could not be confirmed as calls and are not counted)", unconfirmed)
+	}
+	switch {
+	case mode == ProbesTracker:
+		p.Kind, p.Why = PlanTracker, "--probes tracker; "+why
+		if !trackerCalled {
+			p.Exact = false
+			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
+		}
+	case mode == ProbesLifecycle:
+		p.Kind, p.Why = PlanLifecycle, "--probes lifecycle; "+why
+	case trackerCalled:
+		p.Kind, p.Why = PlanTracker, why
+	default:
+		p.Kind, p.Why = PlanLifecycle, why+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
+	}
+}
+
+// attachTable puts the attach table's points in the plan, both plans,
+// except the tracker's own in the lifecycle plan. A required point the
+// library lacks refuses it.
+func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
+	trackerOwn := func(prog Program) bool {
+		return p.Kind == PlanLifecycle && (prog == progTrackAllocate || prog == progTrackDeallocate)
+	}
+	for _, s := range syms.Sites {
+		if trackerOwn(s.Program) {
+			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
+				Status: StatusNotNeeded, Detail: "lifecycle plan"})
+			continue
+		}
+		p.add(lib, s, "")
+	}
+	for _, m := range syms.Missing {
+		if trackerOwn(m.Program) {
+			continue
+		}
+		p.Missing = append(p.Missing, m)
+		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusMissing, Detail: m.Why + " will not be seen"})
+		if m.Required {
+			return fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
+		}
+	}
+	return nil
 }
 
 // add puts site s in the plan, if its instruction can be probed. An entry
@@ -332,8 +345,29 @@ func symSize(fns map[string][]Symbol, addr uint64) uint64 {
 	return 0
 }
 
-// lifecycle adds Buffer's lifecycle probes.
+// lifecycle adds Buffer's lifecycle probes: allocations, then frees.
 func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, sites map[string][]CallSite, layout Layout) error {
+	if err := lifecycleReads(lib, layout); err != nil {
+		return err
+	}
+	if err := p.lifecycleAllocs(lib, c, fns); err != nil {
+		return err
+	}
+	inner, err := p.lifecycleFrees(lib, c, fns)
+	if err != nil {
+		return err
+	}
+	if err := p.lifecycleDestructors(lib, c, fns, sites, layout, inner); err != nil {
+		return err
+	}
+	p.Notes = append(p.Notes, "frees are seen at deallocate_impl's entry, also for buffers whose device was closed first "+
+		"(the tracker is not called for those; the ledger released them at the close and counts them as frees_after_release)")
+	return nil
+}
+
+// lifecycleReads refuses a layout without the fields the lifecycle
+// programs read.
+func lifecycleReads(lib *Library, layout Layout) error {
 	var need []string
 	if layout.Status < 0 || layout.Allocated < 0 {
 		need = append(need, "allocation_status_ and the value of ALLOCATED")
@@ -350,8 +384,12 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 	if layout.Allocated > 255 {
 		return fmt.Errorf("%s: ALLOCATED = %d does not fit allocation_status_ (one byte)", lib.Path, layout.Allocated)
 	}
+	return nil
+}
 
-	// Allocations: allocate_impl, and the owning creates that inlined it.
+// lifecycleAllocs probes allocate_impl, and the owning creates that
+// inlined it.
+func (p *Plan) lifecycleAllocs(lib *Library, c *codeIndex, fns map[string][]Symbol) error {
 	alloc := first(fns, symAllocateImpl)
 	creates := fns[symBufferCreateOwningPrefix]
 	if alloc == nil && len(creates) == 0 {
@@ -381,14 +419,18 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 				Addr: alloc.Value, Status: StatusInlined, Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
 		}
 	}
+	return nil
+}
 
-	// Frees: deallocate_impl, and deallocate() / ~Buffer() where the free
-	// was inlined. A function is probed when it calls none of the inner
-	// ones: then the free happens in its own code.
+// lifecycleFrees probes deallocate_impl, and deallocate() where the free
+// was inlined into it (it calls no deallocate_impl: the free happens in
+// its own code). It returns the free functions the library has, innermost
+// first.
+func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbol) ([]Symbol, error) {
 	dimpl := first(fns, symDeallocateImpl)
 	dealloc := first(fns, symDeallocate)
 	if dimpl == nil && dealloc == nil {
-		return errors.New(lib.Path + ": neither Buffer::deallocate_impl() nor Buffer::deallocate() is in the library: frees cannot be seen")
+		return nil, errors.New(lib.Path + ": neither Buffer::deallocate_impl() nor Buffer::deallocate() is in the library: frees cannot be seen")
 	}
 	var inner []Symbol
 	if dimpl != nil {
@@ -398,7 +440,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 	if dealloc != nil {
 		fc, err := c.analyze(*dealloc)
 		if err != nil {
-			return fmt.Errorf("%s: %w", lib.Path, err)
+			return nil, fmt.Errorf("%s: %w", lib.Path, err)
 		}
 		if len(inner) > 0 && fc.calls(inner...) {
 			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
@@ -408,6 +450,11 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		inner = append(inner, *dealloc)
 	}
+	return inner, nil
+}
+
+// bufferDestructors returns ~Buffer()'s distinct definitions, D2 first.
+func bufferDestructors(fns map[string][]Symbol) []Symbol {
 	dtors := map[uint64]Symbol{}
 	for _, n := range []string{symBufferD2, symBufferD1} {
 		if s := first(fns, n); s != nil {
@@ -416,11 +463,20 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 			}
 		}
 	}
-	var dtorList []Symbol
+	var out []Symbol
 	for _, s := range dtors {
-		dtorList = append(dtorList, s)
+		out = append(out, s)
 	}
-	sort.Slice(dtorList, func(i, j int) bool { return dtorList[i].Name > dtorList[j].Name }) // D2 first
+	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name }) // D2 first
+	return out
+}
+
+// lifecycleDestructors probes ~Buffer() where deallocate() was inlined into
+// it, and the shared_ptr control block's dispose where ~Buffer() itself was
+// inlined there. inner are the free functions already planned.
+func (p *Plan) lifecycleDestructors(lib *Library, c *codeIndex, fns map[string][]Symbol, sites map[string][]CallSite,
+	layout Layout, inner []Symbol) error {
+	dtorList := bufferDestructors(fns)
 	for i, d := range dtorList {
 		fc, err := c.analyze(d)
 		if err != nil {
@@ -449,12 +505,8 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 	}
 	if len(dtorList) > 0 && dtorCalls == 0 {
-		if err := p.disposeOfBuffer(lib, c, layout, append(inner, dtorList...)); err != nil {
-			return err
-		}
+		return p.disposeOfBuffer(lib, c, layout, append(inner, dtorList...))
 	}
-	p.Notes = append(p.Notes, "frees are seen at deallocate_impl's entry, also for buffers whose device was closed first "+
-		"(the tracker is not called for those; the ledger released them at the close and counts them as frees_after_release)")
 	return nil
 }
 
