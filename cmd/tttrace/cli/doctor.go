@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -62,6 +64,9 @@ type DoctorLibrary struct {
 	TTMetal    bool   `json:"tt_metal"`     // defines GraphTracker::track_allocate
 	V0         bool   `json:"v0_namespace"` // symbols in tt::tt_metal::v0
 	Pimpl      bool   `json:"pimpl_accessors"`
+	// Fingerprint: every predicate of the built-in layout profiles
+	// (probes/profiles/*.json) and whether it holds.
+	Fingerprint map[string]bool `json:"fingerprint,omitempty"`
 }
 
 // DoctorFeature is one kernel feature and whether this kernel has it.
@@ -156,8 +161,8 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 	r.Library = dl
 	syms, err := probes.ResolveSymbols(lib)
 	if err == nil {
-		fp := syms.Fingerprint()
-		dl.V0, dl.Pimpl = fp["v0_namespace"], fp["pimpl_accessors"]
+		dl.Fingerprint = syms.Fingerprint()
+		dl.V0, dl.Pimpl = dl.Fingerprint["v0_namespace"], dl.Fingerprint["pimpl_accessors"]
 	}
 	// The same steps as tracing, reported one by one.
 	mode, err := probes.ParseProbeMode(probeMode)
@@ -222,8 +227,14 @@ func (r *DoctorReport) write(w io.Writer) {
 	if l := r.Library; l != nil {
 		p("Library      %s\n", l.Path)
 		p("  build-id   %s\n", orNone(l.BuildID))
-		p("  symbols    TT-Metal tracker: %s; .symtab: %s; namespace v0: %s; pimpl accessors: %s\n",
-			yes(l.TTMetal), yes(l.Symtab), yes(l.V0), yes(l.Pimpl))
+		p("  symbols    TT-Metal tracker: %s; .symtab: %s\n", yes(l.TTMetal), yes(l.Symtab))
+		var fp []string
+		for _, k := range sortedKeys(l.Fingerprint) {
+			fp = append(fp, k+": "+yes(l.Fingerprint[k]))
+		}
+		if len(fp) > 0 {
+			p("  profiles   fingerprint %s\n", strings.Join(fp, "; "))
+		}
 		dw := yes(l.DWARF)
 		if l.Compressed {
 			dw += " (compressed)"
@@ -351,15 +362,6 @@ func trunc(s string, n int) string {
 	return s[:n-1] + "…"
 }
 
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
