@@ -37,6 +37,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Keep struct event in BTF for bpf2go -type event. */
 const struct event *unused_event __attribute__((unused));
+/* Keep enum layout_field in BTF for bpf2go -type layout_field. */
+const enum layout_field *unused_layout_field __attribute__((unused));
 
 /* ---- knobs and layout, set from Go ----------------------------------- */
 
@@ -59,24 +61,16 @@ struct {
  * in the cookie; written by user space before it attaches the library.
  * vtable_*: static addresses of the address points (vtable symbol + 16) of
  * the Device and MeshDevice vtables, 0 when the library has no such class.
- * The rest is the layout of tt::tt_metal::Buffer and Device: with a pimpl
- * layout (V2) buf_impl_ptr is the offset of the BufferImpl pointer inside
- * Buffer and the buf_* offsets are inside BufferImpl; otherwise buf_impl_ptr
- * is -1 and they are inside Buffer. A field a layout lacks is -1. */
+ * off: the layout of tt::tt_metal::Buffer and Device, indexed by enum
+ * layout_field (bpf/tttrace.h); with a pimpl layout (V2)
+ * off[LF_BUFFER_IMPL_PTR] is the offset of the BufferImpl pointer inside
+ * Buffer and the Buffer offsets are inside BufferImpl; otherwise it is -1
+ * and they are inside Buffer. A field a layout lacks is -1. The index of
+ * every read is a constant: this costs what named members cost. */
 struct lib_info {
 	__u64 vtable_device;
 	__u64 vtable_mesh;
-	__s64 buf_impl_ptr;
-	__s64 buf_device;
-	__s64 buf_size;
-	__s64 buf_type;
-	__s64 buf_owns_data;
-	__s64 buf_status;
-	__s64 buf_hooked;
-	__s64 buf_address;
-	__s64 buf_page_size;
-	__s64 dev_id;
-	__s64 buf_type_width; /* bytes of buffer_type_: 4 (int enum), 2 or 1 */
+	__s64 off[LF_COUNT];
 };
 
 #define MAX_LIBS 256
@@ -236,7 +230,7 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 		__s32 id = -1;
 
 		e->device_kind = DEV_CHIP;
-		read_field(e, &id, sizeof(id), dev, site->lib->dev_id);
+		read_field(e, &id, sizeof(id), dev, site->lib->off[LF_DEVICE_ID]);
 		e->chip = id;
 	} else if (vt_mesh && vptr == site->bias + vt_mesh) {
 		e->device_kind = DEV_MESH;
@@ -258,32 +252,32 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 		e->read_error = 1;
 		return;
 	}
-	if (l->buf_impl_ptr >= 0) {
+	if (l->off[LF_BUFFER_IMPL_PTR] >= 0) {
 		base = 0;
-		read_field(e, &base, sizeof(base), buf, l->buf_impl_ptr);
+		read_field(e, &base, sizeof(base), buf, l->off[LF_BUFFER_IMPL_PTR]);
 		if (!base) {
 			e->read_error = 1;
 			return;
 		}
 	}
-	read_field(e, &dev, sizeof(dev), base, l->buf_device);
-	read_field(e, &size, sizeof(size), base, l->buf_size);
+	read_field(e, &dev, sizeof(dev), base, l->off[LF_DEVICE]);
+	read_field(e, &size, sizeof(size), base, l->off[LF_SIZE]);
 	/* At the width the library's own code reads it: the bytes after a
 	 * one-byte enum are padding and may hold anything. */
-	if (l->buf_type_width == 1 || l->buf_type_width == 2) {
+	if (l->off[LF_BUFFER_TYPE_WIDTH] == 1 || l->off[LF_BUFFER_TYPE_WIDTH] == 2) {
 		__u16 narrow = 0;
 
-		read_field(e, &narrow, l->buf_type_width == 1 ? 1 : 2, base, l->buf_type);
-		if (l->buf_type >= 0)
+		read_field(e, &narrow, l->off[LF_BUFFER_TYPE_WIDTH] == 1 ? 1 : 2, base, l->off[LF_BUFFER_TYPE]);
+		if (l->off[LF_BUFFER_TYPE] >= 0)
 			type = narrow;
 	} else {
-		read_field(e, &type, sizeof(type), base, l->buf_type);
+		read_field(e, &type, sizeof(type), base, l->off[LF_BUFFER_TYPE]);
 	}
-	read_field(e, &owns, sizeof(owns), base, l->buf_owns_data);
-	read_field(e, &status, sizeof(status), base, l->buf_status);
-	read_field(e, &hooked, sizeof(hooked), base, l->buf_hooked);
-	read_field(e, &address, sizeof(address), base, l->buf_address);
-	read_field(e, &page_size, sizeof(page_size), base, l->buf_page_size);
+	read_field(e, &owns, sizeof(owns), base, l->off[LF_OWNS_DATA]);
+	read_field(e, &status, sizeof(status), base, l->off[LF_ALLOCATION_STATUS]);
+	read_field(e, &hooked, sizeof(hooked), base, l->off[LF_HOOKED_ALLOCATION]);
+	read_field(e, &address, sizeof(address), base, l->off[LF_ADDRESS]);
+	read_field(e, &page_size, sizeof(page_size), base, l->off[LF_PAGE_SIZE]);
 	e->size = size;
 	e->buffer_type = type;
 	e->owns_data = owns;
@@ -606,19 +600,19 @@ static __always_inline struct lc_peek lc_peek_buffer(__u64 buf, struct lib_info 
 	struct lc_peek p = {};
 	__u64 base = buf;
 
-	if (!l || l->buf_status < 0 || l->buf_size < 0)
+	if (!l || l->off[LF_ALLOCATION_STATUS] < 0 || l->off[LF_SIZE] < 0)
 		return p;
-	if (l->buf_impl_ptr >= 0) {
+	if (l->off[LF_BUFFER_IMPL_PTR] >= 0) {
 		base = 0;
-		if (bpf_probe_read_user(&base, sizeof(base), (void *)(buf + l->buf_impl_ptr)) < 0 || !base)
+		if (bpf_probe_read_user(&base, sizeof(base), (void *)(buf + l->off[LF_BUFFER_IMPL_PTR])) < 0 || !base)
 			return p;
 	}
-	if (bpf_probe_read_user(&p.status, 1, (void *)(base + l->buf_status)) < 0)
+	if (bpf_probe_read_user(&p.status, 1, (void *)(base + l->off[LF_ALLOCATION_STATUS])) < 0)
 		return p;
-	if (bpf_probe_read_user(&p.size, sizeof(p.size), (void *)(base + l->buf_size)) < 0)
+	if (bpf_probe_read_user(&p.size, sizeof(p.size), (void *)(base + l->off[LF_SIZE])) < 0)
 		return p;
-	if (l->buf_owns_data >= 0 &&
-	    bpf_probe_read_user(&p.owns, 1, (void *)(base + l->buf_owns_data)) < 0)
+	if (l->off[LF_OWNS_DATA] >= 0 &&
+	    bpf_probe_read_user(&p.owns, 1, (void *)(base + l->off[LF_OWNS_DATA])) < 0)
 		return p;
 	p.ok = 1;
 	return p;

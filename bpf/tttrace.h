@@ -44,6 +44,26 @@ enum device_kind : __u8 {
 	DEV_UNKNOWN = 3, /* a vptr that is neither vtable (or unreadable) */
 };
 
+/* The layout values tttrace reads objects with, one per entry of
+ * lib_info.off (bpf/tttrace.bpf.c), in the order of probes' field table
+ * (probes/fields.go), which also gives each its layout-file key: the name
+ * without LF_, in lower case. Byte offsets, -1 when the layout lacks the
+ * field; LF_BUFFER_TYPE_WIDTH is a size in bytes. */
+enum layout_field : __u8 {
+	LF_BUFFER_IMPL_PTR = 0,   /* the BufferImpl pointer in a pimpl Buffer; -1: not pimpl */
+	LF_DEVICE = 1,            /* Buffer::device_ (in BufferImpl when pimpl, like all LF_ below but DEVICE_ID) */
+	LF_SIZE = 2,              /* Buffer::size_ */
+	LF_BUFFER_TYPE = 3,       /* Buffer::buffer_type_ */
+	LF_OWNS_DATA = 4,         /* Buffer::owns_data_ */
+	LF_ALLOCATION_STATUS = 5, /* Buffer::allocation_status_ */
+	LF_HOOKED_ALLOCATION = 6, /* Buffer::hooked_allocation_ */
+	LF_ADDRESS = 7,           /* Buffer::address_ */
+	LF_PAGE_SIZE = 8,         /* Buffer::page_size_ */
+	LF_DEVICE_ID = 9,         /* Device::id_ */
+	LF_BUFFER_TYPE_WIDTH = 10, /* bytes of buffer_type_: 4 (int enum), 2 or 1 */
+	LF_COUNT = 11,
+};
+
 /* Every field has one meaning, whatever the kind; a field a kind does not
  * set is zero (chip and buffer_type: -1). */
 struct event {

@@ -24,16 +24,18 @@ type accessor struct {
 	size   int    // bytes the field has; 0: an enum, 1, 2 or 4 bytes (the evidence says which)
 }
 
-var bufferAccessors = []accessor{
-	{"address", "Buffer::address() const", "_ZNK2tt8tt_metal6Buffer7addressEv", 8},
-	{"page_size", "Buffer::page_size() const", "_ZNK2tt8tt_metal6Buffer9page_sizeEv", 8},
-	{"allocation_status", "Buffer::is_allocated() const", "_ZNK2tt8tt_metal6Buffer12is_allocatedEv", 1},
-	{"size", "Buffer::size() const", symPimplSize, 8},
-	{"device", "Buffer::device() const", symPimplDevice, 8},
-	{"buffer_type", "Buffer::buffer_type() const", "_ZNK2tt8tt_metal6Buffer11buffer_typeEv", 0},
-	{"owns_data", "Buffer::owns_data() const", "_ZNK2tt8tt_metal6Buffer9owns_dataEv", 1},
-	{"hooked_allocation", "Buffer::hooked_allocation() const", "_ZNK2tt8tt_metal6Buffer17hooked_allocationEv", 1},
-}
+// bufferAccessors are the accessors of the field table's rows, in its order.
+var bufferAccessors = func() []accessor {
+	var out []accessor
+	for _, f := range layoutFields {
+		if f.accessor != nil {
+			a := *f.accessor
+			a.field = f.key
+			out = append(out, a)
+		}
+	}
+	return out
+}()
 
 // Evidence is what one source says about one field.
 type Evidence struct {
@@ -311,7 +313,9 @@ var knownNames, knownPrefixes = func() ([]string, []string) {
 	names = append(names, symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
 		symProgramImplD2, symProgramImplD1)
-	return withV0(names...), append(withV0(symBufferCreateOwningPrefix), controlBlockVtables...)
+	callerNames, callerPrefixes := knownCallerNames()
+	names = withV0(names...)
+	return append(names, callerNames...), append(append(withV0(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)
 }()
 
 // isKnown reports whether scanKnown looked for name.

@@ -382,7 +382,25 @@ type CallSite struct {
 // instruction boundary counts. A candidate outside any FDE cannot be
 // confirmed and is reported in unconfirmed.
 func (c *codeIndex) callSites(fns []Symbol) (sites map[string][]CallSite, unconfirmed int, err error) {
-	byAddr := map[uint64]string{}
+	byAddr, bySlot := c.branchTargets(fns)
+	sites = map[string][]CallSite{}
+	for _, cd := range c.branchCandidates(byAddr, bySlot) {
+		got, ok := c.confirmBranch(cd, byAddr)
+		if !ok {
+			unconfirmed++
+			continue
+		}
+		if got != nil {
+			sites[cd.name] = append(sites[cd.name], *got)
+		}
+	}
+	return sites, unconfirmed, nil
+}
+
+// branchTargets returns where a branch to one of fns can land (its entry
+// and its PLT stubs) and the GOT slots bound to its name.
+func (c *codeIndex) branchTargets(fns []Symbol) (byAddr, bySlot map[uint64]string) {
+	byAddr, bySlot = map[uint64]string{}, map[uint64]string{}
 	byName := map[string]bool{}
 	for _, f := range fns {
 		byAddr[f.Value] = f.Name
@@ -393,81 +411,103 @@ func (c *codeIndex) callSites(fns []Symbol) (sites map[string][]CallSite, unconf
 			byAddr[a] = n
 		}
 	}
-	bySlot := map[uint64]string{}
 	for a, n := range c.slots {
 		if byName[n] {
 			bySlot[a] = n
 		}
 	}
-	type cand struct {
-		at   uint64
-		name string
-	}
-	var cands []cand
+	return byAddr, bySlot
+}
+
+// relBranch is an encoding of a relative call or jump: opcode bytes that
+// match, the instruction's length, where its displacement starts and
+// whether it has 4 bytes (else 1).
+type relBranch struct {
+	match func(d []byte) bool
+	n     int
+	disp  int
+	wide  bool
+}
+
+var relBranches = []relBranch{
+	{func(d []byte) bool { return d[0] == 0xe8 || d[0] == 0xe9 }, 5, 1, true},                  // call/jmp rel32
+	{func(d []byte) bool { return d[0] == 0xeb || d[0] >= 0x70 && d[0] <= 0x7f }, 2, 1, false}, // jmp/jcc rel8
+	{func(d []byte) bool { return d[0] == 0x0f && d[1] >= 0x80 && d[1] <= 0x8f }, 6, 2, true},  // jcc rel32
+}
+
+// branchCand is a byte pattern that would be a branch to name.
+type branchCand struct {
+	at   uint64
+	name string
+}
+
+// branchCandidates scans the executable bytes for branch opcodes whose
+// target is in byAddr, or whose [rip+disp] operand (call/jmp through the
+// GOT) is a slot in bySlot. Not yet confirmed as instructions.
+func (c *codeIndex) branchCandidates(byAddr, bySlot map[uint64]string) []branchCand {
+	var cands []branchCand
 	for _, s := range c.exec {
 		d := s.data
-		for i := 0; i < len(d); i++ {
+		for i := range d {
 			at := s.addr + uint64(i)
-			var t uint64
-			switch op := d[i]; {
-			case (op == 0xe8 || op == 0xe9) && i+5 <= len(d):
-				t = at + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+1:]))))
-			case (op == 0xeb || op >= 0x70 && op <= 0x7f) && i+2 <= len(d):
-				t = at + 2 + uint64(int64(int8(d[i+1])))
-			case op == 0x0f && i+6 <= len(d) && d[i+1] >= 0x80 && d[i+1] <= 0x8f:
-				t = at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
-			case op == 0xff && i+6 <= len(d) && (d[i+1] == 0x15 || d[i+1] == 0x25):
+			if d[i] == 0xff && i+6 <= len(d) && (d[i+1] == 0x15 || d[i+1] == 0x25) {
 				slot := at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
 				if n, ok := bySlot[slot]; ok {
-					cands = append(cands, cand{at, n})
+					cands = append(cands, branchCand{at, n})
 				}
 				continue
-			default:
-				continue
 			}
-			if n, ok := byAddr[t]; ok {
-				cands = append(cands, cand{at, n})
+			for _, rb := range relBranches {
+				if i+rb.n > len(d) || !rb.match(d[i:]) {
+					continue
+				}
+				var rel int64
+				if rb.wide {
+					rel = int64(int32(binary.LittleEndian.Uint32(d[i+rb.disp:])))
+				} else {
+					rel = int64(int8(d[i+rb.disp]))
+				}
+				if n, ok := byAddr[at+uint64(rb.n)+uint64(rel)]; ok {
+					cands = append(cands, branchCand{at, n})
+				}
+				break
 			}
 		}
 	}
-	sites = map[string][]CallSite{}
-	for _, cd := range cands {
-		fr, ok := c.fdeAt(cd.at)
-		if !ok {
-			unconfirmed++
-			continue
-		}
-		var got *CallSite
-		err := c.decodeRange(fr, func(in *insn) bool {
-			if in.next() <= cd.at {
-				return true
-			}
-			// The branch opcode may follow prefixes (bnd, notrack, REX).
-			if in.Addr <= cd.at && cd.at-in.Addr < 4 {
-				b := c.classify(in)
-				if (b.kind == brCall || b.kind == brJump || b.kind == brCondJump) &&
-					(b.sym == cd.name || b.target != 0 && byAddr[b.target] == cd.name) {
-					via := "direct"
-					switch {
-					case b.target == 0:
-						via = "got"
-					case b.sym != "":
-						via = "plt"
-					}
-					got = &CallSite{At: in.Addr, Tail: b.kind != brCall, Via: via}
-				}
-			}
-			return false
-		})
-		if err != nil {
-			unconfirmed++
-			continue
-		}
-		if got != nil {
-			sites[cd.name] = append(sites[cd.name], *got)
-		}
+	return cands
+}
+
+// confirmBranch decodes the function enclosing candidate cd (from its FDE)
+// up to it: only a real instruction boundary counts. ok is false when that
+// cannot be done (no FDE, undecodable); the site is nil when cd is not a
+// branch to its function.
+func (c *codeIndex) confirmBranch(cd branchCand, byAddr map[uint64]string) (site *CallSite, ok bool) {
+	fr, ok := c.fdeAt(cd.at)
+	if !ok {
+		return nil, false
 	}
-	return sites, unconfirmed, nil
+	err := c.decodeRange(fr, func(in *insn) bool {
+		if in.next() <= cd.at {
+			return true
+		}
+		// The branch opcode may follow prefixes (bnd, notrack, REX).
+		if in.Addr <= cd.at && cd.at-in.Addr < 4 {
+			b := c.classify(in)
+			if (b.kind == brCall || b.kind == brJump || b.kind == brCondJump) &&
+				(b.sym == cd.name || b.target != 0 && byAddr[b.target] == cd.name) {
+				via := "direct"
+				switch {
+				case b.target == 0:
+					via = "got"
+				case b.sym != "":
+					via = "plt"
+				}
+				site = &CallSite{At: in.Addr, Tail: b.kind != brCall, Via: via}
+			}
+		}
+		return false
+	})
+	return site, err == nil
 }
 
 // funcCode is the analysed code of one function.

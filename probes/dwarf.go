@@ -161,8 +161,8 @@ func dwarfLayout(path string) (*Layout, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	l := Layout{Name: "DWARF", BufferImplPtr: -1, Device: -1, Size: -1, Type: -1, OwnsData: -1, Status: -1,
-		Hooked: -1, Address: -1, PageSize: -1, DeviceID: -1, Allocated: t.allocated, TypeWidth: 4}
+	l := emptyLayout("DWARF")
+	l.Allocated = t.allocated
 	fields, members := t.buffer, t.bufferMembers
 	where := "tt::tt_metal" + t.ns + "::Buffer"
 	if _, direct := fields["address_"]; !direct {
@@ -184,15 +184,10 @@ func dwarfLayout(path string) (*Layout, string, error) {
 		fields, members = t.bufferImpl, t.bufferImplMembers
 		where = "tt::tt_metal" + t.ns + "::BufferImpl"
 	}
-	for name, dst := range map[string]*int64{"device_": &l.Device, "size_": &l.Size, "buffer_type_": &l.Type,
-		"owns_data_": &l.OwnsData, "allocation_status_": &l.Status, "hooked_allocation_": &l.Hooked,
-		"address_": &l.Address, "page_size_": &l.PageSize} {
-		if v, ok := fields[name]; ok {
-			*dst = v
+	for _, f := range layoutFields {
+		if v, ok := dwarfMemberOf(t, fields, &f); ok {
+			*f.get(&l) = v
 		}
-	}
-	if v, ok := t.device["id_"]; ok {
-		l.DeviceID = v
 	}
 	for _, m := range members {
 		if m.name == "buffer_type_" {
@@ -202,16 +197,38 @@ func dwarfLayout(path string) (*Layout, string, error) {
 		}
 	}
 	var miss []string
-	for name, v := range map[string]int64{where + "::device_": l.Device, where + "::size_": l.Size,
-		where + "::address_": l.Address, "tt::tt_metal" + t.ns + "::Device::id_": l.DeviceID} {
-		if v < 0 {
-			miss = append(miss, name)
+	for _, f := range layoutFields {
+		if !f.required || *f.get(&l) >= 0 {
+			continue
+		}
+		if f.buffer {
+			miss = append(miss, where+"::"+f.member)
+		} else {
+			miss = append(miss, "tt::tt_metal"+t.ns+"::"+f.member)
 		}
 	}
 	if len(miss) > 0 {
 		return nil, "", fmt.Errorf("DWARF lacks %s", strings.Join(miss, ", "))
 	}
 	return &l, where, nil
+}
+
+// dwarfMemberOf finds the member of a field-table row in the DWARF types:
+// Buffer's (or BufferImpl's: fields) by the member's name, Device's by the
+// name after "Device::". Rows of neither kind are not DWARF members.
+func dwarfMemberOf(t *dwarfTypes, fields map[string]int64, f *field) (int64, bool) {
+	if f.kind != kindOffset {
+		return 0, false
+	}
+	if f.buffer {
+		v, ok := fields[f.member]
+		return v, ok
+	}
+	if m, ok := strings.CutPrefix(f.member, "Device::"); ok {
+		v, ok := t.device[m]
+		return v, ok
+	}
+	return 0, false
 }
 
 // dwarfTypeName names the type at off (through typedefs and cv) and its size.
@@ -235,91 +252,74 @@ func dwarfTypeName(d *dwarf.Data, off dwarf.Offset) (string, int64) {
 	}
 }
 
+// dwarfClasses are the classes scanDWARF collects (in namespace
+// tt::tt_metal or tt::tt_metal::v0), and where each goes.
+var dwarfClasses = []struct {
+	name string
+	have func(*dwarfTypes) bool
+	set  func(t *dwarfTypes, members []dwarfMember, v0 bool)
+}{
+	{"Buffer", func(t *dwarfTypes) bool { return t.buffer != nil },
+		func(t *dwarfTypes, m []dwarfMember, v0 bool) {
+			t.buffer, t.bufferMembers = memberOffsets(m), m
+			if v0 {
+				t.ns = "::v0"
+			}
+		}},
+	{"BufferImpl", func(t *dwarfTypes) bool { return t.bufferImpl != nil },
+		func(t *dwarfTypes, m []dwarfMember, _ bool) { t.bufferImpl, t.bufferImplMembers = memberOffsets(m), m }},
+	{"Device", func(t *dwarfTypes) bool { return t.device != nil },
+		func(t *dwarfTypes, m []dwarfMember, _ bool) { t.device = memberOffsets(m) }},
+}
+
+func memberOffsets(members []dwarfMember) map[string]int64 {
+	m := map[string]int64{}
+	for _, x := range members {
+		m[x.name] = x.off
+	}
+	return m
+}
+
+// done reports whether every definition wanted has been found.
+func (t *dwarfTypes) done() bool {
+	return t.device != nil && t.allocated >= 0 && t.buffer != nil &&
+		(t.bufferImpl != nil || hasKey(t.buffer, "address_"))
+}
+
+// ttPath reports whether path (the enclosing namespaces) is tt::tt_metal
+// or tt::tt_metal::v0.
+func ttPath(path []string) bool {
+	return len(path) >= 2 && path[0] == "tt" && path[1] == "tt_metal" &&
+		(len(path) == 2 || len(path) == 3 && path[2] == "v0")
+}
+
+// ttNamespaceStep reports whether namespace name inside path leads towards
+// tt::tt_metal(::v0).
+func ttNamespaceStep(path []string, name string) bool {
+	switch len(path) {
+	case 0:
+		return name == "tt"
+	case 1:
+		return path[0] == "tt" && name == "tt_metal"
+	case 2:
+		return ttPath(path) && name == "v0"
+	}
+	return false
+}
+
+// dwarfScan is one walk of the DWARF entries.
+type dwarfScan struct {
+	r *dwarf.Reader
+	t *dwarfTypes
+}
+
 // scanDWARF walks the compile units' namespaces tt::tt_metal (and ::v0)
 // for the full definitions of Buffer, BufferImpl, Device and
 // AllocationStatus, skipping everything else, and stops when it has them.
 func scanDWARF(d *dwarf.Data) (*dwarfTypes, error) {
-	t := &dwarfTypes{allocated: -1}
-	r := d.Reader()
-	done := func() bool {
-		return t.device != nil && t.allocated >= 0 && t.buffer != nil &&
-			(t.bufferImpl != nil || hasKey(t.buffer, "address_"))
-	}
-	var walk func(path []string) error
-	walk = func(path []string) error {
-		for {
-			e, err := r.Next()
-			if err != nil {
-				return err
-			}
-			if e == nil || e.Tag == 0 {
-				return nil
-			}
-			name, _ := e.Val(dwarf.AttrName).(string)
-			decl, _ := e.Val(dwarf.AttrDeclaration).(bool)
-			inTT := len(path) >= 2 && path[0] == "tt" && path[1] == "tt_metal" &&
-				(len(path) == 2 || len(path) == 3 && path[2] == "v0")
-			switch {
-			case e.Tag == dwarf.TagNamespace && e.Children &&
-				(len(path) == 0 && name == "tt" || len(path) == 1 && path[0] == "tt" && name == "tt_metal" ||
-					len(path) == 2 && inTT && name == "v0"):
-				if err := walk(append(path, name)); err != nil {
-					return err
-				}
-				continue
-			case inTT && !decl && e.Children && (e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagStructType) &&
-				(name == "Buffer" && t.buffer == nil || name == "BufferImpl" && t.bufferImpl == nil ||
-					name == "Device" && t.device == nil):
-				members, err := readMembers(r)
-				if err != nil {
-					return err
-				}
-				m := map[string]int64{}
-				for _, x := range members {
-					m[x.name] = x.off
-				}
-				switch name {
-				case "Buffer":
-					t.buffer, t.bufferMembers = m, members
-					if len(path) == 3 {
-						t.ns = "::v0"
-					}
-				case "BufferImpl":
-					t.bufferImpl, t.bufferImplMembers = m, members
-				case "Device":
-					t.device = m
-				}
-				continue
-			case inTT && !decl && e.Tag == dwarf.TagEnumerationType && name == "AllocationStatus" && e.Children:
-				for {
-					c, err := r.Next()
-					if err != nil {
-						return err
-					}
-					if c == nil || c.Tag == 0 {
-						break
-					}
-					if n, _ := c.Val(dwarf.AttrName).(string); n == "ALLOCATED" {
-						switch v := c.Val(dwarf.AttrConstValue).(type) {
-						case int64:
-							t.allocated = v
-						case uint64:
-							t.allocated = int64(v)
-						}
-					}
-					if c.Children {
-						r.SkipChildren()
-					}
-				}
-				continue
-			}
-			if e.Children {
-				r.SkipChildren()
-			}
-		}
-	}
-	for !done() {
-		e, err := r.Next()
+	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1}}
+	for !sc.t.done() {
+		e, err := sc.r.Next()
 		if err != nil {
 			return nil, err
 		}
@@ -327,25 +327,108 @@ func scanDWARF(d *dwarf.Data) (*dwarfTypes, error) {
 			break
 		}
 		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
-			if e.Children {
-				r.SkipChildren()
-			}
+			sc.skip(e)
 			continue
 		}
 		if !e.Children {
 			continue
 		}
-		if err := walk(nil); err != nil {
+		if err := sc.walk(nil); err != nil {
 			return nil, err
 		}
 	}
-	if t.buffer == nil {
+	if sc.t.buffer == nil {
 		return nil, errors.New("DWARF has no definition of tt::tt_metal::Buffer")
 	}
-	if t.device == nil {
+	if sc.t.device == nil {
 		return nil, errors.New("DWARF has no definition of tt::tt_metal::Device")
 	}
-	return t, nil
+	return sc.t, nil
+}
+
+func (sc *dwarfScan) skip(e *dwarf.Entry) {
+	if e.Children {
+		sc.r.SkipChildren()
+	}
+}
+
+// walk reads the children of the current entry, whose enclosing namespaces
+// are path, descending into the namespaces that lead to tt::tt_metal.
+func (sc *dwarfScan) walk(path []string) error {
+	for {
+		e, err := sc.r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil || e.Tag == 0 {
+			return nil
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		if e.Tag == dwarf.TagNamespace && e.Children && ttNamespaceStep(path, name) {
+			if err := sc.walk(append(path, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !ttPath(path) || decl || !e.Children {
+			sc.skip(e)
+			continue
+		}
+		var handled bool
+		switch e.Tag {
+		case dwarf.TagClassType, dwarf.TagStructType:
+			handled, err = sc.class(name, len(path) == 3)
+		case dwarf.TagEnumerationType:
+			handled, err = sc.enum(name)
+		}
+		if err != nil {
+			return err
+		}
+		if !handled {
+			sc.r.SkipChildren()
+		}
+	}
+}
+
+// class reads the members of a wanted class not found yet.
+func (sc *dwarfScan) class(name string, v0 bool) (bool, error) {
+	for _, c := range dwarfClasses {
+		if c.name != name || c.have(sc.t) {
+			continue
+		}
+		members, err := readMembers(sc.r)
+		if err != nil {
+			return true, err
+		}
+		c.set(sc.t, members, v0)
+		return true, nil
+	}
+	return false, nil
+}
+
+// enum reads ALLOCATED from the enumerators of AllocationStatus.
+func (sc *dwarfScan) enum(name string) (bool, error) {
+	if name != "AllocationStatus" {
+		return false, nil
+	}
+	for {
+		c, err := sc.r.Next()
+		if err != nil {
+			return true, err
+		}
+		if c == nil || c.Tag == 0 {
+			return true, nil
+		}
+		if n, _ := c.Val(dwarf.AttrName).(string); n == "ALLOCATED" {
+			switch v := c.Val(dwarf.AttrConstValue).(type) {
+			case int64:
+				sc.t.allocated = v
+			case uint64:
+				sc.t.allocated = int64(v)
+			}
+		}
+		sc.skip(c)
+	}
 }
 
 func hasKey(m map[string]int64, k string) bool { _, ok := m[k]; return ok }

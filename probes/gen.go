@@ -5,4 +5,4 @@
 // and the ring buffer. It knows TT-Metal's ABI and nothing of the ledger.
 package probes
 
-//go:generate go tool bpf2go -tags linux -target amd64 tttrace ../bpf/tttrace.bpf.c -- -I../bpf -I../bpf/headers -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -tags linux -target amd64 -type layout_field tttrace ../bpf/tttrace.bpf.c -- -I../bpf -I../bpf/headers -O2 -g -Wall -Werror -mcpu=v3

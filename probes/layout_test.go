@@ -432,7 +432,7 @@ func TestChoosePlanFromCallSites(t *testing.T) {
 	noDebugRoots(t)
 	for _, c := range []struct {
 		flags []string
-		kind  string
+		kind  PlanKind
 	}{
 		{[]string{"-DLAYOUT_V1"}, "tracker"},
 		{[]string{"-DLAYOUT_V1", "-DTRACKER_INLINED"}, "lifecycle"},
@@ -460,7 +460,7 @@ func TestChoosePlanFromCallSites(t *testing.T) {
 		if got := p.CallSites["GraphTracker::track_allocate"]; got != n {
 			t.Errorf("%v: %d call sites of track_allocate, objdump shows %d", c.flags, got, n)
 		}
-		progs := map[string]int{}
+		progs := map[Program]int{}
 		for _, s := range p.Sites {
 			progs[s.Program]++
 		}

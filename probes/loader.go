@@ -139,28 +139,28 @@ func Load(opts Options) (*Tracer, error) {
 }
 
 // programs maps attach-table program names to the loaded programs.
-func (t *Tracer) programs() map[string]*ebpf.Program {
+func (t *Tracer) programs() map[Program]*ebpf.Program {
 	o := &t.objs.tttracePrograms
-	return map[string]*ebpf.Program{
-		"track_allocate":              o.TrackAllocate,
-		"track_deallocate":            o.TrackDeallocate,
-		"track_allocate_cb":           o.TrackAllocateCb,
-		"track_deallocate_cb":         o.TrackDeallocateCb,
-		"buffer_create_view":          o.BufferCreateView,
-		"mark_as_deallocated":         o.MarkAsDeallocated,
-		"allocate_circular_buffers":   o.AllocateCircularBuffers,
-		"deallocate_circular_buffers": o.DeallocateCircularBuffers,
-		"program_destroy":             o.ProgramDestroy,
-		"device_close":                o.DeviceClose,
-		"mesh_device_close":           o.MeshDeviceClose,
-		progAllocEnter:                o.LcAllocEnter,
-		progAllocExit:                 o.LcAllocExit,
-		progCreateEnter:               o.LcCreateEnter,
-		progCreateExit:                o.LcCreateExit,
-		progFree:                      o.LcFree,
-		progFreeOwned:                 o.LcFreeOwned,
-		progDestroyTeardown:           o.ProgramDestroyTeardown,
-		progFreeDispose:               o.LcFreeDispose,
+	return map[Program]*ebpf.Program{
+		progTrackAllocate:     o.TrackAllocate,
+		progTrackDeallocate:   o.TrackDeallocate,
+		progTrackAllocateCB:   o.TrackAllocateCb,
+		progTrackDeallocateCB: o.TrackDeallocateCb,
+		progBufferCreateView:  o.BufferCreateView,
+		progMarkAsDeallocated: o.MarkAsDeallocated,
+		progAllocateCBs:       o.AllocateCircularBuffers,
+		progDeallocateCBs:     o.DeallocateCircularBuffers,
+		progProgramDestroy:    o.ProgramDestroy,
+		progDeviceClose:       o.DeviceClose,
+		progMeshDeviceClose:   o.MeshDeviceClose,
+		progAllocEnter:        o.LcAllocEnter,
+		progAllocExit:         o.LcAllocExit,
+		progCreateEnter:       o.LcCreateEnter,
+		progCreateExit:        o.LcCreateExit,
+		progFree:              o.LcFree,
+		progFreeOwned:         o.LcFreeOwned,
+		progDestroyTeardown:   o.ProgramDestroyTeardown,
+		progFreeDispose:       o.LcFreeDispose,
 	}
 }
 
@@ -197,21 +197,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 		return fmt.Errorf("%s: already probing %d libraries, the most tttrace can", lib.Path, maxLibs)
 	}
 	idx := uint32(len(t.libs))
-	info := tttraceLibInfo{
-		VtableDevice: syms.VtableDevice,
-		VtableMesh:   syms.VtableMesh,
-		BufImplPtr:   layout.BufferImplPtr,
-		BufDevice:    layout.Device,
-		BufSize:      layout.Size,
-		BufType:      layout.Type,
-		BufOwnsData:  layout.OwnsData,
-		BufStatus:    layout.Status,
-		BufHooked:    layout.Hooked,
-		BufAddress:   layout.Address,
-		BufPageSize:  layout.PageSize,
-		DevId:        layout.DeviceID,
-		BufTypeWidth: layout.TypeWidth,
-	}
+	info := libInfo(layout, syms)
 	if err := t.objs.Libs.Update(idx, &info, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}
@@ -256,7 +242,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 // the point's static address below: ip - (low bits of the cookie) is the
 // library's load bias in whichever process hits the probe. On failure
 // nothing stays attached.
-func (t *Tracer) attachSites(exe *link.Executable, sites []Site, progs map[string]*ebpf.Program, idx uint32) ([]link.Link, error) {
+func (t *Tracer) attachSites(exe *link.Executable, sites []Site, progs map[Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
 	cookie := func(s Site) uint64 { return uint64(idx)<<cookieAddrBits | s.Addr }
 	var links []link.Link
 	if !t.multi {
@@ -270,8 +256,8 @@ func (t *Tracer) attachSites(exe *link.Executable, sites []Site, progs map[strin
 		}
 		return links, nil
 	}
-	var order []string
-	byProg := map[string]*link.UprobeMultiOptions{}
+	var order []Program
+	byProg := map[Program]*link.UprobeMultiOptions{}
 	for _, s := range sites {
 		o := byProg[s.Program]
 		if o == nil {

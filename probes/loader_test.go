@@ -26,7 +26,7 @@ func TestLoadVerifier(t *testing.T) {
 			t.Errorf("attach table names %q, which is not a loaded program", p.Program)
 		}
 	}
-	for _, p := range []string{progAllocEnter, progAllocExit, progCreateEnter, progCreateExit, progFree, progFreeOwned, progDestroyTeardown, progFreeDispose} {
+	for _, p := range []Program{progAllocEnter, progAllocExit, progCreateEnter, progCreateExit, progFree, progFreeOwned, progDestroyTeardown, progFreeDispose} {
 		if progs[p] == nil {
 			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
 		}

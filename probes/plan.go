@@ -46,10 +46,36 @@ func ParseProbeMode(s string) (ProbeMode, error) {
 	return "", fmt.Errorf("--probes %q: want tracker, lifecycle or auto", s)
 }
 
+// PlanKind is a probe plan.
+type PlanKind string
+
+// Probe plans.
+const (
+	PlanTracker   PlanKind = "tracker"
+	PlanLifecycle PlanKind = "lifecycle"
+)
+
+// PointStatus is what a plan does with an attach point.
+type PointStatus string
+
+// Attach point statuses.
+const (
+	// StatusAttached: in the plan.
+	StatusAttached PointStatus = "attached"
+	// StatusInlined: its code lives in its callers: not probed there.
+	StatusInlined PointStatus = "inlined"
+	// StatusUnprobeable: the kernel cannot probe its instruction.
+	StatusUnprobeable PointStatus = "unprobeable"
+	// StatusMissing: the library does not have it.
+	StatusMissing PointStatus = "missing"
+	// StatusNotNeeded: the plan does without it.
+	StatusNotNeeded PointStatus = "not needed"
+)
+
 // Plan is what tttrace attaches in one library and why.
 type Plan struct {
-	Kind string `json:"kind"` // "tracker" or "lifecycle"
-	Why  string `json:"why"`
+	Kind PlanKind `json:"kind"`
+	Why  string   `json:"why"`
 	// Sites are the probes to attach.
 	Sites []Site `json:"-"`
 	// Points describes every attach point considered, for doctor.
@@ -73,121 +99,71 @@ type Plan struct {
 // PlanPoint is one attach point of a plan, or a function the plan decided
 // not to probe.
 type PlanPoint struct {
-	Program  string `json:"program"`
-	Function string `json:"function"`
-	Symbol   string `json:"symbol,omitempty"`
-	Addr     uint64 `json:"addr,omitempty"`
-	Insn     string `json:"insn,omitempty"`
-	// Status: "attached" (in the plan), "inlined" (its code lives in its
-	// callers: not probed there), "unprobeable", "missing", "not needed".
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Program  Program     `json:"program"`
+	Function string      `json:"function"`
+	Symbol   string      `json:"symbol,omitempty"`
+	Addr     uint64      `json:"addr,omitempty"`
+	Insn     string      `json:"insn,omitempty"`
+	Status   PointStatus `json:"status"`
+	Detail   string      `json:"detail,omitempty"`
 }
 
-// Attach points of Buffer's lifecycle (bpf/tttrace.bpf.c).
+// Program names a BPF program of bpf/tttrace.bpf.c.
+type Program string
+
+// The programs of the attach table (both plans).
 const (
-	progAllocEnter      = "lc_alloc_enter"
-	progAllocExit       = "lc_alloc_exit"
-	progCreateEnter     = "lc_create_enter"
-	progCreateExit      = "lc_create_exit"
-	progFree            = "lc_free"
-	progFreeOwned       = "lc_free_owned"
-	progDestroyTeardown = "program_destroy_teardown"
-	progFreeDispose     = "lc_free_dispose"
+	progTrackAllocate     Program = "track_allocate"
+	progTrackDeallocate   Program = "track_deallocate"
+	progTrackAllocateCB   Program = "track_allocate_cb"
+	progTrackDeallocateCB Program = "track_deallocate_cb"
+	progBufferCreateView  Program = "buffer_create_view"
+	progMarkAsDeallocated Program = "mark_as_deallocated"
+	progAllocateCBs       Program = "allocate_circular_buffers"
+	progDeallocateCBs     Program = "deallocate_circular_buffers"
+	progProgramDestroy    Program = "program_destroy"
+	progDeviceClose       Program = "device_close"
+	progMeshDeviceClose   Program = "mesh_device_close"
+)
+
+// The programs of Buffer's lifecycle (lifecycle plan), and the teardown.
+const (
+	progAllocEnter      Program = "lc_alloc_enter"
+	progAllocExit       Program = "lc_alloc_exit"
+	progCreateEnter     Program = "lc_create_enter"
+	progCreateExit      Program = "lc_create_exit"
+	progFree            Program = "lc_free"
+	progFreeOwned       Program = "lc_free_owned"
+	progDestroyTeardown Program = "program_destroy_teardown"
+	progFreeDispose     Program = "lc_free_dispose"
 )
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
 // layout from ResolveLayout.
 func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Plan, error) {
-	if mode == "" {
-		mode = ProbesAuto
-	}
 	c, err := lib.code()
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its code: %w", lib.Path, err)
 	}
-	fns, err := lib.lookupFuncs(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
-		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
-		symProgramImplD2, symProgramImplD1), withV0(symBufferCreateOwningPrefix))
-	if err != nil {
-		return nil, err
-	}
-	var all []Symbol
-	for _, ss := range fns {
-		all = append(all, ss...)
-	}
-	sites, unconfirmed, err := c.callSites(all)
+	fns, sites, unconfirmed, err := planFunctions(lib, c)
 	if err != nil {
 		return nil, err
 	}
 	p := &Plan{CallSites: map[string]int{}, Exact: true}
-	count := func(name string) int {
-		n := 0
-		for _, s := range fns[name] {
-			n += len(sites[s.Name])
-		}
-		p.CallSites[demangledName(name)] = n
-		return n
+	for _, n := range countedFunctions {
+		p.CallSites[demangledName(n)] = callCount(fns[n], sites)
 	}
-	nAlloc, nFree := count(symTrackAllocate), count(symTrackDeallocate)
-	nCB, nCBFree := count(symTrackAllocateCB), count(symTrackDeallocateCB)
-	for _, n := range []string{symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2} {
-		count(n)
+	p.choose(mode, p.CallSites[demangledName(symTrackAllocate)], p.CallSites[demangledName(symTrackDeallocate)], unconfirmed)
+	if err := p.attachTable(lib, syms); err != nil {
+		return nil, err
 	}
-	trackerCalled := nAlloc > 0 && nFree > 0
-	trackerWhy := fmt.Sprintf("GraphTracker::track_allocate has %d call sites in the library, track_deallocate %d", nAlloc, nFree)
-	if unconfirmed > 0 {
-		trackerWhy += fmt.Sprintf(" (%d byte patterns outside any unwind entry could not be confirmed as calls and are not counted)", unconfirmed)
+	if err := p.checkCallers(lib, c, fns, sites); err != nil {
+		return nil, err
 	}
-	switch mode {
-	case ProbesTracker:
-		p.Kind, p.Why = "tracker", "--probes tracker; "+trackerWhy
-		if !trackerCalled {
-			p.Exact = false
-			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
-		}
-	case ProbesLifecycle:
-		p.Kind, p.Why = "lifecycle", "--probes lifecycle; "+trackerWhy
-	default:
-		if trackerCalled {
-			p.Kind, p.Why = "tracker", trackerWhy
-		} else {
-			p.Kind, p.Why = "lifecycle", trackerWhy+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
-		}
-	}
-
-	// The attach table's points, both plans, except the tracker's own in
-	// the lifecycle plan.
-	for _, s := range syms.Sites {
-		if p.Kind == "lifecycle" && (s.Program == "track_allocate" || s.Program == "track_deallocate") {
-			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
-				Status: "not needed", Detail: "lifecycle plan"})
-			continue
-		}
-		p.add(lib, s, "")
-	}
-	for _, m := range syms.Missing {
-		if p.Kind == "lifecycle" && (m.Program == "track_allocate" || m.Program == "track_deallocate") {
-			continue
-		}
-		p.Missing = append(p.Missing, m)
-		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: "missing", Detail: m.Why + " will not be seen"})
-		if m.Required {
-			return nil, fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
-		}
-	}
-	if nCB == 0 && len(fns[symTrackAllocateCB]) > 0 {
-		p.Exact = false
-		p.Caveats = append(p.Caveats, "GraphTracker::track_allocate_cb is never called in the library (inlined): circular buffers are not seen")
-	}
-	if nCBFree == 0 && len(fns[symTrackDeallocateCB]) > 0 && nCB > 0 {
-		p.Notes = append(p.Notes, "GraphTracker::track_deallocate_cb is never called in the library: CBs are released with their program")
-	}
-
 	if err := p.programTeardown(lib, c, fns); err != nil {
 		return nil, err
 	}
-	if p.Kind == "lifecycle" {
+	if p.Kind == PlanLifecycle {
 		if err := p.lifecycle(lib, c, fns, sites, layout); err != nil {
 			return nil, err
 		}
@@ -197,12 +173,89 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 		p.Caveats = append(p.Caveats, "the layout has no hooked_allocation_: allocations made during graph capture count as real")
 	}
 	for _, pt := range p.Points {
-		if pt.Status == "unprobeable" {
+		if pt.Status == StatusUnprobeable {
 			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
 		}
 	}
 	sort.SliceStable(p.Sites, func(i, j int) bool { return p.Sites[i].Addr < p.Sites[j].Addr })
 	return p, nil
+}
+
+// countedFunctions are the functions whose call sites the plan reports
+// (Plan.CallSites): the choice depends on them.
+var countedFunctions = []string{symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+	symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symDeallocateCBs, symProgramImplD2}
+
+// planFunctions looks up the functions the plan depends on (the known
+// callers' too) and finds every call site of them in the library.
+func planFunctions(lib *Library, c *codeIndex) (fns map[string][]Symbol, sites map[string][]CallSite, unconfirmed int, err error) {
+	callerNames, callerPrefixes := knownCallerNames()
+	fns, err = lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
+		symProgramImplD2, symProgramImplD1), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var all []Symbol
+	for _, ss := range fns {
+		all = append(all, ss...)
+	}
+	sites, unconfirmed, err = c.callSites(all)
+	return fns, sites, unconfirmed, err
+}
+
+// choose sets the plan's kind from the mode and the tracker's call sites:
+// --probes tracker and lifecycle are obeyed (a tracker without call sites
+// then makes the plan inexact); auto takes the tracker where the library
+// calls it, the lifecycle plan where its calls were inlined.
+func (p *Plan) choose(mode ProbeMode, nAlloc, nFree, unconfirmed int) {
+	trackerCalled := nAlloc > 0 && nFree > 0
+	why := fmt.Sprintf("GraphTracker::track_allocate has %d call sites in the library, track_deallocate %d", nAlloc, nFree)
+	if unconfirmed > 0 {
+		why += fmt.Sprintf(" (%d byte patterns outside any unwind entry could not be confirmed as calls and are not counted)", unconfirmed)
+	}
+	switch {
+	case mode == ProbesTracker:
+		p.Kind, p.Why = PlanTracker, "--probes tracker; "+why
+		if !trackerCalled {
+			p.Exact = false
+			p.Caveats = append(p.Caveats, "the tracker is not called everywhere (inlined?): its entry probes miss allocations or frees")
+		}
+	case mode == ProbesLifecycle:
+		p.Kind, p.Why = PlanLifecycle, "--probes lifecycle; "+why
+	case trackerCalled:
+		p.Kind, p.Why = PlanTracker, why
+	default:
+		p.Kind, p.Why = PlanLifecycle, why+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
+	}
+}
+
+// attachTable puts the attach table's points in the plan, both plans,
+// except the tracker's own in the lifecycle plan. A required point the
+// library lacks refuses it.
+func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
+	trackerOwn := func(prog Program) bool {
+		return p.Kind == PlanLifecycle && (prog == progTrackAllocate || prog == progTrackDeallocate)
+	}
+	for _, s := range syms.Sites {
+		if trackerOwn(s.Program) {
+			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
+				Status: StatusNotNeeded, Detail: "lifecycle plan"})
+			continue
+		}
+		p.add(lib, s, "")
+	}
+	for _, m := range syms.Missing {
+		if trackerOwn(m.Program) {
+			continue
+		}
+		p.Missing = append(p.Missing, m)
+		p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusMissing, Detail: m.Why + " will not be seen"})
+		if m.Required {
+			return fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
+		}
+	}
+	return nil
 }
 
 // add puts site s in the plan, if its instruction can be probed. An entry
@@ -219,14 +272,14 @@ func (p *Plan) add(lib *Library, s Site, detail string) {
 			detail += pl.why
 		}
 	}
-	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: "attached", Detail: detail}
+	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: StatusAttached, Detail: detail}
 	in, err := lib.decodeAt(s.Addr)
 	if err == nil {
 		pt.Insn = in.String()
 		err = probeable(&in)
 	}
 	if err != nil {
-		pt.Status, pt.Detail = "unprobeable", err.Error()
+		pt.Status, pt.Detail = StatusUnprobeable, err.Error()
 	} else {
 		p.Sites = append(p.Sites, s)
 	}
@@ -234,7 +287,7 @@ func (p *Plan) add(lib *Library, s Site, detail string) {
 }
 
 // site makes a Site for the instruction at addr of function sym.
-func site(lib *Library, program, function string, sym Symbol, addr uint64) (Site, error) {
+func site(lib *Library, program Program, function string, sym Symbol, addr uint64) (Site, error) {
 	off, err := lib.FileOffset(addr)
 	if err != nil {
 		return Site{}, err
@@ -257,7 +310,7 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		if s.Program != "program_destroy" {
+		if s.Program != progProgramDestroy {
 			continue
 		}
 		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Func(), Size: symSize(fns, s.Func())})
@@ -269,13 +322,13 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 		}
 		s.Program = progDestroyTeardown
 		for j := range p.Points {
-			if p.Points[j].Addr == s.Addr && p.Points[j].Program == "program_destroy" {
+			if p.Points[j].Addr == s.Addr && p.Points[j].Program == progProgramDestroy {
 				p.Points[j].Program = progDestroyTeardown
 				p.Points[j].Detail = "deallocate_circular_buffers() is inlined into it: its entry is also the teardown's"
 			}
 		}
-		p.Points = append(p.Points, PlanPoint{Program: "deallocate_circular_buffers", Function: "detail::ProgramImpl::deallocate_circular_buffers()",
-			Symbol: teardown.Name, Addr: teardown.Value, Status: "inlined",
+		p.Points = append(p.Points, PlanPoint{Program: progDeallocateCBs, Function: "detail::ProgramImpl::deallocate_circular_buffers()",
+			Symbol: teardown.Name, Addr: teardown.Value, Status: StatusInlined,
 			Detail: "inlined into ~ProgramImpl (whose entry stands for it); its own entry is probed for other callers"})
 	}
 	return nil
@@ -292,8 +345,29 @@ func symSize(fns map[string][]Symbol, addr uint64) uint64 {
 	return 0
 }
 
-// lifecycle adds Buffer's lifecycle probes.
+// lifecycle adds Buffer's lifecycle probes: allocations, then frees.
 func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, sites map[string][]CallSite, layout Layout) error {
+	if err := lifecycleReads(lib, layout); err != nil {
+		return err
+	}
+	if err := p.lifecycleAllocs(lib, c, fns); err != nil {
+		return err
+	}
+	inner, err := p.lifecycleFrees(lib, c, fns)
+	if err != nil {
+		return err
+	}
+	if err := p.lifecycleDestructors(lib, c, fns, sites, layout, inner); err != nil {
+		return err
+	}
+	p.Notes = append(p.Notes, "frees are seen at deallocate_impl's entry, also for buffers whose device was closed first "+
+		"(the tracker is not called for those; the ledger released them at the close and counts them as frees_after_release)")
+	return nil
+}
+
+// lifecycleReads refuses a layout without the fields the lifecycle
+// programs read.
+func lifecycleReads(lib *Library, layout Layout) error {
 	var need []string
 	if layout.Status < 0 || layout.Allocated < 0 {
 		need = append(need, "allocation_status_ and the value of ALLOCATED")
@@ -310,8 +384,12 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 	if layout.Allocated > 255 {
 		return fmt.Errorf("%s: ALLOCATED = %d does not fit allocation_status_ (one byte)", lib.Path, layout.Allocated)
 	}
+	return nil
+}
 
-	// Allocations: allocate_impl, and the owning creates that inlined it.
+// lifecycleAllocs probes allocate_impl, and the owning creates that
+// inlined it.
+func (p *Plan) lifecycleAllocs(lib *Library, c *codeIndex, fns map[string][]Symbol) error {
 	alloc := first(fns, symAllocateImpl)
 	creates := fns[symBufferCreateOwningPrefix]
 	if alloc == nil && len(creates) == 0 {
@@ -329,7 +407,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		if alloc != nil && fc.calls(*alloc) {
 			p.Points = append(p.Points, PlanPoint{Program: progCreateEnter, Function: "Buffer::create(IDevice*, size, ...)",
-				Symbol: cr.Name, Addr: cr.Value, Status: "not needed", Detail: "calls allocate_impl(), which is probed"})
+				Symbol: cr.Name, Addr: cr.Value, Status: StatusNotNeeded, Detail: "calls allocate_impl(), which is probed"})
 			continue
 		}
 		if err := p.entryAndExits(lib, c, cr, "Buffer::create(IDevice*, size, ...)", progCreateEnter, progCreateExit,
@@ -338,17 +416,21 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 		if alloc != nil {
 			p.Points = append(p.Points, PlanPoint{Program: progAllocEnter, Function: "Buffer::allocate_impl()", Symbol: alloc.Name,
-				Addr: alloc.Value, Status: "inlined", Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
+				Addr: alloc.Value, Status: StatusInlined, Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
 		}
 	}
+	return nil
+}
 
-	// Frees: deallocate_impl, and deallocate() / ~Buffer() where the free
-	// was inlined. A function is probed when it calls none of the inner
-	// ones: then the free happens in its own code.
+// lifecycleFrees probes deallocate_impl, and deallocate() where the free
+// was inlined into it (it calls no deallocate_impl: the free happens in
+// its own code). It returns the free functions the library has, innermost
+// first.
+func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbol) ([]Symbol, error) {
 	dimpl := first(fns, symDeallocateImpl)
 	dealloc := first(fns, symDeallocate)
 	if dimpl == nil && dealloc == nil {
-		return errors.New(lib.Path + ": neither Buffer::deallocate_impl() nor Buffer::deallocate() is in the library: frees cannot be seen")
+		return nil, errors.New(lib.Path + ": neither Buffer::deallocate_impl() nor Buffer::deallocate() is in the library: frees cannot be seen")
 	}
 	var inner []Symbol
 	if dimpl != nil {
@@ -358,16 +440,21 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 	if dealloc != nil {
 		fc, err := c.analyze(*dealloc)
 		if err != nil {
-			return fmt.Errorf("%s: %w", lib.Path, err)
+			return nil, fmt.Errorf("%s: %w", lib.Path, err)
 		}
 		if len(inner) > 0 && fc.calls(inner...) {
 			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
-				Addr: dealloc.Value, Status: "not needed", Detail: "calls deallocate_impl(), which is probed"})
+				Addr: dealloc.Value, Status: StatusNotNeeded, Detail: "calls deallocate_impl(), which is probed"})
 		} else {
 			p.add(lib, mustSite(lib, progFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
 		}
 		inner = append(inner, *dealloc)
 	}
+	return inner, nil
+}
+
+// bufferDestructors returns ~Buffer()'s distinct definitions, D2 first.
+func bufferDestructors(fns map[string][]Symbol) []Symbol {
 	dtors := map[uint64]Symbol{}
 	for _, n := range []string{symBufferD2, symBufferD1} {
 		if s := first(fns, n); s != nil {
@@ -376,11 +463,20 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 			}
 		}
 	}
-	var dtorList []Symbol
+	var out []Symbol
 	for _, s := range dtors {
-		dtorList = append(dtorList, s)
+		out = append(out, s)
 	}
-	sort.Slice(dtorList, func(i, j int) bool { return dtorList[i].Name > dtorList[j].Name }) // D2 first
+	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name }) // D2 first
+	return out
+}
+
+// lifecycleDestructors probes ~Buffer() where deallocate() was inlined into
+// it, and the shared_ptr control block's dispose where ~Buffer() itself was
+// inlined there. inner are the free functions already planned.
+func (p *Plan) lifecycleDestructors(lib *Library, c *codeIndex, fns map[string][]Symbol, sites map[string][]CallSite,
+	layout Layout, inner []Symbol) error {
+	dtorList := bufferDestructors(fns)
 	for i, d := range dtorList {
 		fc, err := c.analyze(d)
 		if err != nil {
@@ -389,7 +485,7 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		calls := append(append([]Symbol(nil), inner...), dtorList[:i]...)
 		if fc.calls(calls...) {
 			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::~Buffer()", Symbol: d.Name,
-				Addr: d.Value, Status: "not needed", Detail: "calls deallocate() or deallocate_impl(), which are probed"})
+				Addr: d.Value, Status: StatusNotNeeded, Detail: "calls deallocate() or deallocate_impl(), which are probed"})
 			continue
 		}
 		p.add(lib, mustSite(lib, progFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
@@ -409,12 +505,8 @@ func (p *Plan) lifecycle(lib *Library, c *codeIndex, fns map[string][]Symbol, si
 		}
 	}
 	if len(dtorList) > 0 && dtorCalls == 0 {
-		if err := p.disposeOfBuffer(lib, c, layout, append(inner, dtorList...)); err != nil {
-			return err
-		}
+		return p.disposeOfBuffer(lib, c, layout, append(inner, dtorList...))
 	}
-	p.Notes = append(p.Notes, "frees are seen at deallocate_impl's entry, also for buffers whose device was closed first "+
-		"(the tracker is not called for those; the ledger released them at the close and counts them as frees_after_release)")
 	return nil
 }
 
@@ -536,7 +628,7 @@ func bufferInBlock(lib *Library, fn uint64, layout Layout) (uint64, string, erro
 	return 0, "", errors.New("no access to a Buffer field through it before the first branch")
 }
 
-func mustSite(lib *Library, program, function string, sym Symbol, addr uint64) Site {
+func mustSite(lib *Library, program Program, function string, sym Symbol, addr uint64) Site {
 	s, err := site(lib, program, function, sym, addr)
 	if err != nil {
 		// A symbol of the library always lies in a loaded segment.
@@ -546,7 +638,7 @@ func mustSite(lib *Library, program, function string, sym Symbol, addr uint64) S
 }
 
 // entryAndExits plans the entry probe and one probe per exit of fn.
-func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function, enter, exit, detail string) error {
+func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function string, enter, exit Program, detail string) error {
 	fc, err := c.analyze(fn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", lib.Path, err)

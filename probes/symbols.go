@@ -29,11 +29,6 @@ const (
 	symVtableDevice           = "_ZTVN2tt8tt_metal6DeviceE"
 	symVtableMeshDevice       = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
 
-	// Fingerprints of layouts other than V1 (docs/ttmetal.md §3).
-	symPimplSize   = "_ZNK2tt8tt_metal6Buffer4sizeEv"
-	symPimplDevice = "_ZNK2tt8tt_metal6Buffer6deviceEv"
-	symV0Namespace = "_ZN2tt8tt_metal2v0"
-
 	// Buffer's lifecycle (docs/ttmetal.md §1), for the lifecycle plan.
 	symAllocateImpl   = "_ZN2tt8tt_metal6Buffer13allocate_implEv"
 	symDeallocateImpl = "_ZN2tt8tt_metal6Buffer15deallocate_implEv"
@@ -129,7 +124,7 @@ const vtableAddressPoint = 16
 // point is one row of the attach table.
 type point struct {
 	// Program is the BPF program (a function in bpf/tttrace.bpf.c).
-	Program string
+	Program Program
 	// Function is the C++ function, for people.
 	Function string
 	// Names are the mangled names, tried in order; the first that exists
@@ -143,33 +138,33 @@ type point struct {
 
 // attachTable lists every attach point of the tracker plan.
 var attachTable = []point{
-	{"track_allocate", "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
+	{progTrackAllocate, "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
 		"buffer allocations"},
-	{"track_deallocate", "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
+	{progTrackDeallocate, "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
 		"buffer frees"},
-	{"track_allocate_cb", "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
+	{progTrackAllocateCB, "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
 		"circular-buffer allocations"},
-	{"track_deallocate_cb", "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
+	{progTrackDeallocateCB, "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
 		"circular-buffer frees"},
-	{"buffer_create_view", "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
+	{progBufferCreateView, "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
 		"the chips of mesh buffers"},
-	{"mark_as_deallocated", "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
+	{progMarkAsDeallocated, "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
 		"buffers released after their mesh closed"},
-	{"allocate_circular_buffers", "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
+	{progAllocateCBs, "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
 		"which program owns a circular buffer"},
-	{"deallocate_circular_buffers", "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
+	{progDeallocateCBs, "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
 		"which program's circular buffers are freed"},
-	{"program_destroy", "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
+	{progProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
 		"circular buffers of destroyed programs (builds that never free them)"},
-	{"device_close", "Device::close()", []string{symDeviceClose}, false,
+	{progDeviceClose, "Device::close()", []string{symDeviceClose}, false,
 		"memory released by closing a chip"},
-	{"mesh_device_close", "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
+	{progMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
 		"memory released by closing a mesh"},
 }
 
 // Site is one resolved attach point: a program and a function address.
 type Site struct {
-	Program  string
+	Program  Program
 	Function string
 	Symbol   string
 	Addr     uint64 // link-time virtual address
@@ -189,8 +184,9 @@ func (s *Site) Func() uint64 {
 
 // Missing is an attach point the library does not have.
 type Missing struct {
-	Program, Function, Why string
-	Required               bool
+	Program       Program
+	Function, Why string
+	Required      bool
 }
 
 // Symbols is what tttrace found in a library.
@@ -200,23 +196,22 @@ type Symbols struct {
 	// VtableDevice and VtableMesh are the link-time addresses of the vtable
 	// address points of Device and MeshDevice (0 if absent).
 	VtableDevice, VtableMesh uint64
-	// Fingerprints of other layouts.
-	HasPimplAccessors bool
-	HasV0Namespace    bool
+	// seen holds every name the scan delivered: what the profiles'
+	// fingerprints (profiles.go) are evaluated on.
+	seen map[string]bool
 }
 
 // ResolveSymbols finds every attach point and vtable in lib.
 func ResolveSymbols(lib *Library) (*Symbols, error) {
 	found := map[string]Symbol{}
 	var prefixed []Symbol
-	res := &Symbols{}
-	pimpl := withV0(symPimplSize, symPimplDevice)
+	res := &Symbols{seen: map[string]bool{}}
 	viewPrefixes := withV0(symBufferCreateViewPrefix)
 	// Only the names wanted (and the view prefix) are asked for: a real
 	// libtt_metal.so has hundreds of thousands of tt::tt_metal symbols, and
 	// turning each into a string would cost time and memory in proportion.
 	// A v0 build is recognised by the v0 spelling of these same names.
-	want := append([]string(nil), pimpl...)
+	want := profileSymbols()
 	want = append(want, viewPrefixes...)
 	want = append(want, withV0(symVtableDevice, symVtableMeshDevice)...)
 	for _, p := range attachTable {
@@ -227,14 +222,9 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 		}
 	}
 	err := lib.ScanSymbols(want, func(s Symbol) {
-		if strings.HasPrefix(s.Name, symV0Namespace) {
-			res.HasV0Namespace = true
-		}
-		if slices.Contains(pimpl, s.Name) {
-			res.HasPimplAccessors = true
-		}
+		res.seen[s.Name] = true
 		if !strings.HasPrefix(s.Name, "_ZN") && !strings.HasPrefix(s.Name, "_ZTV") {
-			return // const methods: only the fingerprint above is wanted
+			return // const methods: only the fingerprints are wanted
 		}
 		// GCC's clones and split-off parts (f.cold, f.isra.0, f.constprop.1,
 		// f.part.2) are not entry points with f's ABI: never attach there.

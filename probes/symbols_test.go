@@ -75,7 +75,7 @@ func TestResolveSymbols(t *testing.T) {
 	for _, s := range all {
 		value[s.Name] = s.Value
 	}
-	byProg := map[string][]Site{}
+	byProg := map[Program][]Site{}
 	for _, s := range syms.Sites {
 		if strings.Contains(s.Symbol, ".") {
 			t.Errorf("attached to a clone: %s", s.Symbol)

@@ -13,6 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tttraceLayoutField uint8
+
+const (
+	tttraceLayoutFieldLF_BUFFER_IMPL_PTR   tttraceLayoutField = 0
+	tttraceLayoutFieldLF_DEVICE            tttraceLayoutField = 1
+	tttraceLayoutFieldLF_SIZE              tttraceLayoutField = 2
+	tttraceLayoutFieldLF_BUFFER_TYPE       tttraceLayoutField = 3
+	tttraceLayoutFieldLF_OWNS_DATA         tttraceLayoutField = 4
+	tttraceLayoutFieldLF_ALLOCATION_STATUS tttraceLayoutField = 5
+	tttraceLayoutFieldLF_HOOKED_ALLOCATION tttraceLayoutField = 6
+	tttraceLayoutFieldLF_ADDRESS           tttraceLayoutField = 7
+	tttraceLayoutFieldLF_PAGE_SIZE         tttraceLayoutField = 8
+	tttraceLayoutFieldLF_DEVICE_ID         tttraceLayoutField = 9
+	tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH tttraceLayoutField = 10
+	tttraceLayoutFieldLF_COUNT             tttraceLayoutField = 11
+)
+
 type tttraceLcInfo struct {
 	_             structs.HostLayout
 	DisposeOffset uint64
@@ -36,17 +53,7 @@ type tttraceLibInfo struct {
 	_            structs.HostLayout
 	VtableDevice uint64
 	VtableMesh   uint64
-	BufImplPtr   int64
-	BufDevice    int64
-	BufSize      int64
-	BufType      int64
-	BufOwnsData  int64
-	BufStatus    int64
-	BufHooked    int64
-	BufAddress   int64
-	BufPageSize  int64
-	DevId        int64
-	BufTypeWidth int64
+	Off          [11]int64
 }
 
 type tttraceLostCounter struct {
@@ -137,11 +144,12 @@ type tttraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
-	FilterPids     *ebpf.VariableSpec `ebpf:"filter_pids"`
-	FollowChildren *ebpf.VariableSpec `ebpf:"follow_children"`
-	NextSeq        *ebpf.VariableSpec `ebpf:"next_seq"`
-	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowChildren    *ebpf.VariableSpec `ebpf:"follow_children"`
+	NextSeq           *ebpf.VariableSpec `ebpf:"next_seq"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedLayoutField *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -187,11 +195,12 @@ func (m *tttraceMaps) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
-	FilterPids     *ebpf.Variable `ebpf:"filter_pids"`
-	FollowChildren *ebpf.Variable `ebpf:"follow_children"`
-	NextSeq        *ebpf.Variable `ebpf:"next_seq"`
-	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
-	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
+	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
+	FollowChildren    *ebpf.Variable `ebpf:"follow_children"`
+	NextSeq           *ebpf.Variable `ebpf:"next_seq"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedLayoutField *ebpf.Variable `ebpf:"unused_layout_field"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.

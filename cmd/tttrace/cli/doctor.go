@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -62,6 +64,9 @@ type DoctorLibrary struct {
 	TTMetal    bool   `json:"tt_metal"`     // defines GraphTracker::track_allocate
 	V0         bool   `json:"v0_namespace"` // symbols in tt::tt_metal::v0
 	Pimpl      bool   `json:"pimpl_accessors"`
+	// Fingerprint: every predicate of the built-in layout profiles
+	// (probes/profiles/*.json) and whether it holds.
+	Fingerprint map[string]bool `json:"fingerprint,omitempty"`
 }
 
 // DoctorFeature is one kernel feature and whether this kernel has it.
@@ -156,7 +161,8 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 	r.Library = dl
 	syms, err := probes.ResolveSymbols(lib)
 	if err == nil {
-		dl.V0, dl.Pimpl = syms.HasV0Namespace, syms.HasPimplAccessors
+		dl.Fingerprint = syms.Fingerprint()
+		dl.V0, dl.Pimpl = dl.Fingerprint["v0_namespace"], dl.Fingerprint["pimpl_accessors"]
 	}
 	// The same steps as tracing, reported one by one.
 	mode, err := probes.ParseProbeMode(probeMode)
@@ -221,8 +227,14 @@ func (r *DoctorReport) write(w io.Writer) {
 	if l := r.Library; l != nil {
 		p("Library      %s\n", l.Path)
 		p("  build-id   %s\n", orNone(l.BuildID))
-		p("  symbols    TT-Metal tracker: %s; .symtab: %s; namespace v0: %s; pimpl accessors: %s\n",
-			yes(l.TTMetal), yes(l.Symtab), yes(l.V0), yes(l.Pimpl))
+		p("  symbols    TT-Metal tracker: %s; .symtab: %s\n", yes(l.TTMetal), yes(l.Symtab))
+		var fp []string
+		for _, k := range sortedKeys(l.Fingerprint) {
+			fp = append(fp, k+": "+yes(l.Fingerprint[k]))
+		}
+		if len(fp) > 0 {
+			p("  profiles   fingerprint %s\n", strings.Join(fp, "; "))
+		}
 		dw := yes(l.DWARF)
 		if l.Compressed {
 			dw += " (compressed)"
@@ -233,14 +245,13 @@ func (r *DoctorReport) write(w io.Writer) {
 		p("\nLayout\n")
 		if s.From != "" {
 			p("  from       %s\n", s.From)
-			lay := s.Layout
-			if lay.BufferImplPtr >= 0 {
-				p("  Buffer     BufferImpl pointer at %d; in BufferImpl:\n", lay.BufferImplPtr)
+			for i, line := range s.Layout.Describe() {
+				head := "offsets"
+				if i > 0 {
+					head = ""
+				}
+				p("  %-10s %s\n", head, line)
 			}
-			p("  offsets    device_ %s  size_ %s  buffer_type_ %s  owns_data_ %s  allocation_status_ %s  hooked_allocation_ %s\n",
-				off(lay.Device), off(lay.Size), off(lay.Type), off(lay.OwnsData), off(lay.Status), off(lay.Hooked))
-			p("             address_ %s  page_size_ %s  Device::id_ %s  ALLOCATED = %s  buffer_type_ width %d\n",
-				off(lay.Address), off(lay.PageSize), off(lay.DeviceID), off(lay.Allocated), lay.TypeWidth)
 		}
 		for _, c := range s.Checked {
 			p("  checked    %s\n", c)
@@ -351,15 +362,6 @@ func trunc(s string, n int) string {
 	return s[:n-1] + "…"
 }
 
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

@@ -174,14 +174,14 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
     return buffer;
 }
 
-std::shared_ptr<Buffer> Buffer::create(IDevice* device,
-                                       DeviceAddr address,
-                                       DeviceAddr size,
-                                       DeviceAddr page_size,
-                                       BufferType buffer_type,
-                                       const BufferShardingArgs& sharding_args,
-                                       std::optional<bool> bottom_up,
-                                       std::optional<SubDeviceId> sub_device_id) {
+TT_VIEW_CREATE std::shared_ptr<Buffer> Buffer::create(IDevice* device,
+                                                      DeviceAddr address,
+                                                      DeviceAddr size,
+                                                      DeviceAddr page_size,
+                                                      BufferType buffer_type,
+                                                      const BufferShardingArgs& sharding_args,
+                                                      std::optional<bool> bottom_up,
+                                                      std::optional<SubDeviceId> sub_device_id) {
     replica::count_call(replica::kBufferCreateView);
     {
         std::lock_guard<std::mutex> lock(replica::mem_mutex());
@@ -192,6 +192,11 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
     buffer->f().address_ = address;
     buffer->f().allocation_status_ = AllocationStatus::ALLOCATED;
     return buffer;
+}
+
+std::shared_ptr<Buffer> Buffer::view(const BufferRegion& region) {
+    replica::count_call(replica::kBufferView);
+    return create(f().device_, f().address_ + region.offset, region.size, f().page_size_, f().buffer_type_);
 }
 
 TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {

@@ -25,6 +25,15 @@
 #define TT_LIFECYCLE
 #endif
 
+// Buffer::create(device, address, ...): clang builds of upstream inline it into Buffer::view
+// (same file), so its entry probe misses those views. clang's heuristics weigh the replica's
+// copy differently, so clang builds (but NOINLINE=1) ask for it; its exported copy stays.
+#if defined(__clang__) && !defined(TT_REPLICA_NOINLINE)
+#define TT_VIEW_CREATE __attribute__((always_inline))
+#else
+#define TT_VIEW_CREATE
+#endif
+
 namespace tt::tt_metal {
 class IDevice;
 class Device;
@@ -76,6 +85,9 @@ enum Call : int {
     // Buffer::deallocate_impl of an allocated, non-empty buffer whose device was closed: no
     // track_deallocate (upstream's rule), but a real call of the function.
     kDeallocateOnClosedDevice,
+    // Buffer::view: each makes one view through Buffer::create(device, address, ...), counted in
+    // kBufferCreateView too, where that create may be inlined (clang -O3).
+    kBufferView,
     kNumCalls
 };
 // Out of line in another TU: a probed function's first instruction is never a lock-prefixed

@@ -63,6 +63,7 @@ const char* const kCallNames[kNumCalls] = {
     "mesh_close",
     "mark_as_deallocated",
     "deallocate_on_closed_device",
+    "buffer_view",
 };
 
 }  // namespace

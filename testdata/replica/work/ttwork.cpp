@@ -164,7 +164,7 @@ int scenario_basic(Ctx& ctx) {
     // A pre-allocated view of a live buffer: counts nothing, frees nothing.
     BufferPtr src = live.front();
     {
-        BufferPtr view = Buffer::create(d, src->address(), src->size(), src->page_size(), src->buffer_type());
+        BufferPtr view = src->view(BufferRegion{0, src->size()});
         CHECK(view->address() == src->address());
         CHECK(!view->owns_data());
     }

@@ -1,0 +1,272 @@
+package probes
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The layout field table: everything tttrace knows about each value of a
+// Layout, in one row. It drives the layout JSON (files given with --layout,
+// doctor's output, the built-in profiles in profiles/), what an unknown
+// field costs, the names DWARF gives the members, doctor's listing, and the
+// BPF side's lib_info.off (enum layout_field of bpf/tttrace.h, which bpf2go
+// brings to Go as tttraceLayoutField; TestFieldTableMatchesBPF holds the two
+// together). A new field is one enum value in bpf/tttrace.h, one member of
+// Layout and one row here (docs/layout.md, "Adding a field").
+
+// fieldKind says what a row's value is.
+type fieldKind uint8
+
+const (
+	// kindOffset is a byte offset, -1 when the layout lacks the field.
+	kindOffset fieldKind = iota
+	// kindValue is a number that is not an offset (a width, an enum value).
+	kindValue
+)
+
+// noSlot marks a row the BPF lib_info does not carry.
+const noSlot tttraceLayoutField = 0xff
+
+// field is one row of the layout field table.
+type field struct {
+	// key is the JSON key (layout files, doctor --json, profiles). Keys are
+	// a public format (docs/layout.md): never renamed.
+	key string
+	// member is the C++ member, for people; for Buffer members (buffer) also
+	// the name DWARF gives it.
+	member string
+	// slot is the index in BPF lib_info.off (noSlot: not there).
+	slot tttraceLayoutField
+	kind fieldKind
+	// buffer: a member of Buffer (of BufferImpl in a pimpl layout).
+	buffer bool
+	// required: tracing cannot count without it; a layout file must give
+	// it (>= 0), DWARF must define it.
+	required bool
+	// optional: a layout file may omit the key; def is then its value.
+	optional bool
+	def      int64
+	// lacks says what a layout without the field (-1) costs.
+	lacks string
+	// accessor is the out-of-line method whose code reads the field
+	// (accessors.go), nil when there is none.
+	accessor *accessor
+	get      func(*Layout) *int64
+}
+
+// reads names an accessor of a row: its method, mangled name (outside
+// namespace v0) and the bytes of the field (0: an enum, 1, 2 or 4).
+func reads(method, mangled string, size int) *accessor {
+	return &accessor{method: method, name: mangled, size: size}
+}
+
+// Buffer::size() const and device() const: exported out of line by pimpl
+// builds only (profiles/v2.json's fingerprint names them too).
+const (
+	symPimplSize   = "_ZNK2tt8tt_metal6Buffer4sizeEv"
+	symPimplDevice = "_ZNK2tt8tt_metal6Buffer6deviceEv"
+)
+
+// layoutFields is the table, in the order of the JSON and of doctor.
+var layoutFields = []field{
+	{key: "buffer_impl_ptr", member: "BufferImpl pointer", slot: tttraceLayoutFieldLF_BUFFER_IMPL_PTR,
+		get: func(l *Layout) *int64 { return &l.BufferImplPtr }},
+	{key: "device", member: "device_", slot: tttraceLayoutFieldLF_DEVICE, buffer: true, required: true,
+		accessor: reads("Buffer::device() const", symPimplDevice, 8),
+		get:      func(l *Layout) *int64 { return &l.Device }},
+	{key: "size", member: "size_", slot: tttraceLayoutFieldLF_SIZE, buffer: true, required: true,
+		accessor: reads("Buffer::size() const", symPimplSize, 8),
+		get:      func(l *Layout) *int64 { return &l.Size }},
+	{key: "buffer_type", member: "buffer_type_", slot: tttraceLayoutFieldLF_BUFFER_TYPE, buffer: true,
+		lacks:    "allocations cannot be counted by type",
+		accessor: reads("Buffer::buffer_type() const", "_ZNK2tt8tt_metal6Buffer11buffer_typeEv", 0),
+		get:      func(l *Layout) *int64 { return &l.Type }},
+	{key: "owns_data", member: "owns_data_", slot: tttraceLayoutFieldLF_OWNS_DATA, buffer: true,
+		lacks:    "non-owning buffers cannot be told apart",
+		accessor: reads("Buffer::owns_data() const", "_ZNK2tt8tt_metal6Buffer9owns_dataEv", 1),
+		get:      func(l *Layout) *int64 { return &l.OwnsData }},
+	{key: "allocation_status", member: "allocation_status_", slot: tttraceLayoutFieldLF_ALLOCATION_STATUS, buffer: true,
+		lacks:    "the lifecycle probe plan is impossible",
+		accessor: reads("Buffer::is_allocated() const", "_ZNK2tt8tt_metal6Buffer12is_allocatedEv", 1),
+		get:      func(l *Layout) *int64 { return &l.Status }},
+	{key: "hooked_allocation", member: "hooked_allocation_", slot: tttraceLayoutFieldLF_HOOKED_ALLOCATION, buffer: true,
+		lacks:    "graph-capture (hooked) allocations would be counted as real",
+		accessor: reads("Buffer::hooked_allocation() const", "_ZNK2tt8tt_metal6Buffer17hooked_allocationEv", 1),
+		get:      func(l *Layout) *int64 { return &l.Hooked }},
+	{key: "address", member: "address_", slot: tttraceLayoutFieldLF_ADDRESS, buffer: true, required: true,
+		accessor: reads("Buffer::address() const", "_ZNK2tt8tt_metal6Buffer7addressEv", 8),
+		get:      func(l *Layout) *int64 { return &l.Address }},
+	{key: "page_size", member: "page_size_", slot: tttraceLayoutFieldLF_PAGE_SIZE, buffer: true,
+		lacks:    "events carry no page size (the ledger does not need it)",
+		accessor: reads("Buffer::page_size() const", "_ZNK2tt8tt_metal6Buffer9page_sizeEv", 8),
+		get:      func(l *Layout) *int64 { return &l.PageSize }},
+	{key: "device_id", member: "Device::id_", slot: tttraceLayoutFieldLF_DEVICE_ID, required: true,
+		get: func(l *Layout) *int64 { return &l.DeviceID }},
+	// The width the library's own code reads buffer_type_ at: BufferType is
+	// an int enum in most builds, one byte in some.
+	{key: "buffer_type_width", member: "buffer_type_ width", slot: tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH, kind: kindValue,
+		optional: true, def: 4,
+		get: func(l *Layout) *int64 { return &l.TypeWidth }},
+	// AllocationStatus::ALLOCATED; the lifecycle plan's BPF reads it from
+	// lc_libs, not lib_info.
+	{key: "allocated_value", member: "ALLOCATED", slot: noSlot, kind: kindValue, optional: true, def: -1,
+		lacks: "the lifecycle probe plan is impossible",
+		get:   func(l *Layout) *int64 { return &l.Allocated }},
+}
+
+func fieldByJSON(key string) *field {
+	for i := range layoutFields {
+		if layoutFields[i].key == key {
+			return &layoutFields[i]
+		}
+	}
+	return nil
+}
+
+// emptyLayout is a layout that knows nothing: every offset -1, every value
+// its default.
+func emptyLayout(name string) Layout {
+	l := Layout{Name: name}
+	for _, f := range layoutFields {
+		*f.get(&l) = -1
+		if f.optional {
+			*f.get(&l) = f.def
+		}
+	}
+	return l
+}
+
+// what names the field's member, as an unknown-field message starts.
+func (f *field) what() string {
+	if f.key == "allocation_status" || f.key == "allocated_value" {
+		return "allocation_status_ / ALLOCATED" // one cost: said once
+	}
+	return f.member
+}
+
+// libInfo is the BPF map value of a library with layout l.
+func libInfo(l Layout, syms *Symbols) tttraceLibInfo {
+	info := tttraceLibInfo{VtableDevice: syms.VtableDevice, VtableMesh: syms.VtableMesh}
+	for _, f := range layoutFields {
+		if f.slot != noSlot {
+			info.Off[f.slot] = *f.get(&l)
+		}
+	}
+	return info
+}
+
+// MarshalJSON writes the layout with the table's keys, in its order.
+func (l Layout) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	name, _ := json.Marshal(l.Name)
+	b.WriteString(`{"name":`)
+	b.Write(name)
+	for _, f := range layoutFields {
+		fmt.Fprintf(&b, ",%q:%d", f.key, *f.get(&l))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads a layout written with the table's keys. Every key
+// must be known, every field present except the optional ones (which take
+// their default): a missing offset is an error, not 0.
+func (l *Layout) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for k := range raw {
+		if k != "name" && fieldByJSON(k) == nil {
+			return fmt.Errorf("unknown key %q", k)
+		}
+	}
+	out := Layout{}
+	if v, ok := raw["name"]; ok {
+		if err := json.Unmarshal(v, &out.Name); err != nil {
+			return fmt.Errorf("%q: %w", "name", err)
+		}
+	}
+	for _, f := range layoutFields {
+		p := f.get(&out)
+		v, ok := raw[f.key]
+		switch {
+		case !ok && f.optional:
+			*p = f.def
+		case !ok:
+			return fmt.Errorf("no %q (use -1 for a field the layout lacks)", f.key)
+		default:
+			if err := json.Unmarshal(v, p); err != nil {
+				return fmt.Errorf("%q: %w", f.key, err)
+			}
+		}
+	}
+	*l = out
+	return nil
+}
+
+// check refuses a layout tttrace cannot count with.
+func (l *Layout) check() error {
+	if w := l.TypeWidth; w != 1 && w != 2 && w != 4 {
+		return fmt.Errorf("buffer_type_width %d: must be 1, 2 or 4", w)
+	}
+	for _, f := range layoutFields {
+		if f.required && *f.get(l) < 0 {
+			return fmt.Errorf("%q must be given (>= 0): tttrace cannot count without it", f.key)
+		}
+	}
+	return nil
+}
+
+// unknownFields says what a layout lacks and what that costs.
+func unknownFields(l *Layout) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range layoutFields {
+		if f.lacks == "" || *f.get(l) >= 0 {
+			continue
+		}
+		if msg := f.what() + ": " + f.lacks; !seen[msg] {
+			seen[msg] = true
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+// describeOffsets lists the layout's fields for people, in table order:
+// "device_ 16  size_ 24 ...", with "?" for a field the layout lacks.
+func describeOffsets(l *Layout, pick func(*field) bool) string {
+	var parts []string
+	for i := range layoutFields {
+		f := &layoutFields[i]
+		if !pick(f) {
+			continue
+		}
+		v := *f.get(l)
+		s := "?"
+		if v >= 0 {
+			s = fmt.Sprint(v)
+		}
+		sep := " "
+		if f.kind == kindValue && f.key == "allocated_value" {
+			sep = " = "
+		}
+		parts = append(parts, f.member+sep+s)
+	}
+	return strings.Join(parts, "  ")
+}
+
+// Describe lists the layout for people, from the field table: the BufferImpl
+// pointer (pimpl layouts), the Buffer members, then the rest.
+func (l *Layout) Describe() []string {
+	var out []string
+	if l.BufferImplPtr >= 0 {
+		out = append(out, fmt.Sprintf("BufferImpl pointer at %d; in BufferImpl:", l.BufferImplPtr))
+	}
+	out = append(out, describeOffsets(l, func(f *field) bool { return f.buffer && f.kind == kindOffset }))
+	out = append(out, describeOffsets(l, func(f *field) bool { return !f.buffer && f.key != "buffer_impl_ptr" }))
+	return out
+}

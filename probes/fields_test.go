@@ -1,0 +1,159 @@
+package probes
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// The field table and enum layout_field of bpf/tttrace.h (read from the
+// BTF of the compiled object, not from the generated Go) are one list:
+// every enumerator but LF_COUNT has the row whose key is its name without
+// LF_ in lower case, at its index, and lib_info.off has LF_COUNT entries.
+func TestFieldTableMatchesBPF(t *testing.T) {
+	spec, err := loadTttrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enum *btf.Enum
+	if err := spec.Types.TypeByName("layout_field", &enum); err != nil {
+		t.Fatal(err)
+	}
+	slots := map[uint64]string{}
+	count := uint64(0)
+	for _, v := range enum.Values {
+		if v.Name == "LF_COUNT" {
+			count = v.Value
+			continue
+		}
+		slots[v.Value] = strings.ToLower(strings.TrimPrefix(v.Name, "LF_"))
+	}
+	inBPF := 0
+	for _, f := range layoutFields {
+		if f.slot == noSlot {
+			continue
+		}
+		inBPF++
+		if slots[uint64(f.slot)] != f.key {
+			t.Errorf("row %q is at lib_info.off[%d], which bpf/tttrace.h calls %q", f.key, f.slot, slots[uint64(f.slot)])
+		}
+	}
+	if inBPF != len(slots) || uint64(len(slots)) != count {
+		t.Errorf("%d rows in lib_info, %d enumerators, LF_COUNT %d", inBPF, len(slots), count)
+	}
+	var info *btf.Struct
+	if err := spec.Types.TypeByName("lib_info", &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range info.Members {
+		if m.Name == "off" {
+			if a, ok := m.Type.(*btf.Array); !ok || uint64(a.Nelems) != count {
+				t.Errorf("lib_info.off is %v, want %d entries", m.Type, count)
+			}
+		}
+	}
+	// Every Layout member is in the table, once.
+	seen := map[uintptr]string{}
+	var l Layout
+	base := reflect.ValueOf(&l).Elem()
+	for _, f := range layoutFields {
+		p := reflect.ValueOf(f.get(&l)).Pointer()
+		if k, dup := seen[p]; dup {
+			t.Errorf("rows %q and %q are the same Layout member", k, f.key)
+		}
+		seen[p] = f.key
+	}
+	if n := base.NumField() - 1; n != len(seen) { // all but Name
+		t.Errorf("Layout has %d values, the table %d rows", n, len(seen))
+	}
+}
+
+// libInfo puts each value of the layout at its enum index.
+func TestLibInfoFromTable(t *testing.T) {
+	info := libInfo(LayoutV2, &Symbols{VtableDevice: 0x10, VtableMesh: 0x20})
+	want := map[tttraceLayoutField]int64{
+		tttraceLayoutFieldLF_BUFFER_IMPL_PTR: 16, tttraceLayoutFieldLF_DEVICE: 0, tttraceLayoutFieldLF_SIZE: 8,
+		tttraceLayoutFieldLF_BUFFER_TYPE: 16, tttraceLayoutFieldLF_OWNS_DATA: 27, tttraceLayoutFieldLF_ALLOCATION_STATUS: 56,
+		tttraceLayoutFieldLF_HOOKED_ALLOCATION: 57, tttraceLayoutFieldLF_ADDRESS: 64, tttraceLayoutFieldLF_PAGE_SIZE: -1,
+		tttraceLayoutFieldLF_DEVICE_ID: 8, tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH: 4,
+	}
+	for k, v := range want {
+		if info.Off[k] != v {
+			t.Errorf("off[%d] = %d, want %d", k, info.Off[k], v)
+		}
+	}
+	if info.VtableDevice != 0x10 || info.VtableMesh != 0x20 {
+		t.Errorf("vtables %+v", info)
+	}
+}
+
+// A layout written by doctor --json reads back as a layout file, keys and
+// all; the keys are docs/layout.md's.
+func TestLayoutJSONRoundTrip(t *testing.T) {
+	b, err := json.Marshal(LayoutV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/layout.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range raw {
+		if !strings.Contains(string(doc), "`"+k+"`") {
+			t.Errorf("key %q is not in docs/layout.md", k)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "l.json")
+	os.WriteFile(f, b, 0o644)
+	l, err := ReadLayoutFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *l != LayoutV1 {
+		t.Errorf("read back %+v, wrote %+v", *l, LayoutV1)
+	}
+}
+
+// The profiles: V0, V1, V2 from profiles/*.json, each fingerprint
+// selecting exactly one of them for each combination of its facts.
+func TestProfilesSelectOne(t *testing.T) {
+	ps := builtinProfiles()
+	if len(ps) != 3 || ps[0].Name != "V0" || ps[1].Name != "V1" || ps[2].Name != "V2" {
+		t.Fatalf("profiles %v", ps)
+	}
+	if LayoutV1.Address != 80 || LayoutV0.Allocated != 2 || LayoutV2.BufferImplPtr != 16 || LayoutV0.Hooked != -1 {
+		t.Errorf("profiles read wrong: %+v %+v %+v", LayoutV0, LayoutV1, LayoutV2)
+	}
+	for _, c := range []struct {
+		names []string
+		want  string
+	}{
+		{nil, "V1"},
+		{[]string{v0Name(symTrackAllocate)}, "V0"},
+		{[]string{symPimplDevice}, "V2"},
+		{[]string{v0Name(symTrackAllocate), v0Name(symPimplSize)}, ""},
+	} {
+		s := &Symbols{seen: map[string]bool{}}
+		for _, n := range c.names {
+			s.seen[n] = true
+		}
+		var got []string
+		for _, p := range ps {
+			if p.matches(s) {
+				got = append(got, p.Name)
+			}
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("%v: profiles %v match, want %q", c.names, got, c.want)
+		}
+	}
+}
