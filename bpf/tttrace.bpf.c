@@ -27,6 +27,7 @@
 #include "bpf/bpf_tracing.h"
 #include "bpf/bpf_core_read.h"
 #include "tttrace.h"
+#include "stack.h"
 
 /* libbpf 1.1 stops at PT_REGS_PARM5; the sixth SysV argument is in r9. */
 #ifndef PT_REGS_PARM6
@@ -35,8 +36,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Keep struct event in BTF for bpf2go -type event. */
+/* Keep struct event and struct stack_record in BTF (bpf2go, genwire). */
 const struct event *unused_event __attribute__((unused));
+const struct stack_record *unused_stack_record __attribute__((unused));
 
 /* ---- knobs and layout, set from Go ----------------------------------- */
 
@@ -46,6 +48,9 @@ const volatile __u64 wakeup_bytes = 1;
 const volatile __u8 filter_pids = 1;
 /* Add the children a traced process forks to traced_pids. */
 const volatile __u8 follow_children = 0;
+/* Copy the user stack of every allocation (docs/stacks.md). A constant to
+ * the verifier: with 0 the capture is pruned from the programs. */
+const volatile __u8 capture_stacks = 0;
 
 /* ---- maps ------------------------------------------------------------ */
 
@@ -294,6 +299,36 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 	classify_device(e, dev, site);
 }
 
+/* Emit the stack of the alloc e (still reserved, so it stays ahead of its
+ * stack in the ring, and user space reading e knows whether one follows).
+ * A stack that cannot be had is lost on its own: e still goes out. */
+static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
+{
+	struct stack_record *rec;
+	__u32 len = 0;
+
+	e->stack = STACK_LOST;
+	/* Stacks are 100 times the size of events: they may fill at most half
+	 * the ring, so a burst the reader cannot keep up with loses stacks
+	 * (counted, the ledger stays exact) before it loses events. */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct stack_record) >
+	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2)
+		return;
+	rec = stack_capture(ctx, e->seq, EV_STACK, &len);
+	if (!rec)
+		return;
+	/* User space tells the two kinds of record apart by length: a stack
+	 * record never has the length of an event (the bytes past size are
+	 * ignored). */
+	if (len == sizeof(struct event))
+		len += 8;
+	if (len > sizeof(*rec))
+		len = sizeof(*rec);
+	if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
+		e->stack = STACK_FOLLOWS;
+	stack_release(rec);
+}
+
 static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, __u64 buf)
 {
 	struct event *e = start(kind);
@@ -303,6 +338,8 @@ static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, 
 		return 0;
 	site = locate(ctx);
 	read_buffer(e, buf, &site);
+	if (kind == EV_ALLOC && capture_stacks)
+		attach_stack(ctx, e);
 	finish(e);
 	return 0;
 }

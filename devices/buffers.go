@@ -4,7 +4,7 @@ package devices
 // (or to a tombstone saying how the buffer ended), slots holds the entries
 // by value. Alloc and free of a recycled Buffer* touch no new memory: the
 // map entry is overwritten in place and slots are reused from a free list.
-// About 64 bytes of slot plus one map entry per live buffer.
+// About 72 bytes of slot plus one map entry per live buffer.
 
 const (
 	// slotFreed: a free was seen for the key, so a second free is a double free.
@@ -27,6 +27,7 @@ type bufEntry struct {
 	mesh  uint32 // index in proc.meshes; 0: a single-chip buffer
 	chip  int32  // the chip of a single-chip buffer
 	tid   uint32 // allocating thread
+	site  uint32 // where it was allocated (the process's stack table); 0: unknown
 	btype uint8  // events.BufferType, valid
 	live  bool
 	// marked: Buffer::mark_as_deallocated was called. The allocator keeps

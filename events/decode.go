@@ -35,9 +35,43 @@ func Decode(raw []byte, e *Event) error {
 		LostBefore: w.LostBefore,
 		ParentPid:  w.ParentPid,
 		WaitStatus: w.WaitStatus,
+		Stack:      w.Stack,
 	}
-	if e.Kind == 0 || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
+	if e.Kind == 0 || e.Kind == KindStack || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
 		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
 	}
+	return nil
+}
+
+// IsStack reports whether raw is a stack record (KindStack) rather than an
+// event: BPF never gives one the length of an event.
+func IsStack(raw []byte) bool { return len(raw) != WireSize }
+
+// StackRecord is a decoded stack record: the registers of the thread at the
+// probe and the copy of its stack from SP up.
+type StackRecord struct {
+	Seq        uint64 // the seq of the alloc it belongs to
+	IP, SP, BP uint64
+	Pid, Tid   uint32
+	Flags      uint8
+	// Data aliases the raw record: valid as long as it is.
+	Data []byte
+}
+
+// DecodeStack decodes a stack record. It checks the lengths and allocates
+// nothing; s.Data aliases raw.
+func DecodeStack(raw []byte, s *StackRecord) error {
+	if len(raw) < StackHeaderSize {
+		return fmt.Errorf("stack record of %d bytes, want at least %d", len(raw), StackHeaderSize)
+	}
+	w := (*StackWire)(unsafe.Pointer(unsafe.SliceData(raw)))
+	if Kind(w.Kind) != KindStack {
+		return fmt.Errorf("record of %d bytes, seq %d: neither an event nor a stack (kind %d)", len(raw), w.Seq, w.Kind)
+	}
+	if int(w.Size) > len(raw)-StackHeaderSize {
+		return fmt.Errorf("stack record seq %d: %d bytes of stack in a record of %d", w.Seq, w.Size, len(raw))
+	}
+	*s = StackRecord{Seq: w.Seq, IP: w.Ip, SP: w.Sp, BP: w.Bp, Pid: w.Pid, Tid: w.Tid, Flags: w.Flags,
+		Data: raw[StackHeaderSize : StackHeaderSize+int(w.Size)]}
 	return nil
 }

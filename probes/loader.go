@@ -36,6 +36,9 @@ type Options struct {
 	// the kernel has uprobe_multi links: the fallback for kernels before
 	// 6.6, forced (tests, comparisons).
 	SingleUprobes bool
+	// Stacks copies the user stack of every allocation into the ring after
+	// its record (an EV_STACK record, docs/stacks.md).
+	Stacks bool
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -92,9 +95,14 @@ func Load(opts Options) (*Tracer, error) {
 	if opts.FollowChildren {
 		follow = 1
 	}
+	stacks := uint8(0)
+	if opts.Stacks {
+		stacks = 1
+	}
 	consts := map[string]any{
 		"filter_pids":     filter,
 		"follow_children": follow,
+		"capture_stacks":  stacks,
 		"wakeup_bytes":    uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {

@@ -55,6 +55,27 @@ type tttraceLostCounter struct {
 	Pending uint64
 }
 
+type tttraceStackScratch struct {
+	_   structs.HostLayout
+	Rec struct {
+		_     structs.HostLayout
+		Seq   uint64
+		Ip    uint64
+		Sp    uint64
+		Bp    uint64
+		Pid   uint32
+		Tid   uint32
+		Size  uint32
+		Kind  uint8
+		Flags uint8
+		Pad   [2]uint8
+		Data  [16384]uint8
+	}
+	Slack [4096]uint8
+	Busy  uint32
+	Pad   uint32
+}
+
 // loadTttrace returns the embedded CollectionSpec for tttrace.
 func loadTttrace() (*ebpf.CollectionSpec, error) {
 	reader := bytes.NewReader(_TttraceBytes)
@@ -125,23 +146,26 @@ type tttraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	LcCalls    *ebpf.MapSpec `ebpf:"lc_calls"`
-	LcLibs     *ebpf.MapSpec `ebpf:"lc_libs"`
-	Libs       *ebpf.MapSpec `ebpf:"libs"`
-	Lost       *ebpf.MapSpec `ebpf:"lost"`
-	TracedPids *ebpf.MapSpec `ebpf:"traced_pids"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	LcCalls      *ebpf.MapSpec `ebpf:"lc_calls"`
+	LcLibs       *ebpf.MapSpec `ebpf:"lc_libs"`
+	Libs         *ebpf.MapSpec `ebpf:"libs"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	TracedPids   *ebpf.MapSpec `ebpf:"traced_pids"`
 }
 
 // tttraceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
-	FilterPids     *ebpf.VariableSpec `ebpf:"filter_pids"`
-	FollowChildren *ebpf.VariableSpec `ebpf:"follow_children"`
-	NextSeq        *ebpf.VariableSpec `ebpf:"next_seq"`
-	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CaptureStacks     *ebpf.VariableSpec `ebpf:"capture_stacks"`
+	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowChildren    *ebpf.VariableSpec `ebpf:"follow_children"`
+	NextSeq           *ebpf.VariableSpec `ebpf:"next_seq"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedStackRecord *ebpf.VariableSpec `ebpf:"unused_stack_record"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -164,12 +188,13 @@ func (o *tttraceObjects) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
-	Events     *ebpf.Map `ebpf:"events"`
-	LcCalls    *ebpf.Map `ebpf:"lc_calls"`
-	LcLibs     *ebpf.Map `ebpf:"lc_libs"`
-	Libs       *ebpf.Map `ebpf:"libs"`
-	Lost       *ebpf.Map `ebpf:"lost"`
-	TracedPids *ebpf.Map `ebpf:"traced_pids"`
+	Events       *ebpf.Map `ebpf:"events"`
+	LcCalls      *ebpf.Map `ebpf:"lc_calls"`
+	LcLibs       *ebpf.Map `ebpf:"lc_libs"`
+	Libs         *ebpf.Map `ebpf:"libs"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	TracedPids   *ebpf.Map `ebpf:"traced_pids"`
 }
 
 func (m *tttraceMaps) Close() error {
@@ -179,6 +204,7 @@ func (m *tttraceMaps) Close() error {
 		m.LcLibs,
 		m.Libs,
 		m.Lost,
+		m.StackScratch,
 		m.TracedPids,
 	)
 }
@@ -187,11 +213,13 @@ func (m *tttraceMaps) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
-	FilterPids     *ebpf.Variable `ebpf:"filter_pids"`
-	FollowChildren *ebpf.Variable `ebpf:"follow_children"`
-	NextSeq        *ebpf.Variable `ebpf:"next_seq"`
-	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
-	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CaptureStacks     *ebpf.Variable `ebpf:"capture_stacks"`
+	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
+	FollowChildren    *ebpf.Variable `ebpf:"follow_children"`
+	NextSeq           *ebpf.Variable `ebpf:"next_seq"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedStackRecord *ebpf.Variable `ebpf:"unused_stack_record"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.

@@ -101,7 +101,7 @@ type bpfBackend struct {
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes})
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return nil, &Error{ErrPermission, err}

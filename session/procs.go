@@ -153,6 +153,9 @@ func (s *session) track(pid uint32, info devices.ProcessInfo, explicit, watch bo
 	}
 	st := &procState{info: info, watched: watch}
 	s.procs[pid] = st
+	if watch {
+		s.snapshot(pid)
+	}
 	if explicit {
 		s.enter(pid, st)
 	}
@@ -238,6 +241,7 @@ func (s *session) reapExits() {
 		if !ok {
 			continue
 		}
+		s.addSites(&one, true)
 		for _, k := range s.sinks {
 			k.ProcessEnded(&one, more)
 		}
@@ -250,6 +254,7 @@ func (s *session) reapExits() {
 func (s *session) reborn(pid uint32) {
 	if s.ended[pid] {
 		delete(s.ended, pid)
+		s.retireStacks(pid)
 		s.ledger.NewIncarnation(pid)
 	}
 }
@@ -299,6 +304,11 @@ func (s *session) onCall(ev *events.Event) {
 
 // onLinkMap looks for a TT-Metal library newly mapped in pid.
 func (s *session) onLinkMap(pid uint32) {
+	if s.procs[pid] != nil {
+		// A library mapped or unmapped: retake the maps now, while the
+		// process is surely alive (its stacks may be read after it ended).
+		s.snapshot(pid)
+	}
 	st := s.procs[pid]
 	if st == nil {
 		if !s.cfg.All {
@@ -308,6 +318,7 @@ func (s *session) onLinkMap(pid uint32) {
 		s.reborn(pid)
 		_ = s.adopt(int(pid), false, false)
 		if st = s.procs[pid]; st != nil {
+			s.snapshot(pid)
 			st.info.AttachedMidRun = false
 			s.enter(pid, st)
 			s.checkLate(pid, st)

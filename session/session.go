@@ -41,6 +41,8 @@ type Config struct {
 	// Wait: with PIDs, fail when a process has not loaded the library
 	// after this long (0: wait until it exits).
 	Wait time.Duration
+	// NoStacks: no allocation stacks (no sites in the report).
+	NoStacks bool
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -114,6 +116,8 @@ type session struct {
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
 
+	stk stackState // allocation sites
+
 	decodeErrors  uint64
 	followedQuiet int // followed processes that ended without using TT-Metal
 }
@@ -153,6 +157,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 		timeout: make(chan struct{}, 1),
 	}
 	s.observe()
+	s.initStacks()
 	defer func() {
 		for _, k := range out {
 			if cerr := k.Close(); cerr != nil && err == nil {
@@ -349,14 +354,30 @@ func (s *session) drain() {
 }
 
 func (s *session) handle(raw []byte) {
-	var ev events.Event
-	if err := events.Decode(raw, &ev); err != nil {
-		s.decodeErrors++
-		if s.decodeErrors <= 10 {
-			fmt.Fprintf(s.log, "tttrace: bad record: %v\n", err)
-		}
+	if events.IsStack(raw) {
+		s.onStack(raw)
 		return
 	}
+	var ev events.Event
+	if err := events.Decode(raw, &ev); err != nil {
+		s.badRecord(err)
+		return
+	}
+	if s.hold(&ev) {
+		return
+	}
+	s.dispatch(&ev)
+}
+
+func (s *session) badRecord(err error) {
+	s.decodeErrors++
+	if s.decodeErrors <= 10 {
+		fmt.Fprintf(s.log, "tttrace: bad record: %v\n", err)
+	}
+}
+
+// dispatch handles one decoded record, in stream order.
+func (s *session) dispatch(ev *events.Event) {
 	switch ev.Kind {
 	case events.KindLinkMap:
 		s.onLinkMap(ev.Pid)
@@ -375,11 +396,11 @@ func (s *session) handle(raw []byte) {
 		}
 		return
 	case events.KindFork:
-		s.onFork(&ev)
+		s.onFork(ev)
 	default:
-		s.onCall(&ev)
+		s.onCall(ev)
 	}
-	s.emit(&ev)
+	s.emit(ev)
 }
 
 // emit applies ev to the ledger (fork records are not the ledger's) and
@@ -388,6 +409,7 @@ func (s *session) emit(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
 	}
+	s.announceSite(ev)
 	for _, k := range s.sinks {
 		k.Event(ev)
 	}
@@ -402,6 +424,7 @@ func (s *session) finish() (devices.Summary, error) {
 		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
 	}
 	s.drain()
+	s.releaseAll()
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
 	}
@@ -414,6 +437,7 @@ func (s *session) finish() (devices.Summary, error) {
 		s.emit(&ev)
 	}
 	sum := s.ledger.Summary()
+	s.addSites(&sum, false)
 	for _, k := range s.sinks {
 		if err := k.Summary(&sum); err != nil {
 			return sum, errorf(ErrInternal, "write summary: %w", err)

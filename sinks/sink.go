@@ -41,6 +41,14 @@ type ChipObserver interface {
 	ChipTotals(pid uint32, chip int32, tsNs uint64, t *devices.Totals)
 }
 
+// SiteSink is implemented by sinks that describe allocation sites in their
+// stream: the runtime calls Site once per site, before the first Event
+// that names it (events.Event.Site), if WantSites (symbolizing costs).
+type SiteSink interface {
+	WantSites() bool
+	Site(pid uint32, s *devices.Site)
+}
+
 // View is the runtime's state at a tick.
 type View struct {
 	Now    time.Time

@@ -1,0 +1,236 @@
+package session
+
+import (
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/sinks"
+	"github.com/tttrace/tttrace/stacks"
+)
+
+// Allocation sites (docs/stacks.md). BPF emits an alloc's stack record right
+// after the alloc, with the alloc's seq, and says in the alloc whether one
+// follows; records of other CPUs may come between. An alloc whose stack
+// follows is held, with every record after it, until the stack is read and
+// interned: the stream and the ledger keep stream order, and the alloc
+// carries its site. Only the site id is kept per buffer; the stack bytes
+// are dropped once unwound.
+
+// procStacks is the stack state of one process (one incarnation of a pid).
+type procStacks struct {
+	mods *stacks.Modules // its executable mappings; nil: take a snapshot first
+	tab  *stacks.Table
+	sent []bool // sent[id]: the site was described to the site sinks
+}
+
+// stackState is the session's part of sites.
+type stackState struct {
+	on      bool
+	cache   *stacks.Cache
+	procs   map[uint32]*procStacks
+	retired map[uint32][]*procStacks // earlier incarnations of a pid, in the ledger's order
+	held    []events.Event           // records held behind an alloc waiting for its stack
+	waiting int                      // allocs in held still waiting
+	sinks   []sinks.SiteSink
+}
+
+func (s *session) initStacks() {
+	st := &s.stk
+	st.on = !s.cfg.NoStacks
+	st.cache = stacks.NewCache()
+	st.procs = map[uint32]*procStacks{}
+	st.retired = map[uint32][]*procStacks{}
+	for _, k := range s.sinks {
+		if ss, ok := k.(sinks.SiteSink); ok && ss.WantSites() {
+			st.sinks = append(st.sinks, ss)
+		}
+	}
+}
+
+// procStacksOf returns pid's stack state, made on first use.
+func (s *session) procStacksOf(pid uint32) *procStacks {
+	ps := s.stk.procs[pid]
+	if ps == nil {
+		ps = &procStacks{tab: stacks.NewTable()}
+		s.stk.procs[pid] = ps
+	}
+	return ps
+}
+
+// snapshot retakes pid's executable mappings (after a link-map change: a
+// library mapped or unmapped). Stacks already interned keep their files.
+func (s *session) snapshot(pid uint32) {
+	if !s.stk.on {
+		return
+	}
+	ps := s.procStacksOf(pid)
+	if mods, err := s.stk.cache.Snapshot(int(pid)); err == nil {
+		ps.mods = mods
+	}
+}
+
+// retireStacks moves pid's stack state aside when the ledger retires the
+// process for a new one with the same pid.
+func (s *session) retireStacks(pid uint32) {
+	if exited, _, _ := s.ledger.Exited(pid); !exited {
+		return
+	}
+	s.stk.retired[pid] = append(s.stk.retired[pid], s.stk.procs[pid])
+	delete(s.stk.procs, pid)
+}
+
+// onStack interns a stack record and gives its site to the held alloc of
+// the same seq, then releases what no longer waits.
+func (s *session) onStack(raw []byte) {
+	var rec events.StackRecord
+	if err := events.DecodeStack(raw, &rec); err != nil {
+		s.badRecord(err)
+		return
+	}
+	var ev *events.Event
+	for i := range s.stk.held {
+		h := &s.stk.held[i]
+		if h.Seq == rec.Seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == rec.Pid {
+			ev = h
+			break
+		}
+	}
+	if ev == nil {
+		return // its alloc was not held (cannot happen: BPF says so in the alloc)
+	}
+	ps := s.procStacksOf(rec.Pid)
+	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
+		// First stack of the process, or a library mapped without a
+		// link-map record (no loader probe): look at the maps now.
+		s.snapshot(rec.Pid)
+	}
+	if ps.mods != nil {
+		id, _ := ps.tab.Add(ps.mods, stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}, rec.Data)
+		ev.Site = uint32(id)
+	}
+	ev.Stack = events.StackNone // resolved
+	s.stk.waiting--
+	s.release()
+}
+
+func inModule(m *stacks.Modules, pc uint64) bool {
+	_, _, ok := m.Lookup(pc)
+	return ok
+}
+
+// hold keeps ev behind an alloc waiting for its stack; it reports false
+// when ev can be handled now.
+func (s *session) hold(ev *events.Event) bool {
+	waits := ev.Kind == events.KindAlloc && ev.Stack == events.StackFollows
+	if !waits && len(s.stk.held) == 0 {
+		return false
+	}
+	s.stk.held = append(s.stk.held, *ev)
+	if waits {
+		s.stk.waiting++
+	}
+	return true
+}
+
+// release handles the held records up to the first alloc still waiting.
+func (s *session) release() {
+	n := 0
+	for ; n < len(s.stk.held); n++ {
+		h := &s.stk.held[n]
+		if h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+			break
+		}
+		s.dispatch(h)
+	}
+	rest := copy(s.stk.held, s.stk.held[n:])
+	s.stk.held = s.stk.held[:rest]
+}
+
+// releaseAll handles every held record, waiting or not: a stack that did
+// not come (it always does: BPF commits it before its alloc) is given up.
+func (s *session) releaseAll() {
+	for i := range s.stk.held {
+		if h := &s.stk.held[i]; h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+			h.Stack = events.StackNone
+		}
+	}
+	s.stk.waiting = 0
+	s.release()
+}
+
+// announceSite describes ev's site to the site sinks before the first
+// record naming it.
+func (s *session) announceSite(ev *events.Event) {
+	if ev.Site == 0 || len(s.stk.sinks) == 0 {
+		return
+	}
+	ps := s.stk.procs[ev.Pid]
+	if ps == nil {
+		return
+	}
+	for int(ev.Site) >= len(ps.sent) {
+		ps.sent = append(ps.sent, false)
+	}
+	if ps.sent[ev.Site] {
+		return
+	}
+	ps.sent[ev.Site] = true
+	d, ok := describeSite(ps, ev.Site)
+	if !ok {
+		return
+	}
+	for _, k := range s.stk.sinks {
+		k.Site(ev.Pid, &d)
+	}
+}
+
+// describeSite symbolizes a site (each pc once per file, cached there).
+func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
+	if ps == nil {
+		return devices.Site{}, false
+	}
+	site, ok := ps.tab.Site(stacks.SiteID(id))
+	if !ok {
+		return devices.Site{}, false
+	}
+	frames := stacks.Symbolize(site.Locs)
+	d := devices.Site{Site: id, Native: make([]devices.NativeFrame, len(frames)), Python: []devices.PyFrame{}, Truncated: site.Truncated}
+	for i, f := range frames {
+		d.Native[i] = devices.NativeFrame{PC: f.PC, Module: f.Module, Function: f.Function, Offset: f.Offset, File: f.File, Line: f.Line}
+	}
+	return d, true
+}
+
+// addSites fills the sites of the leaks in every process of sum: a pid's
+// summaries are its retired incarnations in order, then the current one.
+// current: sum is the summary of one process that just ended (the current
+// incarnation of its pid).
+func (s *session) addSites(sum *devices.Summary, current bool) {
+	if current {
+		for i := range sum.Processes {
+			ps := s.stk.procs[sum.Processes[i].Pid]
+			sum.Processes[i].AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+		}
+		return
+	}
+	seen := map[uint32]int{}
+	count := map[uint32]int{}
+	for i := range sum.Processes {
+		count[sum.Processes[i].Pid]++
+	}
+	for i := range sum.Processes {
+		p := &sum.Processes[i]
+		k := seen[p.Pid]
+		seen[p.Pid]++
+		var ps *procStacks
+		old := s.stk.retired[p.Pid]
+		switch {
+		case k == count[p.Pid]-1 && len(old) == k:
+			ps = s.stk.procs[p.Pid]
+		case count[p.Pid]-1 == len(old) && k < len(old):
+			ps = old[k]
+		}
+		// With no table (or incarnations that do not line up), leaks keep
+		// their ids but no site is described: never another process's.
+		p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+	}
+}
