@@ -16,7 +16,7 @@ func TestTestOf(t *testing.T) {
 		{nil, ""},
 		{[]PyFrame{{"helper", "/t/test_a.py", 3}, {"test_one", "/t/test_a.py", 9}}, "/t/test_a.py::test_one"},
 		{[]PyFrame{{"TestK.test_m", "/t/b_test.py", 5}, {"test_outer", "/t/b_test.py", 1}}, "/t/b_test.py::TestK::test_m"},
-		{[]PyFrame{{"test_x", "/t/helpers.py", 5}}, ""},                                             // not a test module
+		{[]PyFrame{{"test_x", "/t/helpers.py", 5}}, ""},                                                                   // not a test module
 		{[]PyFrame{{"test_f.<locals>.test_g", "/t/test_c.py", 2}, {"test_f", "/t/test_c.py", 4}}, "/t/test_c.py::test_f"}, // nested: not collected
 		{[]PyFrame{{"setup", "/t/test_d.py", 2}, {"<module>", "/t/test_d.py", 1}}, ""},
 	} {
