@@ -33,7 +33,10 @@ enum event_kind : __u8 {
 	EV_MAIN_EXIT = 14,        /* a traced process's main thread exited: wait_status says how */
 	EV_GROUP_EXIT = 15,       /* the last thread of a traced process exited: the process ended */
 	EV_STACK = 16,            /* a struct stack_record (bpf/stack.h), not a struct event: the
-				   * stack of the alloc with the same seq */
+				   * native stack of the alloc with the same seq */
+	EV_PY_STACK = 17,         /* a struct py_stack_record: the Python stack of that alloc */
+	EV_PY_CODE = 18,          /* a struct py_code_record: a code object the next
+				   * EV_PY_STACK names, described once */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };

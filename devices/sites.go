@@ -133,3 +133,11 @@ func TestOf(frames []PyFrame) string {
 	}
 	return ""
 }
+
+// PythonInfo is the CPython interpreter of a process, for its Python
+// frames: an unsupported one gives none (never a wrong line).
+type PythonInfo struct {
+	Version   string `json:"version"`         // "3.12.1", "" when unknown
+	Supported bool   `json:"supported"`       // Python frames are captured
+	Error     string `json:"error,omitempty"` // why not
+}

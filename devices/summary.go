@@ -47,6 +47,8 @@ type ProcessSummary struct {
 	// LostStacks: allocations whose stack could not be captured or
 	// delivered (their buffers have no site).
 	LostStacks uint64 `json:"lost_stacks"`
+	// Python: the process's CPython interpreter, when it has one.
+	Python *PythonInfo `json:"python,omitempty"`
 
 	UnknownFrees     uint64 `json:"unknown_frees"`      // frees of buffers never seen allocated
 	UnknownFreeBytes uint64 `json:"unknown_free_bytes"` // their sizes

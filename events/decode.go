@@ -43,9 +43,21 @@ func Decode(raw []byte, e *Event) error {
 	return nil
 }
 
-// IsStack reports whether raw is a stack record (KindStack) rather than an
-// event: BPF never gives one the length of an event.
-func IsStack(raw []byte) bool { return len(raw) != WireSize }
+// RecordKind says what a raw record is: 0 for an event (BPF never gives
+// another record an event's length), else the kind of a record that
+// shares struct stack_record's header (KindStack, KindPyStack, KindPyCode).
+func RecordKind(raw []byte) Kind {
+	if len(raw) == WireSize || len(raw) < StackHeaderSize {
+		return 0
+	}
+	return Kind((*StackWire)(unsafe.Pointer(unsafe.SliceData(raw))).Kind)
+}
+
+// RecordSeq is the seq of a record of RecordKind != 0.
+func RecordSeq(raw []byte) (seq uint64, pid uint32) {
+	w := (*StackWire)(unsafe.Pointer(unsafe.SliceData(raw)))
+	return w.Seq, w.Pid
+}
 
 // StackRecord is a decoded stack record: the registers of the thread at the
 // probe and the copy of its stack from SP up.

@@ -24,6 +24,8 @@ const (
 	KindMainExit        Kind = 14
 	KindGroupExit       Kind = 15
 	KindStack           Kind = 16
+	KindPyStack         Kind = 17
+	KindPyCode          Kind = 18
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -115,6 +117,8 @@ var kindNames = [66]string{
 	14: "main_exit",
 	15: "group_exit",
 	16: "stack",
+	17: "py_stack",
+	18: "py_code",
 	64: "lost",
 	65: "exit",
 }

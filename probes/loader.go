@@ -470,6 +470,17 @@ func (t *Tracer) AddPID(pid uint32) error {
 	return t.objs.TracedPids.Update(pid, uint8(1), ebpf.UpdateAny)
 }
 
+// SetPython registers the CPython interpreter of process pid for Python
+// stacks: value is its struct py_proc (pyframes.Process.ProcValue).
+func (t *Tracer) SetPython(pid uint32, value []byte) error {
+	return t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny)
+}
+
+// ClearPython forgets the interpreter of process pid (it ended).
+func (t *Tracer) ClearPython(pid uint32) {
+	_ = t.objs.PyProcs.Delete(pid)
+}
+
 // RemovePID stops tracing process pid.
 func (t *Tracer) RemovePID(pid uint32) error {
 	err := t.objs.TracedPids.Delete(pid)

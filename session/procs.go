@@ -228,6 +228,9 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
+		if ps := s.stk.procs[n.pid]; ps != nil && ps.py != nil {
+			s.be.ClearPython(n.pid)
+		}
 		delete(s.procs, n.pid)
 		s.ended[n.pid] = true
 		if !st.inLedger {

@@ -354,8 +354,19 @@ func (s *session) drain() {
 }
 
 func (s *session) handle(raw []byte) {
-	if events.IsStack(raw) {
+	switch events.RecordKind(raw) {
+	case 0:
+	case events.KindStack:
 		s.onStack(raw)
+		return
+	case events.KindPyStack:
+		s.onPyStack(raw)
+		return
+	case events.KindPyCode:
+		s.onPyCode(raw)
+		return
+	default:
+		s.badRecord(fmt.Errorf("record of %d bytes: neither an event nor a stack", len(raw)))
 		return
 	}
 	var ev events.Event

@@ -70,6 +70,9 @@ func (b *fakeBackend) AddPID(pid uint32) error {
 	b.pids[pid] = true
 	return nil
 }
+func (b *fakeBackend) SetPython(uint32, []byte) error { return nil }
+func (b *fakeBackend) ClearPython(uint32)               {}
+
 func (b *fakeBackend) RemovePID(pid uint32) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,8 +1,12 @@
 package session
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/stacks"
 )
@@ -16,10 +20,28 @@ import (
 // are dropped once unwound.
 
 // procStacks is the stack state of one process (one incarnation of a pid).
+// A site is a pair of a native stack (interned in tab) and a Python stack
+// (interned here, raw: symbolized only when described).
 type procStacks struct {
 	mods *stacks.Modules // its executable mappings; nil: take a snapshot first
+	// retried: a truncated stack made us retake mods since the last snapshot
+	retried bool
 	tab  *stacks.Table
 	sent []bool // sent[id]: the site was described to the site sinks
+
+	py      *pyframes.Process // its interpreter, nil when none (or unsupported)
+	pyInfo  *devices.PythonInfo
+	pyIDs   map[string]uint32 // raw Python stack (frames and flags) -> index+1 in pyRaw
+	pyRaw   []pyframes.RawStack
+	pyKey   []byte
+	siteIDs map[sitePair]uint32 // -> index+1 in sites
+	sites   []sitePair
+}
+
+// sitePair is a site: native stack, Python stack (0: none).
+type sitePair struct {
+	native stacks.SiteID
+	py     uint32
 }
 
 // stackState is the session's part of sites.
@@ -30,6 +52,7 @@ type stackState struct {
 	retired map[uint32][]*procStacks // earlier incarnations of a pid, in the ledger's order
 	held    []events.Event           // records held behind an alloc waiting for its stack
 	waiting int                      // allocs in held still waiting
+	pyOf    map[uint64]uint32        // seq of a held alloc -> its interned Python stack
 	sinks   []sinks.SiteSink
 }
 
@@ -39,6 +62,7 @@ func (s *session) initStacks() {
 	st.cache = stacks.NewCache()
 	st.procs = map[uint32]*procStacks{}
 	st.retired = map[uint32][]*procStacks{}
+	st.pyOf = map[uint64]uint32{}
 	for _, k := range s.sinks {
 		if ss, ok := k.(sinks.SiteSink); ok && ss.WantSites() {
 			st.sinks = append(st.sinks, ss)
@@ -50,7 +74,7 @@ func (s *session) initStacks() {
 func (s *session) procStacksOf(pid uint32) *procStacks {
 	ps := s.stk.procs[pid]
 	if ps == nil {
-		ps = &procStacks{tab: stacks.NewTable()}
+		ps = &procStacks{tab: stacks.NewTable(), pyIDs: map[string]uint32{}, siteIDs: map[sitePair]uint32{}}
 		s.stk.procs[pid] = ps
 	}
 	return ps
@@ -65,7 +89,89 @@ func (s *session) snapshot(pid uint32) {
 	ps := s.procStacksOf(pid)
 	if mods, err := s.stk.cache.Snapshot(int(pid)); err == nil {
 		ps.mods = mods
+		ps.retried = false
 	}
+	if ps.py == nil && (ps.pyInfo == nil || ps.pyInfo.Error == "") {
+		s.findPython(pid, ps)
+	}
+}
+
+// findPython registers pid's CPython interpreter, once it has one, for
+// Python stacks. An unsupported one is said (summary, log), and gets no
+// Python frames rather than wrong ones.
+func (s *session) findPython(pid uint32, ps *procStacks) {
+	p, err := pyframes.ForProcess(int(pid))
+	if errors.Is(err, pyframes.ErrNoInterpreter) || (err != nil && (p == nil || p.Interp == nil)) {
+		return // none yet, or the maps could not be read now (an exec under way): look again later
+	}
+	if p != nil && p.Interp != nil {
+		ps.pyInfo = &devices.PythonInfo{Version: p.Interp.Version()}
+	} else {
+		ps.pyInfo = &devices.PythonInfo{}
+	}
+	if err == nil {
+		var v []byte
+		if v, err = p.ProcValue(); err == nil {
+			err = s.be.SetPython(pid, v)
+		}
+	}
+	if err != nil {
+		ps.pyInfo.Error = err.Error()
+		fmt.Fprintf(s.log, "tttrace: pid %d: no Python lines: %v\n", pid, err)
+		p.Close()
+		return
+	}
+	ps.pyInfo.Supported = true
+	ps.py = p
+}
+
+// onPyCode keeps what a code object said at event time.
+func (s *session) onPyCode(raw []byte) {
+	_, pid := events.RecordSeq(raw)
+	if ps := s.stk.procs[pid]; ps != nil && ps.py != nil {
+		_ = ps.py.AddCode(raw[events.StackHeaderSize:])
+	}
+}
+
+// onPyStack interns the Python stack of a held alloc; the native stack
+// that follows completes it.
+func (s *session) onPyStack(raw []byte) {
+	seq, pid := events.RecordSeq(raw)
+	ps := s.stk.procs[pid]
+	if ps == nil || ps.py == nil {
+		return
+	}
+	rs, err := pyframes.DecodeStack(raw[events.StackHeaderSize:])
+	if err != nil {
+		s.badRecord(err)
+		return
+	}
+	// The identity of a Python stack: its frames as captured, and flags.
+	k := ps.pyKey[:0]
+	k = fmt.Appendf(k, "%x;", rs.Flags)
+	for _, f := range rs.Frames {
+		k = fmt.Appendf(k, "%x,%x,%x;", f.Code, f.Instr, f.CodeID)
+	}
+	ps.pyKey = k
+	id := ps.pyIDs[string(k)]
+	if id == 0 {
+		ps.pyRaw = append(ps.pyRaw, rs)
+		id = uint32(len(ps.pyRaw))
+		ps.pyIDs[string(k)] = id
+	}
+	s.stk.pyOf[seq] = id
+}
+
+// site interns the pair (native, py) as a site of ps.
+func (ps *procStacks) site(native stacks.SiteID, py uint32) uint32 {
+	k := sitePair{native, py}
+	id := ps.siteIDs[k]
+	if id == 0 {
+		ps.sites = append(ps.sites, k)
+		id = uint32(len(ps.sites))
+		ps.siteIDs[k] = id
+	}
+	return id
 }
 
 // retireStacks moves pid's stack state aside when the ledger retires the
@@ -103,9 +209,20 @@ func (s *session) onStack(raw []byte) {
 		// link-map record (no loader probe): look at the maps now.
 		s.snapshot(rec.Pid)
 	}
+	py := s.stk.pyOf[rec.Seq]
+	delete(s.stk.pyOf, rec.Seq)
 	if ps.mods != nil {
-		id, _ := ps.tab.Add(ps.mods, stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}, rec.Data)
-		ev.Site = uint32(id)
+		regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
+		id, trunc := ps.tab.Add(ps.mods, regs, rec.Data)
+		if trunc && !ps.retried {
+			// The maps may be stale (a snapshot taken while ld.so was
+			// still mapping, or before an exec): look again, once per
+			// snapshot.
+			s.snapshot(rec.Pid)
+			ps.retried = true
+			id, _ = ps.tab.Add(ps.mods, regs, rec.Data)
+		}
+		ev.Site = ps.site(id, py)
 	}
 	ev.Stack = events.StackNone // resolved
 	s.stk.waiting--
@@ -154,6 +271,7 @@ func (s *session) releaseAll() {
 		}
 	}
 	s.stk.waiting = 0
+	clear(s.stk.pyOf)
 	s.release()
 }
 
@@ -188,7 +306,11 @@ func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
 	if ps == nil {
 		return devices.Site{}, false
 	}
-	site, ok := ps.tab.Site(stacks.SiteID(id))
+	if id == 0 || int(id) > len(ps.sites) {
+		return devices.Site{}, false
+	}
+	pair := ps.sites[id-1]
+	site, ok := ps.tab.Site(pair.native)
 	if !ok {
 		return devices.Site{}, false
 	}
@@ -196,6 +318,13 @@ func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
 	d := devices.Site{Site: id, Native: make([]devices.NativeFrame, len(frames)), Python: []devices.PyFrame{}, Truncated: site.Truncated}
 	for i, f := range frames {
 		d.Native[i] = devices.NativeFrame{PC: f.PC, Module: f.Module, Function: f.Function, Offset: f.Offset, File: f.File, Line: f.Line}
+	}
+	if pair.py != 0 && ps.py != nil {
+		st := ps.py.Symbolize(ps.pyRaw[pair.py-1])
+		for _, f := range st.Frames {
+			d.Python = append(d.Python, devices.PyFrame{Function: f.Function, File: f.File, Line: f.Line})
+		}
+		d.Truncated = d.Truncated || st.Truncated
 	}
 	return d, true
 }
@@ -208,7 +337,7 @@ func (s *session) addSites(sum *devices.Summary, current bool) {
 	if current {
 		for i := range sum.Processes {
 			ps := s.stk.procs[sum.Processes[i].Pid]
-			sum.Processes[i].AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+			fillSites(&sum.Processes[i], ps)
 		}
 		return
 	}
@@ -231,6 +360,14 @@ func (s *session) addSites(sum *devices.Summary, current bool) {
 		}
 		// With no table (or incarnations that do not line up), leaks keep
 		// their ids but no site is described: never another process's.
-		p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+		fillSites(p, ps)
+	}
+}
+
+func fillSites(p *devices.ProcessSummary, ps *procStacks) {
+	p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+	if ps != nil && ps.pyInfo != nil {
+		info := *ps.pyInfo
+		p.Python = &info
 	}
 }
