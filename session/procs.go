@@ -55,6 +55,9 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 	info.AttachedMidRun = found
 	st := s.track(uint32(pid), info, true, alive)
 	st.hasLib = found
+	if found {
+		s.snapshot(uint32(pid))
+	}
 	s.anyLib = s.anyLib || found
 	return nil
 }
@@ -153,9 +156,6 @@ func (s *session) track(pid uint32, info devices.ProcessInfo, explicit, watch bo
 	}
 	st := &procState{info: info, watched: watch}
 	s.procs[pid] = st
-	if watch {
-		s.snapshot(pid)
-	}
 	if explicit {
 		s.enter(pid, st)
 	}
@@ -307,11 +307,19 @@ func (s *session) onCall(ev *events.Event) {
 
 // onLinkMap looks for a TT-Metal library newly mapped in pid.
 func (s *session) onLinkMap(pid uint32) {
-	if s.procs[pid] != nil {
-		// A library mapped or unmapped: retake the maps now, while the
-		// process is surely alive (its stacks may be read after it ended).
-		s.snapshot(pid)
-	}
+	defer func() {
+		// A library mapped or unmapped in a process using TT-Metal: retake
+		// its maps now, while it is surely alive (its stacks may be read
+		// after it ended). Processes that do not use TT-Metal (the shells
+		// and tools a command runs) cost nothing here.
+		if st := s.procs[pid]; st != nil {
+			if st.hasLib {
+				s.snapshot(pid)
+			} else {
+				s.pythonOf(pid) // early: before it loads TT-Metal and allocates
+			}
+		}
+	}()
 	st := s.procs[pid]
 	if st == nil {
 		if !s.cfg.All {
@@ -321,7 +329,6 @@ func (s *session) onLinkMap(pid uint32) {
 		s.reborn(pid)
 		_ = s.adopt(int(pid), false, false)
 		if st = s.procs[pid]; st != nil {
-			s.snapshot(pid)
 			st.info.AttachedMidRun = false
 			s.enter(pid, st)
 			s.checkLate(pid, st)

@@ -235,6 +235,9 @@ func (s *session) setup() error {
 		if cfg.Lib == "" {
 			s.attachCandidates(s.host.Candidates(0, cfg.Command))
 		}
+		if s.stk.on {
+			warmPython(cfg.Command)
+		}
 		child, err := s.host.Start(cfg.Command)
 		if err != nil {
 			return err

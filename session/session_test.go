@@ -71,7 +71,7 @@ func (b *fakeBackend) AddPID(pid uint32) error {
 	return nil
 }
 func (b *fakeBackend) SetPython(uint32, []byte) error { return nil }
-func (b *fakeBackend) ClearPython(uint32)               {}
+func (b *fakeBackend) ClearPython(uint32)             {}
 
 func (b *fakeBackend) RemovePID(pid uint32) error {
 	b.mu.Lock()

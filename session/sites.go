@@ -3,6 +3,9 @@ package session
 import (
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
@@ -26,8 +29,8 @@ type procStacks struct {
 	mods *stacks.Modules // its executable mappings; nil: take a snapshot first
 	// retried: a truncated stack made us retake mods since the last snapshot
 	retried bool
-	tab  *stacks.Table
-	sent []bool // sent[id]: the site was described to the site sinks
+	tab     *stacks.Table
+	sent    []bool // sent[id]: the site was described to the site sinks
 
 	py      *pyframes.Process // its interpreter, nil when none (or unsupported)
 	pyInfo  *devices.PythonInfo
@@ -87,10 +90,21 @@ func (s *session) snapshot(pid uint32) {
 		return
 	}
 	ps := s.procStacksOf(pid)
-	if mods, err := s.stk.cache.Snapshot(int(pid)); err == nil {
+	mods, err := s.stk.cache.Snapshot(int(pid))
+	if err == nil {
 		ps.mods = mods
 		ps.retried = false
 	}
+	s.pythonOf(pid)
+}
+
+// pythonOf registers pid's interpreter for Python stacks, if it has one
+// and it was not done yet.
+func (s *session) pythonOf(pid uint32) {
+	if !s.stk.on {
+		return
+	}
+	ps := s.procStacksOf(pid)
 	if ps.py == nil && (ps.pyInfo == nil || ps.pyInfo.Error == "") {
 		s.findPython(pid, ps)
 	}
@@ -123,6 +137,30 @@ func (s *session) findPython(pid uint32, ps *procStacks) {
 	}
 	ps.pyInfo.Supported = true
 	ps.py = p
+}
+
+// warmPython reads, before the command starts, the interpreter it will
+// run if it is a CPython (its executable, and the libpython beside it), so
+// that the process is registered for Python stacks without delay.
+func warmPython(command []string) {
+	if len(command) == 0 {
+		return
+	}
+	exe, err := exec.LookPath(command[0])
+	if err != nil {
+		return
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return
+	}
+	if !strings.HasPrefix(filepath.Base(exe), "python") {
+		return
+	}
+	pyframes.Warm(exe)
+	libs, _ := filepath.Glob(filepath.Join(filepath.Dir(exe), "..", "lib", "libpython3*.so*"))
+	for _, l := range libs {
+		pyframes.Warm(l)
+	}
 }
 
 // onPyCode keeps what a code object said at event time.
