@@ -9,6 +9,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -244,5 +245,53 @@ func checkPyLeaks(t *testing.T, p *devices.ProcessSummary, script string, lines 
 	}
 	if supported && (count["main"] != 4 || count["thread"] != 4 || count["deep"] != 4) {
 		t.Errorf("leaks by caller: %v, want 4 each of main, thread, deep", count)
+	}
+}
+
+// TestE2EDoctorPython: doctor says, for python3 on PATH, whether allocation
+// sites get its Python lines, with the version the interpreter reports.
+func TestE2EDoctorPython(t *testing.T) {
+	bin, replica := setup(t)
+	lib := filepath.Join(replica, "gcc-O2", "libtt_metal.so")
+	for _, py := range interpreters(t) {
+		major, minor := pythonVersion(t, py)
+		if major < 3 {
+			continue
+		}
+		t.Run(strings.ReplaceAll(strings.TrimPrefix(py, "/"), "/", "_"), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Symlink(py, filepath.Join(dir, "python3")); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "doctor", "--json", lib)
+			cmd.Env = append(os.Environ(), "PATH="+dir+":/usr/bin:/bin")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("doctor: %v\n%s", err, out)
+			}
+			var rep struct {
+				Python *struct {
+					Version   string `json:"version"`
+					Supported bool   `json:"supported"`
+					Error     string `json:"error"`
+				} `json:"python"`
+			}
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatal(err)
+			}
+			supported := major == 3 && minor >= 10 && minor <= 13
+			p := rep.Python
+			switch {
+			case minor < 7 && (p == nil || !p.Supported && p.Error != ""):
+				// 3.6 and older have no _PyRuntime: at most "not a CPython
+				// interpreter tttrace knows".
+			case p == nil:
+				t.Errorf("doctor says nothing of %s", py)
+			case p.Supported != supported || !strings.HasPrefix(p.Version, fmt.Sprintf("%d.%d.", major, minor)):
+				t.Errorf("doctor on %s (%d.%d): %+v", py, major, minor, *p)
+			case !supported && p.Error == "":
+				t.Errorf("doctor on %s: unsupported without a reason", py)
+			}
+		})
 	}
 }
