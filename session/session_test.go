@@ -25,6 +25,7 @@ import (
 // reader gets there (a library mapped, a process ended).
 type step struct {
 	rec    *events.Wire
+	raw    []byte // a record other than an event (a stack record)
 	action func()
 }
 
@@ -107,6 +108,9 @@ func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 		if st.action != nil {
 			st.action()
 			continue
+		}
+		if st.raw != nil {
+			return st.raw, true, nil
 		}
 		// What the BPF fork and exit hooks do to the pid filter.
 		b.mu.Lock()
