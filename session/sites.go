@@ -283,8 +283,17 @@ func (s *session) hold(ev *events.Event) bool {
 	if waits {
 		s.stk.waiting++
 	}
+	if len(s.stk.held) > maxHeld {
+		// A stack that does not come (cannot happen: BPF commits it
+		// before its alloc) must not stall the stream.
+		s.releaseAll()
+	}
 	return true
 }
+
+// maxHeld bounds the records held behind allocs waiting for their stacks;
+// the stack is in the ring right after its alloc, so a handful is normal.
+const maxHeld = 1 << 16
 
 // release handles the held records up to the first alloc still waiting.
 func (s *session) release() {
