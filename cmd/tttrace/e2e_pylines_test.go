@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tttrace/tttrace/devices"
 )
@@ -101,6 +102,9 @@ func TestE2EPythonLines(t *testing.T) {
 		major, minor := pythonVersion(t, py)
 		supported := major == 3 && minor >= 10 && minor <= 13
 		modes := []string{"cmd", "pid"}
+		if py == "/usr/bin/python3" {
+			modes = append(modes, "all")
+		}
 		if !supported {
 			modes = []string{"cmd"}
 		}
@@ -144,6 +148,9 @@ func runPyLeaks(t *testing.T, bin, py, script, libdir, out, mode string) int {
 	}
 	goFile := filepath.Join(filepath.Dir(out), "go")
 	ready := filepath.Join(filepath.Dir(out), "ready")
+	if mode == "all" {
+		return runPyLeaksAll(t, bin, py, script, libdir, out, goFile, ready)
+	}
 	w := exec.Command(py, script, libdir, goFile)
 	var wout bytes.Buffer
 	w.Stdout, w.Stderr = &wout, &wout
@@ -167,6 +174,41 @@ func runPyLeaks(t *testing.T, bin, py, script, libdir, out, mode string) int {
 	}
 	if err := tr.Wait(); err != nil {
 		t.Fatalf("tttrace: %v\n%s", err, stderr.String())
+	}
+	return w.Process.Pid
+}
+
+// runPyLeaksAll: tttrace --all, already running, finds the script when it
+// loads the library; the script allocates once tttrace said it probes it.
+func runPyLeaksAll(t *testing.T, bin, py, script, libdir, out, goFile, ready string) int {
+	t.Helper()
+	var stderr syncBuffer
+	tr := exec.Command(bin, "--all", "--json", "-o", out, "--ready-file", ready)
+	tr.Stdout, tr.Stderr = &stderr, &stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Process.Kill()
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	w := exec.Command(py, script, libdir, goFile)
+	var wout syncBuffer
+	w.Stdout, w.Stderr = &wout, &wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "script ready")
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "probing ") }, "tttrace probing the script's library")
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("script: %v\n%s", err, wout.String())
+	}
+	time.Sleep(200 * time.Millisecond)
+	tr.Process.Signal(os.Interrupt)
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("tttrace --all: %v\n%s", err, stderr.String())
 	}
 	return w.Process.Pid
 }
