@@ -137,6 +137,7 @@ func (s *session) findPython(pid uint32, ps *procStacks) {
 	}
 	ps.pyInfo.Supported = true
 	ps.py = p
+	fmt.Fprintf(s.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
 }
 
 // warmPython reads, before the command starts, the interpreter it will

@@ -198,7 +198,8 @@ func runPyLeaksAll(t *testing.T, bin, py, script, libdir, out, goFile, ready str
 	}
 	defer w.Process.Kill()
 	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "script ready")
-	waitFor(t, func() bool { return strings.Contains(stderr.String(), "probing ") }, "tttrace probing the script's library")
+	said := fmt.Sprintf("pid %d runs CPython", w.Process.Pid)
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), said) }, "tttrace registering the script's interpreter")
 	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
