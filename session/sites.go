@@ -177,8 +177,8 @@ func (s *session) onPyCode(raw []byte) {
 func (s *session) onPyStack(raw []byte) {
 	seq, pid := events.RecordSeq(raw)
 	ps := s.stk.procs[pid]
-	if ps == nil || ps.py == nil {
-		return
+	if ps == nil || ps.py == nil || s.heldAlloc(seq, pid) == nil {
+		return // not waiting: its native stack was lost, so is the site
 	}
 	rs, err := pyframes.DecodeStack(raw[events.StackHeaderSize:])
 	if err != nil {
@@ -231,14 +231,7 @@ func (s *session) onStack(raw []byte) {
 		s.badRecord(err)
 		return
 	}
-	var ev *events.Event
-	for i := range s.stk.held {
-		h := &s.stk.held[i]
-		if h.Seq == rec.Seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == rec.Pid {
-			ev = h
-			break
-		}
-	}
+	ev := s.heldAlloc(rec.Seq, rec.Pid)
 	if ev == nil {
 		return // its alloc was not held (cannot happen: BPF says so in the alloc)
 	}
@@ -266,6 +259,17 @@ func (s *session) onStack(raw []byte) {
 	ev.Stack = events.StackNone // resolved
 	s.stk.waiting--
 	s.release()
+}
+
+// heldAlloc is the held alloc seq of pid that waits for its stack, or nil.
+func (s *session) heldAlloc(seq uint64, pid uint32) *events.Event {
+	for i := range s.stk.held {
+		h := &s.stk.held[i]
+		if h.Seq == seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == pid {
+			return h
+		}
+	}
+	return nil
 }
 
 func inModule(m *stacks.Modules, pc uint64) bool {

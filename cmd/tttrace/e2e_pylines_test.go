@@ -52,6 +52,7 @@ t = threading.Thread(target=work)
 t.start()
 t.join()
 deep(90)  # LEAK-DEEPMAIN
+time.sleep(1)  # lives on a little, as programs do (docs/stacks.md: short processes)
 `
 
 // interpreters lists the CPython interpreters here: pyenv's and Debian's.
