@@ -37,7 +37,7 @@ func Decode(raw []byte, e *Event) error {
 		WaitStatus: w.WaitStatus,
 		Stack:      w.Stack,
 	}
-	if e.Kind == 0 || e.Kind == KindStack || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
+	if e.Kind == 0 || e.Kind == KindStack || e.Kind == KindPyStack || e.Kind == KindPyCode || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
 		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
 	}
 	return nil
