@@ -283,7 +283,11 @@ func (r *reporter) leak(l *Leak) {
 	} else {
 		r.printf("  buffer %s", l.Buffer)
 	}
-	r.printf("  tid %d seq %d\n", l.Tid, l.Seq)
+	r.printf("  tid %d seq %d", l.Tid, l.Seq)
+	if l.Site != 0 {
+		r.printf("  site %d", l.Site)
+	}
+	r.printf("\n")
 }
 
 func (r *reporter) anomalies(p *ProcessSummary) {
