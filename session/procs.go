@@ -230,6 +230,9 @@ func (s *session) reapExits() {
 		_ = s.be.RemovePID(n.pid)
 		if ps := s.stk.procs[n.pid]; ps != nil && ps.py != nil {
 			s.be.ClearPython(n.pid)
+			// Its code objects were described at event time; the memory
+			// of a process that ended is no use, its descriptor is.
+			defer ps.py.Close()
 		}
 		delete(s.procs, n.pid)
 		s.ended[n.pid] = true
