@@ -27,6 +27,8 @@
 #include "bpf/bpf_tracing.h"
 #include "bpf/bpf_core_read.h"
 #include "tttrace.h"
+#include "stack.h"
+#include "python.h"
 
 /* libbpf 1.1 stops at PT_REGS_PARM5; the sixth SysV argument is in r9. */
 #ifndef PT_REGS_PARM6
@@ -35,10 +37,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Keep struct event in BTF for bpf2go -type event. */
+/* Keep struct event and struct stack_record in BTF (bpf2go, genwire). */
 const struct event *unused_event __attribute__((unused));
 /* Keep enum layout_field in BTF for bpf2go -type layout_field. */
 const enum layout_field *unused_layout_field __attribute__((unused));
+const struct stack_record *unused_stack_record __attribute__((unused));
+const struct py_stack_record *unused_py_stack_record __attribute__((unused));
+const struct py_code_record *unused_py_code_record __attribute__((unused));
+const struct py_proc *unused_py_proc __attribute__((unused));
 
 /* ---- knobs and layout, set from Go ----------------------------------- */
 
@@ -48,6 +54,9 @@ const volatile __u64 wakeup_bytes = 1;
 const volatile __u8 filter_pids = 1;
 /* Add the children a traced process forks to traced_pids. */
 const volatile __u8 follow_children = 0;
+/* Copy the user stack of every allocation (docs/stacks.md). A constant to
+ * the verifier: with 0 the capture is pruned from the programs. */
+const volatile __u8 capture_stacks = 0;
 
 /* ---- maps ------------------------------------------------------------ */
 
@@ -288,6 +297,142 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 	classify_device(e, dev, site);
 }
 
+/* ---- allocation stacks ------------------------------------------------ */
+
+/* The Python records of an alloc share the header of struct stack_record
+ * up to kind (offset 44): user space tells an event by its length and the
+ * others by kind. */
+struct py_stack_record {
+	__u64 seq; /* the alloc's */
+	__u64 _r[3];
+	__u32 pid;
+	__u32 tid;
+	__u32 size; /* sizeof(struct py_stack) */
+	__u8 kind;  /* EV_PY_STACK */
+	__u8 _pad[3];
+	struct py_stack stack;
+};
+
+struct py_code_record {
+	__u64 seq; /* the alloc's */
+	__u64 _r[3];
+	__u32 pid;
+	__u32 tid;
+	__u32 size; /* sizeof(struct py_code) */
+	__u8 kind;  /* EV_PY_CODE */
+	__u8 _pad[3];
+	struct py_code code;
+};
+
+struct py_scratch {
+	struct py_stack_record rec;
+	__u32 busy; /* a capture owns rec until it is emitted (see stack.h) */
+	__u32 _pad;
+};
+
+/* The Python stack under construction, per CPU: its code records go out
+ * before it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_scratch);
+} py_scratch SEC(".maps");
+
+struct py_code_walk {
+	struct py_stack_record *rec;
+	struct py_proc *proc;
+};
+
+/* bpf_loop body: describe frame i's code object if not done yet. */
+static long py_send_code(__u64 i, void *arg)
+{
+	struct py_code_walk *w = arg;
+	struct py_code_record *c;
+	struct py_frame *f;
+
+	if (i >= PY_MAX_FRAMES || i >= w->rec->stack.nframes)
+		return 1;
+	f = &w->rec->stack.frames[i];
+	if (!py_code_new(w->rec->pid, f))
+		return 0;
+	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	if (!c)
+		return 1; /* sent again with the next stack naming it */
+	c->seq = w->rec->seq;
+	c->_r[0] = c->_r[1] = c->_r[2] = 0;
+	c->pid = w->rec->pid;
+	c->tid = w->rec->tid;
+	c->size = sizeof(c->code);
+	c->kind = EV_PY_CODE;
+	c->_pad[0] = c->_pad[1] = c->_pad[2] = 0;
+	py_code_read(&c->code, w->proc, w->rec->pid, f);
+	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+	py_code_sent(w->rec->pid, f);
+	return 0;
+}
+
+/* Emit the Python stack of the alloc e, when its process runs a supported
+ * CPython (user space put it in py_procs): the code records it needs, then
+ * the stack. Nothing when it cannot (the alloc then has native frames only). */
+static __always_inline void attach_python(struct event *e)
+{
+	struct py_code_walk w;
+	struct py_scratch *s;
+	__u32 zero = 0;
+
+	w.proc = py_proc_lookup(e->pid);
+	if (!w.proc)
+		return;
+	s = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0)
+		return;
+	w.rec = &s->rec;
+	s->rec.seq = e->seq;
+	s->rec._r[0] = s->rec._r[1] = s->rec._r[2] = 0;
+	s->rec.pid = e->pid;
+	s->rec.tid = e->tid;
+	s->rec.size = sizeof(s->rec.stack);
+	s->rec.kind = EV_PY_STACK;
+	s->rec._pad[0] = s->rec._pad[1] = s->rec._pad[2] = 0;
+	py_capture(&s->rec.stack, e->pid, e->tid);
+	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
+	bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP);
+	*(volatile __u32 *)&s->busy = 0;
+}
+
+/* Emit the stack of the alloc e (still reserved, so it stays ahead of its
+ * stack in the ring, and user space reading e knows whether one follows).
+ * A stack that cannot be had is lost on its own: e still goes out. */
+static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
+{
+	struct stack_record *rec;
+	__u32 len = 0;
+
+	e->stack = STACK_LOST;
+	/* Stacks are 100 times the size of events: they may fill at most half
+	 * the ring, so a burst the reader cannot keep up with loses stacks
+	 * (counted, the ledger stays exact) before it loses events. */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct stack_record) >
+	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2)
+		return;
+	/* The Python records first: the native one completes the alloc. */
+	attach_python(e);
+	rec = stack_capture(ctx, e->seq, EV_STACK, &len);
+	if (!rec)
+		return;
+	/* User space tells the two kinds of record apart by length: a stack
+	 * record never has the length of an event (the bytes past size are
+	 * ignored). */
+	if (len == sizeof(struct event))
+		len += 8;
+	if (len > sizeof(*rec))
+		len = sizeof(*rec);
+	if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
+		e->stack = STACK_FOLLOWS;
+	stack_release(rec);
+}
+
 static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, __u64 buf)
 {
 	struct event *e = start(kind);
@@ -297,6 +442,8 @@ static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, 
 		return 0;
 	site = locate(ctx);
 	read_buffer(e, buf, &site);
+	if (kind == EV_ALLOC && capture_stacks)
+		attach_stack(ctx, e);
 	finish(e);
 	return 0;
 }

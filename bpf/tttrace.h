@@ -32,6 +32,11 @@ enum event_kind : __u8 {
 	EV_FORK = 13,             /* a traced process forked: pid is the child, parent_pid its parent */
 	EV_MAIN_EXIT = 14,        /* a traced process's main thread exited: wait_status says how */
 	EV_GROUP_EXIT = 15,       /* the last thread of a traced process exited: the process ended */
+	EV_STACK = 16,            /* a struct stack_record (bpf/stack.h), not a struct event: the
+				   * native stack of the alloc with the same seq */
+	EV_PY_STACK = 17,         /* a struct py_stack_record: the Python stack of that alloc */
+	EV_PY_CODE = 18,          /* a struct py_code_record: a code object the next
+				   * EV_PY_STACK names, described once */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };
@@ -64,6 +69,13 @@ enum layout_field : __u8 {
 	LF_COUNT = 11,
 };
 
+/* event.stack of an alloc. */
+enum stack_state : __u8 {
+	STACK_NONE = 0,    /* stacks are off, or the kind has none */
+	STACK_FOLLOWS = 1, /* an EV_STACK record with this seq is in the ring after this one */
+	STACK_LOST = 2,    /* the stack could not be captured or emitted (ring full, scratch busy) */
+};
+
 /* Every field has one meaning, whatever the kind; a field a kind does not
  * set is zero (chip and buffer_type: -1). */
 struct event {
@@ -91,7 +103,8 @@ struct event {
 	__u8 status;     /* Buffer::allocation_status_ */
 	__u8 global;     /* CB is globally allocated (backed by an L1 Buffer) */
 	__u8 read_error; /* a user-memory read failed: fields may be zero */
-	__u8 _pad;
+	enum stack_state stack; /* alloc: whether a stack record follows */
 };
+
 
 #endif /* TTTRACE_H */

@@ -29,6 +29,7 @@ type bufEntry struct {
 	chip  int32  // the chip of a single-chip buffer
 	tid   uint32 // allocating thread
 	hpos  uint32 // position in its L1 heap (L1 buffers)
+	site  uint32 // where it was allocated (the process's stack table); 0: unknown
 	btype uint8  // events.BufferType, valid
 	live  bool
 	// marked: Buffer::mark_as_deallocated was called. The allocator keeps

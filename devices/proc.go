@@ -40,6 +40,7 @@ type proc struct {
 	unknownFrees     uint64
 	unknownFreeBytes uint64
 	doubleFrees      uint64
+	lostStacks       uint64 // allocs whose stack was lost (ring full)
 
 	stats     Stats
 	anomalies anomalyLog
@@ -251,6 +252,9 @@ func (p *proc) apply(e *events.Event) {
 // alloc handles GraphTracker::track_allocate: the address is final.
 func (p *proc) alloc(e *events.Event) {
 	p.stats.Allocs++
+	if e.Stack == events.StackLost {
+		p.lostStacks++
+	}
 	if e.DeviceKind == events.DeviceMesh {
 		// The per-chip views of this mesh buffer follow on this thread,
 		// whether or not the buffer itself counts: they teach the mesh's chips.
@@ -311,6 +315,7 @@ func (p *proc) alloc(e *events.Event) {
 		mesh:  meshIndex,
 		chip:  e.Chip,
 		tid:   e.Tid,
+		site:  e.Site,
 		btype: uint8(e.BufferType),
 		live:  true,
 	}

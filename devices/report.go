@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -14,6 +15,8 @@ import (
 // Caps of the human report; the JSON summary has everything.
 const (
 	reportLeaksPerGroup = 10
+	reportLeakSites     = 5 // sites listed
+	reportSiteFrames    = 6 // native frames shown per site
 	reportAnomalies     = 20
 )
 
@@ -106,6 +109,7 @@ func (r *reporter) process(p *ProcessSummary) {
 
 	r.l1(p)
 	r.leaks(p)
+	r.leakSites(p)
 
 	if p.UnknownFrees > 0 {
 		r.printf("  unknown frees: %d (%s) of buffers allocated before tttrace attached\n", p.UnknownFrees, human(p.UnknownFreeBytes))
@@ -193,6 +197,86 @@ func (r *reporter) leaks(p *ProcessSummary) {
 	}
 }
 
+// leakSites lists the sites that leaked most: the test, the Python line
+// and the first native frames of each.
+func (r *reporter) leakSites(p *ProcessSummary) {
+	if p.LostStacks > 0 {
+		r.printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
+	}
+	if len(p.LeakSites) == 0 {
+		return
+	}
+	sites := make(map[uint32]*Site, len(p.Sites))
+	for i := range p.Sites {
+		sites[p.Sites[i].Site] = &p.Sites[i]
+	}
+	r.printf("  top leak sites:\n")
+	for i, ls := range p.LeakSites {
+		if i == reportLeakSites {
+			r.printf("    … %d more sites (the JSON summary lists them all)\n", len(p.LeakSites)-i)
+			break
+		}
+		chips := make([]string, len(ls.Devices))
+		for j, d := range ls.Devices {
+			chips[j] = fmt.Sprint(d)
+		}
+		on := "chip"
+		if len(chips) > 1 {
+			on = "chips"
+		}
+		r.printf("    site %d: %d buffer(s), %s on %s %s", ls.Site, ls.Count, human(ls.Bytes), on, strings.Join(chips, ","))
+		if ls.Test != "" {
+			r.printf(" in %s", ls.Test)
+		}
+		r.printf("\n")
+		s := sites[ls.Site]
+		if s == nil {
+			continue
+		}
+		if len(s.Python) > 0 {
+			f := s.Python[0]
+			r.printf("      %s:%d in %s\n", f.File, f.Line, f.Function)
+		}
+		// From the library's entry point (the outermost of the innermost
+		// module's frames) out: where the program called TT-Metal.
+		first := 0
+		for first+1 < len(s.Native) && s.Native[first+1].Module == s.Native[0].Module {
+			first++
+		}
+		for j := first; j < len(s.Native); j++ {
+			if j-first == reportSiteFrames {
+				r.printf("      … %d more frames\n", len(s.Native)-j)
+				break
+			}
+			r.printf("      %s\n", nativeString(&s.Native[j]))
+		}
+		if s.Truncated {
+			r.printf("      (stack truncated)\n")
+		}
+	}
+}
+
+// nativeString renders a frame as function+0xoff (file:line) [module].
+func nativeString(f *NativeFrame) string {
+	var s string
+	mod := filepath.Base(f.Module)
+	switch {
+	case f.Function != "":
+		s = fmt.Sprintf("%s+%#x", f.Function, f.Offset)
+	case f.Module != "":
+		s = fmt.Sprintf("%s+%#x", mod, f.Offset)
+	default:
+		return fmt.Sprintf("%#x", f.PC)
+	}
+	if f.File != "" {
+		s += fmt.Sprintf(" (%s:%d)", f.File, f.Line)
+	}
+	if f.Function != "" {
+		s += " [" + mod + "]"
+	}
+	return s
+}
+
 func (r *reporter) leak(l *Leak) {
 	r.printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
 	if l.Mesh {
@@ -200,7 +284,11 @@ func (r *reporter) leak(l *Leak) {
 	} else {
 		r.printf("  buffer %s", l.Buffer)
 	}
-	r.printf("  tid %d seq %d\n", l.Tid, l.Seq)
+	r.printf("  tid %d seq %d", l.Tid, l.Seq)
+	if l.Site != 0 {
+		r.printf("  site %d", l.Site)
+	}
+	r.printf("\n")
 }
 
 // l1 writes each chip's minimum L1 headroom and the CB / L1 clashes.

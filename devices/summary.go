@@ -39,6 +39,17 @@ type ProcessSummary struct {
 	// learned (no view followed any of its allocations); Device is 0.
 	UnplacedLeaks []Leak `json:"unplaced_leaks"`
 
+	// Sites: where the leaked buffers were allocated, by site id (filled by
+	// the runtime, which holds the stacks: AddSites). LeakSites sums the
+	// leaks per site, most bytes first.
+	Sites     []Site     `json:"sites"`
+	LeakSites []LeakSite `json:"leak_sites"`
+	// LostStacks: allocations whose stack could not be captured or
+	// delivered (their buffers have no site).
+	LostStacks uint64 `json:"lost_stacks"`
+	// Python: the process's CPython interpreter, when it has one.
+	Python *PythonInfo `json:"python,omitempty"`
+
 	UnknownFrees     uint64 `json:"unknown_frees"`      // frees of buffers never seen allocated
 	UnknownFreeBytes uint64 `json:"unknown_free_bytes"` // their sizes
 	DoubleFrees      uint64 `json:"double_frees"`
@@ -98,8 +109,11 @@ type Leak struct {
 	Mesh       bool   `json:"mesh"`   // the backing buffer of a mesh buffer
 	MeshDevice string `json:"mesh_device,omitempty"`
 	Tid        uint32 `json:"tid"` // allocating thread
-	Seq        uint64 `json:"seq"` // of the alloc event
-	TsNs       uint64 `json:"ts_ns"`
+	// Site is where it was allocated (in Sites); absent when unknown
+	// (stacks off, or its stack lost).
+	Site uint32 `json:"site,omitempty"`
+	Seq  uint64 `json:"seq"` // of the alloc event
+	TsNs uint64 `json:"ts_ns"`
 	// MarkedDeallocated: Buffer::mark_as_deallocated was called, but the
 	// chip was never closed, so its memory is still held.
 	MarkedDeallocated bool `json:"marked_deallocated"`
@@ -254,6 +268,9 @@ func (p *proc) summary() ProcessSummary {
 		Leaks:            []Leak{},
 		LeakGroups:       []LeakGroup{},
 		UnplacedLeaks:    []Leak{},
+		Sites:            []Site{},
+		LeakSites:        []LeakSite{},
+		LostStacks:       p.lostStacks,
 		UnknownFrees:     p.unknownFrees,
 		UnknownFreeBytes: p.unknownFreeBytes,
 		DoubleFrees:      p.doubleFrees,
@@ -279,6 +296,7 @@ func (p *proc) summary() ProcessSummary {
 			PageSize: b.page,
 			Buffer:   fmt.Sprintf("%#x", b.key),
 			Tid:      b.tid,
+			Site:     b.site,
 			Seq:      b.seq,
 			TsNs:     b.ts,
 			btype:    events.BufferType(b.btype),

@@ -114,6 +114,14 @@ type Event struct {
 	// that CPU's previous record. For KindLost it is the number lost.
 	LostBefore uint64
 
+	// Stack says whether the stack of an alloc follows in its own record
+	// (KindStack), or was lost.
+	Stack StackState
+	// Site is where the buffer of an alloc was allocated: a site of the
+	// process's stack table (package stacks), given by the runtime once
+	// the stack record is read; 0: none.
+	Site uint32
+
 	// ExitCode / ExitSignal describe how a process ended (KindExit);
 	// -1 / 0 when tttrace could not learn it.
 	ExitCode   int

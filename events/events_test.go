@@ -51,10 +51,39 @@ func TestDecodeRejects(t *testing.T) {
 	if err := Decode(nil, &e); err == nil {
 		t.Error("an empty record was accepted")
 	}
-	for _, k := range []Kind{0, KindGroupExit + 1, 63, KindLost, KindExit, 255} {
+	for _, k := range []Kind{0, KindStack, KindPyStack, KindPyCode, 63, KindLost, KindExit, 255} {
 		if err := Decode(wire(t, Wire{Kind: k}), &e); err == nil {
 			t.Errorf("kind %d from the ring was accepted", k)
 		}
+	}
+}
+
+// Stack records: told from events by length, checked against their own
+// length, never taken for an event.
+func TestDecodeStack(t *testing.T) {
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, StackWire{Seq: 7, Ip: 0x1000, Sp: 0x7ff0, Bp: 3, Pid: 9, Tid: 10, Size: 16, Kind: uint8(KindStack), Flags: 1})
+	b.Write([]byte("0123456789abcdefXX"))
+	raw := b.Bytes()
+	if k := RecordKind(raw); k != KindStack {
+		t.Fatalf("RecordKind = %v", k)
+	}
+	var s StackRecord
+	if err := DecodeStack(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Seq != 7 || s.IP != 0x1000 || s.SP != 0x7ff0 || s.BP != 3 || s.Pid != 9 || s.Tid != 10 || s.Flags != 1 || string(s.Data) != "0123456789abcdef" {
+		t.Errorf("decoded %+v", s)
+	}
+	if err := DecodeStack(raw[:StackHeaderSize+15], &s); err == nil {
+		t.Error("a stack longer than its record was accepted")
+	}
+	if RecordKind(wire(t, Wire{Kind: KindAlloc})) != 0 {
+		t.Error("an event was taken for another record")
+	}
+	raw[44] = uint8(KindAlloc)
+	if err := DecodeStack(raw, &s); err == nil {
+		t.Error("a record of another kind was decoded as a stack")
 	}
 }
 
@@ -171,6 +200,12 @@ func FuzzDecode(f *testing.F) {
 	f.Add(wire(f, Wire{Kind: KindFork, ParentPid: 1 << 31}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		if RecordKind(raw) != 0 {
+			var s StackRecord
+			if DecodeStack(raw, &s) == nil && StackHeaderSize+len(s.Data) > len(raw) {
+				t.Fatalf("stack data past the record")
+			}
+		}
 		var e Event
 		if err := Decode(raw, &e); err != nil {
 			return

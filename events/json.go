@@ -35,6 +35,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)
 		buf = append(buf, hookedOwns[b2i(e.Hooked)<<1|b2i(e.OwnsData)]...)
+		if e.Site != 0 {
+			buf = append(buf, `,"site":`...)
+			buf = appendUint(buf, uint64(e.Site))
+		}
 	case KindView:
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)

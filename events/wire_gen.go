@@ -23,6 +23,9 @@ const (
 	KindFork            Kind = 13
 	KindMainExit        Kind = 14
 	KindGroupExit       Kind = 15
+	KindStack           Kind = 16
+	KindPyStack         Kind = 17
+	KindPyCode          Kind = 18
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -35,6 +38,15 @@ const (
 	DeviceChip    DeviceKind = 1
 	DeviceMesh    DeviceKind = 2
 	DeviceUnknown DeviceKind = 3
+)
+
+// StackState is enum stack_state of bpf/tttrace.h.
+type StackState uint8
+
+const (
+	StackNone    StackState = 0
+	StackFollows StackState = 1
+	StackLost    StackState = 2
 )
 
 // Wire is struct event of bpf/tttrace.h: one ring-buffer record as BPF writes it.
@@ -62,11 +74,30 @@ type Wire struct {
 	Status     uint8
 	Global     uint8
 	ReadError  uint8
-	_          uint8
+	Stack      StackState
 }
 
 // WireSize is the size of one record in bytes.
 const WireSize = 104
+
+// StackWire is the header of struct stack_record of bpf/stack.h: data (the copied
+// stack, Size bytes from SP) follows it.
+type StackWire struct {
+	_     structs.HostLayout
+	Seq   uint64
+	Ip    uint64
+	Sp    uint64
+	Bp    uint64
+	Pid   uint32
+	Tid   uint32
+	Size  uint32
+	Kind  uint8
+	Flags uint8
+	_     [2]uint8
+}
+
+// StackHeaderSize is the size of StackWire in bytes.
+const StackHeaderSize = 48
 
 // kindNames are the Kind names, by value.
 var kindNames = [66]string{
@@ -85,6 +116,9 @@ var kindNames = [66]string{
 	13: "fork",
 	14: "main_exit",
 	15: "group_exit",
+	16: "stack",
+	17: "py_stack",
+	18: "py_code",
 	64: "lost",
 	65: "exit",
 }
@@ -95,4 +129,11 @@ var deviceKindNames = [4]string{
 	1: "chip",
 	2: "mesh",
 	3: "unknown",
+}
+
+// stackStateNames are the StackState names, by value.
+var stackStateNames = [3]string{
+	0: "none",
+	1: "follows",
+	2: "lost",
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// the kernel has uprobe_multi links: the fallback for kernels before
 	// 6.6, forced (tests, comparisons).
 	SingleUprobes bool
+	// Stacks copies the user stack of every allocation into the ring after
+	// its record (an EV_STACK record, docs/stacks.md).
+	Stacks bool
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -92,9 +95,14 @@ func Load(opts Options) (*Tracer, error) {
 	if opts.FollowChildren {
 		follow = 1
 	}
+	stacks := uint8(0)
+	if opts.Stacks {
+		stacks = 1
+	}
 	consts := map[string]any{
 		"filter_pids":     filter,
 		"follow_children": follow,
+		"capture_stacks":  stacks,
 		"wakeup_bytes":    uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {
@@ -446,6 +454,17 @@ func probeUprobeMulti() error {
 // AddPID starts tracing process pid (tgid).
 func (t *Tracer) AddPID(pid uint32) error {
 	return t.objs.TracedPids.Update(pid, uint8(1), ebpf.UpdateAny)
+}
+
+// SetPython registers the CPython interpreter of process pid for Python
+// stacks: value is its struct py_proc (pyframes.Process.ProcValue).
+func (t *Tracer) SetPython(pid uint32, value []byte) error {
+	return t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny)
+}
+
+// ClearPython forgets the interpreter of process pid (it ended).
+func (t *Tracer) ClearPython(pid uint32) {
+	_ = t.objs.PyProcs.Delete(pid)
 }
 
 // RemovePID stops tracing process pid.

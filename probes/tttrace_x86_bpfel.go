@@ -62,6 +62,99 @@ type tttraceLostCounter struct {
 	Pending uint64
 }
 
+type tttracePyCodeKey struct {
+	_      structs.HostLayout
+	Code   uint64
+	CodeId uint64
+	Pid    uint32
+	Pad    uint32
+}
+
+type tttracePyProc struct {
+	_                 structs.HostLayout
+	Runtime           uint64
+	RuntimeInterpHead int64
+	InterpNext        int64
+	InterpThreadsHead int64
+	TsNext            int64
+	TsThread          int64
+	TsFrame           int64
+	CframeCurrent     int64
+	FramePrevious     int64
+	FrameCode         int64
+	FrameInstr        int64
+	FrameOwner        int64
+	TaskFsbase        int64
+	FrameWindow       int64
+	CodeId            int64
+	CodeFilename      int64
+	CodeName          int64
+	CodeFirstlineno   int64
+	CodeLinetable     int64
+	CodeCode          int64
+	VarSize           int64
+	BytesData         int64
+	StrLength         int64
+	StrState          int64
+	StrAsciiSize      int64
+	StrCompactSize    int64
+	ObType            int64
+	Version           uint32
+	ThreadMatch       uint8
+	InstrSize         uint8
+	OwnerSkip         uint8
+	Pad               uint8
+}
+
+type tttracePyScratch struct {
+	_   structs.HostLayout
+	Rec struct {
+		_     structs.HostLayout
+		Seq   uint64
+		R     [3]uint64
+		Pid   uint32
+		Tid   uint32
+		Size  uint32
+		Kind  uint8
+		Pad   [3]uint8
+		Stack struct {
+			_       structs.HostLayout
+			Tstate  uint64
+			Nframes uint32
+			Flags   uint32
+			Frames  [64]struct {
+				_      structs.HostLayout
+				Code   uint64
+				Instr  uint64
+				CodeId uint64
+			}
+		}
+	}
+	Busy uint32
+	Pad  uint32
+}
+
+type tttraceStackScratch struct {
+	_   structs.HostLayout
+	Rec struct {
+		_     structs.HostLayout
+		Seq   uint64
+		Ip    uint64
+		Sp    uint64
+		Bp    uint64
+		Pid   uint32
+		Tid   uint32
+		Size  uint32
+		Kind  uint8
+		Flags uint8
+		Pad   [2]uint8
+		Data  [16384]uint8
+	}
+	Slack [4096]uint8
+	Busy  uint32
+	Pad   uint32
+}
+
 // loadTttrace returns the embedded CollectionSpec for tttrace.
 func loadTttrace() (*ebpf.CollectionSpec, error) {
 	reader := bytes.NewReader(_TttraceBytes)
@@ -132,24 +225,33 @@ type tttraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	LcCalls    *ebpf.MapSpec `ebpf:"lc_calls"`
-	LcLibs     *ebpf.MapSpec `ebpf:"lc_libs"`
-	Libs       *ebpf.MapSpec `ebpf:"libs"`
-	Lost       *ebpf.MapSpec `ebpf:"lost"`
-	TracedPids *ebpf.MapSpec `ebpf:"traced_pids"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	LcCalls      *ebpf.MapSpec `ebpf:"lc_calls"`
+	LcLibs       *ebpf.MapSpec `ebpf:"lc_libs"`
+	Libs         *ebpf.MapSpec `ebpf:"libs"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	PyCodesSent  *ebpf.MapSpec `ebpf:"py_codes_sent"`
+	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
+	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	TracedPids   *ebpf.MapSpec `ebpf:"traced_pids"`
 }
 
 // tttraceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
-	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
-	FollowChildren    *ebpf.VariableSpec `ebpf:"follow_children"`
-	NextSeq           *ebpf.VariableSpec `ebpf:"next_seq"`
-	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedLayoutField *ebpf.VariableSpec `ebpf:"unused_layout_field"`
-	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CaptureStacks       *ebpf.VariableSpec `ebpf:"capture_stacks"`
+	FilterPids          *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowChildren      *ebpf.VariableSpec `ebpf:"follow_children"`
+	NextSeq             *ebpf.VariableSpec `ebpf:"next_seq"`
+	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedLayoutField   *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedPyCodeRecord  *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
+	UnusedPyProc        *ebpf.VariableSpec `ebpf:"unused_py_proc"`
+	UnusedPyStackRecord *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
+	UnusedStackRecord   *ebpf.VariableSpec `ebpf:"unused_stack_record"`
+	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -172,12 +274,16 @@ func (o *tttraceObjects) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
-	Events     *ebpf.Map `ebpf:"events"`
-	LcCalls    *ebpf.Map `ebpf:"lc_calls"`
-	LcLibs     *ebpf.Map `ebpf:"lc_libs"`
-	Libs       *ebpf.Map `ebpf:"libs"`
-	Lost       *ebpf.Map `ebpf:"lost"`
-	TracedPids *ebpf.Map `ebpf:"traced_pids"`
+	Events       *ebpf.Map `ebpf:"events"`
+	LcCalls      *ebpf.Map `ebpf:"lc_calls"`
+	LcLibs       *ebpf.Map `ebpf:"lc_libs"`
+	Libs         *ebpf.Map `ebpf:"libs"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	PyCodesSent  *ebpf.Map `ebpf:"py_codes_sent"`
+	PyProcs      *ebpf.Map `ebpf:"py_procs"`
+	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	TracedPids   *ebpf.Map `ebpf:"traced_pids"`
 }
 
 func (m *tttraceMaps) Close() error {
@@ -187,6 +293,10 @@ func (m *tttraceMaps) Close() error {
 		m.LcLibs,
 		m.Libs,
 		m.Lost,
+		m.PyCodesSent,
+		m.PyProcs,
+		m.PyScratch,
+		m.StackScratch,
 		m.TracedPids,
 	)
 }
@@ -195,12 +305,17 @@ func (m *tttraceMaps) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
-	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
-	FollowChildren    *ebpf.Variable `ebpf:"follow_children"`
-	NextSeq           *ebpf.Variable `ebpf:"next_seq"`
-	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
-	UnusedLayoutField *ebpf.Variable `ebpf:"unused_layout_field"`
-	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CaptureStacks       *ebpf.Variable `ebpf:"capture_stacks"`
+	FilterPids          *ebpf.Variable `ebpf:"filter_pids"`
+	FollowChildren      *ebpf.Variable `ebpf:"follow_children"`
+	NextSeq             *ebpf.Variable `ebpf:"next_seq"`
+	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
+	UnusedLayoutField   *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedPyCodeRecord  *ebpf.Variable `ebpf:"unused_py_code_record"`
+	UnusedPyProc        *ebpf.Variable `ebpf:"unused_py_proc"`
+	UnusedPyStackRecord *ebpf.Variable `ebpf:"unused_py_stack_record"`
+	UnusedStackRecord   *ebpf.Variable `ebpf:"unused_stack_record"`
+	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.

@@ -250,3 +250,9 @@ func (p *Process) procValue() (pyprobe.Proc, error) {
 	}
 	return v, nil
 }
+
+// Warm detects the interpreter in the file at path ahead of time (the
+// answer is cached per file, as ForProcess's is), so that a process that
+// runs it is registered at once: a short Python program may otherwise
+// allocate, and end, while its interpreter is still being read.
+func Warm(path string) { _, _, _ = detectCached(path, path) }

@@ -32,6 +32,10 @@ type Backend interface {
 	Probes() int
 	AddPID(pid uint32) error
 	RemovePID(pid uint32) error
+	// SetPython registers pid's CPython interpreter for Python stacks
+	// (value: pyframes.Process.ProcValue); ClearPython forgets it.
+	SetPython(pid uint32, value []byte) error
+	ClearPython(pid uint32)
 	// Traced reports whether pid is still in the BPF filter: the kernel
 	// takes a process out when its last thread exits.
 	Traced(pid uint32) bool
@@ -101,7 +105,7 @@ type bpfBackend struct {
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes})
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return nil, &Error{ErrPermission, err}
@@ -122,6 +126,10 @@ func (b *bpfBackend) RemovePID(pid uint32) error {
 	return b.t.RemovePID(pid)
 }
 func (b *bpfBackend) Traced(pid uint32) bool { return b.t.Traced(pid) }
+func (b *bpfBackend) SetPython(pid uint32, value []byte) error {
+	return b.t.SetPython(pid, value)
+}
+func (b *bpfBackend) ClearPython(pid uint32) { b.t.ClearPython(pid) }
 func (b *bpfBackend) Wake()                  { _ = b.t.Reader().Flush() }
 func (b *bpfBackend) Lost() (uint64, error)  { return b.t.LostTotal() }
 func (b *bpfBackend) Detach() error          { return b.t.Detach() }

@@ -55,6 +55,9 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 	info.AttachedMidRun = found
 	st := s.track(uint32(pid), info, true, alive)
 	st.hasLib = found
+	if found {
+		s.snapshot(uint32(pid))
+	}
 	s.anyLib = s.anyLib || found
 	return nil
 }
@@ -225,6 +228,12 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
+		if ps := s.stk.procs[n.pid]; ps != nil && ps.py != nil {
+			s.be.ClearPython(n.pid)
+			// Its code objects were described at event time; the memory
+			// of a process that ended is no use, its descriptor is.
+			defer ps.py.Close()
+		}
 		delete(s.procs, n.pid)
 		s.ended[n.pid] = true
 		if !st.inLedger {
@@ -238,6 +247,7 @@ func (s *session) reapExits() {
 		if !ok {
 			continue
 		}
+		s.addSites(&one, true)
 		for _, k := range s.sinks {
 			k.ProcessEnded(&one, more)
 		}
@@ -250,6 +260,7 @@ func (s *session) reapExits() {
 func (s *session) reborn(pid uint32) {
 	if s.ended[pid] {
 		delete(s.ended, pid)
+		s.retireStacks(pid)
 		s.ledger.NewIncarnation(pid)
 	}
 }
@@ -299,6 +310,19 @@ func (s *session) onCall(ev *events.Event) {
 
 // onLinkMap looks for a TT-Metal library newly mapped in pid.
 func (s *session) onLinkMap(pid uint32) {
+	defer func() {
+		// A library mapped or unmapped in a process using TT-Metal: retake
+		// its maps now, while it is surely alive (its stacks may be read
+		// after it ended). Processes that do not use TT-Metal (the shells
+		// and tools a command runs) cost nothing here.
+		if st := s.procs[pid]; st != nil {
+			if st.hasLib {
+				s.snapshot(pid)
+			} else {
+				s.pythonOf(pid) // early: before it loads TT-Metal and allocates
+			}
+		}
+	}()
 	st := s.procs[pid]
 	if st == nil {
 		if !s.cfg.All {

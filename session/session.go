@@ -44,6 +44,8 @@ type Config struct {
 	// L1Warn: a chip whose L1 headroom drops under this many bytes gets an
 	// l1_headroom record (0: never).
 	L1Warn uint64
+	// NoStacks: no allocation stacks (no sites in the report).
+	NoStacks bool
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -125,6 +127,8 @@ type session struct {
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
 
+	stk stackState // allocation sites
+
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
 	followedQuiet int // followed processes that ended without using TT-Metal
@@ -165,6 +169,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 		timeout: make(chan struct{}, 1),
 	}
 	s.observe()
+	s.initStacks()
 	defer func() {
 		for _, k := range out {
 			if cerr := k.Close(); cerr != nil && err == nil {
@@ -271,6 +276,9 @@ func (s *session) setup() error {
 	case len(cfg.Command) > 0:
 		if cfg.Lib == "" {
 			s.attachCandidates(s.host.Candidates(0, cfg.Command))
+		}
+		if s.stk.on {
+			warmPython(cfg.Command)
 		}
 		child, err := s.host.Start(cfg.Command)
 		if err != nil {
@@ -415,14 +423,41 @@ func (s *session) drain() {
 }
 
 func (s *session) handle(raw []byte) {
-	var ev events.Event
-	if err := events.Decode(raw, &ev); err != nil {
-		s.decodeErrors++
-		if s.decodeErrors <= 10 {
-			fmt.Fprintf(s.log, "tttrace: bad record: %v\n", err)
-		}
+	switch events.RecordKind(raw) {
+	case 0:
+	case events.KindStack:
+		s.onStack(raw)
+		return
+	case events.KindPyStack:
+		s.onPyStack(raw)
+		return
+	case events.KindPyCode:
+		s.onPyCode(raw)
+		return
+	default:
+		s.badRecord(fmt.Errorf("record of %d bytes: neither an event nor a stack", len(raw)))
 		return
 	}
+	var ev events.Event
+	if err := events.Decode(raw, &ev); err != nil {
+		s.badRecord(err)
+		return
+	}
+	if s.hold(&ev) {
+		return
+	}
+	s.dispatch(&ev)
+}
+
+func (s *session) badRecord(err error) {
+	s.decodeErrors++
+	if s.decodeErrors <= 10 {
+		fmt.Fprintf(s.log, "tttrace: bad record: %v\n", err)
+	}
+}
+
+// dispatch handles one decoded record, in stream order.
+func (s *session) dispatch(ev *events.Event) {
 	switch ev.Kind {
 	case events.KindLinkMap:
 		s.onLinkMap(ev.Pid)
@@ -441,11 +476,11 @@ func (s *session) handle(raw []byte) {
 		}
 		return
 	case events.KindFork:
-		s.onFork(&ev)
+		s.onFork(ev)
 	default:
-		s.onCall(&ev)
+		s.onCall(ev)
 	}
-	s.emit(&ev)
+	s.emit(ev)
 }
 
 // emit applies ev to the ledger (fork records are not the ledger's) and
@@ -454,6 +489,7 @@ func (s *session) emit(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
 	}
+	s.announceSite(ev)
 	for _, k := range s.sinks {
 		k.Event(ev)
 	}
@@ -468,6 +504,7 @@ func (s *session) finish() (devices.Summary, error) {
 		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
 	}
 	s.drain()
+	s.releaseAll()
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
 	}
@@ -483,6 +520,7 @@ func (s *session) finish() (devices.Summary, error) {
 		s.emit(&ev)
 	}
 	sum := s.ledger.Summary()
+	s.addSites(&sum, false)
 	for _, k := range s.sinks {
 		if err := k.Summary(&sum); err != nil {
 			return sum, errorf(ErrInternal, "write summary: %w", err)

@@ -25,6 +25,7 @@ import (
 // reader gets there (a library mapped, a process ended).
 type step struct {
 	rec    *events.Wire
+	raw    []byte // a record other than an event (a stack record)
 	action func()
 }
 
@@ -70,6 +71,9 @@ func (b *fakeBackend) AddPID(pid uint32) error {
 	b.pids[pid] = true
 	return nil
 }
+func (b *fakeBackend) SetPython(uint32, []byte) error { return nil }
+func (b *fakeBackend) ClearPython(uint32)             {}
+
 func (b *fakeBackend) RemovePID(pid uint32) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -104,6 +108,9 @@ func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 		if st.action != nil {
 			st.action()
 			continue
+		}
+		if st.raw != nil {
+			return st.raw, true, nil
 		}
 		// What the BPF fork and exit hooks do to the pid filter.
 		b.mu.Lock()

@@ -46,6 +46,23 @@ func (n *NDJSON) Notice(no *devices.Notice) {
 	_, _ = n.w.Write(append(b, '\n'))
 }
 
+// WantSites: site records go with the event lines.
+func (n *NDJSON) WantSites() bool { return !n.noEvents }
+
+// Site writes a site record: where the buffers of the alloc lines naming it
+// (pid, site) were allocated.
+func (n *NDJSON) Site(pid uint32, s *devices.Site) {
+	b, err := json.Marshal(struct {
+		Type string `json:"type"`
+		Pid  uint32 `json:"pid"`
+		*devices.Site
+	}{"site", pid, s})
+	if err != nil {
+		return
+	}
+	_, _ = n.w.Write(append(b, '\n'))
+}
+
 // ProcessEnded writes a process_summary line when other processes go on
 // (the summary line covers the last one).
 func (n *NDJSON) ProcessEnded(one *devices.Summary, more bool) {

@@ -49,6 +49,14 @@ type NoticeSink interface {
 	Notice(n *devices.Notice)
 }
 
+// SiteSink is implemented by sinks that describe allocation sites in their
+// stream: the runtime calls Site once per site, before the first Event
+// that names it (events.Event.Site), if WantSites (symbolizing costs).
+type SiteSink interface {
+	WantSites() bool
+	Site(pid uint32, s *devices.Site)
+}
+
 // View is the runtime's state at a tick.
 type View struct {
 	Now    time.Time

@@ -138,6 +138,17 @@ func (s *unwindState) read8(addr uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(s.stack[off:]), true
 }
 
+// savedAt is the value of reg saved at addr. A slot below the stack
+// pointer was popped already (gcc's epilogues do not restore the rule
+// after a pop: a probe on a tail-call jmp sees rbp "saved" below rsp),
+// and the pop put the value back in reg.
+func (s *unwindState) savedAt(reg int, addr, sp uint64) (uint64, bool) {
+	if addr < sp && reg != regRA {
+		return s.get(uint64(reg))
+	}
+	return s.read8(addr)
+}
+
 // step applies rw to the current frame: the registers become the caller's.
 // It returns the caller's pc; end is true at the outermost frame (the
 // return address is undefined).
@@ -175,7 +186,7 @@ func (s *unwindState) step(rw *row) (pc uint64, ok, end bool) {
 				return 0, true, true
 			}
 		case ruleOffset:
-			v, good = s.read8(cfa + uint64(ru.off))
+			v, good = s.savedAt(reg, cfa+uint64(ru.off), sp)
 		case ruleValOffset:
 			v, good = cfa+uint64(ru.off), true
 		case ruleRegister:
@@ -183,7 +194,7 @@ func (s *unwindState) step(rw *row) (pc uint64, ok, end bool) {
 		case ruleExpr:
 			var a uint64
 			if a, good = s.eval(ru.expr, cfa, true); good {
-				v, good = s.read8(a)
+				v, good = s.savedAt(reg, a, sp)
 			}
 		case ruleValExpr:
 			v, good = s.eval(ru.expr, cfa, true)

@@ -105,6 +105,7 @@ type run struct {
 	peaks    bool     // single-threaded: peaks must equal the truth's too
 	flags    []string // extra tttrace flags
 	noLib    bool     // let tttrace find the library itself (no --lib)
+	out      *string  // receives the path of the NDJSON tttrace wrote (valid during the test)
 }
 
 func (r run) name() string {
@@ -171,6 +172,9 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 		}
 	default:
 		t.Fatalf("unknown mode %q", r.mode)
+	}
+	if r.out != nil {
+		*r.out = out
 	}
 	sum := lastSummary(t, out)
 	var tr truth

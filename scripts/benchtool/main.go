@@ -433,6 +433,9 @@ func modes(c *config) []mode {
 		{"tttrace --json --no-events", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "--no-events"}, true)
 		}},
+		{"tttrace --json -o /dev/null --no-stacks", func(c *config, r int) costRun {
+			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--no-stacks"}, false)
+		}},
 		{"floor: bpftrace count-only", runFloor},
 		{"in-process socket reporter", runReporter},
 	}
@@ -648,6 +651,8 @@ func runProfile(c *config) []profileRun {
 		args []string
 	}{
 		{"tttrace --json -o /dev/null", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--lib",
+			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
+		{"tttrace --json -o /dev/null --no-stacks", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--no-stacks", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{"floor: bpftrace count-only", c.bpftrace, []string{script, "-c",
 			strings.Join(append([]string{filepath.Join(c.replica, "ttwork")}, c.burstArgs()...), " ")}},

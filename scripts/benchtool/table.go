@@ -111,7 +111,8 @@ func (r *results) costRows(c *config) []row {
 		{"1", "in-process reporter: blocking Unix-socket send per event (REPORTER=socket)",
 			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**", ra) + r.countCheck(rep, c), "(alternative)", ""},
 	}
-	for _, mode := range []string{"tttrace --json -o /dev/null", "tttrace (human report) -o /dev/null", "tttrace --json --no-events"} {
+	const stacksOn, stacksOff = "tttrace --json -o /dev/null", "tttrace --json -o /dev/null --no-stacks"
+	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff} {
 		if len(secs[mode]) == 0 {
 			rows = append(rows, row{"1", mode, "no successful run: " + strings.Join(bad[mode], "; "), "", "**no**"})
 			continue
@@ -124,6 +125,13 @@ func (r *results) costRows(c *config) []row {
 				a, rf, lo, hi, a/ra) + r.countCheck(mode, c),
 			"≤ 1.5x floor; < reporter",
 			fmt.Sprintf("floor: %s; reporter: %s", yesNo(rf <= 1.5), yesNo(a < ra))})
+	}
+	if len(secs[stacksOn]) > 0 && len(secs[stacksOff]) > 0 {
+		// Half the burst's events are allocations, the ones with a stack:
+		// an allocation and its free cost twice the added per event.
+		on, off := added(stacksOn)*2, added(stacksOff)*2
+		rows = append(rows, row{"1", "allocation stacks: added per allocation (and its free), stacks on (default) vs --no-stacks",
+			fmt.Sprintf("%.2f µs vs %.2f µs = **%.2fx** (the stack: %.2f µs)", on, off, on/off, on-off), "≤ 2x", yesNo(on <= 2*off)})
 	}
 	for _, p := range r.Profile {
 		if p.Err != "" && p.ProgRuns == 0 {

@@ -13,6 +13,8 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/pyframes"
 )
 
 const doctorUsage = `Usage: tttrace doctor [LIB | -p PID] [--json] [--layout FILE] [--probes PLAN]
@@ -43,14 +46,87 @@ Flags:
 
 // DoctorReport is doctor's finding (the --json output).
 type DoctorReport struct {
-	Library   *DoctorLibrary       `json:"library,omitempty"`
-	Layout    *probes.LayoutSource `json:"layout,omitempty"`
-	Plan      *probes.Plan         `json:"plan,omitempty"`
-	Kernel    []DoctorFeature      `json:"kernel"`
-	Traceable bool                 `json:"traceable"`
-	Exact     bool                 `json:"exact"`
-	Error     string               `json:"error,omitempty"`
-	Verdict   string               `json:"verdict"`
+	Library *DoctorLibrary       `json:"library,omitempty"`
+	Layout  *probes.LayoutSource `json:"layout,omitempty"`
+	Plan    *probes.Plan         `json:"plan,omitempty"`
+	Kernel  []DoctorFeature      `json:"kernel"`
+	// Python: the CPython interpreter of -p PID, else python3 on PATH:
+	// whether allocation sites get Python lines.
+	Python    *DoctorPython `json:"python,omitempty"`
+	Traceable bool          `json:"traceable"`
+	Exact     bool          `json:"exact"`
+	Error     string        `json:"error,omitempty"`
+	Verdict   string        `json:"verdict"`
+}
+
+// DoctorPython is a CPython interpreter, for the Python lines of
+// allocation sites.
+type DoctorPython struct {
+	Path      string `json:"path"`
+	Version   string `json:"version,omitempty"`
+	Supported bool   `json:"supported"`
+	Offsets   string `json:"offsets,omitempty"` // where the offsets come from
+	Error     string `json:"error,omitempty"`   // why not supported
+}
+
+// checkPython finds the interpreter of pid (0: python3 on PATH) and says
+// whether tttrace reads its stacks. Nil when there is none.
+func checkPython(pid int) *DoctorPython {
+	var in *pyframes.Interpreter
+	var err error
+	if pid != 0 {
+		var p *pyframes.Process
+		p, err = pyframes.ForProcess(pid)
+		if errors.Is(err, pyframes.ErrNoInterpreter) {
+			return nil
+		}
+		if p != nil {
+			in = p.Interp
+			p.Close()
+		}
+	} else {
+		exe, lerr := exec.LookPath("python3")
+		if lerr != nil {
+			return nil
+		}
+		if exe, lerr = filepath.EvalSymlinks(exe); lerr != nil {
+			return nil
+		}
+		in, err = pyframes.Detect(exe)
+		if err != nil && !errors.Is(err, pyframes.ErrNotPython) {
+			// Not ELF: a launcher script (a pyenv shim). The interpreter
+			// it runs says where it is.
+			out, xerr := exec.Command(exe, "-c", "import sys; print(sys.executable)").Output()
+			if real := strings.TrimSpace(string(out)); xerr == nil && real != "" {
+				if real, xerr = filepath.EvalSymlinks(real); xerr == nil {
+					exe = real
+					in, err = pyframes.Detect(exe)
+				}
+			}
+		}
+		if errors.Is(err, pyframes.ErrNotPython) {
+			// A launcher (a pyenv shim) or a python3 with its libpython
+			// beside it: look there.
+			libs, _ := filepath.Glob(filepath.Join(filepath.Dir(exe), "..", "lib", "libpython3*.so*"))
+			if len(libs) == 0 {
+				return &DoctorPython{Path: exe, Error: err.Error()}
+			}
+			in, err = pyframes.Detect(libs[0])
+		}
+	}
+	d := &DoctorPython{}
+	if in != nil {
+		d.Path, d.Version, d.Offsets = in.Path, in.Version(), in.Source
+		if in.Err != nil && err == nil {
+			err = in.Err
+		}
+	}
+	if err != nil {
+		d.Error = err.Error()
+	} else {
+		d.Supported = true
+	}
+	return d
 }
 
 // DoctorLibrary describes the library checked.
@@ -129,6 +205,7 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 	if path != "" {
 		status = rep.checkLibrary(path, *layoutFile, *probeMode)
 	}
+	rep.Python = checkPython(*pid)
 	rep.verdict()
 	if *asJSON {
 		b, err := json.MarshalIndent(rep, "", "  ")
@@ -299,6 +376,17 @@ func (r *DoctorReport) write(w io.Writer) {
 			need = "optional"
 		}
 		p("  %-4s %-28s %-9s %s\n", yes(f.OK), f.Name, need, f.Detail)
+	}
+	if py := r.Python; py != nil {
+		p("\nPython       %s", py.Path)
+		if py.Version != "" {
+			p(" (CPython %s)", py.Version)
+		}
+		if py.Supported {
+			p(": allocation sites get Python lines (offsets: %s)\n", py.Offsets)
+		} else {
+			p(": no Python lines: %s\n", py.Error)
+		}
 	}
 	p("\n%s\n", r.Verdict)
 }

@@ -42,6 +42,7 @@ type Flags struct {
 	Output    string
 	NoEvents  bool
 	Perfetto  string
+	NoStacks  bool // no allocation stacks
 	RingSize  string
 	Wait      time.Duration
 	Interval  time.Duration
@@ -135,6 +136,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
+	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")

@@ -256,6 +256,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 	return session.Config{
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Layout: f.Layout, Probes: probes.ProbeMode(f.Probes),
-		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti,
+		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 	}
 }

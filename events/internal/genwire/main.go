@@ -21,9 +21,13 @@ import (
 // C elements share and the Go prefix of their constants.
 var (
 	record = "event"
-	enums  = []struct{ c, goName, cPrefix, goPrefix string }{
+	// stack is the record that follows an alloc with its stack; only its
+	// header (the members before the data array) is generated.
+	stack = "stack_record"
+	enums = []struct{ c, goName, cPrefix, goPrefix string }{
 		{"event_kind", "Kind", "EV_", "Kind"},
 		{"device_kind", "DeviceKind", "DEV_", "Device"},
+		{"stack_state", "StackState", "STACK_", "Stack"},
 	}
 )
 
@@ -83,6 +87,21 @@ func run(object, output string) error {
 	}
 	fmt.Fprintf(&out, "// Wire is struct %s of bpf/tttrace.h: one ring-buffer record as BPF writes it.\n%s\n\n", record, d)
 	fmt.Fprintf(&out, "// WireSize is the size of one record in bytes.\nconst WireSize = %d\n\n", ev.Size)
+	var st *btf.Struct
+	if err := spec.TypeByName(stack, &st); err != nil {
+		return fmt.Errorf("struct %s: %w", stack, err)
+	}
+	n := len(st.Members)
+	if n == 0 || st.Members[n-1].Name != "data" {
+		return fmt.Errorf("struct %s: last member is not data", stack)
+	}
+	hdr := &btf.Struct{Name: st.Name, Size: st.Members[n-1].Offset.Bytes(), Members: st.Members[:n-1]}
+	d, err = gf.TypeDeclaration("StackWire", hdr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&out, "// StackWire is the header of struct %s of bpf/stack.h: data (the copied\n// stack, Size bytes from SP) follows it.\n%s\n\n", stack, d)
+	fmt.Fprintf(&out, "// StackHeaderSize is the size of StackWire in bytes.\nconst StackHeaderSize = %d\n\n", hdr.Size)
 	for _, d := range decls {
 		out.WriteString(d)
 	}

@@ -1,0 +1,143 @@
+package devices
+
+import (
+	"sort"
+	"strings"
+)
+
+// Site is one distinct allocation stack of a process, innermost frame
+// first. The ledger keeps only its id per buffer; the runtime, which holds
+// the stacks, describes it.
+type Site struct {
+	Site   uint32        `json:"site"`
+	Native []NativeFrame `json:"native"`
+	Python []PyFrame     `json:"python"`
+	// Truncated: the stack was cut (depth limit, end of the copied stack,
+	// a frame that could not be unwound).
+	Truncated bool `json:"truncated"`
+}
+
+// NativeFrame is a machine-code frame.
+type NativeFrame struct {
+	PC     uint64 `json:"pc"`     // run-time address (a return address for callers)
+	Module string `json:"module"` // the ELF file it is in, "" when in none
+	// Function is the demangled symbol holding PC, "" when none does;
+	// Offset is PC's offset in it, or PC's ELF address in Module then.
+	Function string `json:"function"`
+	Offset   uint64 `json:"offset"`
+	File     string `json:"file,omitempty"` // from DWARF, when present
+	Line     int    `json:"line,omitempty"`
+}
+
+// PyFrame is a Python frame.
+type PyFrame struct {
+	Function string `json:"function"` // qualname where the interpreter has it
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// LeakSite sums the leaks of one allocation site.
+type LeakSite struct {
+	Site uint32 `json:"site"`
+	// Test is the pytest test that allocated (FILE::[Class::]test_func),
+	// absent when no Python frame is a test function.
+	Test    string  `json:"test,omitempty"`
+	Count   uint64  `json:"count"`   // leaks (a mesh buffer: one per chip)
+	Bytes   uint64  `json:"bytes"`   // their sizes
+	Devices []int32 `json:"devices"` // chips they are on, ascending
+}
+
+// AddSites describes the sites of ps's leaks with describe (which returns
+// false for a site it does not know) and sums the leaks per site in
+// LeakSites, most bytes first (then by site).
+func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
+	by := map[uint32]*LeakSite{}
+	var order []uint32
+	add := func(lk *Leak) {
+		if lk.Site == 0 {
+			return
+		}
+		ls := by[lk.Site]
+		if ls == nil {
+			ls = &LeakSite{Site: lk.Site, Devices: []int32{}}
+			by[lk.Site] = ls
+			order = append(order, lk.Site)
+		}
+		ls.Count++
+		ls.Bytes += lk.Size
+		for _, d := range ls.Devices {
+			if d == lk.Device {
+				return
+			}
+		}
+		ls.Devices = append(ls.Devices, lk.Device)
+	}
+	for i := range ps.Leaks {
+		add(&ps.Leaks[i])
+	}
+	for i := range ps.UnplacedLeaks {
+		add(&ps.UnplacedLeaks[i])
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	ps.Sites = ps.Sites[:0]
+	ps.LeakSites = ps.LeakSites[:0]
+	for _, id := range order {
+		ls := by[id]
+		sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
+		if s, ok := describe(id); ok {
+			if s.Native == nil {
+				s.Native = []NativeFrame{}
+			}
+			if s.Python == nil {
+				s.Python = []PyFrame{}
+			}
+			ps.Sites = append(ps.Sites, s)
+			ls.Test = TestOf(s.Python)
+		}
+		ps.LeakSites = append(ps.LeakSites, *ls)
+	}
+	sort.SliceStable(ps.LeakSites, func(i, j int) bool { return ps.LeakSites[i].Bytes > ps.LeakSites[j].Bytes })
+}
+
+// TestOf names the pytest test of a Python stack (innermost first): the
+// innermost frame that is a test function (a name starting with "test") in
+// a test module (test_*.py or *_test.py), as FILE::[Class::]function with
+// the file as the interpreter names it. "" when there is none.
+func TestOf(frames []PyFrame) string {
+	for _, f := range frames {
+		base := f.File
+		if i := strings.LastIndexByte(base, '/'); i >= 0 {
+			base = base[i+1:]
+		}
+		if !strings.HasSuffix(base, ".py") || !(strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py")) {
+			continue
+		}
+		parts := strings.Split(f.Function, ".")
+		name := parts[len(parts)-1]
+		if !strings.HasPrefix(name, "test") {
+			continue
+		}
+		id := f.File
+		for _, p := range parts {
+			if p == "<locals>" {
+				// A function defined inside another is not collected by
+				// pytest: this frame is not the test.
+				id = ""
+				break
+			}
+			id += "::" + p
+		}
+		if id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// PythonInfo is the CPython interpreter of a process, for its Python
+// frames: an unsupported one gives none (never a wrong line).
+type PythonInfo struct {
+	Version   string `json:"version"`         // "3.12.1", "" when unknown
+	Supported bool   `json:"supported"`       // Python frames are captured
+	Error     string `json:"error,omitempty"` // why not
+}

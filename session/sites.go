@@ -1,0 +1,425 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/pyframes"
+	"github.com/tttrace/tttrace/sinks"
+	"github.com/tttrace/tttrace/stacks"
+)
+
+// Allocation sites (docs/stacks.md). BPF emits an alloc's stack record right
+// after the alloc, with the alloc's seq, and says in the alloc whether one
+// follows; records of other CPUs may come between. An alloc whose stack
+// follows is held, with every record after it, until the stack is read and
+// interned: the stream and the ledger keep stream order, and the alloc
+// carries its site. Only the site id is kept per buffer; the stack bytes
+// are dropped once unwound.
+
+// procStacks is the stack state of one process (one incarnation of a pid).
+// A site is a pair of a native stack (interned in tab) and a Python stack
+// (interned here, raw: symbolized only when described).
+type procStacks struct {
+	mods *stacks.Modules // its executable mappings; nil: take a snapshot first
+	// retried: a truncated stack made us retake mods since the last snapshot
+	retried bool
+	tab     *stacks.Table
+	sent    []bool // sent[id]: the site was described to the site sinks
+
+	py      *pyframes.Process // its interpreter, nil when none (or unsupported)
+	pyInfo  *devices.PythonInfo
+	pyIDs   map[string]uint32 // raw Python stack (frames and flags) -> index+1 in pyRaw
+	pyRaw   []pyframes.RawStack
+	pyKey   []byte
+	siteIDs map[sitePair]uint32 // -> index+1 in sites
+	sites   []sitePair
+}
+
+// sitePair is a site: native stack, Python stack (0: none).
+type sitePair struct {
+	native stacks.SiteID
+	py     uint32
+}
+
+// stackState is the session's part of sites.
+type stackState struct {
+	on      bool
+	cache   *stacks.Cache
+	procs   map[uint32]*procStacks
+	retired map[uint32][]*procStacks // earlier incarnations of a pid, in the ledger's order
+	held    []events.Event           // records held behind an alloc waiting for its stack
+	waiting int                      // allocs in held still waiting
+	pyOf    map[uint64]uint32        // seq of a held alloc -> its interned Python stack
+	sinks   []sinks.SiteSink
+}
+
+func (s *session) initStacks() {
+	st := &s.stk
+	st.on = !s.cfg.NoStacks
+	st.cache = stacks.NewCache()
+	st.procs = map[uint32]*procStacks{}
+	st.retired = map[uint32][]*procStacks{}
+	st.pyOf = map[uint64]uint32{}
+	for _, k := range s.sinks {
+		if ss, ok := k.(sinks.SiteSink); ok && ss.WantSites() {
+			st.sinks = append(st.sinks, ss)
+		}
+	}
+}
+
+// procStacksOf returns pid's stack state, made on first use.
+func (s *session) procStacksOf(pid uint32) *procStacks {
+	ps := s.stk.procs[pid]
+	if ps == nil {
+		ps = &procStacks{tab: stacks.NewTable(), pyIDs: map[string]uint32{}, siteIDs: map[sitePair]uint32{}}
+		s.stk.procs[pid] = ps
+	}
+	return ps
+}
+
+// snapshot retakes pid's executable mappings (after a link-map change: a
+// library mapped or unmapped). Stacks already interned keep their files.
+func (s *session) snapshot(pid uint32) {
+	if !s.stk.on {
+		return
+	}
+	ps := s.procStacksOf(pid)
+	mods, err := s.stk.cache.Snapshot(int(pid))
+	if err == nil {
+		ps.mods = mods
+		ps.retried = false
+	}
+	s.pythonOf(pid)
+}
+
+// pythonOf registers pid's interpreter for Python stacks, if it has one
+// and it was not done yet.
+func (s *session) pythonOf(pid uint32) {
+	if !s.stk.on {
+		return
+	}
+	ps := s.procStacksOf(pid)
+	if ps.py == nil && (ps.pyInfo == nil || ps.pyInfo.Error == "") {
+		s.findPython(pid, ps)
+	}
+}
+
+// findPython registers pid's CPython interpreter, once it has one, for
+// Python stacks. An unsupported one is said (summary, log), and gets no
+// Python frames rather than wrong ones.
+func (s *session) findPython(pid uint32, ps *procStacks) {
+	p, err := pyframes.ForProcess(int(pid))
+	if errors.Is(err, pyframes.ErrNoInterpreter) || (err != nil && (p == nil || p.Interp == nil)) {
+		return // none yet, or the maps could not be read now (an exec under way): look again later
+	}
+	if p != nil && p.Interp != nil {
+		ps.pyInfo = &devices.PythonInfo{Version: p.Interp.Version()}
+	} else {
+		ps.pyInfo = &devices.PythonInfo{}
+	}
+	if err == nil {
+		var v []byte
+		if v, err = p.ProcValue(); err == nil {
+			err = s.be.SetPython(pid, v)
+		}
+	}
+	if err != nil {
+		ps.pyInfo.Error = err.Error()
+		fmt.Fprintf(s.log, "tttrace: pid %d: no Python lines: %v\n", pid, err)
+		p.Close()
+		return
+	}
+	ps.pyInfo.Supported = true
+	ps.py = p
+	fmt.Fprintf(s.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
+}
+
+// warmPython reads, before the command starts, the interpreter it will
+// run if it is a CPython (its executable, and the libpython beside it), so
+// that the process is registered for Python stacks without delay.
+func warmPython(command []string) {
+	if len(command) == 0 {
+		return
+	}
+	exe, err := exec.LookPath(command[0])
+	if err != nil {
+		return
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return
+	}
+	if !strings.HasPrefix(filepath.Base(exe), "python") {
+		return
+	}
+	pyframes.Warm(exe)
+	libs, _ := filepath.Glob(filepath.Join(filepath.Dir(exe), "..", "lib", "libpython3*.so*"))
+	for _, l := range libs {
+		pyframes.Warm(l)
+	}
+}
+
+// onPyCode keeps what a code object said at event time.
+func (s *session) onPyCode(raw []byte) {
+	_, pid := events.RecordSeq(raw)
+	if ps := s.stk.procs[pid]; ps != nil && ps.py != nil {
+		_ = ps.py.AddCode(raw[events.StackHeaderSize:])
+	}
+}
+
+// onPyStack interns the Python stack of a held alloc; the native stack
+// that follows completes it.
+func (s *session) onPyStack(raw []byte) {
+	seq, pid := events.RecordSeq(raw)
+	ps := s.stk.procs[pid]
+	if ps == nil || ps.py == nil || s.heldAlloc(seq, pid) == nil {
+		return // not waiting: its native stack was lost, so is the site
+	}
+	rs, err := pyframes.DecodeStack(raw[events.StackHeaderSize:])
+	if err != nil {
+		s.badRecord(err)
+		return
+	}
+	// The identity of a Python stack: its frames as captured, and flags.
+	k := ps.pyKey[:0]
+	k = fmt.Appendf(k, "%x;", rs.Flags)
+	for _, f := range rs.Frames {
+		k = fmt.Appendf(k, "%x,%x,%x;", f.Code, f.Instr, f.CodeID)
+	}
+	ps.pyKey = k
+	id := ps.pyIDs[string(k)]
+	if id == 0 {
+		ps.pyRaw = append(ps.pyRaw, rs)
+		id = uint32(len(ps.pyRaw))
+		ps.pyIDs[string(k)] = id
+	}
+	s.stk.pyOf[seq] = id
+}
+
+// site interns the pair (native, py) as a site of ps.
+func (ps *procStacks) site(native stacks.SiteID, py uint32) uint32 {
+	k := sitePair{native, py}
+	id := ps.siteIDs[k]
+	if id == 0 {
+		ps.sites = append(ps.sites, k)
+		id = uint32(len(ps.sites))
+		ps.siteIDs[k] = id
+	}
+	return id
+}
+
+// retireStacks moves pid's stack state aside when the ledger retires the
+// process for a new one with the same pid.
+func (s *session) retireStacks(pid uint32) {
+	if exited, _, _ := s.ledger.Exited(pid); !exited {
+		return
+	}
+	s.stk.retired[pid] = append(s.stk.retired[pid], s.stk.procs[pid])
+	delete(s.stk.procs, pid)
+}
+
+// onStack interns a stack record and gives its site to the held alloc of
+// the same seq, then releases what no longer waits.
+func (s *session) onStack(raw []byte) {
+	var rec events.StackRecord
+	if err := events.DecodeStack(raw, &rec); err != nil {
+		s.badRecord(err)
+		return
+	}
+	ev := s.heldAlloc(rec.Seq, rec.Pid)
+	if ev == nil {
+		return // its alloc was not held (cannot happen: BPF says so in the alloc)
+	}
+	ps := s.procStacksOf(rec.Pid)
+	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
+		// First stack of the process, or a library mapped without a
+		// link-map record (no loader probe): look at the maps now.
+		s.snapshot(rec.Pid)
+	}
+	py := s.stk.pyOf[rec.Seq]
+	delete(s.stk.pyOf, rec.Seq)
+	if ps.mods != nil {
+		regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
+		id, trunc := ps.tab.Add(ps.mods, regs, rec.Data)
+		if trunc && !ps.retried {
+			// The maps may be stale (a snapshot taken while ld.so was
+			// still mapping, or before an exec): look again, once per
+			// snapshot.
+			s.snapshot(rec.Pid)
+			ps.retried = true
+			id, _ = ps.tab.Add(ps.mods, regs, rec.Data)
+		}
+		ev.Site = ps.site(id, py)
+	}
+	ev.Stack = events.StackNone // resolved
+	s.stk.waiting--
+	s.release()
+}
+
+// heldAlloc is the held alloc seq of pid that waits for its stack, or nil.
+func (s *session) heldAlloc(seq uint64, pid uint32) *events.Event {
+	for i := range s.stk.held {
+		h := &s.stk.held[i]
+		if h.Seq == seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == pid {
+			return h
+		}
+	}
+	return nil
+}
+
+func inModule(m *stacks.Modules, pc uint64) bool {
+	_, _, ok := m.Lookup(pc)
+	return ok
+}
+
+// hold keeps ev behind an alloc waiting for its stack; it reports false
+// when ev can be handled now.
+func (s *session) hold(ev *events.Event) bool {
+	waits := ev.Kind == events.KindAlloc && ev.Stack == events.StackFollows
+	if !waits && len(s.stk.held) == 0 {
+		return false
+	}
+	s.stk.held = append(s.stk.held, *ev)
+	if waits {
+		s.stk.waiting++
+	}
+	if len(s.stk.held) > maxHeld {
+		// A stack that does not come (cannot happen: BPF commits it
+		// before its alloc) must not stall the stream.
+		s.releaseAll()
+	}
+	return true
+}
+
+// maxHeld bounds the records held behind allocs waiting for their stacks;
+// the stack is in the ring right after its alloc, so a handful is normal.
+const maxHeld = 1 << 16
+
+// release handles the held records up to the first alloc still waiting.
+func (s *session) release() {
+	n := 0
+	for ; n < len(s.stk.held); n++ {
+		h := &s.stk.held[n]
+		if h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+			break
+		}
+		s.dispatch(h)
+	}
+	rest := copy(s.stk.held, s.stk.held[n:])
+	s.stk.held = s.stk.held[:rest]
+}
+
+// releaseAll handles every held record, waiting or not: a stack that did
+// not come (it always does: BPF commits it before its alloc) is given up.
+func (s *session) releaseAll() {
+	for i := range s.stk.held {
+		if h := &s.stk.held[i]; h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+			h.Stack = events.StackNone
+		}
+	}
+	s.stk.waiting = 0
+	clear(s.stk.pyOf)
+	s.release()
+}
+
+// announceSite describes ev's site to the site sinks before the first
+// record naming it.
+func (s *session) announceSite(ev *events.Event) {
+	if ev.Site == 0 || len(s.stk.sinks) == 0 {
+		return
+	}
+	ps := s.stk.procs[ev.Pid]
+	if ps == nil {
+		return
+	}
+	for int(ev.Site) >= len(ps.sent) {
+		ps.sent = append(ps.sent, false)
+	}
+	if ps.sent[ev.Site] {
+		return
+	}
+	ps.sent[ev.Site] = true
+	d, ok := describeSite(ps, ev.Site)
+	if !ok {
+		return
+	}
+	for _, k := range s.stk.sinks {
+		k.Site(ev.Pid, &d)
+	}
+}
+
+// describeSite symbolizes a site (each pc once per file, cached there).
+func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
+	if ps == nil {
+		return devices.Site{}, false
+	}
+	if id == 0 || int(id) > len(ps.sites) {
+		return devices.Site{}, false
+	}
+	pair := ps.sites[id-1]
+	site, ok := ps.tab.Site(pair.native)
+	if !ok {
+		return devices.Site{}, false
+	}
+	frames := stacks.Symbolize(site.Locs)
+	d := devices.Site{Site: id, Native: make([]devices.NativeFrame, len(frames)), Python: []devices.PyFrame{}, Truncated: site.Truncated}
+	for i, f := range frames {
+		d.Native[i] = devices.NativeFrame{PC: f.PC, Module: f.Module, Function: f.Function, Offset: f.Offset, File: f.File, Line: f.Line}
+	}
+	if pair.py != 0 && ps.py != nil {
+		st := ps.py.Symbolize(ps.pyRaw[pair.py-1])
+		for _, f := range st.Frames {
+			d.Python = append(d.Python, devices.PyFrame{Function: f.Function, File: f.File, Line: f.Line})
+		}
+		d.Truncated = d.Truncated || st.Truncated
+	}
+	return d, true
+}
+
+// addSites fills the sites of the leaks in every process of sum: a pid's
+// summaries are its retired incarnations in order, then the current one.
+// current: sum is the summary of one process that just ended (the current
+// incarnation of its pid).
+func (s *session) addSites(sum *devices.Summary, current bool) {
+	if current {
+		for i := range sum.Processes {
+			ps := s.stk.procs[sum.Processes[i].Pid]
+			fillSites(&sum.Processes[i], ps)
+		}
+		return
+	}
+	seen := map[uint32]int{}
+	count := map[uint32]int{}
+	for i := range sum.Processes {
+		count[sum.Processes[i].Pid]++
+	}
+	for i := range sum.Processes {
+		p := &sum.Processes[i]
+		k := seen[p.Pid]
+		seen[p.Pid]++
+		var ps *procStacks
+		old := s.stk.retired[p.Pid]
+		switch {
+		case k == count[p.Pid]-1 && len(old) == k:
+			ps = s.stk.procs[p.Pid]
+		case count[p.Pid]-1 == len(old) && k < len(old):
+			ps = old[k]
+		}
+		// With no table (or incarnations that do not line up), leaks keep
+		// their ids but no site is described: never another process's.
+		fillSites(p, ps)
+	}
+}
+
+func fillSites(p *devices.ProcessSummary, ps *procStacks) {
+	p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+	if ps != nil && ps.pyInfo != nil {
+		info := *ps.pyInfo
+		p.Python = &info
+	}
+}
