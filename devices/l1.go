@@ -218,7 +218,9 @@ type L1Buffer struct {
 	Tid        uint32 `json:"tid"` // allocating thread
 	Seq        uint64 `json:"seq"` // of the alloc event
 	TsNs       uint64 `json:"ts_ns"`
-	// The allocation site (stack id) goes here once stacks are in the ledger.
+	// Site is where it was allocated (the process's sites); absent when
+	// unknown (stacks off, or the stack was lost).
+	Site uint32 `json:"site,omitempty"`
 }
 
 // Headroom is one chip's L1 headroom now (HasHeadroom false: the chip has
@@ -423,7 +425,7 @@ func (p *proc) headrooms(h *hooks, e *events.Event) {
 // l1Buffer describes the live buffer in slot idx.
 func (p *proc) l1Buffer(idx uint32) L1Buffer {
 	b := &p.bufs.slots[idx]
-	lb := L1Buffer{Buffer: hex(b.key), Address: b.addr, Size: b.size, Tid: b.tid, Seq: b.seq, TsNs: b.ts}
+	lb := L1Buffer{Buffer: hex(b.key), Address: b.addr, Size: b.size, Tid: b.tid, Seq: b.seq, TsNs: b.ts, Site: b.site}
 	if b.mesh != 0 {
 		lb.Mesh = true
 		if m := p.meshes[b.mesh]; m != nil {

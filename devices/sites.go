@@ -47,12 +47,13 @@ type LeakSite struct {
 	Devices []int32 `json:"devices"` // chips they are on, ascending
 }
 
-// AddSites describes the sites of ps's leaks with describe (which returns
-// false for a site it does not know) and sums the leaks per site in
-// LeakSites, most bytes first (then by site).
+// AddSites describes with describe (which returns false for a site it
+// does not know) the sites of ps's leaks and of the L1 buffers its
+// l1_clashes name, and sums the leaks per site in LeakSites, most bytes
+// first (then by site).
 func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 	by := map[uint32]*LeakSite{}
-	var order []uint32
+	var order, named []uint32 // leak sites; sites only clashes name
 	add := func(lk *Leak) {
 		if lk.Site == 0 {
 			return
@@ -78,13 +79,26 @@ func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 	for i := range ps.UnplacedLeaks {
 		add(&ps.UnplacedLeaks[i])
 	}
+	seen := map[uint32]bool{}
+	name := func(b *L1Buffer) {
+		if b.Site != 0 && by[b.Site] == nil && !seen[b.Site] {
+			seen[b.Site] = true
+			named = append(named, b.Site)
+		}
+	}
+	for i := range ps.L1Clashes {
+		c := &ps.L1Clashes[i]
+		name(&c.Lowest)
+		for j := range c.InTheWay {
+			name(&c.InTheWay[j])
+		}
+	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	ps.Sites = ps.Sites[:0]
 	ps.LeakSites = ps.LeakSites[:0]
-	for _, id := range order {
-		ls := by[id]
-		sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
-		if s, ok := describe(id); ok {
+	described := func(id uint32) (Site, bool) {
+		s, ok := describe(id)
+		if ok {
 			if s.Native == nil {
 				s.Native = []NativeFrame{}
 			}
@@ -92,10 +106,21 @@ func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 				s.Python = []PyFrame{}
 			}
 			ps.Sites = append(ps.Sites, s)
+		}
+		return s, ok
+	}
+	for _, id := range order {
+		ls := by[id]
+		sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
+		if s, ok := described(id); ok {
 			ls.Test = TestOf(s.Python)
 		}
 		ps.LeakSites = append(ps.LeakSites, *ls)
 	}
+	for _, id := range named {
+		described(id)
+	}
+	sort.Slice(ps.Sites, func(i, j int) bool { return ps.Sites[i].Site < ps.Sites[j].Site })
 	sort.SliceStable(ps.LeakSites, func(i, j int) bool { return ps.LeakSites[i].Bytes > ps.LeakSites[j].Bytes })
 }
 

@@ -94,3 +94,33 @@ func TestWriteReportSites(t *testing.T) {
 	}
 	golden(t, "report_sites.golden", buf.Bytes())
 }
+
+// The L1 buffers an l1_clash names carry their allocation sites, and the
+// summary describes those sites even when the buffers were freed since (no
+// leak names them).
+func TestClashSites(t *testing.T) {
+	r := newL1Rec(t, 0)
+	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
+	r.apply(
+		withSite(evAlloc(1, 0xa0, 0, events.L1, 0x10000, 8192), 5),
+		withSite(evAlloc(1, 0xa1, 0, events.L1, 0x14000, 8192), 6),
+		evCBLayout(2, progP, 0),
+		evCB(2, 0, 0x1000, 0x10000), // ends at 0x11000: past the buffer at 0x10000 only
+		evProgramDestroy(2, progP),
+		evFree(1, 0xa0, 0),
+		evFree(1, 0xa1, 0),
+	)
+	cl := r.take(NoticeL1Clash)
+	if len(cl) != 1 || len(cl[0].InTheWay) != 1 || cl[0].InTheWay[0].Site != 5 || cl[0].Lowest.Site != 5 {
+		t.Fatalf("clash %+v: want the buffer at 0x10000 with site 5", cl)
+	}
+	s := r.summary()
+	p := &s.Processes[0]
+	p.AddSites(func(id uint32) (Site, bool) { return Site{Site: id}, true })
+	if len(p.Sites) != 1 || p.Sites[0].Site != 5 || len(p.LeakSites) != 0 {
+		t.Errorf("sites %+v, leak_sites %+v: want site 5 described for the clash, no leak site", p.Sites, p.LeakSites)
+	}
+	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWay[0].Site != 5 {
+		t.Errorf("summary clashes %+v", p.L1Clashes)
+	}
+}
