@@ -329,12 +329,42 @@ func (r *reporter) l1(p *ProcessSummary) {
 			} else {
 				r.printf("buffer %s", b.Buffer)
 			}
-			r.printf("  tid %d seq %d\n", b.Tid, b.Seq)
+			r.printf("  tid %d seq %d", b.Tid, b.Seq)
+			if b.Site != 0 {
+				r.printf("  site %d", b.Site)
+				if w := siteWhere(p, b.Site); w != "" {
+					r.printf(": %s", w)
+				}
+			}
+			r.printf("\n")
 		}
 		if n.InTheWayCount > len(n.InTheWay) {
 			r.printf("      … %d more\n", n.InTheWayCount-len(n.InTheWay))
 		}
 	}
+}
+
+// siteWhere says in one line where a site allocated: its innermost Python
+// line, else the first native frame outside the innermost module (where
+// the program called TT-Metal); "" for a site the summary does not describe.
+func siteWhere(p *ProcessSummary, id uint32) string {
+	for i := range p.Sites {
+		s := &p.Sites[i]
+		if s.Site != id {
+			continue
+		}
+		if len(s.Python) > 0 {
+			f := s.Python[0]
+			return fmt.Sprintf("%s:%d in %s", f.File, f.Line, f.Function)
+		}
+		for j := range s.Native {
+			if s.Native[j].Module != s.Native[0].Module {
+				return nativeString(&s.Native[j])
+			}
+		}
+		return ""
+	}
+	return ""
 }
 
 // signedHuman is human for a signed byte count.

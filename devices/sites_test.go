@@ -3,6 +3,7 @@ package devices
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tttrace/tttrace/events"
@@ -116,11 +117,20 @@ func TestClashSites(t *testing.T) {
 	}
 	s := r.summary()
 	p := &s.Processes[0]
-	p.AddSites(func(id uint32) (Site, bool) { return Site{Site: id}, true })
+	p.AddSites(func(id uint32) (Site, bool) {
+		return Site{Site: id, Python: []PyFrame{{"make_act", "/t/model.py", 30 + int(id)}}}, true
+	})
 	if len(p.Sites) != 1 || p.Sites[0].Site != 5 || len(p.LeakSites) != 0 {
 		t.Errorf("sites %+v, leak_sites %+v: want site 5 described for the clash, no leak site", p.Sites, p.LeakSites)
 	}
 	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWay[0].Site != 5 {
 		t.Errorf("summary clashes %+v", p.L1Clashes)
+	}
+	var buf bytes.Buffer
+	if err := WriteReport(&buf, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "site 5: /t/model.py:35 in make_act") {
+		t.Errorf("the report does not say where the L1 buffer in the way was allocated:\n%s", buf.String())
 	}
 }
