@@ -390,6 +390,7 @@ func TestE2EReload(t *testing.T) {
 					}
 				}
 			}
+			visibleViews(t, filepath.Join(dir, "libtt_metal.so"), &both)
 			sum := lastSummary(t, out)
 			for _, d := range compare(run{variant: c.variant, mode: c.mode, scenario: "basic+reload"}, sum, &both) {
 				t.Error(d)
