@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,6 +133,7 @@ type codeIndex struct {
 type execSection struct {
 	name string
 	addr uint64
+	off  uint64 // file offset
 	data []byte
 }
 
@@ -168,7 +170,7 @@ func (l *Library) buildCode() (*codeIndex, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		es := execSection{name: s.Name, addr: s.Addr, data: d}
+		es := execSection{name: s.Name, addr: s.Addr, off: s.Offset, data: d}
 		if strings.HasPrefix(s.Name, ".plt") {
 			c.plt = append(c.plt, es)
 		} else {
@@ -374,6 +376,23 @@ type CallSite struct {
 	Via  string // "direct", "plt" or "got"
 }
 
+// Opcode bytes callSites looks at: e8/e9 (call/jmp rel32), eb and 70-7f
+// (jmp/jcc rel8), 0f 80-8f (jcc rel32), ff 15/25 (call/jmp [rip+disp32]).
+const (
+	brRel32 = iota + 1
+	brRel8
+	br0F
+	brFF
+)
+
+var branchOps = func() (t [256]uint8) {
+	t[0xe8], t[0xe9], t[0xeb], t[0x0f], t[0xff] = brRel32, brRel32, brRel8, br0F, brFF
+	for op := 0x70; op <= 0x7f; op++ {
+		t[op] = brRel8
+	}
+	return t
+}()
+
 // callSites finds every call or jump in the library's code to each of
 // fns (by address, through its PLT stubs, or through a GOT slot bound to
 // its name). Candidates are found by scanning the bytes for branch opcodes
@@ -404,31 +423,55 @@ func (c *codeIndex) callSites(fns []Symbol) (sites map[string][]CallSite, unconf
 		name string
 	}
 	var cands []cand
+	// Most bytes that look like a branch do not reach a wanted function:
+	// a bitmap of the low bits of the targets rules them out before the map.
+	var filter [1 << 16 / 64]uint64
+	for a := range byAddr {
+		filter[a&0xffff/64] |= 1 << (a & 63)
+	}
+	// All the code is swept, a chunk at a time (symscan.go's sweep), so
+	// that none of it stays resident. A branch is at most 6 bytes.
 	for _, s := range c.exec {
-		d := s.data
-		for i := 0; i < len(d); i++ {
-			at := s.addr + uint64(i)
-			var t uint64
-			switch op := d[i]; {
-			case (op == 0xe8 || op == 0xe9) && i+5 <= len(d):
-				t = at + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+1:]))))
-			case (op == 0xeb || op >= 0x70 && op <= 0x7f) && i+2 <= len(d):
-				t = at + 2 + uint64(int64(int8(d[i+1])))
-			case op == 0x0f && i+6 <= len(d) && d[i+1] >= 0x80 && d[i+1] <= 0x8f:
-				t = at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
-			case op == 0xff && i+6 <= len(d) && (d[i+1] == 0x15 || d[i+1] == 0x25):
-				slot := at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
-				if n, ok := bySlot[slot]; ok {
-					cands = append(cands, cand{at, n})
+		c.lib.sweep(s.off, uint64(len(s.data)), 1, 6, func(base int, d []byte) {
+			for i := 0; i < min(len(d), chunkSize); i++ {
+				var t uint64
+				switch branchOps[d[i]] {
+				case 0:
+					continue
+				case brRel32:
+					if i+5 > len(d) {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+1:]))))
+				case brRel8:
+					if i+2 > len(d) {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 2 + uint64(int64(int8(d[i+1])))
+				case br0F:
+					if i+6 > len(d) || d[i+1] < 0x80 || d[i+1] > 0x8f {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
+				case brFF:
+					if i+6 > len(d) || (d[i+1] != 0x15 && d[i+1] != 0x25) {
+						continue
+					}
+					at := s.addr + uint64(base+i)
+					slot := at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
+					if n, ok := bySlot[slot]; ok {
+						cands = append(cands, cand{at, n})
+					}
+					continue
 				}
-				continue
-			default:
-				continue
+				if filter[t&0xffff/64]&(1<<(t&63)) == 0 {
+					continue
+				}
+				if n, ok := byAddr[t]; ok {
+					cands = append(cands, cand{s.addr + uint64(base+i), n})
+				}
 			}
-			if n, ok := byAddr[t]; ok {
-				cands = append(cands, cand{at, n})
-			}
-		}
+		})
 	}
 	sites = map[string][]CallSite{}
 	for _, cd := range cands {
@@ -628,43 +671,38 @@ func (l *Library) symbolsAt(addrs []uint64) (map[uint64][]Symbol, error) {
 		}
 	}
 	if len(want) > 0 {
+		vs := make(valueSet, 0, len(want))
 		for a := range want {
 			l.symAt[a] = nil
+			vs = append(vs, a)
 		}
+		slices.Sort(vs)
+		lo, hi := vs[0], vs[len(vs)-1]
 		for _, tab := range []struct {
 			sym, str string
 			dyn      bool
 		}{{".dynsym", ".dynstr", true}, {".symtab", ".strtab", false}} {
-			ss := l.file.Section(tab.sym)
-			strs := l.file.Section(tab.str)
-			if ss == nil || strs == nil || ss.Type == elf.SHT_NOBITS {
+			if l.file.Section(tab.str) == nil {
 				continue
 			}
-			syms, err := l.slice(ss.Offset, ss.Size)
+			t, ok, err := l.tableSections(tab.sym, tab.str)
 			if err != nil {
 				return nil, err
 			}
-			strtab, err := l.slice(strs.Offset, strs.Size)
-			if err != nil {
-				return nil, err
+			if !ok {
+				continue
 			}
-			for off := 0; off+sym64Size <= len(syms); off += sym64Size {
-				ent := syms[off : off+sym64Size]
+			l.eachSym(&t, func(ent []byte) {
 				v := binary.LittleEndian.Uint64(ent[8:])
-				if !want[v] || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
-					continue
+				if v < lo || v > hi || !vs.has(v) || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
+					return
 				}
 				n := binary.LittleEndian.Uint32(ent[0:])
-				if int(n) >= len(strtab) {
-					continue
+				if int(n) >= len(t.str) {
+					return
 				}
-				name := strtab[n:]
-				if e := bytes.IndexByte(name, 0); e >= 0 {
-					name = name[:e]
-				}
-				l.symAt[v] = append(l.symAt[v], Symbol{Name: string(name), Value: v,
-					Size: binary.LittleEndian.Uint64(ent[16:]), Type: elf.SymType(ent[4] & 0xf), Dynamic: tab.dyn})
-			}
+				l.symAt[v] = append(l.symAt[v], symbolOf(ent, t.name(n), tab.dyn))
+			})
 		}
 	}
 	out := map[uint64][]Symbol{}

@@ -20,7 +20,8 @@ type Library struct {
 	Path    string
 	BuildID string // hex of NT_GNU_BUILD_ID, "" when absent
 
-	data  []byte // the whole file, mapped
+	data  []byte   // the whole file, mapped
+	f     *os.File // the file, for reading its symbol tables (symscan.go)
 	file  *elf.File
 	loads []elf.ProgHeader // PT_LOAD segments, for address -> file offset
 	// HasSymtab reports whether the file still has a .symtab section.
@@ -33,6 +34,7 @@ type Library struct {
 	codeErr error
 	symAt   map[uint64][]Symbol
 	known   map[string][]Symbol // scanKnown (accessors.go)
+	cache   *symCache           // cachedScan (symscan.go)
 }
 
 // Symbol is one defined ELF symbol.
@@ -51,19 +53,21 @@ func OpenLibrary(path string) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	if st.Size() < 64 {
+		f.Close()
 		return nil, fmt.Errorf("%s: not an ELF file (%d bytes)", path, st.Size())
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	lib := &Library{Path: path, data: data}
+	lib := &Library{Path: path, data: data, f: f}
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		lib.Close()
@@ -85,13 +89,17 @@ func OpenLibrary(path string) (*Library, error) {
 	return lib, nil
 }
 
-// Close unmaps the file. It is safe on a nil Library and idempotent.
+// Close unmaps and closes the file. It is safe on a nil Library and
+// idempotent.
 func (l *Library) Close() error {
 	if l == nil || l.data == nil {
 		return nil
 	}
 	err := unix.Munmap(l.data)
 	l.data = nil
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 
@@ -129,66 +137,16 @@ func align4(n uint32) uint32 { return (n + 3) &^ 3 }
 
 // ScanSymbols calls fn for every defined symbol of .dynsym and then .symtab
 // whose name has one of the given prefixes. Names that do not match are
-// never turned into strings.
+// never turned into strings. Scans for names the attach path uses are
+// answered from one scan of the library for all of them (cachedScan).
 func (l *Library) ScanSymbols(prefixes []string, fn func(Symbol)) error {
-	pfx := prefixSet(prefixes)
-	for _, tab := range []struct {
-		sym, str string
-		dyn      bool
-	}{{".dynsym", ".dynstr", true}, {".symtab", ".strtab", false}} {
-		if err := l.scanTable(tab.sym, tab.str, tab.dyn, pfx, fn); err != nil {
-			return err
-		}
+	if ok, err := l.cachedScan(prefixes, fn); ok {
+		return err
 	}
-	return nil
+	return l.scanStream(prefixSet(prefixes), fn)
 }
 
 const sym64Size = 24
-
-func (l *Library) scanTable(symName, strName string, dyn bool, pfx [][]byte, fn func(Symbol)) error {
-	ss := l.file.Section(symName)
-	if ss == nil || ss.Type == elf.SHT_NOBITS {
-		return nil
-	}
-	strs := l.file.Section(strName)
-	if strs == nil {
-		return fmt.Errorf("%s: %s without %s", l.Path, symName, strName)
-	}
-	syms, err := l.slice(ss.Offset, ss.Size)
-	if err != nil {
-		return fmt.Errorf("%s: %w", symName, err)
-	}
-	strtab, err := l.slice(strs.Offset, strs.Size)
-	if err != nil {
-		return fmt.Errorf("%s: %w", strName, err)
-	}
-	for off := 0; off+sym64Size <= len(syms); off += sym64Size {
-		ent := syms[off : off+sym64Size]
-		shndx := binary.LittleEndian.Uint16(ent[6:])
-		if shndx == uint16(elf.SHN_UNDEF) {
-			continue
-		}
-		nameOff := binary.LittleEndian.Uint32(ent[0:])
-		if int(nameOff) >= len(strtab) {
-			continue
-		}
-		name := strtab[nameOff:]
-		if !hasAnyPrefix(name, pfx) {
-			continue
-		}
-		if end := bytes.IndexByte(name, 0); end >= 0 {
-			name = name[:end]
-		}
-		fn(Symbol{
-			Name:    string(name),
-			Type:    elf.SymType(ent[4] & 0xf),
-			Value:   binary.LittleEndian.Uint64(ent[8:]),
-			Size:    binary.LittleEndian.Uint64(ent[16:]),
-			Dynamic: dyn,
-		})
-	}
-	return nil
-}
 
 // prefixSet sorts the prefixes and drops those another one covers, so that
 // at most one can be a prefix of a given name (hasAnyPrefix).
