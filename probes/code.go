@@ -186,6 +186,7 @@ func (l *Library) buildCode() (*codeIndex, error) {
 	}
 	for _, p := range c.plt {
 		c.scanPLT(p)
+		l.release(p.off, uint64(len(p.data)))
 	}
 	return c, nil
 }
@@ -205,20 +206,22 @@ func (c *codeIndex) readRelocs() error {
 			return err
 		}
 	}
-	name := func(idx uint64) string {
+	// Names are read with pread (readAt): the symbols relocations name are
+	// scattered over .dynsym and .dynstr.
+	name := func(idx uint64) (string, error) {
 		off := idx * sym64Size
 		if idx == 0 || off+sym64Size > uint64(len(syms)) {
-			return ""
+			return "", nil
 		}
-		n := uint64(binary.LittleEndian.Uint32(syms[off:]))
+		ent, err := l.readAt(dynsym.Offset+off, sym64Size)
+		if err != nil {
+			return "", err
+		}
+		n := uint64(binary.LittleEndian.Uint32(ent))
 		if n >= uint64(len(strs)) {
-			return ""
+			return "", nil
 		}
-		s := strs[n:]
-		if e := bytes.IndexByte(s, 0); e >= 0 {
-			s = s[:e]
-		}
-		return string(s)
+		return l.cstring(dynstr.Offset+n, dynstr.Offset+dynstr.Size)
 	}
 	for _, s := range l.file.Sections {
 		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
@@ -234,7 +237,9 @@ func (c *codeIndex) readRelocs() error {
 			r := rela{typ: uint32(info), addend: int64(binary.LittleEndian.Uint64(d[off+16:]))}
 			switch r.typ {
 			case rX8664_64, rX8664GlobDat, rX8664JumpSlot:
-				r.sym = name(info >> 32)
+				if r.sym, err = name(info >> 32); err != nil {
+					return err
+				}
 				c.slots[at] = r.sym
 			case rX8664Relative, rX8664IRelative:
 			default:
@@ -242,6 +247,7 @@ func (c *codeIndex) readRelocs() error {
 			}
 			c.relocs[at] = r
 		}
+		l.release(s.Offset, s.Size)
 	}
 	return nil
 }
@@ -692,17 +698,24 @@ func (l *Library) symbolsAt(addrs []uint64) (map[uint64][]Symbol, error) {
 			if !ok {
 				continue
 			}
+			var hits [][sym64Size]byte
 			l.eachSym(&t, func(ent []byte) {
 				v := binary.LittleEndian.Uint64(ent[8:])
 				if v < lo || v > hi || !vs.has(v) || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
 					return
 				}
-				n := binary.LittleEndian.Uint32(ent[0:])
-				if int(n) >= len(t.str) {
-					return
+				if int(binary.LittleEndian.Uint32(ent[0:])) < len(t.str) {
+					hits = append(hits, [sym64Size]byte(ent))
 				}
-				l.symAt[v] = append(l.symAt[v], symbolOf(ent, t.name(n), tab.dyn))
 			})
+			for _, ent := range hits {
+				name, err := l.name(&t, binary.LittleEndian.Uint32(ent[0:]))
+				if err != nil {
+					return nil, err
+				}
+				v := binary.LittleEndian.Uint64(ent[8:])
+				l.symAt[v] = append(l.symAt[v], symbolOf(ent[:], name, tab.dyn))
+			}
 		}
 	}
 	out := map[uint64][]Symbol{}
@@ -735,9 +748,12 @@ func (c *codeIndex) readPointer(at uint64, resolve func(string) (uint64, bool)) 
 	}
 	for _, p := range c.lib.file.Progs {
 		if p.Type == elf.PT_LOAD && at >= p.Vaddr && at+8 <= p.Vaddr+p.Filesz {
-			b, err := c.lib.slice(p.Off+at-p.Vaddr, 8)
+			b, err := c.lib.readAt(p.Off+at-p.Vaddr, 8)
 			if err != nil {
 				return 0, err
+			}
+			if len(b) < 8 {
+				return 0, errors.New("pointer outside the file")
 			}
 			return binary.LittleEndian.Uint64(b), nil
 		}

@@ -200,9 +200,39 @@ func (l *Library) Bytes(vaddr uint64, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	end := off + uint64(n)
-	if end > uint64(len(l.data)) {
-		end = uint64(len(l.data))
+	return l.readAt(off, n)
+}
+
+// readAt reads up to n bytes at file offset off (fewer at the end of the
+// file). The scattered small reads of the analysis (names, instructions,
+// pointers) go through the file, not its mapping: a fault on the mapping
+// maps the pages around it too (fault-around), and each would leave tens
+// of KiB resident.
+func (l *Library) readAt(off uint64, n int) ([]byte, error) {
+	if off > uint64(len(l.data)) {
+		return nil, errors.New("offset outside the file")
 	}
-	return l.data[off:end], nil
+	b := make([]byte, min(uint64(n), uint64(len(l.data))-off))
+	if _, err := l.f.ReadAt(b, int64(off)); err != nil {
+		return nil, fmt.Errorf("read %s: %w", l.Path, err)
+	}
+	return b, nil
+}
+
+// cstring reads the NUL-terminated string at file offset off; it ends at
+// file offset end if no NUL comes first.
+func (l *Library) cstring(off, end uint64) (string, error) {
+	var s []byte
+	for off < end {
+		b, err := l.readAt(off, int(min(end-off, 256)))
+		if err != nil {
+			return "", err
+		}
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			return string(append(s, b[:i]...)), nil
+		}
+		s = append(s, b...)
+		off += uint64(len(b))
+	}
+	return string(s), nil
 }

@@ -38,9 +38,10 @@ func (l *Library) release(off, n uint64) {
 	}
 }
 
-// faultAround is how far around a faulting address the kernel maps pages
-// already in the page cache (fault_around_bytes, 64 KiB by default).
-const faultAround = 64 << 10
+// faultAround is how far around a faulting address the kernel may map
+// pages already in the page cache: fault_around_bytes (64 KiB by default),
+// or a whole large folio of the page cache, up to 2 MiB.
+const faultAround = 2 << 20
 
 // sweep calls fn with consecutive chunks of file range [off, off+n) (whole
 // units of unit bytes), each followed by up to extra bytes of the next, for
@@ -54,6 +55,9 @@ func (l *Library) sweep(off, n uint64, unit, extra int, fn func(base int, chunk 
 		from := max(off+base, faultAround) - faultAround
 		l.release(from, off+end+faultAround-from)
 	}
+	// What a fault mapped beyond a chunk released before it.
+	from := max(off, faultAround) - faultAround
+	l.release(from, off+n+faultAround-from)
 }
 
 // attachPrefixes is every name and prefix the attach path looks up
@@ -167,13 +171,9 @@ func (l *Library) tableSections(symName, strName string) (t symTable, ok bool, e
 	return symTable{symOff: ss.Offset, symSize: ss.Size, str: str, strOff: st.Offset}, true, nil
 }
 
-// name is the NUL-terminated string at off of the string table.
-func (t *symTable) name(off uint32) string {
-	b := t.str[off:]
-	if end := bytes.IndexByte(b, 0); end >= 0 {
-		b = b[:end]
-	}
-	return string(b)
+// name is the NUL-terminated string at off of t's string table.
+func (l *Library) name(t *symTable, off uint32) (string, error) {
+	return l.cstring(t.strOff+uint64(off), t.strOff+uint64(len(t.str)))
 }
 
 func (l *Library) streamTable(symName, strName string, dyn bool, pfx [][]byte, fn func(Symbol)) error {
@@ -185,15 +185,24 @@ func (l *Library) streamTable(symName, strName string, dyn bool, pfx [][]byte, f
 	if len(starts) == 0 {
 		return nil
 	}
+	// The names are read once the sweep is over, not to touch the string
+	// table again through the mapping.
+	var hits [][sym64Size]byte
 	l.eachSym(&t, func(ent []byte) {
 		if binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
 			return
 		}
-		nameOff := binary.LittleEndian.Uint32(ent[0:])
-		if _, hit := slices.BinarySearch(starts, nameOff); hit {
-			fn(symbolOf(ent, t.name(nameOff), dyn))
+		if _, hit := slices.BinarySearch(starts, binary.LittleEndian.Uint32(ent[0:])); hit {
+			hits = append(hits, [sym64Size]byte(ent))
 		}
 	})
+	for _, ent := range hits {
+		name, err := l.name(&t, binary.LittleEndian.Uint32(ent[0:]))
+		if err != nil {
+			return fmt.Errorf("%s: %w", strName, err)
+		}
+		fn(symbolOf(ent[:], name, dyn))
+	}
 	return nil
 }
 
