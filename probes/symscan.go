@@ -23,8 +23,9 @@ import (
 // suffixes), then the symbol table, for the entries whose name starts at
 // one of those offsets. Only the matching symbols become strings.
 
-// chunkSize is how much of a sweep is resident at a time.
-const chunkSize = 1 << 20
+// chunkSize is how much of a sweep is resident at a time (a variable for
+// tests, which make chunk boundaries fall everywhere).
+var chunkSize = 1 << 20
 
 // release drops the pages of file range [off, off+n) from the mapping (not
 // from the page cache): they no longer count as tttrace's memory, and are
@@ -48,7 +49,7 @@ const faultAround = 2 << 20
 // what straddles the boundary, and drops each chunk's pages once fn
 // returns, with the pages the kernel mapped around them.
 func (l *Library) sweep(off, n uint64, unit, extra int, fn func(base int, chunk []byte)) {
-	size := uint64(chunkSize / unit * unit)
+	size := uint64(max(chunkSize/unit, 1) * unit)
 	for base := uint64(0); base < n; base += size {
 		end := min(base+size+uint64(extra), n)
 		fn(int(base), l.data[off+base:off+end])
