@@ -13,15 +13,18 @@ import (
 )
 
 // Library is an ELF shared object opened for symbol look-ups. Its file is
-// mapped read-only and scanned in place: look-ups allocate only for the
-// symbols they match, so memory does not grow with the library's symbol
-// count (a real libtt_metal.so has hundreds of thousands).
+// mapped read-only; the symbol tables and the code are swept through the
+// mapping a chunk at a time and each chunk's pages dropped after, and the
+// scattered small reads go through the file (symscan.go). Look-ups
+// allocate only for the symbols they match, so memory does not grow with
+// the library's symbol count (a real libtt_metal.so has hundreds of
+// thousands).
 type Library struct {
 	Path    string
 	BuildID string // hex of NT_GNU_BUILD_ID, "" when absent
 
 	data  []byte   // the whole file, mapped
-	f     *os.File // the file, for reading its symbol tables (symscan.go)
+	f     *os.File // the file, for the scattered small reads (readAt)
 	file  *elf.File
 	loads []elf.ProgHeader // PT_LOAD segments, for address -> file offset
 	// HasSymtab reports whether the file still has a .symtab section.
