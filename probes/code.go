@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,6 +133,7 @@ type codeIndex struct {
 type execSection struct {
 	name string
 	addr uint64
+	off  uint64 // file offset
 	data []byte
 }
 
@@ -168,7 +170,7 @@ func (l *Library) buildCode() (*codeIndex, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		es := execSection{name: s.Name, addr: s.Addr, data: d}
+		es := execSection{name: s.Name, addr: s.Addr, off: s.Offset, data: d}
 		if strings.HasPrefix(s.Name, ".plt") {
 			c.plt = append(c.plt, es)
 		} else {
@@ -184,6 +186,7 @@ func (l *Library) buildCode() (*codeIndex, error) {
 	}
 	for _, p := range c.plt {
 		c.scanPLT(p)
+		l.release(p.off, uint64(len(p.data)))
 	}
 	return c, nil
 }
@@ -203,20 +206,22 @@ func (c *codeIndex) readRelocs() error {
 			return err
 		}
 	}
-	name := func(idx uint64) string {
+	// Names are read with pread (readAt): the symbols relocations name are
+	// scattered over .dynsym and .dynstr.
+	name := func(idx uint64) (string, error) {
 		off := idx * sym64Size
 		if idx == 0 || off+sym64Size > uint64(len(syms)) {
-			return ""
+			return "", nil
 		}
-		n := uint64(binary.LittleEndian.Uint32(syms[off:]))
+		ent, err := l.readAt(dynsym.Offset+off, sym64Size)
+		if err != nil {
+			return "", err
+		}
+		n := uint64(binary.LittleEndian.Uint32(ent))
 		if n >= uint64(len(strs)) {
-			return ""
+			return "", nil
 		}
-		s := strs[n:]
-		if e := bytes.IndexByte(s, 0); e >= 0 {
-			s = s[:e]
-		}
-		return string(s)
+		return l.cstring(dynstr.Offset+n, dynstr.Offset+dynstr.Size)
 	}
 	for _, s := range l.file.Sections {
 		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
@@ -232,7 +237,9 @@ func (c *codeIndex) readRelocs() error {
 			r := rela{typ: uint32(info), addend: int64(binary.LittleEndian.Uint64(d[off+16:]))}
 			switch r.typ {
 			case rX8664_64, rX8664GlobDat, rX8664JumpSlot:
-				r.sym = name(info >> 32)
+				if r.sym, err = name(info >> 32); err != nil {
+					return err
+				}
 				c.slots[at] = r.sym
 			case rX8664Relative, rX8664IRelative:
 			default:
@@ -240,6 +247,7 @@ func (c *codeIndex) readRelocs() error {
 			}
 			c.relocs[at] = r
 		}
+		l.release(s.Offset, s.Size)
 	}
 	return nil
 }
@@ -374,6 +382,23 @@ type CallSite struct {
 	Via  string // "direct", "plt" or "got"
 }
 
+// Opcode bytes callSites looks at: e8/e9 (call/jmp rel32), eb and 70-7f
+// (jmp/jcc rel8), 0f 80-8f (jcc rel32), ff 15/25 (call/jmp [rip+disp32]).
+const (
+	brRel32 = iota + 1
+	brRel8
+	br0F
+	brFF
+)
+
+var branchOps = func() (t [256]uint8) {
+	t[0xe8], t[0xe9], t[0xeb], t[0x0f], t[0xff] = brRel32, brRel32, brRel8, br0F, brFF
+	for op := 0x70; op <= 0x7f; op++ {
+		t[op] = brRel8
+	}
+	return t
+}()
+
 // callSites finds every call or jump in the library's code to each of
 // fns (by address, through its PLT stubs, or through a GOT slot bound to
 // its name). Candidates are found by scanning the bytes for branch opcodes
@@ -419,60 +444,67 @@ func (c *codeIndex) branchTargets(fns []Symbol) (byAddr, bySlot map[uint64]strin
 	return byAddr, bySlot
 }
 
-// relBranch is an encoding of a relative call or jump: opcode bytes that
-// match, the instruction's length, where its displacement starts and
-// whether it has 4 bytes (else 1).
-type relBranch struct {
-	match func(d []byte) bool
-	n     int
-	disp  int
-	wide  bool
-}
-
-var relBranches = []relBranch{
-	{func(d []byte) bool { return d[0] == 0xe8 || d[0] == 0xe9 }, 5, 1, true},                  // call/jmp rel32
-	{func(d []byte) bool { return d[0] == 0xeb || d[0] >= 0x70 && d[0] <= 0x7f }, 2, 1, false}, // jmp/jcc rel8
-	{func(d []byte) bool { return d[0] == 0x0f && d[1] >= 0x80 && d[1] <= 0x8f }, 6, 2, true},  // jcc rel32
-}
-
 // branchCand is a byte pattern that would be a branch to name.
 type branchCand struct {
 	at   uint64
 	name string
 }
 
-// branchCandidates scans the executable bytes for branch opcodes whose
-// target is in byAddr, or whose [rip+disp] operand (call/jmp through the
-// GOT) is a slot in bySlot. Not yet confirmed as instructions.
+// branchCandidates sweeps the executable bytes for branch opcodes
+// (branchOps) whose target is in byAddr, or whose [rip+disp] operand
+// (call/jmp through the GOT) is a slot in bySlot. Not yet confirmed as
+// instructions.
 func (c *codeIndex) branchCandidates(byAddr, bySlot map[uint64]string) []branchCand {
 	var cands []branchCand
+	// Most bytes that look like a branch do not reach a wanted function:
+	// a bitmap of the low bits of the targets rules them out before the map.
+	var filter [1 << 16 / 64]uint64
+	for a := range byAddr {
+		filter[a&0xffff/64] |= 1 << (a & 63)
+	}
+	// All the code is swept, a chunk at a time (symscan.go's sweep), so
+	// that none of it stays resident. A branch is at most 6 bytes.
 	for _, s := range c.exec {
-		d := s.data
-		for i := range d {
-			at := s.addr + uint64(i)
-			if d[i] == 0xff && i+6 <= len(d) && (d[i+1] == 0x15 || d[i+1] == 0x25) {
-				slot := at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
-				if n, ok := bySlot[slot]; ok {
-					cands = append(cands, branchCand{at, n})
-				}
-				continue
-			}
-			for _, rb := range relBranches {
-				if i+rb.n > len(d) || !rb.match(d[i:]) {
+		c.lib.sweep(s.off, uint64(len(s.data)), 1, 6, func(base int, d []byte) {
+			for i := 0; i < min(len(d), chunkSize); i++ {
+				var t uint64
+				switch branchOps[d[i]] {
+				case 0:
+					continue
+				case brRel32:
+					if i+5 > len(d) {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+1:]))))
+				case brRel8:
+					if i+2 > len(d) {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 2 + uint64(int64(int8(d[i+1])))
+				case br0F:
+					if i+6 > len(d) || d[i+1] < 0x80 || d[i+1] > 0x8f {
+						continue
+					}
+					t = s.addr + uint64(base+i) + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
+				case brFF:
+					if i+6 > len(d) || (d[i+1] != 0x15 && d[i+1] != 0x25) {
+						continue
+					}
+					at := s.addr + uint64(base+i)
+					slot := at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(d[i+2:]))))
+					if n, ok := bySlot[slot]; ok {
+						cands = append(cands, branchCand{at, n})
+					}
 					continue
 				}
-				var rel int64
-				if rb.wide {
-					rel = int64(int32(binary.LittleEndian.Uint32(d[i+rb.disp:])))
-				} else {
-					rel = int64(int8(d[i+rb.disp]))
+				if filter[t&0xffff/64]&(1<<(t&63)) == 0 {
+					continue
 				}
-				if n, ok := byAddr[at+uint64(rb.n)+uint64(rel)]; ok {
-					cands = append(cands, branchCand{at, n})
+				if n, ok := byAddr[t]; ok {
+					cands = append(cands, branchCand{s.addr + uint64(base+i), n})
 				}
-				break
 			}
-		}
+		})
 	}
 	return cands
 }
@@ -668,42 +700,44 @@ func (l *Library) symbolsAt(addrs []uint64) (map[uint64][]Symbol, error) {
 		}
 	}
 	if len(want) > 0 {
+		vs := make(valueSet, 0, len(want))
 		for a := range want {
 			l.symAt[a] = nil
+			vs = append(vs, a)
 		}
+		slices.Sort(vs)
+		lo, hi := vs[0], vs[len(vs)-1]
 		for _, tab := range []struct {
 			sym, str string
 			dyn      bool
 		}{{".dynsym", ".dynstr", true}, {".symtab", ".strtab", false}} {
-			ss := l.file.Section(tab.sym)
-			strs := l.file.Section(tab.str)
-			if ss == nil || strs == nil || ss.Type == elf.SHT_NOBITS {
+			if l.file.Section(tab.str) == nil {
 				continue
 			}
-			syms, err := l.slice(ss.Offset, ss.Size)
+			t, ok, err := l.tableSections(tab.sym, tab.str)
 			if err != nil {
 				return nil, err
 			}
-			strtab, err := l.slice(strs.Offset, strs.Size)
-			if err != nil {
-				return nil, err
+			if !ok {
+				continue
 			}
-			for off := 0; off+sym64Size <= len(syms); off += sym64Size {
-				ent := syms[off : off+sym64Size]
+			var hits [][sym64Size]byte
+			l.eachSym(&t, func(ent []byte) {
 				v := binary.LittleEndian.Uint64(ent[8:])
-				if !want[v] || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
-					continue
+				if v < lo || v > hi || !vs.has(v) || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
+					return
 				}
-				n := binary.LittleEndian.Uint32(ent[0:])
-				if int(n) >= len(strtab) {
-					continue
+				if int(binary.LittleEndian.Uint32(ent[0:])) < len(t.str) {
+					hits = append(hits, [sym64Size]byte(ent))
 				}
-				name := strtab[n:]
-				if e := bytes.IndexByte(name, 0); e >= 0 {
-					name = name[:e]
+			})
+			for _, ent := range hits {
+				name, err := l.name(&t, binary.LittleEndian.Uint32(ent[0:]))
+				if err != nil {
+					return nil, err
 				}
-				l.symAt[v] = append(l.symAt[v], Symbol{Name: string(name), Value: v,
-					Size: binary.LittleEndian.Uint64(ent[16:]), Type: elf.SymType(ent[4] & 0xf), Dynamic: tab.dyn})
+				v := binary.LittleEndian.Uint64(ent[8:])
+				l.symAt[v] = append(l.symAt[v], symbolOf(ent[:], name, tab.dyn))
 			}
 		}
 	}
@@ -737,9 +771,12 @@ func (c *codeIndex) readPointer(at uint64, resolve func(string) (uint64, bool)) 
 	}
 	for _, p := range c.lib.file.Progs {
 		if p.Type == elf.PT_LOAD && at >= p.Vaddr && at+8 <= p.Vaddr+p.Filesz {
-			b, err := c.lib.slice(p.Off+at-p.Vaddr, 8)
+			b, err := c.lib.readAt(p.Off+at-p.Vaddr, 8)
 			if err != nil {
 				return 0, err
+			}
+			if len(b) < 8 {
+				return 0, errors.New("pointer outside the file")
 			}
 			return binary.LittleEndian.Uint64(b), nil
 		}

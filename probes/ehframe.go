@@ -43,6 +43,7 @@ func (l *Library) fdeRanges() ([]addrRange, error) {
 	if err != nil {
 		return nil, fmt.Errorf(".eh_frame: %w", err)
 	}
+	defer l.release(sec.Offset, sec.Size)
 	var out []addrRange
 	fdeEnc := map[uint64]byte{} // CIE offset -> FDE pointer encoding
 	for off := uint64(0); off+4 <= uint64(len(data)); {

@@ -13,14 +13,18 @@ import (
 )
 
 // Library is an ELF shared object opened for symbol look-ups. Its file is
-// mapped read-only and scanned in place: look-ups allocate only for the
-// symbols they match, so memory does not grow with the library's symbol
-// count (a real libtt_metal.so has hundreds of thousands).
+// mapped read-only; the symbol tables and the code are swept through the
+// mapping a chunk at a time and each chunk's pages dropped after, and the
+// scattered small reads go through the file (symscan.go). Look-ups
+// allocate only for the symbols they match, so memory does not grow with
+// the library's symbol count (a real libtt_metal.so has hundreds of
+// thousands).
 type Library struct {
 	Path    string
 	BuildID string // hex of NT_GNU_BUILD_ID, "" when absent
 
-	data  []byte // the whole file, mapped
+	data  []byte   // the whole file, mapped
+	f     *os.File // the file, for the scattered small reads (readAt)
 	file  *elf.File
 	loads []elf.ProgHeader // PT_LOAD segments, for address -> file offset
 	// HasSymtab reports whether the file still has a .symtab section.
@@ -33,6 +37,7 @@ type Library struct {
 	codeErr error
 	symAt   map[uint64][]Symbol
 	known   map[string][]Symbol // scanKnown (accessors.go)
+	cache   *symCache           // cachedScan (symscan.go)
 }
 
 // Symbol is one defined ELF symbol.
@@ -51,19 +56,21 @@ func OpenLibrary(path string) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	if st.Size() < 64 {
+		f.Close()
 		return nil, fmt.Errorf("%s: not an ELF file (%d bytes)", path, st.Size())
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	lib := &Library{Path: path, data: data}
+	lib := &Library{Path: path, data: data, f: f}
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		lib.Close()
@@ -85,13 +92,17 @@ func OpenLibrary(path string) (*Library, error) {
 	return lib, nil
 }
 
-// Close unmaps the file. It is safe on a nil Library and idempotent.
+// Close unmaps and closes the file. It is safe on a nil Library and
+// idempotent.
 func (l *Library) Close() error {
 	if l == nil || l.data == nil {
 		return nil
 	}
 	err := unix.Munmap(l.data)
 	l.data = nil
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 
@@ -129,66 +140,16 @@ func align4(n uint32) uint32 { return (n + 3) &^ 3 }
 
 // ScanSymbols calls fn for every defined symbol of .dynsym and then .symtab
 // whose name has one of the given prefixes. Names that do not match are
-// never turned into strings.
+// never turned into strings. Scans for names the attach path uses are
+// answered from one scan of the library for all of them (cachedScan).
 func (l *Library) ScanSymbols(prefixes []string, fn func(Symbol)) error {
-	pfx := prefixSet(prefixes)
-	for _, tab := range []struct {
-		sym, str string
-		dyn      bool
-	}{{".dynsym", ".dynstr", true}, {".symtab", ".strtab", false}} {
-		if err := l.scanTable(tab.sym, tab.str, tab.dyn, pfx, fn); err != nil {
-			return err
-		}
+	if ok, err := l.cachedScan(prefixes, fn); ok {
+		return err
 	}
-	return nil
+	return l.scanStream(prefixSet(prefixes), fn)
 }
 
 const sym64Size = 24
-
-func (l *Library) scanTable(symName, strName string, dyn bool, pfx [][]byte, fn func(Symbol)) error {
-	ss := l.file.Section(symName)
-	if ss == nil || ss.Type == elf.SHT_NOBITS {
-		return nil
-	}
-	strs := l.file.Section(strName)
-	if strs == nil {
-		return fmt.Errorf("%s: %s without %s", l.Path, symName, strName)
-	}
-	syms, err := l.slice(ss.Offset, ss.Size)
-	if err != nil {
-		return fmt.Errorf("%s: %w", symName, err)
-	}
-	strtab, err := l.slice(strs.Offset, strs.Size)
-	if err != nil {
-		return fmt.Errorf("%s: %w", strName, err)
-	}
-	for off := 0; off+sym64Size <= len(syms); off += sym64Size {
-		ent := syms[off : off+sym64Size]
-		shndx := binary.LittleEndian.Uint16(ent[6:])
-		if shndx == uint16(elf.SHN_UNDEF) {
-			continue
-		}
-		nameOff := binary.LittleEndian.Uint32(ent[0:])
-		if int(nameOff) >= len(strtab) {
-			continue
-		}
-		name := strtab[nameOff:]
-		if !hasAnyPrefix(name, pfx) {
-			continue
-		}
-		if end := bytes.IndexByte(name, 0); end >= 0 {
-			name = name[:end]
-		}
-		fn(Symbol{
-			Name:    string(name),
-			Type:    elf.SymType(ent[4] & 0xf),
-			Value:   binary.LittleEndian.Uint64(ent[8:]),
-			Size:    binary.LittleEndian.Uint64(ent[16:]),
-			Dynamic: dyn,
-		})
-	}
-	return nil
-}
 
 // prefixSet sorts the prefixes and drops those another one covers, so that
 // at most one can be a prefix of a given name (hasAnyPrefix).
@@ -242,9 +203,39 @@ func (l *Library) Bytes(vaddr uint64, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	end := off + uint64(n)
-	if end > uint64(len(l.data)) {
-		end = uint64(len(l.data))
+	return l.readAt(off, n)
+}
+
+// readAt reads up to n bytes at file offset off (fewer at the end of the
+// file). The scattered small reads of the analysis (names, instructions,
+// pointers) go through the file, not its mapping: a fault on the mapping
+// maps the pages around it too (fault-around), and each would leave tens
+// of KiB resident.
+func (l *Library) readAt(off uint64, n int) ([]byte, error) {
+	if off > uint64(len(l.data)) {
+		return nil, errors.New("offset outside the file")
 	}
-	return l.data[off:end], nil
+	b := make([]byte, min(uint64(n), uint64(len(l.data))-off))
+	if _, err := l.f.ReadAt(b, int64(off)); err != nil {
+		return nil, fmt.Errorf("read %s: %w", l.Path, err)
+	}
+	return b, nil
+}
+
+// cstring reads the NUL-terminated string at file offset off; it ends at
+// file offset end if no NUL comes first.
+func (l *Library) cstring(off, end uint64) (string, error) {
+	var s []byte
+	for off < end {
+		b, err := l.readAt(off, int(min(end-off, 256)))
+		if err != nil {
+			return "", err
+		}
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			return string(append(s, b[:i]...)), nil
+		}
+		s = append(s, b...)
+		off += uint64(len(b))
+	}
+	return string(s), nil
 }

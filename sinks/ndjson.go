@@ -2,7 +2,9 @@ package sinks
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 
 	"github.com/tttrace/tttrace/devices"
@@ -69,27 +71,100 @@ func (n *NDJSON) ProcessEnded(one *devices.Summary, more bool) {
 	if !more || len(one.Processes) != 1 {
 		return
 	}
-	b, err := json.Marshal(struct {
-		Type string `json:"type"`
-		*devices.ProcessSummary
-	}{"process_summary", &one.Processes[0]})
-	if err != nil {
+	if err := n.process("process_summary", &one.Processes[0]); err != nil {
 		return
 	}
-	_, _ = n.w.Write(append(b, '\n'))
+	_, _ = n.w.Write([]byte{'\n'})
 	_ = n.w.Flush()
 }
 
 // Summary writes the summary line.
 func (n *NDJSON) Summary(s *devices.Summary) error {
-	b, err := json.Marshal(s)
+	head := *s
+	head.Processes = nil
+	b, err := json.Marshal(&head)
 	if err != nil {
 		return err
+	}
+	if s.Processes != nil {
+		// Processes is the last field: the line so far ends "null}".
+		b = bytes.TrimSuffix(b, []byte("null}"))
+		_, _ = n.w.Write(append(b, '['))
+		for i := range s.Processes {
+			if i > 0 {
+				_, _ = n.w.Write([]byte{','})
+			}
+			if err := n.process("", &s.Processes[i]); err != nil {
+				return err
+			}
+		}
+		b = []byte("]}")
 	}
 	if _, err := n.w.Write(append(b, '\n')); err != nil {
 		return err
 	}
 	return n.w.Flush()
+}
+
+// process writes p as encoding/json writes it (after a "type" field typ,
+// unless ""), byte for byte, but encodes its leak lists one leak at a time
+// straight into the writer: with a million buffers left allocated, the
+// line is hundreds of MB, which encoding it whole would hold in memory
+// (twice, as its buffer grows).
+func (n *NDJSON) process(typ string, p *devices.ProcessSummary) error {
+	q := *p
+	q.Leaks, q.UnplacedLeaks = nil, nil
+	var b []byte
+	var err error
+	if typ != "" {
+		b, err = json.Marshal(struct {
+			Type string `json:"type"`
+			*devices.ProcessSummary
+		}{typ, &q})
+	} else {
+		b, err = json.Marshal(&q)
+	}
+	if err != nil {
+		return err
+	}
+	// The keys are found by their quotes: a string value holds a quote
+	// only escaped, and "unplaced_leaks" does not contain "\"leaks\"".
+	for _, f := range []struct {
+		key   string
+		leaks []devices.Leak
+	}{{`"leaks":null`, p.Leaks}, {`"unplaced_leaks":null`, p.UnplacedLeaks}} {
+		i := bytes.Index(b, []byte(f.key))
+		if i < 0 {
+			return errors.New("ndjson: " + f.key + " not found in a process summary")
+		}
+		_, _ = n.w.Write(b[:i+len(f.key)-len("null")])
+		if err := n.leaks(f.leaks); err != nil {
+			return err
+		}
+		b = b[i+len(f.key):]
+	}
+	_, err = n.w.Write(b)
+	return err
+}
+
+// leaks writes a leak list as encoding/json would.
+func (n *NDJSON) leaks(ls []devices.Leak) error {
+	if ls == nil {
+		_, err := n.w.WriteString("null")
+		return err
+	}
+	_ = n.w.WriteByte('[')
+	for i := range ls {
+		if i > 0 {
+			_ = n.w.WriteByte(',')
+		}
+		b, err := json.Marshal(&ls[i])
+		if err != nil {
+			return err
+		}
+		_, _ = n.w.Write(b)
+	}
+	return n.w.WriteByte(']')
 }
 
 // Close flushes what is buffered.

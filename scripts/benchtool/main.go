@@ -103,8 +103,8 @@ func main() {
 		for i := 0; i < c.rounds; i++ {
 			for _, k := range []struct{ which, dir string }{{"small", c.replica}, {"big", c.big}} {
 				x := resolveOnce(k.which, filepath.Join(k.dir, "libtt_metal.so"))
-				logf("resolve %d/%d: %-5s IsTTMetal %.1f ms, ResolveSymbols %.1f ms, %.1f MB in %d allocations%s",
-					i+1, c.rounds, k.which, x.IsTTMetalMs, x.ResolveMs, x.AllocMB, x.Mallocs, errSuffix(x.Err))
+				logf("resolve %d/%d: %-5s IsTTMetal %.1f ms, ResolveSymbols %.1f ms, ResolveLayout %.1f ms, ChoosePlan %.1f ms, %.1f MB in %d allocations%s",
+					i+1, c.rounds, k.which, x.IsTTMetalMs, x.ResolveMs, x.LayoutMs, x.PlanMs, x.AllocMB, x.Mallocs, errSuffix(x.Err))
 				r.Resolve = append(r.Resolve, x)
 			}
 		}
@@ -1041,13 +1041,18 @@ func runAttach(c *config) []attachRun {
 	return out
 }
 
-// resolveRun times tttrace's symbol work on a library inside benchtool:
-// probes.IsTTMetal (how -p recognises the library among those mapped) and
-// probes.ResolveSymbols (the attach points), with what they allocate.
+// resolveRun times tttrace's work on a library before attaching, inside
+// benchtool: probes.IsTTMetal (how -p recognises the library among those
+// mapped; the first look-up, so the one scan of the symbol tables),
+// probes.ResolveSymbols (the attach points), probes.ResolveLayout and
+// probes.ChoosePlan (which sweeps the code for call sites), with what they
+// allocate.
 type resolveRun struct {
 	Lib         string  `json:"lib"`
 	IsTTMetalMs float64 `json:"is_tt_metal_ms"`
 	ResolveMs   float64 `json:"resolve_symbols_ms"`
+	LayoutMs    float64 `json:"resolve_layout_ms"`
+	PlanMs      float64 `json:"choose_plan_ms"`
 	AllocMB     float64 `json:"alloc_mb"`
 	Mallocs     uint64  `json:"mallocs"`
 	Err         string  `json:"err,omitempty"`
@@ -1069,13 +1074,25 @@ func resolveOnce(which, path string) resolveRun {
 		r.Err = "not recognised as TT-Metal"
 	}
 	t1 := time.Now()
-	if _, err := probes.ResolveSymbols(lib); err != nil {
+	syms, err := probes.ResolveSymbols(lib)
+	t2 := time.Now()
+	var layout *probes.LayoutSource
+	if err == nil {
+		layout, err = probes.ResolveLayout(lib, syms, "")
+	}
+	t3 := time.Now()
+	if err == nil {
+		_, err = probes.ChoosePlan(lib, syms, layout.Layout, probes.ProbesAuto)
+	}
+	t4 := time.Now()
+	if err != nil {
 		r.Err = err.Error()
 	}
-	t2 := time.Now()
 	runtime.ReadMemStats(&m1)
 	r.IsTTMetalMs = t1.Sub(t0).Seconds() * 1e3
 	r.ResolveMs = t2.Sub(t1).Seconds() * 1e3
+	r.LayoutMs = t3.Sub(t2).Seconds() * 1e3
+	r.PlanMs = t4.Sub(t3).Seconds() * 1e3
 	r.AllocMB = float64(m1.TotalAlloc-m0.TotalAlloc) / (1 << 20)
 	r.Mallocs = m1.Mallocs - m0.Mallocs
 	return r

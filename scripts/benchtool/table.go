@@ -345,16 +345,17 @@ func (r *results) attachRows(c *config) []row {
 		rows = append(rows, row{"4", fmt.Sprintf("attach time, %s library, `%s`, %s: tttrace start to --ready-file", k.lib, k.mode, cache), meas, goal, met})
 	}
 	for _, which := range []string{"small", "big"} {
-		var is, res, mb, n []float64
+		var is, res, lay, plan, mb, n []float64
 		for _, x := range r.Resolve {
 			if x.Lib == which && x.Err == "" {
 				is, res, mb, n = append(is, x.IsTTMetalMs), append(res, x.ResolveMs), append(mb, x.AllocMB), append(n, float64(x.Mallocs))
+				lay, plan = append(lay, x.LayoutMs), append(plan, x.PlanMs)
 			}
 		}
 		if len(is) > 0 {
-			rows = append(rows, row{"4", fmt.Sprintf("where it goes, %s library: probes.IsTTMetal + probes.ResolveSymbols in one process", which),
-				fmt.Sprintf("IsTTMetal %.1f ms, ResolveSymbols %.1f ms, allocating %.1f MB in %.0f allocations (medians of %d)",
-					median(is), median(res), median(mb), median(n), len(is)), "", ""})
+			rows = append(rows, row{"4", fmt.Sprintf("where it goes, %s library: probes.IsTTMetal (the symbol scan), ResolveSymbols, ResolveLayout, ChoosePlan (the code sweep) in one process", which),
+				fmt.Sprintf("IsTTMetal %.1f ms, ResolveSymbols %.1f ms, ResolveLayout %.1f ms, ChoosePlan %.1f ms, allocating %.1f MB in %.0f allocations (medians of %d)",
+					median(is), median(res), median(lay), median(plan), median(mb), median(n), len(is)), "", ""})
 		}
 	}
 	ks := key{"small", "-p PID", false}
