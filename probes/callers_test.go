@@ -1,9 +1,7 @@
 package probes
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -72,20 +70,7 @@ void detail::ProgramImpl::allocate_circular_buffers(const IDevice* device) {
 
 func buildCallers(t *testing.T, flags ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("g++"); err != nil {
-		t.Skip("g++ not installed")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "callers.cpp")
-	if err := os.WriteFile(src, []byte(callersSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(dir, "libtt_metal.so")
-	args := append([]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-o", so, src}, flags...)
-	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
-		t.Fatalf("g++ %v: %v\n%s", flags, err, out)
-	}
-	return so
+	return compile(t, "g++", "callers.cpp", callersSrc, "libtt_metal.so", []string{"-std=c++17", "-O2", "-shared", "-fPIC"}, flags...)
 }
 
 // objdumpCalls reports whether function fn of so has a call or jump to a

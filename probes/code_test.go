@@ -3,9 +3,7 @@ package probes
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,20 +13,7 @@ import (
 // buildC compiles C source into a shared object in a temporary directory.
 func buildC(t *testing.T, src string, flags ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
-	dir := t.TempDir()
-	c := filepath.Join(dir, "lib.c")
-	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(dir, "lib.so")
-	args := append([]string{"-shared", "-fPIC", "-O2", "-o", so, c}, flags...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return so
+	return compile(t, "gcc", "lib.c", src, "lib.so", []string{"-shared", "-fPIC", "-O2"}, flags...)
 }
 
 // callsSrc: callee is called twice from caller1, tail-called from caller2

@@ -161,20 +161,8 @@ __attribute__((noinline)) void Buffer::deallocate_impl() {
 // a temporary directory.
 func buildFixture(t *testing.T, flags ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("g++"); err != nil {
-		t.Skip("g++ not installed")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "fixture.cpp")
-	if err := os.WriteFile(src, []byte(fixtureSrc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(dir, "libtt_metal.so")
-	args := append([]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id", "-o", so, src}, flags...)
-	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
-		t.Fatalf("g++ %v: %v\n%s", flags, err, out)
-	}
-	return so
+	return compile(t, "g++", "fixture.cpp", fixtureSrc, "libtt_metal.so",
+		[]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id"}, flags...)
 }
 
 func resolveLayoutOf(t *testing.T, so, layoutFile string) (*LayoutSource, error) {

@@ -3,9 +3,7 @@ package probes
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,19 +12,7 @@ import (
 // buildAsm assembles and links GNU assembly into a shared object.
 func buildAsm(t *testing.T, src string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
-	dir := t.TempDir()
-	s := filepath.Join(dir, "lib.s")
-	if err := os.WriteFile(s, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	so := filepath.Join(dir, "libtt_metal.so")
-	if out, err := exec.Command("gcc", "-shared", "-nostdlib", "-o", so, s).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return so
+	return compile(t, "gcc", "lib.s", src, "libtt_metal.so", []string{"-shared", "-nostdlib"})
 }
 
 // scanLibSrc defines, among thousands of long distractor names (so that the
