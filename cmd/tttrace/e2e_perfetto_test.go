@@ -127,32 +127,9 @@ func TestE2EPerfettoPid(t *testing.T) {
 	pf := filepath.Join(tmp, "trace.pftrace")
 	truthPath := filepath.Join(tmp, "truth.json")
 	goFile := filepath.Join(tmp, "go")
-	ready := filepath.Join(tmp, "ready")
 	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "close", "--leak", "--truth", truthPath, "--go-file", goFile)
-	var wout bytes.Buffer
-	w.Stdout, w.Stderr = &wout, &wout
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Process.Kill()
-	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
 	var report, stderr bytes.Buffer
-	tc := exec.Command(bin, "--perfetto", pf, "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
-	tc.Stdout, tc.Stderr = &report, &stderr
-	if err := tc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Process.Kill()
-	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
-	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Wait(); err != nil {
-		t.Fatalf("workload: %v\n%s", err, wout.String())
-	}
-	if err := tc.Wait(); err != nil {
-		t.Fatalf("tttrace: %v\n%s", err, stderr.String())
-	}
+	traceHeld(t, bin, w, goFile, []string{"--perfetto", pf}, &report, &stderr)
 	if !strings.Contains(report.String(), fmt.Sprintf("process %d ", w.Process.Pid)) {
 		t.Errorf("the human report is missing or does not name the process:\n%s", report.String())
 	}

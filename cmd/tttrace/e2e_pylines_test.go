@@ -153,29 +153,7 @@ func runPyLeaks(t *testing.T, bin, py, script, libdir, out, mode string) int {
 		return runPyLeaksAll(t, bin, py, script, libdir, out, goFile, ready)
 	}
 	w := exec.Command(py, script, libdir, goFile)
-	var wout bytes.Buffer
-	w.Stdout, w.Stderr = &wout, &wout
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Process.Kill()
-	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "script ready")
-	tr := exec.Command(bin, "--json", "-o", out, "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
-	tr.Stdout, tr.Stderr = &stderr, &stderr
-	if err := tr.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Process.Kill()
-	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
-	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Wait(); err != nil {
-		t.Fatalf("script: %v\n%s", err, wout.String())
-	}
-	if err := tr.Wait(); err != nil {
-		t.Fatalf("tttrace: %v\n%s", err, stderr.String())
-	}
+	traceHeld(t, bin, w, goFile, []string{"--json", "-o", out}, &stderr, &stderr)
 	return w.Process.Pid
 }
 

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,31 +146,8 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 		}
 	case "pid":
 		goFile := filepath.Join(tmp, "go")
-		ready := filepath.Join(tmp, "ready")
 		w := exec.Command(filepath.Join(dir, "ttwork"), append(work, "--go-file", goFile)...)
-		var wout bytes.Buffer
-		w.Stdout, w.Stderr = &wout, &wout
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer w.Process.Kill()
-		waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
-		tr := exec.Command(bin, "--json", "-o", out, "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
-		tr.Stderr, tr.Stdout = &stderr, &stderr
-		if err := tr.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Process.Kill()
-		waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
-		if err := os.WriteFile(goFile, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Wait(); err != nil {
-			t.Fatalf("%s: workload: %v\n%s", r.name(), err, wout.String())
-		}
-		if err := tr.Wait(); err != nil {
-			t.Fatalf("%s: tttrace: %v\n%s", r.name(), err, stderr.String())
-		}
+		traceHeld(t, bin, w, goFile, append([]string{"--json", "-o", out}, r.flags...), &stderr, &stderr)
 	default:
 		t.Fatalf("unknown mode %q", r.mode)
 	}
@@ -198,6 +176,39 @@ func visibleViews(t *testing.T, lib string, tr *truth) {
 	t.Helper()
 	if viewsInlined(t, lib) {
 		tr.Calls["buffer_create_view"] -= tr.Calls["buffer_view"]
+	}
+}
+
+// traceHeld runs tttrace -p on w, a workload not yet started that says
+// "ready" and then waits for goFile to exist: w is started, tttrace
+// attached to it with flags, goFile created, and both must exit 0.
+// tttrace writes to stdout and stderr.
+func traceHeld(t *testing.T, bin string, w *exec.Cmd, goFile string, flags []string, stdout, stderr io.Writer) {
+	t.Helper()
+	ready := goFile + ".ready"
+	wout := &syncBuffer{}
+	w.Stdout, w.Stderr = wout, wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+	args := append(append([]string{}, flags...), "--ready-file", ready, "-p", fmt.Sprint(w.Process.Pid))
+	tr := exec.Command(bin, args...)
+	tr.Stdout, tr.Stderr = stdout, stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Process.Kill()
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload %s: %v\n%s", strings.Join(w.Args, " "), err, wout.String())
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("tttrace %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
 }
 
