@@ -286,8 +286,8 @@ func (p *proc) summary() ProcessSummary {
 	// Sized first: with a million buffers left, appending would copy the
 	// list about twenty times over and leave as much again as garbage.
 	n := 0
-	for i := range p.bufs.slots {
-		if b := &p.bufs.slots[i]; b.live {
+	for i := range p.bufs.slots.len() {
+		if b := p.bufs.slots.at(uint32(i)); b.live {
 			if m := p.meshes[b.mesh]; b.mesh != 0 && m != nil {
 				n += len(m.chips)
 			} else {
@@ -296,8 +296,8 @@ func (p *proc) summary() ProcessSummary {
 		}
 	}
 	ps.Leaks = make([]Leak, 0, n)
-	for i := range p.bufs.slots {
-		b := &p.bufs.slots[i]
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
 		if !b.live {
 			continue
 		}
