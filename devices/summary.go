@@ -326,12 +326,22 @@ func (l *Ledger) summary(streamed bool) Summary {
 // process pid in it: what is reported when one process ends while others
 // are traced. ok is false for an unknown pid.
 func (l *Ledger) ProcessSummary(pid uint32) (s Summary, ok bool) {
+	return l.processSummary(pid, false)
+}
+
+// ProcessSummaryStreamed is ProcessSummary with the leak lists left in the
+// ledger, as SummaryStreamed: valid while the ledger does not change.
+func (l *Ledger) ProcessSummaryStreamed(pid uint32) (s Summary, ok bool) {
+	return l.processSummary(pid, true)
+}
+
+func (l *Ledger) processSummary(pid uint32, streamed bool) (s Summary, ok bool) {
 	p := l.procs[pid]
 	if p == nil {
 		return Summary{}, false
 	}
 	s = l.header()
-	s.Processes = []ProcessSummary{p.summary(false)}
+	s.Processes = []ProcessSummary{p.summary(streamed)}
 	return s, true
 }
 

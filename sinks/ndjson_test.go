@@ -137,4 +137,20 @@ func TestSummaryFromLedgerStreamed(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), append(want, '\n')) {
 		t.Errorf("streamed summary:\ngot  %.2000s\nwant %.2000s", got.Bytes(), want)
 	}
+	for _, pid := range l.Processes() {
+		whole, _ := l.ProcessSummary(pid)
+		want, err := json.Marshal(struct {
+			Type string `json:"type"`
+			*devices.ProcessSummary
+		}{"process_summary", &whole.Processes[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, _ := l.ProcessSummaryStreamed(pid)
+		var got bytes.Buffer
+		NewNDJSON(&got, true).ProcessEnded(&one, true)
+		if !bytes.Equal(got.Bytes(), append(want, '\n')) {
+			t.Errorf("pid %d: streamed process summary:\ngot  %.2000s\nwant %.2000s", pid, got.Bytes(), want)
+		}
+	}
 }
