@@ -39,9 +39,44 @@ type bufEntry struct {
 	marked bool
 }
 
+// slotStore holds the slots in chunks of chunkLen that never move: growing
+// the table adds a chunk instead of copying every slot into a larger array
+// (old and new arrays, ~2.25x the table, would be live at once), and a
+// slot's address stays valid while others are added.
+type slotStore struct {
+	chunks [][]bufEntry
+	n      int
+}
+
+// chunkLen slots (72 KiB) per chunk; the first chunk grows by appending up
+// to it, so a process with few buffers holds little.
+const chunkLen = 1024
+
+func (s *slotStore) len() int { return s.n }
+
+func (s *slotStore) at(i uint32) *bufEntry {
+	return &s.chunks[i/chunkLen][i%chunkLen]
+}
+
+// add appends a zero slot and returns its number.
+func (s *slotStore) add() uint32 {
+	last := len(s.chunks) - 1
+	if last < 0 || len(s.chunks[last]) == chunkLen {
+		var c []bufEntry
+		if last >= 0 {
+			c = make([]bufEntry, 0, chunkLen)
+		}
+		s.chunks = append(s.chunks, c)
+		last++
+	}
+	s.chunks[last] = append(s.chunks[last], bufEntry{})
+	s.n++
+	return uint32(s.n - 1)
+}
+
 type bufTable struct {
 	index map[uint64]uint32
-	slots []bufEntry
+	slots slotStore
 	free  []uint32 // free slot numbers, used last-in first-out
 	live  int
 }
@@ -66,11 +101,10 @@ func (t *bufTable) insert(key uint64) (uint32, bool) {
 		idx = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		if len(t.slots) >= maxSlots {
+		if t.slots.len() >= maxSlots {
 			return 0, false
 		}
-		idx = uint32(len(t.slots))
-		t.slots = append(t.slots, bufEntry{})
+		idx = t.slots.add()
 	}
 	t.index[key] = idx
 	t.live++
@@ -80,7 +114,7 @@ func (t *bufTable) insert(key uint64) (uint32, bool) {
 // detach unlinks the live slot idx from its key (a marked buffer), leaving
 // the tombstone state for the key.
 func (t *bufTable) detach(idx uint32, state uint32) {
-	b := &t.slots[idx]
+	b := t.slots.at(idx)
 	b.marked = true
 	t.index[b.key] = state
 }
@@ -88,7 +122,7 @@ func (t *bufTable) detach(idx uint32, state uint32) {
 // remove frees slot idx and leaves the tombstone state for its key (unless
 // the slot was detached from it).
 func (t *bufTable) remove(idx uint32, state uint32) {
-	b := &t.slots[idx]
+	b := t.slots.at(idx)
 	if !b.marked {
 		t.index[b.key] = state
 	}

@@ -69,8 +69,8 @@ func (c *checker) at(id int32) *Totals {
 func (c *checker) buffers() {
 	t := &c.p.bufs
 	live, free := 0, 0
-	for i := range t.slots {
-		b := &t.slots[i]
+	for i := range t.slots.len() {
+		b := t.slots.at(uint32(i))
 		if !b.live {
 			free++
 			continue
@@ -107,7 +107,7 @@ func (c *checker) buffers() {
 		if idx >= slotReleased {
 			continue
 		}
-		if int(idx) >= len(t.slots) || !t.slots[idx].live || t.slots[idx].key != key {
+		if int(idx) >= t.slots.len() || !t.slots.at(idx).live || t.slots.at(idx).key != key {
 			c.bad("index %#x -> slot %d, which does not hold it", key, idx)
 		}
 	}
@@ -208,7 +208,7 @@ func (c *checker) chips() {
 // a recomputation from scratch, and the count of waiting clash checks.
 func (c *checker) l1() {
 	p := c.p
-	s := p.bufs.slots
+	s := &p.bufs.slots
 	heapOf := func(b *bufEntry) *l1Heap {
 		if b.mesh == 0 {
 			if ch := p.chips[b.chip]; ch != nil {
@@ -222,8 +222,8 @@ func (c *checker) l1() {
 		return nil
 	}
 	inHeaps := 0
-	for i := range s {
-		b := &s[i]
+	for i := range s.len() {
+		b := s.at(uint32(i))
 		if !b.live || b.btype != uint8(cL1) {
 			continue
 		}
@@ -244,7 +244,7 @@ func (c *checker) l1() {
 	for _, h := range heaps {
 		inHeaps += len(h.h)
 		for j, idx := range h.h {
-			if int(idx) >= len(s) || !s[idx].live || s[idx].btype != uint8(cL1) || heapOf(&s[idx]) != h {
+			if int(idx) >= s.len() || !s.at(idx).live || s.at(idx).btype != uint8(cL1) || heapOf(s.at(idx)) != h {
 				c.bad("L1 heap holds slot %d, not a live L1 buffer of its target", idx)
 				continue
 			}
@@ -254,8 +254,8 @@ func (c *checker) l1() {
 		}
 	}
 	live := 0
-	for i := range s {
-		if s[i].live && s[i].btype == uint8(cL1) {
+	for i := range s.len() {
+		if b := s.at(uint32(i)); b.live && b.btype == uint8(cL1) {
 			live++
 		}
 	}
@@ -291,8 +291,8 @@ func (c *checker) l1() {
 		var low uint64
 		hasLow := false
 		end := chipEnd[id]
-		for i := range s {
-			b := &s[i]
+		for i := range s.len() {
+			b := s.at(uint32(i))
 			if !b.live || b.btype != uint8(cL1) {
 				continue
 			}

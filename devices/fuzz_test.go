@@ -109,6 +109,7 @@ func FuzzLedger(f *testing.F) {
 		if err := l.Check(); err != nil {
 			t.Fatalf("after Flush: %v", err)
 		}
+		checkStreamed(t, l)
 		s := l.Summary()
 		if _, err := json.Marshal(&s); err != nil {
 			t.Fatal(err)

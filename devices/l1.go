@@ -36,18 +36,18 @@ import (
 // buffers; bufEntry.hpos is each one's position.
 type l1Heap struct{ h []uint32 }
 
-func l1Less(s []bufEntry, a, b uint32) bool {
-	x, y := &s[a], &s[b]
+func l1Less(s *slotStore, a, b uint32) bool {
+	x, y := s.at(a), s.at(b)
 	return x.addr < y.addr || x.addr == y.addr && x.seq < y.seq
 }
 
-func (h *l1Heap) swap(s []bufEntry, i, j int) {
+func (h *l1Heap) swap(s *slotStore, i, j int) {
 	h.h[i], h.h[j] = h.h[j], h.h[i]
-	s[h.h[i]].hpos = uint32(i)
-	s[h.h[j]].hpos = uint32(j)
+	s.at(h.h[i]).hpos = uint32(i)
+	s.at(h.h[j]).hpos = uint32(j)
 }
 
-func (h *l1Heap) up(s []bufEntry, i int) {
+func (h *l1Heap) up(s *slotStore, i int) {
 	for i > 0 {
 		parent := (i - 1) / 2
 		if !l1Less(s, h.h[i], h.h[parent]) {
@@ -58,7 +58,7 @@ func (h *l1Heap) up(s []bufEntry, i int) {
 	}
 }
 
-func (h *l1Heap) down(s []bufEntry, i int) {
+func (h *l1Heap) down(s *slotStore, i int) {
 	n := len(h.h)
 	for {
 		l := 2*i + 1
@@ -77,15 +77,15 @@ func (h *l1Heap) down(s []bufEntry, i int) {
 	}
 }
 
-func (h *l1Heap) push(s []bufEntry, idx uint32) {
-	s[idx].hpos = uint32(len(h.h))
+func (h *l1Heap) push(s *slotStore, idx uint32) {
+	s.at(idx).hpos = uint32(len(h.h))
 	h.h = append(h.h, idx)
 	h.up(s, len(h.h)-1)
 }
 
 // remove takes slot idx, which must be in h, out of it.
-func (h *l1Heap) remove(s []bufEntry, idx uint32) {
-	i := int(s[idx].hpos)
+func (h *l1Heap) remove(s *slotStore, idx uint32) {
+	i := int(s.at(idx).hpos)
 	last := len(h.h) - 1
 	if i > last || h.h[i] != idx {
 		return // not in this heap: Check reports it
@@ -364,7 +364,7 @@ func (p *proc) targetEnd(mesh uint32, chip int32, ce *cbEnds) uint64 {
 // chipL1 returns chip c's lowest live L1 buffer (slot) and highest CB end,
 // over its own buffers and groups and those of the meshes it is in.
 func (p *proc) chipL1(c *chipState) (low uint32, hasLow bool, end uint64) {
-	s := p.bufs.slots
+	s := &p.bufs.slots
 	low, hasLow = c.l1.top()
 	end = p.targetEnd(0, c.id, &c.cbEnd)
 	for i, m := range p.meshes {
@@ -399,7 +399,7 @@ func (p *proc) headrooms(h *hooks, e *events.Event) {
 			hr.warned = false
 			continue
 		}
-		lowAddr := p.bufs.slots[low].addr
+		lowAddr := p.bufs.slots.at(low).addr
 		cur := int64(lowAddr) - int64(end)
 		hr.has, hr.cur, hr.low, hr.end = true, cur, lowAddr, end
 		if !hr.minHas || cur < hr.min {
@@ -424,7 +424,7 @@ func (p *proc) headrooms(h *hooks, e *events.Event) {
 
 // l1Buffer describes the live buffer in slot idx.
 func (p *proc) l1Buffer(idx uint32) L1Buffer {
-	b := &p.bufs.slots[idx]
+	b := p.bufs.slots.at(idx)
 	lb := L1Buffer{Buffer: hex(b.key), Address: b.addr, Size: b.size, Tid: b.tid, Seq: b.seq, TsNs: b.ts, Site: b.site}
 	if b.mesh != 0 {
 		lb.Mesh = true
@@ -499,8 +499,8 @@ func (p *proc) runCheck(t *thread) {
 func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 	c := p.chip(chip)
 	low, ok, _ := p.chipL1(c)
-	s := p.bufs.slots
-	if !ok || s[low].addr >= end {
+	s := &p.bufs.slots
+	if !ok || s.at(low).addr >= end {
 		return
 	}
 	p.stats.L1Clashes++
@@ -509,12 +509,12 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 		return
 	}
 	n := Notice{Type: NoticeL1Clash, Seq: t.checkSeq, TsNs: t.checkTs, Pid: p.pid, Tid: t.checkTid, Chip: chip,
-		Program: hex(t.checkProg), CBRegionEnd: end, LowestL1Address: s[low].addr, Headroom: int64(s[low].addr) - int64(end)}
+		Program: hex(t.checkProg), CBRegionEnd: end, LowestL1Address: s.at(low).addr, Headroom: int64(s.at(low).addr) - int64(end)}
 	n.Lowest = p.l1Buffer(low)
 	var way []uint32
 	collect := func(h *l1Heap) {
 		for _, idx := range h.h {
-			if s[idx].addr < end {
+			if s.at(idx).addr < end {
 				way = append(way, idx)
 			}
 		}
@@ -528,7 +528,7 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 	sort.Slice(way, func(i, j int) bool { return l1Less(s, way[i], way[j]) })
 	n.InTheWayCount = len(way)
 	for i, idx := range way {
-		n.InTheWayBytes += s[idx].size
+		n.InTheWayBytes += s.at(idx).size
 		if i < maxClashBuffers {
 			n.InTheWay = append(n.InTheWay, p.l1Buffer(idx))
 		}

@@ -79,8 +79,8 @@ func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
 func (p *proc) closeChip(id int32, e *events.Event) {
 	c := p.chip(id)
 	if c.cur[cLive] != 0 { // else no buffer is charged here: skip the scan
-		for i := range p.bufs.slots {
-			b := &p.bufs.slots[i]
+		for i := range p.bufs.slots.len() {
+			b := p.bufs.slots.at(uint32(i))
 			if b.live && b.mesh == 0 && b.chip == id {
 				p.releaseBuffer(uint32(i), slotReleased, e)
 				p.stats.ReleasedByClose++
@@ -112,8 +112,8 @@ func (p *proc) meshClose(e *events.Event) {
 		return
 	}
 	m := p.meshes[idx]
-	for i := range p.bufs.slots {
-		b := &p.bufs.slots[i]
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
 		if b.live && b.mesh == idx {
 			p.releaseBuffer(uint32(i), slotReleased, e)
 			p.stats.ReleasedByClose++

@@ -960,6 +960,7 @@ func (g *gen) compareTotals(when string) {
 func (g *gen) compareSummary() {
 	t := g.t
 	t.Helper()
+	checkStreamed(t, g.l)
 	s := g.l.Summary()
 	if !s.Complete || s.LostEvents != 0 {
 		t.Errorf("summary incomplete without loss")

@@ -294,7 +294,7 @@ func (p *proc) alloc(e *events.Event) {
 		return
 	}
 	if idx, ok := p.bufs.lookup(e.Object); ok {
-		old := &p.bufs.slots[idx]
+		old := p.bufs.slots.at(idx)
 		p.anomaly(anReallocWithoutFree, e, "buffer %#x allocated again (was %s %d bytes at %#x, seq %d) without a free",
 			e.Object, events.BufferType(old.btype), old.size, old.addr, old.seq)
 		p.releaseBuffer(idx, slotFreed, e)
@@ -304,7 +304,7 @@ func (p *proc) alloc(e *events.Event) {
 		p.anomaly(anTooManyBuffers, e, "buffer %#x: more live buffers than the ledger can hold", e.Object)
 		return
 	}
-	b := &p.bufs.slots[idx]
+	b := p.bufs.slots.at(idx)
 	*b = bufEntry{
 		key:   e.Object,
 		addr:  e.Address,
@@ -325,7 +325,7 @@ func (p *proc) alloc(e *events.Event) {
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
 		if t == cL1 {
-			c.l1.push(p.bufs.slots, idx)
+			c.l1.push(&p.bufs.slots, idx)
 			p.l1TouchChip(c)
 		}
 		return
@@ -334,7 +334,7 @@ func (p *proc) alloc(e *events.Event) {
 	m.tot[t] += e.Size
 	m.tot[cLive]++
 	if t == cL1 {
-		m.l1.push(p.bufs.slots, idx)
+		m.l1.push(&p.bufs.slots, idx)
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
@@ -373,21 +373,21 @@ func (p *proc) free(e *events.Event) {
 // releaseBuffer uncharges the live buffer in slot idx everywhere it is
 // charged and leaves its key in state (slotFreed or slotReleased).
 func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
-	b := &p.bufs.slots[idx]
+	b := p.bufs.slots.at(idx)
 	t := int(b.btype)
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
 		p.sub(c, t, b.size, e)
 		p.sub(c, cLive, 1, e)
 		if t == cL1 {
-			c.l1.remove(p.bufs.slots, idx)
+			c.l1.remove(&p.bufs.slots, idx)
 			p.l1TouchChip(c)
 		}
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
 		m.tot[cLive]--
 		if t == cL1 {
-			m.l1.remove(p.bufs.slots, idx)
+			m.l1.remove(&p.bufs.slots, idx)
 		}
 		for _, id := range m.chips {
 			c := p.chip(id)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"iter"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -157,7 +158,7 @@ func (r *reporter) table(devs []DeviceSummary) {
 }
 
 func (r *reporter) leaks(p *ProcessSummary) {
-	if len(p.Leaks) == 0 && len(p.UnplacedLeaks) == 0 {
+	if p.LeakCount() == 0 && p.UnplacedLeakCount() == 0 {
 		r.printf("  no leaks\n")
 		return
 	}
@@ -171,28 +172,34 @@ func (r *reporter) leaks(p *ProcessSummary) {
 		verb = "still allocated"
 	}
 	r.printf("  %s: %d buffer(s) on chips, %s\n", verb, n, human(bytes))
-	i := 0
+	// The leaks come in group order (LeakGroups sums them).
+	next, stop := iter.Pull(p.AllLeaks())
+	defer stop()
 	for _, g := range p.LeakGroups {
 		r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
-		shown := 0
-		for ; i < len(p.Leaks) && p.Leaks[i].Device == g.Device && p.Leaks[i].Type == g.Type; i++ {
-			if shown < reportLeaksPerGroup {
-				r.leak(&p.Leaks[i])
-			}
-			shown++
-		}
-		if shown > reportLeaksPerGroup {
-			r.printf("      … %d more\n", shown-reportLeaksPerGroup)
-		}
-	}
-	if len(p.UnplacedLeaks) > 0 {
-		r.printf("    on meshes whose chips were never seen: %d buffer(s)\n", len(p.UnplacedLeaks))
-		for j := range p.UnplacedLeaks {
-			if j == reportLeaksPerGroup {
-				r.printf("      … %d more\n", len(p.UnplacedLeaks)-j)
+		for i := uint64(0); i < g.Count; i++ {
+			lk, ok := next()
+			if !ok {
 				break
 			}
-			r.leak(&p.UnplacedLeaks[j])
+			if i < reportLeaksPerGroup {
+				r.leak(lk)
+			}
+		}
+		if g.Count > reportLeaksPerGroup {
+			r.printf("      … %d more\n", g.Count-reportLeaksPerGroup)
+		}
+	}
+	if n := p.UnplacedLeakCount(); n > 0 {
+		r.printf("    on meshes whose chips were never seen: %d buffer(s)\n", n)
+		j := 0
+		for lk := range p.AllUnplacedLeaks() {
+			if j == reportLeaksPerGroup {
+				r.printf("      … %d more\n", n-j)
+				break
+			}
+			r.leak(lk)
+			j++
 		}
 	}
 }

@@ -73,11 +73,11 @@ func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 		}
 		ls.Devices = append(ls.Devices, lk.Device)
 	}
-	for i := range ps.Leaks {
-		add(&ps.Leaks[i])
+	for lk := range ps.AllLeaks() {
+		add(lk)
 	}
-	for i := range ps.UnplacedLeaks {
-		add(&ps.UnplacedLeaks[i])
+	for lk := range ps.AllUnplacedLeaks() {
+		add(lk)
 	}
 	seen := map[uint32]bool{}
 	name := func(b *L1Buffer) {

@@ -2,7 +2,9 @@ package devices
 
 import (
 	"fmt"
+	"iter"
 	"sort"
+	"strconv"
 
 	"github.com/tttrace/tttrace/events"
 )
@@ -60,6 +62,8 @@ type ProcessSummary struct {
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
 	Anomalies     []Anomaly         `json:"anomalies"`      // the first 100, in stream order
+
+	leaks *leakList // SummaryStreamed: Leaks and UnplacedLeaks are here
 }
 
 // DeviceSummary is one chip's current totals and peaks in one process.
@@ -167,18 +171,151 @@ type Stats struct {
 	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
 }
 
+// leakList is a process's leak lists left in the ledger: one slot number
+// and chip (8 bytes) per leak, in the order of Leaks, instead of a Leak
+// (~140 bytes). Valid while the ledger does not change.
+type leakList struct {
+	p                *proc
+	placed, unplaced []leakRef
+}
+
+type leakRef struct {
+	slot uint32
+	dev  int32
+}
+
+func (ll *leakList) leak(r leakRef) Leak {
+	p := ll.p
+	b := p.bufs.slots.at(r.slot)
+	lk := Leak{
+		Device:   r.dev,
+		Type:     events.BufferType(b.btype).String(),
+		Address:  b.addr,
+		Size:     b.size,
+		PageSize: b.page,
+		Buffer:   fmt.Sprintf("%#x", b.key),
+		Tid:      b.tid,
+		Site:     b.site,
+		Seq:      b.seq,
+		TsNs:     b.ts,
+		btype:    events.BufferType(b.btype),
+
+		MarkedDeallocated: b.marked,
+	}
+	if b.mesh != 0 {
+		lk.Mesh = true
+		lk.MeshDevice = fmt.Sprintf("%#x", p.meshes[b.mesh].ptr)
+	}
+	return lk
+}
+
+// AllLeaks yields the leaks of Leaks in order, from the list or, in a
+// summary from SummaryStreamed, made one at a time from the ledger. The
+// *Leak is valid only until the next one.
+func (ps *ProcessSummary) AllLeaks() iter.Seq[*Leak] {
+	if ps.leaks == nil {
+		return each(ps.Leaks)
+	}
+	return ps.leaks.each(ps.leaks.placed)
+}
+
+// AllUnplacedLeaks is AllLeaks for UnplacedLeaks.
+func (ps *ProcessSummary) AllUnplacedLeaks() iter.Seq[*Leak] {
+	if ps.leaks == nil {
+		return each(ps.UnplacedLeaks)
+	}
+	return ps.leaks.each(ps.leaks.unplaced)
+}
+
+// LeakCount and UnplacedLeakCount are the lengths of the two lists.
+func (ps *ProcessSummary) LeakCount() int {
+	if ps.leaks == nil {
+		return len(ps.Leaks)
+	}
+	return len(ps.leaks.placed)
+}
+
+func (ps *ProcessSummary) UnplacedLeakCount() int {
+	if ps.leaks == nil {
+		return len(ps.UnplacedLeaks)
+	}
+	return len(ps.leaks.unplaced)
+}
+
+// Streamed says Leaks and UnplacedLeaks are left in the ledger (a
+// summary from SummaryStreamed): read them with AllLeaks and
+// AllUnplacedLeaks; encoding/json would write them as null.
+func (ps *ProcessSummary) Streamed() bool { return ps.leaks != nil }
+
+func each(ls []Leak) iter.Seq[*Leak] {
+	return func(yield func(*Leak) bool) {
+		for i := range ls {
+			if !yield(&ls[i]) {
+				return
+			}
+		}
+	}
+}
+
+func (ll *leakList) each(refs []leakRef) iter.Seq[*Leak] {
+	return func(yield func(*Leak) bool) {
+		for _, r := range refs {
+			lk := ll.leak(r)
+			if !yield(&lk) {
+				return
+			}
+		}
+	}
+}
+
+// sortRefs orders as sortLeaks does, reading the slots.
+func (ll *leakList) sortRefs(refs []leakRef) {
+	s := &ll.p.bufs.slots
+	sort.Slice(refs, func(i, j int) bool {
+		x, y := refs[i], refs[j]
+		a, b := s.at(x.slot), s.at(y.slot)
+		switch {
+		case x.dev != y.dev:
+			return x.dev < y.dev
+		case a.btype != b.btype:
+			return a.btype < b.btype
+		case a.addr != b.addr:
+			return a.addr < b.addr
+		case a.seq != b.seq:
+			return a.seq < b.seq
+		case a.key != b.key:
+			// As the "%#x" strings compare.
+			var ba, bb [20]byte
+			return string(strconv.AppendUint(ba[:0], a.key, 16)) < string(strconv.AppendUint(bb[:0], b.key, 16))
+		}
+		return a.size < b.size
+	})
+}
+
 var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
 
 // Summary returns a snapshot of the whole ledger. It does not change the
 // ledger and depends only on the events applied (and SetProcessInfo).
 func (l *Ledger) Summary() Summary {
+	return l.summary(false)
+}
+
+// SummaryStreamed is Summary with each process's leak lists left in the
+// ledger (ProcessSummary.Streamed): with a million buffers left, the
+// lists are ~140 MB as Leaks, 8 MB so. Valid while the ledger does not
+// change: for the final summary.
+func (l *Ledger) SummaryStreamed() Summary {
+	return l.summary(true)
+}
+
+func (l *Ledger) summary(streamed bool) Summary {
 	s := l.header()
 	s.Processes = make([]ProcessSummary, 0, len(l.procs)+len(l.retired))
 	for _, p := range l.retired {
-		s.Processes = append(s.Processes, p.summary())
+		s.Processes = append(s.Processes, p.summary(streamed))
 	}
 	for _, pid := range l.Processes() {
-		s.Processes = append(s.Processes, l.procs[pid].summary())
+		s.Processes = append(s.Processes, l.procs[pid].summary(streamed))
 	}
 	// By pid; a reused pid's incarnations in the order they lived.
 	sort.SliceStable(s.Processes, func(i, j int) bool { return s.Processes[i].Pid < s.Processes[j].Pid })
@@ -189,12 +326,22 @@ func (l *Ledger) Summary() Summary {
 // process pid in it: what is reported when one process ends while others
 // are traced. ok is false for an unknown pid.
 func (l *Ledger) ProcessSummary(pid uint32) (s Summary, ok bool) {
+	return l.processSummary(pid, false)
+}
+
+// ProcessSummaryStreamed is ProcessSummary with the leak lists left in the
+// ledger, as SummaryStreamed: valid while the ledger does not change.
+func (l *Ledger) ProcessSummaryStreamed(pid uint32) (s Summary, ok bool) {
+	return l.processSummary(pid, true)
+}
+
+func (l *Ledger) processSummary(pid uint32, streamed bool) (s Summary, ok bool) {
 	p := l.procs[pid]
 	if p == nil {
 		return Summary{}, false
 	}
 	s = l.header()
-	s.Processes = []ProcessSummary{p.summary()}
+	s.Processes = []ProcessSummary{p.summary(streamed)}
 	return s, true
 }
 
@@ -254,7 +401,7 @@ func (p *proc) devices() []DeviceSummary {
 	return out
 }
 
-func (p *proc) summary() ProcessSummary {
+func (p *proc) summary(streamed bool) ProcessSummary {
 	ps := ProcessSummary{
 		Pid:              p.pid,
 		Command:          p.info.Command,
@@ -286,8 +433,8 @@ func (p *proc) summary() ProcessSummary {
 	// Sized first: with a million buffers left, appending would copy the
 	// list about twenty times over and leave as much again as garbage.
 	n := 0
-	for i := range p.bufs.slots {
-		if b := &p.bufs.slots[i]; b.live {
+	for i := range p.bufs.slots.len() {
+		if b := p.bufs.slots.at(uint32(i)); b.live {
 			if m := p.meshes[b.mesh]; b.mesh != 0 && m != nil {
 				n += len(m.chips)
 			} else {
@@ -295,9 +442,13 @@ func (p *proc) summary() ProcessSummary {
 			}
 		}
 	}
+	if streamed {
+		p.leakRefs(&ps, n)
+		return ps
+	}
 	ps.Leaks = make([]Leak, 0, n)
-	for i := range p.bufs.slots {
-		b := &p.bufs.slots[i]
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
 		if !b.live {
 			continue
 		}
@@ -348,6 +499,51 @@ func (p *proc) summary() ProcessSummary {
 		ps.LeakGroups[n-1].Bytes += lk.Size
 	}
 	return ps
+}
+
+// leakRefs fills ps.leaks and LeakGroups as summary fills Leaks,
+// UnplacedLeaks and LeakGroups; n is the count of placed and unplaced leaks.
+func (p *proc) leakRefs(ps *ProcessSummary, n int) {
+	ll := &leakList{p: p, placed: make([]leakRef, 0, n)}
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live {
+			continue
+		}
+		r := leakRef{slot: uint32(i), dev: b.chip}
+		if b.mesh == 0 {
+			ll.placed = append(ll.placed, r)
+			continue
+		}
+		m := p.meshes[b.mesh]
+		if m == nil {
+			continue // cannot happen: a mesh close releases its buffers
+		}
+		if len(m.chips) == 0 {
+			r.dev = 0
+			ll.unplaced = append(ll.unplaced, r)
+			continue
+		}
+		for _, id := range m.chips {
+			r.dev = id
+			ll.placed = append(ll.placed, r)
+		}
+	}
+	ll.sortRefs(ll.placed)
+	ll.sortRefs(ll.unplaced)
+	for _, r := range ll.placed {
+		b := p.bufs.slots.at(r.slot)
+		typ := events.BufferType(b.btype).String()
+		n := len(ps.LeakGroups)
+		if n == 0 || ps.LeakGroups[n-1].Device != r.dev || ps.LeakGroups[n-1].Type != typ {
+			ps.LeakGroups = append(ps.LeakGroups, LeakGroup{Device: r.dev, Type: typ})
+			n++
+		}
+		ps.LeakGroups[n-1].Count++
+		ps.LeakGroups[n-1].Bytes += b.size
+	}
+	ps.Leaks, ps.UnplacedLeaks = nil, nil
+	ps.leaks = ll
 }
 
 // sortLeaks orders by device, type, address, then the remaining fields so

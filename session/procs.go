@@ -243,7 +243,9 @@ func (s *session) reapExits() {
 		ev := events.Event{Kind: events.KindExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
 		s.emit(&ev)
 		more := len(s.procs) > 0 || s.cfg.All
-		one, ok := s.ledger.ProcessSummary(n.pid)
+		// Its leak lists stay in the ledger, which does not change
+		// during the sinks' calls.
+		one, ok := s.ledger.ProcessSummaryStreamed(n.pid)
 		if !ok {
 			continue
 		}

@@ -356,7 +356,7 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("chip 64: %+v", d)
 	}
 	p := s.Processes[0]
-	if p.Command != "workload --x" || p.Parent != 1 || !p.Exited || p.ExitCode != 3 || len(p.Leaks) != 2 {
+	if p.Command != "workload --x" || p.Parent != 1 || !p.Exited || p.ExitCode != 3 || p.LeakCount() != 2 {
 		t.Errorf("process %+v", p)
 	}
 	if got := r.chips[[2]int64{100, 0}]; got != (devices.Totals{}) {

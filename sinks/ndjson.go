@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
@@ -114,6 +115,13 @@ func (n *NDJSON) Summary(s *devices.Summary) error {
 func (n *NDJSON) process(typ string, p *devices.ProcessSummary) error {
 	q := *p
 	q.Leaks, q.UnplacedLeaks = nil, nil
+	placed, unplaced := p.AllLeaks(), p.AllUnplacedLeaks()
+	if !p.Streamed() && p.Leaks == nil {
+		placed = nil
+	}
+	if !p.Streamed() && p.UnplacedLeaks == nil {
+		unplaced = nil
+	}
 	var b []byte
 	var err error
 	if typ != "" {
@@ -131,8 +139,8 @@ func (n *NDJSON) process(typ string, p *devices.ProcessSummary) error {
 	// only escaped, and "unplaced_leaks" does not contain "\"leaks\"".
 	for _, f := range []struct {
 		key   string
-		leaks []devices.Leak
-	}{{`"leaks":null`, p.Leaks}, {`"unplaced_leaks":null`, p.UnplacedLeaks}} {
+		leaks iter.Seq[*devices.Leak]
+	}{{`"leaks":null`, placed}, {`"unplaced_leaks":null`, unplaced}} {
 		i := bytes.Index(b, []byte(f.key))
 		if i < 0 {
 			return errors.New("ndjson: " + f.key + " not found in a process summary")
@@ -147,18 +155,20 @@ func (n *NDJSON) process(typ string, p *devices.ProcessSummary) error {
 	return err
 }
 
-// leaks writes a leak list as encoding/json would.
-func (n *NDJSON) leaks(ls []devices.Leak) error {
+// leaks writes a leak list as encoding/json would (nil: a nil slice).
+func (n *NDJSON) leaks(ls iter.Seq[*devices.Leak]) error {
 	if ls == nil {
 		_, err := n.w.WriteString("null")
 		return err
 	}
 	_ = n.w.WriteByte('[')
-	for i := range ls {
-		if i > 0 {
+	first := true
+	for lk := range ls {
+		if !first {
 			_ = n.w.WriteByte(',')
 		}
-		b, err := json.Marshal(&ls[i])
+		first = false
+		b, err := json.Marshal(lk)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
 )
 
 // summaries covers what the streamed encoding splices: nil, empty and full
@@ -73,6 +74,83 @@ func TestProcessSummaryStreamedIsEncodingJSON(t *testing.T) {
 		}
 		if !bytes.Equal(got.Bytes(), append(want, '\n')) {
 			t.Errorf("pid %d:\ngot  %.600s\nwant %.600s", p.Pid, got.Bytes(), want)
+		}
+	}
+}
+
+// A summary whose leak lists stay in the ledger (SummaryStreamed) is
+// written byte for byte as encoding/json writes the same ledger's Summary:
+// placed, mesh (on several chips and on none learned) and marked leaks,
+// over two processes.
+func TestSummaryFromLedgerStreamed(t *testing.T) {
+	l := devices.NewLedger()
+	var seq uint64
+	apply := func(e events.Event) {
+		seq++
+		e.Seq, e.TsNs = seq, seq*100
+		e.OwnsData, e.Status = true, 1
+		if e.PageSize == 0 {
+			e.PageSize = 1024
+		}
+		l.Apply(&e)
+	}
+	chip := func(c int32) uint64 { return 0x7f0000000000 + uint64(c)*0x1000 }
+	for _, pid := range []uint32{300, 200} {
+		for i := uint64(0); i < 50; i++ {
+			c := int32(i % 3)
+			apply(events.Event{Kind: events.KindAlloc, Pid: pid, Tid: pid + 1, Object: 0x55d000000000 + (i%7)<<32 + i*0x70,
+				Device: chip(c), DeviceKind: events.DeviceChip, Chip: c, BufferType: events.BufferType(i % 3),
+				Address: (50 - i%9) << 12, Size: 4096 + i})
+		}
+		apply(events.Event{Kind: events.KindMarkDeallocated, Pid: pid, Object: 0x55d000000000 + 7*0x70, Chip: -1})
+		for i, mesh := range []uint64{0x5500a0000000, 0x5500b0000000} {
+			apply(events.Event{Kind: events.KindAlloc, Pid: pid, Tid: pid, Object: 0x66e000000000 + uint64(i)*0x80, Device: mesh,
+				DeviceKind: events.DeviceMesh, Chip: -1, BufferType: events.DRAM, Address: 0x9000, Size: 1 << 20})
+		}
+		// The first mesh's chips are learned from views; the second's never.
+		for c := int32(0); c < 2; c++ {
+			apply(events.Event{Kind: events.KindView, Pid: pid, Tid: pid, Device: chip(c), DeviceKind: events.DeviceChip,
+				Chip: c, Address: 0x9000, Size: 4096})
+		}
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	whole := l.Summary()
+	placed, unplaced := 0, 0
+	for _, p := range whole.Processes {
+		placed += len(p.Leaks)
+		unplaced += len(p.UnplacedLeaks)
+	}
+	if placed < 100 || unplaced == 0 {
+		t.Fatalf("the workload leaves %d placed and %d unplaced leaks", placed, unplaced)
+	}
+	want, err := json.Marshal(&whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.SummaryStreamed()
+	var got bytes.Buffer
+	if err := NewNDJSON(&got, true).Summary(&s); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), append(want, '\n')) {
+		t.Errorf("streamed summary:\ngot  %.2000s\nwant %.2000s", got.Bytes(), want)
+	}
+	for _, pid := range l.Processes() {
+		whole, _ := l.ProcessSummary(pid)
+		want, err := json.Marshal(struct {
+			Type string `json:"type"`
+			*devices.ProcessSummary
+		}{"process_summary", &whole.Processes[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, _ := l.ProcessSummaryStreamed(pid)
+		var got bytes.Buffer
+		NewNDJSON(&got, true).ProcessEnded(&one, true)
+		if !bytes.Equal(got.Bytes(), append(want, '\n')) {
+			t.Errorf("pid %d: streamed process summary:\ngot  %.2000s\nwant %.2000s", pid, got.Bytes(), want)
 		}
 	}
 }

@@ -21,8 +21,9 @@ type Sink interface {
 	Event(ev *events.Event)
 	// ProcessEnded is called when a traced process has ended and all its
 	// records were applied; one is the ledger's summary with only that
-	// process in it. more says other traced processes go on (otherwise the
-	// Summary follows at once).
+	// process in it, valid only during the call (its leak lists are read
+	// from the ledger). more says other traced processes go on (otherwise
+	// the Summary follows at once).
 	ProcessEnded(one *devices.Summary, more bool)
 	// Tick is called about every Config.Tick while tracing, also while
 	// records keep coming; v is valid only during the call.

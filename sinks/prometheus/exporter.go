@@ -229,7 +229,7 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 		for _, g := range p.LeakGroups {
 			e.leaked[leakKey{strconv.FormatInt(int64(g.Device), 10), typeOf(g.Type)}] += g.Bytes
 		}
-		for _, l := range p.UnplacedLeaks {
+		for l := range p.AllUnplacedLeaks() {
 			e.leaked[leakKey{UnplacedChip, typeOf(l.Type)}] += l.Size
 		}
 	}

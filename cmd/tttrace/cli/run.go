@@ -239,11 +239,11 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 // once per chip it holds memory on.
 func leaked(s *devices.Summary) (n int, bytes uint64) {
 	for _, p := range s.Processes {
-		for _, l := range p.Leaks {
-			n++
-			bytes += l.Size
+		for _, g := range p.LeakGroups { // sums the leaks, per chip and type
+			n += int(g.Count)
+			bytes += g.Bytes
 		}
-		for _, l := range p.UnplacedLeaks {
+		for l := range p.AllUnplacedLeaks() {
 			n++
 			bytes += l.Size
 		}

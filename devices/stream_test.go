@@ -1,0 +1,54 @@
+package devices
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// checkStreamed compares SummaryStreamed with Summary: every leak, in
+// order, the groups and everything else, and the text report.
+func checkStreamed(t testing.TB, l *Ledger) {
+	t.Helper()
+	want, got := l.Summary(), l.SummaryStreamed()
+	if len(got.Processes) != len(want.Processes) {
+		t.Fatalf("streamed: %d processes, want %d", len(got.Processes), len(want.Processes))
+	}
+	for i := range want.Processes {
+		w, g := &want.Processes[i], &got.Processes[i]
+		if !g.Streamed() || w.Streamed() {
+			t.Fatalf("pid %d: Streamed %v and %v", w.Pid, g.Streamed(), w.Streamed())
+		}
+		collect := func(seq func(func(*Leak) bool)) []Leak {
+			out := []Leak{}
+			for lk := range seq {
+				out = append(out, *lk)
+			}
+			return out
+		}
+		if ls := collect(g.AllLeaks()); !reflect.DeepEqual(ls, w.Leaks) || g.LeakCount() != len(w.Leaks) {
+			t.Fatalf("pid %d: streamed leaks (%d)\n%+v\nwant\n%+v", w.Pid, g.LeakCount(), ls, w.Leaks)
+		}
+		if ls := collect(g.AllUnplacedLeaks()); !reflect.DeepEqual(ls, w.UnplacedLeaks) || g.UnplacedLeakCount() != len(w.UnplacedLeaks) {
+			t.Fatalf("pid %d: streamed unplaced leaks\n%+v\nwant\n%+v", w.Pid, ls, w.UnplacedLeaks)
+		}
+		if ls := collect(w.AllLeaks()); !reflect.DeepEqual(ls, w.Leaks) {
+			t.Fatalf("pid %d: AllLeaks of a list is not the list", w.Pid)
+		}
+		h := *g
+		h.Leaks, h.UnplacedLeaks, h.leaks = w.Leaks, w.UnplacedLeaks, nil
+		if !reflect.DeepEqual(&h, w) {
+			t.Fatalf("pid %d: streamed summary\n%+v\nwant\n%+v", w.Pid, h, *w)
+		}
+	}
+	var rw, rg bytes.Buffer
+	if err := WriteReport(&rw, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReport(&rg, &got); err != nil {
+		t.Fatal(err)
+	}
+	if rw.String() != rg.String() {
+		t.Fatalf("report of the streamed summary:\n%s\nwant\n%s", rg.String(), rw.String())
+	}
+}
