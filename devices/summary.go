@@ -184,11 +184,13 @@ type leakRef struct {
 	dev  int32
 }
 
-func (ll *leakList) leak(r leakRef) Leak {
-	p := ll.p
-	b := p.bufs.slots.at(r.slot)
+func (ll *leakList) leak(r leakRef) Leak { return ll.p.leakOf(r.slot, r.dev) }
+
+// leakOf describes the live buffer in slot as a leak on chip dev.
+func (p *proc) leakOf(slot uint32, dev int32) Leak {
+	b := p.bufs.slots.at(slot)
 	lk := Leak{
-		Device:   r.dev,
+		Device:   dev,
 		Type:     events.BufferType(b.btype).String(),
 		Address:  b.addr,
 		Size:     b.size,
@@ -203,8 +205,10 @@ func (ll *leakList) leak(r leakRef) Leak {
 		MarkedDeallocated: b.marked,
 	}
 	if b.mesh != 0 {
-		lk.Mesh = true
-		lk.MeshDevice = fmt.Sprintf("%#x", p.meshes[b.mesh].ptr)
+		if m := p.meshes[b.mesh]; m != nil {
+			lk.Mesh = true
+			lk.MeshDevice = fmt.Sprintf("%#x", m.ptr)
+		}
 	}
 	return lk
 }
@@ -452,21 +456,7 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 		if !b.live {
 			continue
 		}
-		lk := Leak{
-			Device:   b.chip,
-			Type:     events.BufferType(b.btype).String(),
-			Address:  b.addr,
-			Size:     b.size,
-			PageSize: b.page,
-			Buffer:   fmt.Sprintf("%#x", b.key),
-			Tid:      b.tid,
-			Site:     b.site,
-			Seq:      b.seq,
-			TsNs:     b.ts,
-			btype:    events.BufferType(b.btype),
-
-			MarkedDeallocated: b.marked,
-		}
+		lk := p.leakOf(uint32(i), b.chip)
 		if b.mesh == 0 {
 			ps.Leaks = append(ps.Leaks, lk)
 			continue
@@ -475,8 +465,6 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 		if m == nil {
 			continue // cannot happen: a mesh close releases its buffers
 		}
-		lk.Mesh = true
-		lk.MeshDevice = fmt.Sprintf("%#x", m.ptr)
 		if len(m.chips) == 0 {
 			lk.Device = 0
 			ps.UnplacedLeaks = append(ps.UnplacedLeaks, lk)
