@@ -4,7 +4,7 @@
  * tttrace BPF side: entry uprobes on libtt_metal.so that copy what a
  * TT-Metal allocation, free, view, circular-buffer or close call names into
  * one ordered ring buffer. No uretprobes: a C++ exception through a
- * uretprobed frame terminates the traced process (ttmetal-facts.md §2).
+ * uretprobed frame terminates the traced process (docs/ttmetal.md §2).
  *
  * Contract with user space (probes/):
  *  - every const volatile below is set before load;
