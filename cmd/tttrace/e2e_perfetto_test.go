@@ -22,24 +22,6 @@ var truthFields = map[string]string{
 	"SYSTEM_MEMORY": "system_memory_bytes", "CB": "cb_bytes",
 }
 
-func (d *truthDevice) total(field string) uint64 {
-	switch field {
-	case "dram_bytes":
-		return d.DRAMBytes
-	case "l1_bytes":
-		return d.L1Bytes
-	case "l1_small_bytes":
-		return d.L1SmallBytes
-	case "trace_bytes":
-		return d.TraceBytes
-	case "system_memory_bytes":
-		return d.SystemMemoryBytes
-	case "cb_bytes":
-		return d.CBBytes
-	}
-	panic(field)
-}
-
 // checkTimeline compares the counter tracks of the traced process with the
 // truth: for every chip and memory type, the track's last value (in time
 // order) is the final total and its maximum the peak. A type that never

@@ -141,24 +141,6 @@ var truthTypes = []struct{ label, field string }{
 	{"trace", "trace_bytes"}, {"system_memory", "system_memory_bytes"}, {"cb", "cb_bytes"},
 }
 
-func (d *truthDevice) bytes(field string) uint64 {
-	switch field {
-	case "dram_bytes":
-		return d.DRAMBytes
-	case "l1_bytes":
-		return d.L1Bytes
-	case "l1_small_bytes":
-		return d.L1SmallBytes
-	case "trace_bytes":
-		return d.TraceBytes
-	case "system_memory_bytes":
-		return d.SystemMemoryBytes
-	case "cb_bytes":
-		return d.CBBytes
-	}
-	panic(field)
-}
-
 // wantProcess is what the per-process metrics of a holding workload must
 // be: its truth, current and peak, on every chip it touched.
 func wantProcess(tr *truth) (cur, peak, live map[string]float64) {
@@ -167,7 +149,7 @@ func wantProcess(tr *truth) (cur, peak, live map[string]float64) {
 		d := &tr.Devices[i]
 		for _, ty := range truthTypes {
 			k := fmt.Sprintf("chip=%d,type=%s", d.Device, ty.label)
-			cur[k] = float64(d.bytes(ty.field))
+			cur[k] = float64(d.total(ty.field))
 			peak[k] = float64(d.Peaks[ty.field])
 		}
 		live[fmt.Sprintf("chip=%d", d.Device)] = float64(d.LiveBuffers)

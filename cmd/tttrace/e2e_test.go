@@ -90,6 +90,25 @@ type truthDevice struct {
 	Peaks             map[string]uint64 `json:"peaks"`
 }
 
+// total is the current bytes of the truth field named field (dram_bytes, ...).
+func (d *truthDevice) total(field string) uint64 {
+	switch field {
+	case "dram_bytes":
+		return d.DRAMBytes
+	case "l1_bytes":
+		return d.L1Bytes
+	case "l1_small_bytes":
+		return d.L1SmallBytes
+	case "trace_bytes":
+		return d.TraceBytes
+	case "system_memory_bytes":
+		return d.SystemMemoryBytes
+	case "cb_bytes":
+		return d.CBBytes
+	}
+	panic(field)
+}
+
 type truthLeak struct {
 	Device  int32  `json:"device"`
 	Type    string `json:"type"`
