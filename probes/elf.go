@@ -92,6 +92,18 @@ func OpenLibrary(path string) (*Library, error) {
 	return lib, nil
 }
 
+// Pinned is a path to the very file OpenLibrary opened, valid while the
+// Library is open: the kernel resolves it through this process's open
+// descriptor. A path under /proc/PID/root stops resolving when PID ends,
+// possibly between reading the file and attaching to it; the uprobes must
+// still go on the inode that was read.
+func (l *Library) Pinned() string {
+	return fmt.Sprintf("/proc/self/fd/%d", l.f.Fd())
+}
+
+// Stat describes the open file.
+func (l *Library) Stat() (os.FileInfo, error) { return l.f.Stat() }
+
 // Close unmaps and closes the file. It is safe on a nil Library and
 // idempotent.
 func (l *Library) Close() error {

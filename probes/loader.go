@@ -172,20 +172,6 @@ func (t *Tracer) programs() map[Program]*ebpf.Program {
 	}
 }
 
-// Attached reports whether the file at path is already probed.
-func (t *Tracer) Attached(path string) bool {
-	st, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	for _, l := range t.libs {
-		if os.SameFile(l.info, st) {
-			return true
-		}
-	}
-	return false
-}
-
 // AttachPlan installs a uprobe on every site of plan in lib, reading
 // objects with layout: one uprobe_multi link per program, or one classic
 // uprobe per site where the kernel has no such links. The probes are
@@ -194,12 +180,14 @@ func (t *Tracer) Attached(path string) bool {
 // Attaching a file already attached does nothing.
 func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layout) error {
 	sites, disposeOffset := plan.Sites, plan.DisposeOffset
-	st, err := os.Stat(lib.Path)
+	st, err := lib.Stat()
 	if err != nil {
 		return err
 	}
-	if t.Attached(lib.Path) {
-		return nil
+	for _, l := range t.libs {
+		if os.SameFile(l.info, st) {
+			return nil
+		}
 	}
 	if len(t.libs) >= maxLibs {
 		return fmt.Errorf("%s: already probing %d libraries, the most tttrace can", lib.Path, maxLibs)
@@ -216,7 +204,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 	if err := t.objs.LcLibs.Update(idx, &lc, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}
-	exe, err := link.OpenExecutable(lib.Path)
+	exe, err := link.OpenExecutable(lib.Pinned())
 	if err != nil {
 		return fmt.Errorf("open %s: %w", lib.Path, err)
 	}

@@ -22,7 +22,8 @@ type Backend interface {
 	// in every process (pid 0; BPF then filters).
 	Loader(path string, pid int) error
 	// Library probes the shared object at path. recognise: first check
-	// that it is TT-Metal (LibOther if not, or if it cannot be read);
+	// that it is TT-Metal (LibOther if not, or if it cannot be read;
+	// LibGone if the path stopped resolving, its process having ended);
 	// otherwise (--lib) an unreadable file is an error. A TT-Metal library
 	// tttrace cannot trace is LibRefused with the reason.
 	Library(path string, recognise bool) (Verdict, error)
@@ -59,6 +60,10 @@ const (
 	LibOther    Verdict = iota + 1 // not TT-Metal
 	LibAttached                    // TT-Metal, probed
 	LibRefused                     // TT-Metal, but tttrace cannot read it
+	// LibGone: the file could not be opened because the path to it went
+	// away (a /proc/PID/root path of a process that ended). Nothing is
+	// known of the file itself: the next process that maps it asks again.
+	LibGone
 )
 
 // Host is the process side: what tttrace learns from /proc and how it
@@ -151,6 +156,9 @@ func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
 	lib, err := probes.OpenLibrary(path)
 	if err != nil {
 		if recognise {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+				return LibGone, nil
+			}
 			return LibOther, nil
 		}
 		return LibRefused, errorf(ErrNoLibrary, "library: %w", err)

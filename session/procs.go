@@ -73,7 +73,9 @@ func (s *session) classify(path string, strict bool) (Verdict, error) {
 		return v, nil
 	}
 	v, err := s.be.Library(path, true)
-	s.libKind[key] = v
+	if v != LibGone {
+		s.libKind[key] = v
+	}
 	if err != nil {
 		if strict {
 			return v, err

@@ -34,6 +34,7 @@ type fakeBackend struct {
 	script  []step
 	wake    chan struct{}
 	attach  map[string]error // TT-Metal libraries and what attaching them gives
+	gone    map[string]int   // how many more times a path does not resolve
 	libs    int
 	pids    map[uint32]bool
 	lost    uint64
@@ -51,6 +52,10 @@ func (b *fakeBackend) Loader(p string, _ int) error {
 	return nil
 }
 func (b *fakeBackend) Library(path string, recognise bool) (Verdict, error) {
+	if b.gone[path] > 0 {
+		b.gone[path]--
+		return LibGone, nil
+	}
 	err, tt := b.attach[path]
 	switch {
 	case !tt && recognise:
@@ -519,6 +524,36 @@ func TestRunErrorsAndInterrupt(t *testing.T) {
 	res, err := run(ctx, Config{All: true}, newFakeBackend(), newFakeHost(), []sinks.Sink{r})
 	if err != nil || !res.Interrupted || r.summary == nil {
 		t.Errorf("--all: res %+v err %v", res, err)
+	}
+}
+
+// --all: the first process to map a library ended before tttrace could
+// open it through /proc/PID/root. That says nothing of the file: the next
+// process mapping it gets it probed and traced.
+func TestRunAllLibraryOfEndedProcess(t *testing.T) {
+	h := newFakeHost()
+	lib := "/opt/tt/libtt_metal.so"
+	be := newFakeBackend(
+		do(h.load(800, lib)),
+		linkMap(800),
+		do(h.load(801, lib)),
+		linkMap(801),
+		alloc(801, 0xb1, 5, events.DRAM, 0x100, 2048),
+		do(h.end(801, 0, 0)),
+	)
+	be.attach[lib] = nil
+	be.gone = map[string]int{lib: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r := &recorder{}
+	if _, err := run(ctx, Config{All: true}, be, h, []sinks.Sink{r}); err != nil {
+		t.Fatal(err)
+	}
+	if be.libs != 1 {
+		t.Errorf("%d libraries probed, want the one the second process mapped", be.libs)
+	}
+	if d := device(t, r.summary, 801, 5); d.DRAMBytes != 2048 || d.LiveBuffers != 1 {
+		t.Errorf("chip 5: %+v", d)
 	}
 }
 

@@ -61,6 +61,27 @@ func start(t *testing.T, name string, args ...string) (*exec.Cmd, *syncBuffer) {
 	return cmd, out
 }
 
+// privateReplica copies a replica build (its workload, libraries and
+// script) to a directory of the test's own, so that no other process maps
+// the same inodes; the workload finds its libraries by $ORIGIN.
+func privateReplica(t *testing.T, dir string) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), filepath.Base(dir))
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ttwork", "ttwork.py", "libttwork.so", "libtt_metal.so"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
+}
+
 func touch(t *testing.T, path string) {
 	t.Helper()
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
@@ -226,6 +247,12 @@ func TestE2EAll(t *testing.T) {
 			bin, replica := setup(t)
 			dir := filepath.Join(replica, "gcc-O2")
 			tmp := t.TempDir()
+			if !withLib {
+				// A copy of its own: the shared build is mapped by the
+				// tests running beside this one, and --all would have
+				// probed it for them before this workload loads it.
+				dir = privateReplica(t, dir)
+			}
 			ready, out, truthPath, goFile := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth"), filepath.Join(tmp, "go")
 			args := []string{"--all", "--json", "--no-events", "-o", out, "--ready-file", ready}
 			if withLib {
@@ -242,7 +269,7 @@ func TestE2EAll(t *testing.T) {
 			w, wout := start(t, filepath.Join(dir, "ttwork"), wargs...)
 			if !withLib {
 				mine := fmt.Sprintf("probing /proc/%d/", w.Process.Pid)
-				waitFor(t, func() bool { return strings.Contains(tout.String(), mine) }, "tttrace attached to the workload's library")
+				waitFor(t, func() bool { return strings.Contains(tout.String(), mine) }, "tttrace attached to the workload's library\n"+tout.String())
 				touch(t, goFile)
 			}
 			if err := w.Wait(); err != nil {
