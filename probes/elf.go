@@ -96,7 +96,7 @@ func OpenLibrary(path string) (*Library, error) {
 // Library is open: the kernel resolves it through this process's open
 // descriptor. A path under /proc/PID/root stops resolving when PID ends,
 // possibly between reading the file and attaching to it; the uprobes must
-// still go on the inode that was read.
+// still go on the inode that was read (AttachPlan).
 func (l *Library) Pinned() string {
 	return fmt.Sprintf("/proc/self/fd/%d", l.f.Fd())
 }

@@ -204,10 +204,6 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 	if err := t.objs.LcLibs.Update(idx, &lc, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}
-	exe, err := link.OpenExecutable(lib.Pinned())
-	if err != nil {
-		return fmt.Errorf("open %s: %w", lib.Path, err)
-	}
 	progs := t.programs()
 	// Every attach point is checked before any is attached: a uprobe_multi
 	// link is all-or-nothing, and a library half probed is worse than none.
@@ -222,7 +218,18 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 			return fmt.Errorf("%s at %#x: address does not fit a cookie", s.Symbol, s.Addr)
 		}
 	}
-	links, err := t.attachSites(exe, sites, progs, idx)
+	// The kernel keeps the path it was given (bpftool shows it): the
+	// library's own while that still names the file that was read, the
+	// descriptor's once it does not (its process ended).
+	pinned := lib.Pinned()
+	path := pinned
+	if now, err := os.Stat(lib.Path); err == nil && os.SameFile(now, st) {
+		path = lib.Path
+	}
+	links, err := t.attachFile(path, sites, progs, idx)
+	if err != nil && path != pinned && errors.Is(err, os.ErrNotExist) {
+		links, err = t.attachFile(pinned, sites, progs, idx)
+	}
 	if err != nil {
 		return err
 	}
@@ -230,6 +237,15 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 	t.Sites = append(t.Sites, sites...)
 	t.libs = append(t.libs, attachedLib{path: lib.Path, info: st})
 	return nil
+}
+
+// attachFile attaches the programs of sites to the library at path.
+func (t *Tracer) attachFile(path string, sites []Site, progs map[Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
+	exe, err := link.OpenExecutable(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return t.attachSites(exe, sites, progs, idx)
 }
 
 // attachSites attaches the programs of sites in the library exe (index idx

@@ -3,6 +3,7 @@ package probes
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cilium/ebpf/link"
@@ -44,6 +45,53 @@ func TestLoadVerifier(t *testing.T) {
 	var nilTracer *Tracer
 	if err := nilTracer.Close(); err != nil {
 		t.Errorf("nil close: %v", err)
+	}
+}
+
+// TestAttachAfterPathGone: the library is read through a path that stops
+// resolving before the uprobes go on (under --all, a /proc/PID/root path
+// of a process that ended): they go on the inode that was read.
+func TestAttachAfterPathGone(t *testing.T) {
+	probestest.RequireRoot(t)
+	src := filepath.Join(probestest.Replica(t, "gcc-O2"), "libtt_metal.so")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "libtt_metal.so")
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lib, err := OpenLibrary(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	syms, err := ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := ResolveLayout(lib, syms, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ChoosePlan(lib, syms, layout.Layout, ProbesAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	if err := tr.AttachPlan(lib, syms, plan, layout.Layout); err != nil {
+		t.Fatalf("attach after the path went away: %v", err)
+	}
+	if len(tr.Sites) != len(plan.Sites) || len(tr.links) == 0 {
+		t.Errorf("%d sites and %d links attached, want the plan's %d sites", len(tr.Sites), len(tr.links), len(plan.Sites))
 	}
 }
 

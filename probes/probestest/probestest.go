@@ -3,6 +3,7 @@ package probestest
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -17,4 +18,23 @@ func RequireRoot(t testing.TB) {
 		t.Fatal("privileged test under CI without root: run make test as root")
 	}
 	t.Skip("needs root (BPF); run make test as root")
+}
+
+// Replica returns the directory of the replica build variant (gcc-O2,
+// ...) under TTTRACE_REPLICA, which make test sets. Without it the test is
+// skipped, except under CI, where it fails.
+func Replica(t testing.TB, variant string) string {
+	t.Helper()
+	dir := os.Getenv("TTTRACE_REPLICA")
+	if dir == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TTTRACE_REPLICA unset under CI: run make test")
+		}
+		t.Skip("TTTRACE_REPLICA unset (make test sets it)")
+	}
+	dir = filepath.Join(dir, variant)
+	if _, err := os.Stat(filepath.Join(dir, "libtt_metal.so")); err != nil {
+		t.Fatalf("replica variant %s: %v", variant, err)
+	}
+	return dir
 }
