@@ -272,7 +272,24 @@ static __always_inline int py_read_frame(struct py_proc *p, __u64 frame,
 
 /* The walks run under bpf_loop (Linux 5.17+): a bounded loop over
  * thousands of thread states or frames is too much for the verifier to
- * explore path by path. */
+ * explore path by path.
+ *
+ * The verifier checks a bpf_loop callback again for every new state of its
+ * context, until a state it has seen contains the new one (Linux 6.7+). A
+ * counter that starts as the constant 0 is a new state at every step (0,
+ * 1, 2, ...): the frame walk was checked 128 times over, some 70,000
+ * instructions and 0.1 s per program at load. The walks' counters and
+ * flags therefore start from py_opaque_zero(): 0 at run time, but a value
+ * the verifier does not know, whose range contains every later one, so
+ * the callback is checked a couple of times. */
+
+/* 0, written to and read back from memory the verifier does not track (a
+ * map value word the caller is free to clear): an unknown scalar to it. */
+static __always_inline __u32 py_opaque_zero(__u32 *scratch)
+{
+	*(volatile __u32 *)scratch = 0;
+	return *(volatile __u32 *)scratch;
+}
 
 struct py_thread_walk {
 	struct py_proc *p;
@@ -323,6 +340,9 @@ static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *
 {
 	struct py_thread_walk w = { .p = p, .want = tid };
 	long n;
+
+	w.interps = py_opaque_zero(&out->nframes);
+	w.flags = py_opaque_zero(&out->nframes);
 
 	if (p->thread_match == PY_MATCH_FSBASE) {
 		w.want = py_fsbase(p);
@@ -417,6 +437,8 @@ static __always_inline __u32 py_capture(struct py_stack *out, __u32 tgid, __u32 
 	}
 	w.p = p;
 	w.frame = frame;
+	w.n = py_opaque_zero(&out->nframes);
+	w.flags = py_opaque_zero(&out->nframes);
 	/* Twice the frames kept: room for the C-stack shims (3.12+) between
 	 * them; a stack still going after that is reported cut. */
 	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -92,6 +95,41 @@ func TestAttachAfterPathGone(t *testing.T) {
 	}
 	if len(tr.Sites) != len(plan.Sites) || len(tr.links) == 0 {
 		t.Errorf("%d sites and %d links attached, want the plan's %d sites", len(tr.Sites), len(tr.links), len(plan.Sites))
+	}
+}
+
+// TestVerifierWork bounds the instructions the verifier walks for each
+// program with stacks on: its time is paid by every run before tracing
+// starts. A bpf_loop callback whose context holds a counter starting as a
+// known constant is checked again at every step on Linux 6.7+ (the Python
+// frame walk once cost 72,000 instructions and 0.1 s per alloc program,
+// three times over); the budget catches that coming back.
+func TestVerifierWork(t *testing.T) {
+	probestest.RequireRoot(t)
+	const budget = 20000
+	spec, err := loadTttrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Variables["capture_stacks"].Set(uint8(1)); err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer coll.Close()
+	processed := regexp.MustCompile(`processed (\d+) insns`)
+	for name, p := range coll.Programs {
+		m := processed.FindStringSubmatch(p.VerifierLog)
+		if m == nil {
+			t.Errorf("%s: no instruction count in the verifier's statistics:\n%s", name, p.VerifierLog)
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n > budget {
+			t.Errorf("%s: the verifier walked %d instructions, more than %d", name, n, budget)
+		}
 	}
 }
 
