@@ -453,7 +453,8 @@ func TestE2EEndings(t *testing.T) {
 		}
 	})
 
-	// Bad targets: one clear line each and a distinct exit status.
+	// Bad targets: one clear line each and a distinct exit status; the
+	// output files given are left as they were.
 	t.Run("errors", func(t *testing.T) {
 		sleeper := exec.Command("sleep", "30")
 		sleeper.Start()
@@ -475,6 +476,15 @@ func TestE2EEndings(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				args := c.args
 				name := bin
+				var outs []string
+				if !c.asNobody && c.name != "bad_flag" {
+					tmp := t.TempDir()
+					outs = []string{filepath.Join(tmp, "out.json"), filepath.Join(tmp, "out.pftrace")}
+					for _, o := range outs {
+						os.WriteFile(o, []byte("the previous run's\n"), 0o644)
+					}
+					args = append([]string{"--json", "-o", outs[0], "--perfetto", outs[1]}, args...)
+				}
 				if c.asNobody {
 					name, args = "setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)
 				}
@@ -487,6 +497,11 @@ func TestE2EEndings(t *testing.T) {
 				}
 				if !strings.Contains(stderr.String(), c.says) {
 					t.Errorf("stderr does not say %q:\n%s", c.says, stderr.String())
+				}
+				for _, o := range outs {
+					if b, _ := os.ReadFile(o); string(b) != "the previous run's\n" {
+						t.Errorf("%s: %q after a run that could not start, want it untouched", filepath.Base(o), b)
+					}
 				}
 			})
 		}

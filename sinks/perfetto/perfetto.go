@@ -159,9 +159,14 @@ func Create(path string) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := New(f)
-	w.closer = f
-	return w, nil
+	return NewCloser(f), nil
+}
+
+// NewCloser writes a trace to wc, which Close closes.
+func NewCloser(wc io.WriteCloser) *Writer {
+	w := New(wc)
+	w.closer = wc
+	return w
 }
 
 // New writes a trace to w.

@@ -111,51 +111,71 @@ func stopOnSignals(f *Flags, stderr io.Writer) (context.Context, func()) {
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
+// outputEnv is what an output is made from: the flags, the report's
+// writer (stdout or -o), stderr, and the files opened for the outputs.
+type outputEnv struct {
+	f           *Flags
+	out, stderr io.Writer
+	files       []*outFile
+}
+
+// file opens an output file (see outFile) that Run makes when tracing ran.
+func (e *outputEnv) file(path string) (*outFile, error) {
+	o, err := newOutFile(path)
+	if err != nil {
+		return nil, err
+	}
+	e.files = append(e.files, o)
+	return o, nil
+}
+
 // outputs are the sinks tttrace can write, in the order they are fed: each
 // entry returns its sink when the flags ask for it (nil otherwise). A new
 // output is one line here (and its flags).
-var outputs = []func(f *Flags, out, stderr io.Writer) (sinks.Sink, error){
+var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	liveOutput,
-	func(f *Flags, out, _ io.Writer) (sinks.Sink, error) {
-		if f.JSON {
-			return sinks.NewNDJSON(out, f.NoEvents), nil
+	func(e *outputEnv) (sinks.Sink, error) {
+		if e.f.JSON {
+			return sinks.NewNDJSON(e.out, e.f.NoEvents), nil
 		}
-		return sinks.NewReport(out), nil
+		return sinks.NewReport(e.out), nil
 	},
 	perfettoOutput,
 	prometheusOutput,
 }
 
 // perfettoOutput is the --perfetto timeline file.
-func perfettoOutput(f *Flags, _, _ io.Writer) (sinks.Sink, error) {
-	if f.Perfetto == "" {
+func perfettoOutput(e *outputEnv) (sinks.Sink, error) {
+	if e.f.Perfetto == "" {
 		return nil, nil
 	}
-	w, err := perfetto.Create(f.Perfetto)
+	o, err := e.file(e.f.Perfetto)
 	if err != nil {
 		return nil, fail(ExitError, "--perfetto: %w", err)
 	}
-	return w, nil
+	return perfetto.NewCloser(o), nil
 }
 
 // prometheusOutput is the /metrics endpoint of --listen, bound now so a bad
 // or busy address fails before tracing starts.
-func prometheusOutput(f *Flags, _, _ io.Writer) (sinks.Sink, error) {
+func prometheusOutput(e *outputEnv) (sinks.Sink, error) {
+	f := e.f
 	if f.Listen == "" {
 		return nil, nil
 	}
-	e, err := promexport.Listen(f.Listen)
+	x, err := promexport.Listen(f.Listen)
 	if err != nil {
 		return nil, fail(ExitUsage, "--listen: %w", err)
 	}
-	return e, nil
+	return x, nil
 }
 
 // liveOutput is the live view on stderr when it is a terminal tttrace has
 // to itself (-p, --all: with -- CMD the command writes there too, and
 // redrawing in place would overwrite its output) and the human report is
 // wanted.
-func liveOutput(f *Flags, _, stderr io.Writer) (sinks.Sink, error) {
+func liveOutput(e *outputEnv) (sinks.Sink, error) {
+	f, stderr := e.f, e.stderr
 	file, ok := stderr.(*os.File)
 	if !ok || f.JSON || f.Interval <= 0 || len(f.Command) > 0 {
 		return nil, nil
@@ -175,18 +195,22 @@ func liveOutput(f *Flags, _, stderr io.Writer) (sinks.Sink, error) {
 
 // Run traces as f says and returns the exit status.
 func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
-	out := stdout
+	env := &outputEnv{f: f, out: stdout, stderr: stderr}
+	defer func() {
+		for _, o := range env.files {
+			_ = o.Close() // each sink closed its own: these are the leftovers of a failed start
+		}
+	}()
 	if f.Output != "" {
-		of, err := os.Create(f.Output)
+		of, err := env.file(f.Output)
 		if err != nil {
 			return 0, fail(ExitError, "output: %w", err)
 		}
-		defer of.Close()
-		out = of
+		env.out = of
 	}
 	var ks []sinks.Sink
 	for _, mk := range outputs {
-		k, err := mk(f, out, stderr)
+		k, err := mk(env)
 		if err != nil {
 			for _, k := range ks {
 				_ = k.Close() // a half-made set of outputs: release what was opened
@@ -201,6 +225,11 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 	res, err := session.Run(ctx, f.config(stderr), ks)
 	if err != nil {
 		return 0, err
+	}
+	for _, o := range env.files {
+		if err := o.Keep(); err != nil {
+			return 0, fail(ExitError, "output: %w", err)
+		}
 	}
 	status := ExitOK
 	if c := res.Command; c != nil {
