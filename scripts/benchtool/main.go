@@ -3,7 +3,7 @@
 // calls it; see docs/bench.md for what each figure means.
 //
 // Every measurement is a real run: the replica's burst workload untraced,
-// under tttrace, under a count-only bpftrace floor and with an in-process
+// under tttrace, under a count-only floor (floor.go) and with an in-process
 // socket reporter, interleaved in rounds (the order rotates) and summarized
 // by medians; loss against the replica's ground truth; the consumer's
 // per-record path as a Go benchmark on one CPU; attach time and memory on a
@@ -37,36 +37,46 @@ import (
 )
 
 type config struct {
-	tttrace  string
-	replica  string // build dir of the replica (ttwork, libtt_metal.so)
-	socket   string // build dir of the REPORTER=socket replica (ttwork, ttreportd)
-	cet      string // build dir of the replica built with -fcf-protection=full
-	big      string // dir of the generated big library (ttwork, libtt_metal.so)
-	bpftrace string
-	work     string
-	rounds   int
-	events   int
-	hold     int // live buffers for the memory figure
-	only     map[string]bool
-	out      string // results JSON
+	tttrace string
+	replica string // build dir of the replica (ttwork, libtt_metal.so)
+	socket  string // build dir of the REPORTER=socket replica (ttwork, ttreportd)
+	cet     string // build dir of the replica built with -fcf-protection=full
+	big     string // dir of the generated big library (ttwork, libtt_metal.so)
+	self    string // this benchtool, run in floor mode
+	work    string
+	rounds  int
+	events  int
+	hold    int // live buffers for the memory figure
+	only    map[string]bool
+	out     string // results JSON
 }
 
 func main() {
 	var c config
-	var only string
+	var only, floorLib string
+	var floorAtEntry bool
 	flag.StringVar(&c.tttrace, "tttrace", "bin/tttrace", "tttrace binary")
 	flag.StringVar(&c.replica, "replica", "build/bench/replica", "replica build directory")
 	flag.StringVar(&c.socket, "socket", "build/bench/replica-socket", "REPORTER=socket replica build directory")
 	flag.StringVar(&c.cet, "cet", "build/bench/replica-cet", "replica build directory with -fcf-protection=full")
 	flag.StringVar(&c.big, "big", "build/bench/big", "directory of the generated big library")
-	flag.StringVar(&c.bpftrace, "bpftrace", "bpftrace", "bpftrace binary")
 	flag.StringVar(&c.work, "work", "build/bench/run", "scratch directory")
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
 	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
+	flag.StringVar(&floorLib, "floor-lib", "", "floor mode: count hits at the sites tttrace attaches in this library while running the command after --")
+	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
 	flag.Parse()
+	if floorLib != "" {
+		os.Exit(floorMain(floorLib, floorAtEntry, flag.Args()))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	c.self = self
 	c.only = map[string]bool{}
 	for _, p := range strings.Split(only, ",") {
 		c.only[strings.TrimSpace(p)] = true
@@ -81,7 +91,7 @@ func main() {
 	if err := os.MkdirAll(c.work, 0o755); err != nil {
 		fatalf("%v", err)
 	}
-	r := &results{Machine: machine(c.bpftrace)}
+	r := &results{Machine: machine()}
 	start := time.Now()
 	// The CPU-bound Go benchmark first, before the trap-heavy runs leave
 	// the kernel busy cleaning up.
@@ -141,13 +151,12 @@ type machineInfo struct {
 	Kernel     string  `json:"kernel"`
 	Date       string  `json:"date"`
 	Go         string  `json:"go"`
-	Bpftrace   string  `json:"bpftrace"`
 	MemGiB     float64 `json:"mem_gib"`
 	LoadStart  string  `json:"load_start"`
 	LoadEnd    string  `json:"load_end"`
 }
 
-func machine(bpftrace string) machineInfo {
+func machine() machineInfo {
 	m := machineInfo{CPUs: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Go: runtime.Version(), LoadStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -172,9 +181,6 @@ func machine(bpftrace string) machineInfo {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
 		m.MemGiB = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
-	}
-	if out, err := exec.Command(bpftrace, "--version").Output(); err == nil {
-		m.Bpftrace = strings.TrimSpace(string(out))
 	}
 	return m
 }
@@ -436,7 +442,7 @@ func modes(c *config) []mode {
 		{"tttrace --json -o /dev/null --no-stacks", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--no-stacks"}, false)
 		}},
-		{"floor: bpftrace count-only", runFloor},
+		{floorMode, runFloor},
 		{"in-process socket reporter", runReporter},
 	}
 	return ms
@@ -530,38 +536,20 @@ func runTttrace(c *config, _ int, flags []string, summaryOut bool) costRun {
 	return r
 }
 
-// floorScript writes a bpftrace script with a count-only entry uprobe on
-// every site tttrace attaches in lib (the same resolution tttrace does).
-func floorScript(c *config, lib string) (string, int, error) {
-	l, err := probes.OpenLibrary(lib)
-	if err != nil {
-		return "", 0, err
-	}
-	defer l.Close()
-	syms, err := probes.ResolveSymbols(l)
-	if err != nil {
-		return "", 0, err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "// Floor for tttrace: an entry uprobe on each site tttrace probes in %s; it only counts.\n", lib)
-	for _, s := range syms.Sites {
-		fmt.Fprintf(&b, "uprobe:%s:%s { @%s = count(); }\n", lib, s.Symbol, s.Program)
-	}
-	path := filepath.Join(c.work, "floor.bt")
-	return path, len(syms.Sites), os.WriteFile(path, []byte(b.String()), 0o644)
+// floorMode is the cost mode of the floor (floor.go).
+const floorMode = "floor: count-only uprobes"
+
+// floorArgs runs this benchtool in floor mode around the burst.
+func (c *config) floorArgs() []string {
+	return append([]string{"-floor-lib", filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")},
+		c.burstArgs()...)
 }
 
 var countRe = regexp.MustCompile(`(?m)^@(\w+): (\d+)$`)
 
 func runFloor(c *config, _ int) costRun {
 	r := costRun{Counted: -1, Lost: -1}
-	script, _, err := floorScript(c, filepath.Join(c.replica, "libtt_metal.so"))
-	if err != nil {
-		r.Err = err.Error()
-		return r
-	}
-	cmd := strings.Join(append([]string{filepath.Join(c.replica, "ttwork")}, c.burstArgs()...), " ")
-	p, err := startProc(nil, c.bpftrace, script, "-c", cmd)
+	p, err := startProc(nil, c.self, c.floorArgs()...)
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -569,6 +557,9 @@ func runFloor(c *config, _ int) costRun {
 	code, d := p.wait()
 	r.Exit, r.WallSecs = code, d.Seconds()
 	finishBurst(&r, p)
+	if code != 0 && r.Err == "" {
+		r.Err = "floor: " + lastLine(p.stderr.String())
+	}
 	var n int64
 	for _, m := range countRe.FindAllStringSubmatch(p.stdout.String(), -1) {
 		if m[1] == "track_allocate" || m[1] == "track_deallocate" {
@@ -641,10 +632,6 @@ func runProfile(c *config) []profileRun {
 		return []profileRun{{Mode: "profile", Err: err.Error()}}
 	}
 	defer stats.Close()
-	script, _, err := floorScript(c, filepath.Join(c.replica, "libtt_metal.so"))
-	if err != nil {
-		return []profileRun{{Mode: "profile", Err: err.Error()}}
-	}
 	runs := []struct {
 		mode string
 		name string
@@ -654,8 +641,7 @@ func runProfile(c *config) []profileRun {
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{"tttrace --json -o /dev/null --no-stacks", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--no-stacks", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
-		{"floor: bpftrace count-only", c.bpftrace, []string{script, "-c",
-			strings.Join(append([]string{filepath.Join(c.replica, "ttwork")}, c.burstArgs()...), " ")}},
+		{floorMode, c.self, c.floorArgs()},
 	}
 	var out []profileRun
 	for _, rr := range runs {

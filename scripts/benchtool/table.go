@@ -28,8 +28,8 @@ func (r *results) print(w io.Writer, c *config) {
 		hv = ", virtualized"
 	}
 	fmt.Fprintf(w, "\n## tttrace benchmarks, %s\n\n", m.Date)
-	fmt.Fprintf(w, "Machine: %s, %d CPUs%s, %.0f GiB, kernel %s, %s, %s. Load average at start %s, at end %s.\n",
-		m.CPU, m.CPUs, hv, m.MemGiB, m.Kernel, m.Go, m.Bpftrace, m.LoadStart, m.LoadEnd)
+	fmt.Fprintf(w, "Machine: %s, %d CPUs%s, %.0f GiB, kernel %s, %s. Load average at start %s, at end %s.\n",
+		m.CPU, m.CPUs, hv, m.MemGiB, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
 	fmt.Fprintf(w, "Burst: replica `ttwork --scenario burst --events %d` (alloc + free on 2 threads); %d interleaved rounds, medians. Took %.0f s.\n\n",
 		c.events, c.rounds, r.Seconds)
 	var rows []row
@@ -79,7 +79,7 @@ func (r *results) costRows(c *config) []row {
 	}
 	secs, bad := r.byMode()
 	n := float64(c.events)
-	const un, floor, rep = "untraced", "floor: bpftrace count-only", "in-process socket reporter"
+	const un, floor, rep = "untraced", floorMode, "in-process socket reporter"
 	u := median(values(secs[un]))
 	added := func(mode string) float64 { return (median(values(secs[mode])) - u) / n * 1e6 }
 	// Per-round ratio of added costs, to show the spread of the ratio.
@@ -106,8 +106,8 @@ func (r *results) costRows(c *config) []row {
 	fa, ra := added(floor), added(rep)
 	rows := []row{
 		{"1", "burst untraced", timing(un) + fmt.Sprintf(", %.3f µs/event", u/n*1e6), "", ""},
-		{"1", "floor: bpftrace, count-only entry uprobes on the " + r.floorSites(c) + " functions tttrace probes (on each first instruction: " +
-			"Debian's bpftrace cannot probe inside a function, where tttrace places probes the kernel emulates, rows 2p)",
+		{"1", "floor: count-only uprobes at the " + floorSites(c) + " addresses tttrace attaches, placed as tttrace places them (rows 2p): " +
+			"one program built with cilium/ebpf's assembler that only counts hits (benchtool -floor-lib)",
 			timing(floor) + fmt.Sprintf("; added **%.2f µs/event**", fa) + r.countCheck(floor, c), "(reference)", ""},
 		{"1", "in-process reporter: blocking Unix-socket send per event (REPORTER=socket)",
 			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**", ra) + r.countCheck(rep, c), "(alternative)", ""},
@@ -146,12 +146,17 @@ func (r *results) costRows(c *config) []row {
 	return rows
 }
 
-func (r *results) floorSites(c *config) string {
-	_, sites, err := floorScript(c, filepath.Join(c.replica, "libtt_metal.so"))
+// floorSites says how many sites the floor probes, in how many functions.
+func floorSites(c *config) string {
+	plan, err := floorPlan(filepath.Join(c.replica, "libtt_metal.so"))
 	if err != nil {
 		return "?"
 	}
-	return fmt.Sprint(sites)
+	fns := map[uint64]bool{}
+	for _, s := range plan.Sites {
+		fns[s.Func()] = true
+	}
+	return fmt.Sprintf("%d (in %d functions, %s plan)", len(plan.Sites), len(fns), plan.Kind)
 }
 
 // countCheck says whether every run of mode saw every event.
