@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: tttrace's performance and loss figures, measured against the
-# floor (count-only bpftrace uprobes) and an in-process reporter, in one
-# table with the goals (docs/bench.md explains every row). Needs root (BPF).
+# floor (count-only uprobes at the addresses tttrace attaches, benchtool
+# -floor-lib) and an in-process reporter, in one table with the goals
+# (docs/bench.md explains every row). Needs root (BPF).
 # Not part of make test. Takes about 10 minutes on 2 CPUs.
 #
 #   scripts/bench.sh [benchtool flags]     e.g. -rounds 3, -only cost,loss

@@ -4,7 +4,7 @@
 # installed; nothing happens when all are present. Needs root for apt-get.
 #   scripts/deps.sh build   compilers for the replica (g++, clang++)
 #   scripts/deps.sh bpf     clang + llvm-strip for make generate
-#   scripts/deps.sh bench   bpftrace for the floor measurement, GNU time, taskset
+#   scripts/deps.sh bench   GNU time, taskset
 #   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view), Prometheus and
 #                           promtool (--listen), Debian python3 with pytest (leaks by test)
 set -euo pipefail
@@ -15,7 +15,7 @@ for what in "${@:-build}"; do
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
 	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest ;;
-	bench) need bpftrace bpftrace; need /usr/bin/time time; need taskset util-linux ;;
+	bench) need /usr/bin/time time; need taskset util-linux ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
 done
