@@ -106,7 +106,7 @@ func (r *results) costRows(c *config) []row {
 	fa, ra := added(floor), added(rep)
 	rows := []row{
 		{"1", "burst untraced", timing(un) + fmt.Sprintf(", %.3f µs/event", u/n*1e6), "", ""},
-		{"1", "floor: count-only uprobes at the " + floorSites(c) + " addresses tttrace attaches, placed as tttrace places them (rows 2p): " +
+		{"1", "floor: count-only uprobes at the addresses tttrace attaches (" + floorSites(c) + "), placed as tttrace places them (rows 2p): " +
 			"one program built with cilium/ebpf's assembler that only counts hits (benchtool -floor-lib)",
 			timing(floor) + fmt.Sprintf("; added **%.2f µs/event**", fa) + r.countCheck(floor, c), "(reference)", ""},
 		{"1", "in-process reporter: blocking Unix-socket send per event (REPORTER=socket)",
@@ -156,7 +156,7 @@ func floorSites(c *config) string {
 	for _, s := range plan.Sites {
 		fns[s.Func()] = true
 	}
-	return fmt.Sprintf("%d (in %d functions, %s plan)", len(plan.Sites), len(fns), plan.Kind)
+	return fmt.Sprintf("%d sites in %d functions, %s plan", len(plan.Sites), len(fns), plan.Kind)
 }
 
 // countCheck says whether every run of mode saw every event.
