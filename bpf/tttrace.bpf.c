@@ -75,11 +75,19 @@ struct {
  * off[LF_BUFFER_IMPL_PTR] is the offset of the BufferImpl pointer inside
  * Buffer and the Buffer offsets are inside BufferImpl; otherwise it is -1
  * and they are inside Buffer. A field a layout lacks is -1. The index of
- * every read is a constant: this costs what named members cost. */
+ * every read is a constant: this costs what named members cost.
+ * span_lo, span_len: the bytes of the Buffer (or BufferImpl) that hold all
+ * its fields read, from the lowest offset to the end of the last field; at
+ * most SPAN_MAX, 0 when they are further apart (each field is then read on
+ * its own). One read of the span costs about what one read of a field
+ * costs. */
+#define SPAN_MAX 128
 struct lib_info {
 	__u64 vtable_device;
 	__u64 vtable_mesh;
 	__s64 off[LF_COUNT];
+	__u32 span_lo;
+	__u32 span_len;
 };
 
 #define MAX_LIBS 256
@@ -214,18 +222,48 @@ static __always_inline struct site locate(struct pt_regs *ctx)
 	return s;
 }
 
+/* The little-endian value of len bytes at off in the span copied from
+ * base + lo. Byte loads: the stack is only read aligned, and off is not
+ * known to the verifier. */
+static __always_inline __u64 span_field(const __u8 *span, __s64 off, __u32 lo, __u32 len)
+{
+	__u64 v = 0, rel = (__u64)(off - lo) & (SPAN_MAX - 1);
+	int i;
+
+#pragma unroll
+	for (i = 7; i >= 0; i--)
+		if (i < len)
+			v = v << 8 | span[rel + i];
+	return v;
+}
+
 /* Say what an IDevice* is, by its vptr. */
 static __always_inline void classify_device(struct event *e, __u64 dev,
 					    struct site *site)
 {
 	__u64 vptr = 0, vt_device = 0, vt_mesh = 0;
+	__s64 id_off = site->lib ? site->lib->off[LF_DEVICE_ID] : -1;
+	__s32 id = -1;
+	int have_id = 0;
 
 	e->device = dev;
 	if (!dev) {
 		e->device_kind = DEV_NONE;
 		return;
 	}
-	if (bpf_probe_read_user(&vptr, sizeof(vptr), (void *)dev) < 0) {
+	if (id_off >= 8 && id_off + 4 <= SPAN_MAX) {
+		/* The vptr and Device::id_ in one read (the id is used only if
+		 * the vptr says the object is a Device). */
+		__u8 head[SPAN_MAX + 8];
+
+		__builtin_memset(head, 0, sizeof(head));
+		if (bpf_probe_read_user(head, id_off + 4, (void *)dev) == 0) {
+			vptr = span_field(head, 0, 0, 8);
+			id = (__s32)span_field(head, id_off, 0, 4);
+			have_id = 1;
+		}
+	}
+	if (!have_id && bpf_probe_read_user(&vptr, sizeof(vptr), (void *)dev) < 0) {
 		e->read_error = 1;
 		e->device_kind = DEV_UNKNOWN;
 		return;
@@ -236,16 +274,48 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 		vt_mesh = site->lib->vtable_mesh;
 	}
 	if (vt_device && vptr == site->bias + vt_device) {
-		__s32 id = -1;
-
 		e->device_kind = DEV_CHIP;
-		read_field(e, &id, sizeof(id), dev, site->lib->off[LF_DEVICE_ID]);
+		if (!have_id)
+			read_field(e, &id, sizeof(id), dev, site->lib->off[LF_DEVICE_ID]);
 		e->chip = id;
 	} else if (vt_mesh && vptr == site->bias + vt_mesh) {
 		e->device_kind = DEV_MESH;
 	} else {
 		e->device_kind = DEV_UNKNOWN;
 	}
+}
+
+/* Read the Buffer's fields out of its span with one user read; 0 when
+ * that read failed (then each field is read on its own). */
+static __always_inline int read_span(struct event *e, __u64 base, struct lib_info *l, __u64 *dev)
+{
+	__u8 span[SPAN_MAX + 8];
+	__u32 lo = l->span_lo, len = l->span_len;
+	__s64 w = l->off[LF_BUFFER_TYPE_WIDTH];
+
+	if (len == 0 || len > SPAN_MAX)
+		return 0;
+	__builtin_memset(span, 0, sizeof(span));
+	if (bpf_probe_read_user(span, len, (void *)(base + lo)) < 0)
+		return 0;
+	if (l->off[LF_DEVICE] >= 0)
+		*dev = span_field(span, l->off[LF_DEVICE], lo, 8);
+	if (l->off[LF_SIZE] >= 0)
+		e->size = span_field(span, l->off[LF_SIZE], lo, 8);
+	if (l->off[LF_BUFFER_TYPE] >= 0)
+		e->buffer_type = (__s32)span_field(span, l->off[LF_BUFFER_TYPE], lo,
+						   w == 1 || w == 2 ? w : 4);
+	if (l->off[LF_OWNS_DATA] >= 0)
+		e->owns_data = span_field(span, l->off[LF_OWNS_DATA], lo, 1);
+	if (l->off[LF_ALLOCATION_STATUS] >= 0)
+		e->status = span_field(span, l->off[LF_ALLOCATION_STATUS], lo, 1);
+	if (l->off[LF_HOOKED_ALLOCATION] >= 0)
+		e->hooked = span_field(span, l->off[LF_HOOKED_ALLOCATION], lo, 1);
+	if (l->off[LF_ADDRESS] >= 0)
+		e->address = span_field(span, l->off[LF_ADDRESS], lo, 8);
+	if (l->off[LF_PAGE_SIZE] >= 0)
+		e->page_size = span_field(span, l->off[LF_PAGE_SIZE], lo, 8);
+	return 1;
 }
 
 /* Copy the fields of a tt::tt_metal::Buffer. */
@@ -268,6 +338,10 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 			e->read_error = 1;
 			return;
 		}
+	}
+	if (read_span(e, base, l, &dev)) {
+		classify_device(e, dev, site);
+		return;
 	}
 	read_field(e, &dev, sizeof(dev), base, l->off[LF_DEVICE]);
 	read_field(e, &size, sizeof(size), base, l->off[LF_SIZE]);

@@ -154,7 +154,43 @@ func libInfo(l Layout, syms *Symbols) tttraceLibInfo {
 			info.Off[f.slot] = *f.get(&l)
 		}
 	}
+	info.SpanLo, info.SpanLen = spanOf(l)
 	return info
+}
+
+// spanMax is SPAN_MAX of bpf/tttrace.bpf.c: the longest span BPF reads.
+const spanMax = 128
+
+// spanOf is the bytes of the Buffer (BufferImpl) that hold every field
+// BPF reads from it, at the widths it reads them: the offset of the first
+// and the length to the end of the last. Length 0 when that is longer
+// than spanMax (BPF then reads the fields one by one).
+func spanOf(l Layout) (lo, n uint32) {
+	first, end := int64(-1), int64(-1)
+	for _, f := range layoutFields {
+		off := *f.get(&l)
+		if !f.buffer || off < 0 {
+			continue
+		}
+		width := int64(8)
+		if f.accessor != nil {
+			width = int64(f.accessor.size)
+		}
+		if width == 0 { // an enum: at the width the library reads it
+			width = l.TypeWidth
+			if width != 1 && width != 2 {
+				width = 4
+			}
+		}
+		if first < 0 || off < first {
+			first = off
+		}
+		end = max(end, off+width)
+	}
+	if first < 0 || end-first > spanMax {
+		return 0, 0
+	}
+	return uint32(first), uint32(end - first)
 }
 
 // MarshalJSON writes the layout with the table's keys, in its order.

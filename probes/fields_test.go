@@ -92,6 +92,38 @@ func TestLibInfoFromTable(t *testing.T) {
 	}
 }
 
+// The span BPF reads in one go: from the first Buffer field to the end of
+// the last, at the widths BPF reads them; none when they lie further apart
+// than SPAN_MAX.
+func TestSpanOf(t *testing.T) {
+	for _, c := range []struct {
+		l       Layout
+		lo, len uint32
+	}{
+		{LayoutV0, 0, 72},  // device 0 .. address 64+8
+		{LayoutV1, 16, 80}, // device 16 .. page_size 88+8
+		{LayoutV2, 0, 72},  // in BufferImpl: device 0 .. address 64+8
+	} {
+		lo, n := spanOf(c.l)
+		if lo != c.lo || n != c.len {
+			t.Errorf("%s: span %d+%d, want %d+%d", c.l.Name, lo, n, c.lo, c.len)
+		}
+		if info := libInfo(c.l, &Symbols{}); info.SpanLo != lo || info.SpanLen != n {
+			t.Errorf("%s: lib_info span %d+%d", c.l.Name, info.SpanLo, info.SpanLen)
+		}
+	}
+	narrow := LayoutV1
+	narrow.Device, narrow.Type, narrow.TypeWidth, narrow.PageSize = 40, 20, 1, -1
+	if lo, n := spanOf(narrow); lo != 20 || n != 68 { // type 20 (1 byte) .. address 80+8
+		t.Errorf("one-byte type first: span %d+%d, want 20+68", lo, n)
+	}
+	far := LayoutV1
+	far.PageSize = 16 + spanMax // ends 8 bytes past the longest span
+	if lo, n := spanOf(far); n != 0 {
+		t.Errorf("fields %d bytes apart: span %d+%d, want none", far.PageSize+8-16, lo, n)
+	}
+}
+
 // A layout written by doctor --json reads back as a layout file, keys and
 // all; the keys are docs/layout.md's.
 func TestLayoutJSONRoundTrip(t *testing.T) {

@@ -54,6 +54,8 @@ type tttraceLibInfo struct {
 	VtableDevice uint64
 	VtableMesh   uint64
 	Off          [11]int64
+	SpanLo       uint32
+	SpanLen      uint32
 }
 
 type tttraceLostCounter struct {
