@@ -286,14 +286,14 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 }
 
 /* Read the Buffer's fields out of its span with one user read; 0 when
- * that read failed (then each field is read on its own). */
+ * that read failed. */
 static __always_inline int read_span(struct event *e, __u64 base, struct lib_info *l, __u64 *dev)
 {
 	__u8 span[SPAN_MAX + 8];
 	__u32 lo = l->span_lo, len = l->span_len;
 	__s64 w = l->off[LF_BUFFER_TYPE_WIDTH];
 
-	if (len == 0 || len > SPAN_MAX)
+	if (len > SPAN_MAX)
 		return 0;
 	__builtin_memset(span, 0, sizeof(span));
 	if (bpf_probe_read_user(span, len, (void *)(base + lo)) < 0)
@@ -339,8 +339,13 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 			return;
 		}
 	}
-	if (read_span(e, base, l, &dev)) {
-		classify_device(e, dev, site);
+	if (l->span_len) {
+		/* Every field lies in the span: if it cannot be read, neither
+		 * can they. */
+		if (read_span(e, base, l, &dev))
+			classify_device(e, dev, site);
+		else
+			e->read_error = 1;
 		return;
 	}
 	read_field(e, &dev, sizeof(dev), base, l->off[LF_DEVICE]);
