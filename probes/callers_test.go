@@ -97,15 +97,7 @@ func TestKnownCallersInlinedOrAbsent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			so := buildCallers(t, c.flags...)
-			lib, err := OpenLibrary(so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lib.Close()
-			syms, err := ResolveSymbols(lib)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lib, syms := openResolved(t, so)
 			p, err := ChoosePlan(lib, syms, LayoutV1, ProbesTracker)
 			if err != nil {
 				t.Fatal(err)

@@ -44,6 +44,18 @@ func openTestLib(t *testing.T, so string) *Library {
 	return lib
 }
 
+// openResolved opens the library at so (closed when the test ends) and
+// resolves its symbols.
+func openResolved(t *testing.T, so string) (*Library, *Symbols) {
+	t.Helper()
+	lib := openTestLib(t, so)
+	syms, err := ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib, syms
+}
+
 func funcSym(t *testing.T, lib *Library, name string) Symbol {
 	t.Helper()
 	m, err := lib.lookup([]string{name})

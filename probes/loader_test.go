@@ -65,15 +65,7 @@ func TestAttachAfterPathGone(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lib, err := OpenLibrary(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
-	syms, err := ResolveSymbols(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, syms := openResolved(t, path)
 	layout, err := ResolveLayout(lib, syms, "")
 	if err != nil {
 		t.Fatal(err)

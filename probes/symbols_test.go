@@ -49,15 +49,7 @@ var fullNames = []string{
 
 func TestResolveSymbols(t *testing.T) {
 	so := buildLib(t, fullNames)
-	lib, err := OpenLibrary(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
-	syms, err := ResolveSymbols(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, syms := openResolved(t, so)
 	if err := syms.Check(lib); err != nil {
 		t.Fatalf("check: %v", err)
 	}
@@ -117,16 +109,8 @@ func fileOffsetOf(ef *elf.File, vaddr uint64) (uint64, error) {
 
 func TestCheckNamesWhatIsMissing(t *testing.T) {
 	so := buildLib(t, []string{symTrackAllocateCB, symDeviceClose})
-	lib, err := OpenLibrary(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
-	syms, err := ResolveSymbols(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = syms.Check(lib)
+	lib, syms := openResolved(t, so)
+	err := syms.Check(lib)
 	if err == nil {
 		t.Fatal("a library without track_allocate was accepted")
 	}
