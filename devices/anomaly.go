@@ -18,6 +18,7 @@ const (
 	anAfterExit                               // an event of a process after its exit
 	anTooManyBuffers                          // more live buffers than slot numbers
 	anAccounting                              // the ledger's own bookkeeping disagreed with itself (a bug)
+	anImplausibleTotal                        // a buffer or CB that would take the process over maxHeld bytes
 	nAnomalyKinds
 )
 
@@ -34,6 +35,7 @@ var anomalyNames = [nAnomalyKinds]string{
 	anAfterExit:            "event_after_exit",
 	anTooManyBuffers:       "too_many_buffers",
 	anAccounting:           "internal_accounting_error",
+	anImplausibleTotal:     "implausible_total",
 }
 
 // maxAnomalies caps the detailed anomaly list of one process.

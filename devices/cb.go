@@ -107,6 +107,9 @@ func (p *proc) cbAlloc(e *events.Event) {
 		p.anomaly(anUnknownDevice, e, "CB at %#x on a %s device %#x (vptr %#x)", e.Address, e.DeviceKind, e.Device, e.DeviceVptr)
 		return
 	}
+	if !p.hold(e, "CB at", e.Address) {
+		return
+	}
 	pc := p.progs[prog]
 	if pc == nil {
 		if n := len(p.spareProgs); n > 0 {
@@ -131,6 +134,7 @@ func (p *proc) cbAlloc(e *events.Event) {
 		// The program is laid out again from scratch: its old CBs on this
 		// target are replaced, not added to.
 		p.chargeCB(mesh, chip, g.bytes, false, e)
+		p.held -= g.bytes
 		p.groupGone(mesh, chip, g.end)
 		p.stats.CBRelayouts++
 		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
@@ -190,6 +194,7 @@ func (p *proc) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) bool
 		}
 		found = true
 		p.chargeCB(g.mesh, g.chip, g.bytes, false, e)
+		p.held -= g.bytes
 		p.groupGone(g.mesh, g.chip, g.end)
 		p.stats.CBGroupsReleased++
 	}

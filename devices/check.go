@@ -30,6 +30,7 @@ type checker struct {
 	errs    []error
 	want    map[int32]*Totals // per chip, recomputed
 	meshTot []Totals          // per mesh index, recomputed
+	held    uint64            // every live buffer and CB group, once
 }
 
 func (p *proc) check() error {
@@ -39,6 +40,9 @@ func (p *proc) check() error {
 	c.meshes()
 	c.chips()
 	c.l1()
+	if c.held != p.held || p.held > maxHeld {
+		c.bad("held %d bytes, recomputed %d (at most %d)", p.held, c.held, uint64(maxHeld))
+	}
 	if n := p.anomalies.counts[anAccounting]; n != 0 {
 		c.bad("%d internal accounting errors", n)
 	}
@@ -87,6 +91,7 @@ func (c *checker) buffers() {
 			c.bad("slot %d: type %d size %d", i, b.btype, b.size)
 			continue
 		}
+		c.held += b.size
 		if b.mesh == 0 {
 			w := c.at(b.chip)
 			w[b.btype] += b.size
@@ -125,6 +130,7 @@ func (c *checker) programs() {
 					c.bad("program %#x: two CB groups for one target", prog)
 				}
 			}
+			c.held += g.bytes
 			if g.mesh == 0 {
 				c.at(g.chip)[cCB] += g.bytes
 				continue

@@ -6,7 +6,11 @@
 // looks at anything else: it is pure Go, deterministic (the same stream
 // gives the same Summary) and must not panic on any input. Totals are
 // unsigned and are only ever decremented by what was added for the same
-// object, so they cannot wrap; Check verifies that invariant.
+// object. They cannot wrap because what a process holds is bounded: every
+// buffer or CB it counts adds its size once to the process's held bytes,
+// which may not pass maxHeld (a buffer or CB that would pass it is an
+// implausible_total anomaly, not counted), and any chip or mesh total is a
+// sum of a subset of those objects. Check verifies both.
 //
 // A Ledger is not safe for concurrent use: the caller serializes Apply,
 // Summary and the accessors.
@@ -64,9 +68,25 @@ func (c Counter) String() string {
 type Observer func(pid uint32, chip int32, tsNs uint64, t *Totals)
 
 // maxSize bounds a plausible buffer or CB size (1 TiB). Larger values can
-// only come from a wrong layout or a bad read; refusing them keeps sums far
-// from uint64 wrap-around.
+// only come from a wrong layout or a bad read.
 const maxSize = 1 << 40
+
+// maxHeld bounds what one process may hold at once, all chips together,
+// each buffer and CB counted once (1 PiB, far beyond any host's device
+// memory): a hostile or broken process making 2^24 buffers of 1 TiB would
+// otherwise wrap a chip's uint64 total. Every chip and mesh total of the
+// process is at most this, so a sum over 2^13 processes cannot wrap either
+// (sums over more saturate: SatAdd).
+const maxHeld = 1 << 50
+
+// SatAdd is a+b, or the largest uint64 when that would wrap: for sums of
+// totals over processes, which the per-process bound cannot bound.
+func SatAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint64(0)
+}
 
 // Ledger is the per-process device-memory ledger. The zero value is not
 // usable; call NewLedger.

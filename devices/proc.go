@@ -37,6 +37,10 @@ type proc struct {
 	progs      map[uint64]*progCBs // ProgramImpl* -> its CB groups
 	spareProgs []*progCBs          // released, for reuse
 
+	// held: the bytes of every buffer and CB counted now, each once
+	// whatever chips it is charged on; at most maxHeld.
+	held uint64
+
 	unknownFrees     uint64
 	unknownFreeBytes uint64
 	doubleFrees      uint64
@@ -299,8 +303,12 @@ func (p *proc) alloc(e *events.Event) {
 			e.Object, events.BufferType(old.btype), old.size, old.addr, old.seq)
 		p.releaseBuffer(idx, slotFreed, e)
 	}
+	if !p.hold(e, "buffer", e.Object) {
+		return
+	}
 	idx, ok := p.bufs.insert(e.Object)
 	if !ok {
+		p.held -= e.Size
 		p.anomaly(anTooManyBuffers, e, "buffer %#x: more live buffers than the ledger can hold", e.Object)
 		return
 	}
@@ -358,7 +366,7 @@ func (p *proc) free(e *events.Event) {
 	case !known:
 		p.unknownFrees++ // allocated before the tracer attached
 		if e.Size <= maxSize {
-			p.unknownFreeBytes += e.Size
+			p.unknownFreeBytes = SatAdd(p.unknownFreeBytes, e.Size)
 		}
 	case idx < slotReleased:
 		p.releaseBuffer(idx, slotFreed, e)
@@ -401,6 +409,7 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	if b.marked {
 		p.stats.ReleasedByMark++
 	}
+	p.held -= b.size
 	p.bufs.remove(idx, state)
 }
 
@@ -428,6 +437,17 @@ func (p *proc) endPending(t *thread, e *events.Event) {
 	if m := p.meshes[t.pendingMesh]; m != nil && len(m.chips) == 0 {
 		p.anomaly(anMeshChipsUnknown, e, "mesh device %#x: no per-chip view followed its allocation; its buffers count on no chip", m.ptr)
 	}
+}
+
+// hold admits e.Size more held bytes for the object (a buffer or a CB at
+// obj), or records an implausible_total anomaly and says no.
+func (p *proc) hold(e *events.Event, what string, obj uint64) bool {
+	if e.Size > maxHeld-p.held {
+		p.anomaly(anImplausibleTotal, e, "%s %#x: %d bytes more would make the process hold over %d bytes; not counted", what, obj, e.Size, uint64(maxHeld))
+		return false
+	}
+	p.held += e.Size
+	return true
 }
 
 // anomaly records one anomaly of kind k for event e.

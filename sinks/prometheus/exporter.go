@@ -227,10 +227,12 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 			e.seeChip(d.Device)
 		}
 		for _, g := range p.LeakGroups {
-			e.leaked[leakKey{strconv.FormatInt(int64(g.Device), 10), typeOf(g.Type)}] += g.Bytes
+			k := leakKey{strconv.FormatInt(int64(g.Device), 10), typeOf(g.Type)}
+			e.leaked[k] = devices.SatAdd(e.leaked[k], g.Bytes)
 		}
 		for l := range p.AllUnplacedLeaks() {
-			e.leaked[leakKey{UnplacedChip, typeOf(l.Type)}] += l.Size
+			k := leakKey{UnplacedChip, typeOf(l.Type)}
+			e.leaked[k] = devices.SatAdd(e.leaked[k], l.Size)
 		}
 	}
 	e.publish()
@@ -312,7 +314,7 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 				chips = append(chips, chipTotals{chip: chip})
 			}
 			for t := range memTypes {
-				chips[j].sum[t] += cur[t]
+				chips[j].sum[t] = devices.SatAdd(chips[j].sum[t], cur[t])
 			}
 		}
 	}

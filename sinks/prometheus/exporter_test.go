@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -414,5 +416,38 @@ func TestCommandLabel(t *testing.T) {
 	}
 	if got := commandLabel("a\xffb"); got != "a\uFFFDb" {
 		t.Errorf("invalid UTF-8 kept: %q", got)
+	}
+}
+
+// Chip totals sum every process's bytes: a sum past 2^64 saturates rather
+// than wrapping to a small number.
+func TestChipTotalsSaturate(t *testing.T) {
+	e := New()
+	for pid := range 3 {
+		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), devs: []devices.DeviceSummary{{Device: 0, DRAMBytes: 1 << 63}}})
+	}
+	e.publish()
+	ch := make(chan prom.Metric, 1000)
+	e.Collect(ch)
+	close(ch)
+	found := false
+	for m := range ch {
+		if m.Desc() != descChip {
+			continue
+		}
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		if pb.GetLabel()[1].GetValue() != "dram" {
+			continue
+		}
+		found = true
+		if got := pb.GetGauge().GetValue(); got != float64(^uint64(0)) {
+			t.Errorf("chip 0 dram = %v, want %v (saturated)", got, float64(^uint64(0)))
+		}
+	}
+	if !found {
+		t.Fatal("no chip total for dram")
 	}
 }

@@ -270,11 +270,11 @@ func leaked(s *devices.Summary) (n int, bytes uint64) {
 	for _, p := range s.Processes {
 		for _, g := range p.LeakGroups { // sums the leaks, per chip and type
 			n += int(g.Count)
-			bytes += g.Bytes
+			bytes = devices.SatAdd(bytes, g.Bytes)
 		}
 		for l := range p.AllUnplacedLeaks() {
 			n++
-			bytes += l.Size
+			bytes = devices.SatAdd(bytes, l.Size)
 		}
 	}
 	return n, bytes
