@@ -72,7 +72,7 @@ func MappedObjects(pid int) (objs []string, loader string, err error) {
 // process loads it from. pid is the process (0: one about to start with
 // command and this process's environment and working directory). Only
 // existing files are returned; whether they really are TT-Metal is for the
-// caller to check (IsTTMetal).
+// caller to check (ttmetal.IsTTMetal).
 func CandidateLibraries(pid int, command []string) []string {
 	env := os.Environ()
 	cwd, _ := os.Getwd()

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/tttrace/tttrace/ttmetal"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +48,7 @@ type Tracer struct {
 	links []link.Link
 	rd    *ringbuf.Reader
 	// Sites lists the sites attached, over all libraries.
-	Sites []Site
+	Sites []ttmetal.Site
 	// libs are the attached libraries, by index (the cookie's top bits).
 	libs []attachedLib
 	// multi: the uprobe programs are loaded as uprobe.multi and attached
@@ -147,28 +148,28 @@ func Load(opts Options) (*Tracer, error) {
 }
 
 // programs maps attach-table program names to the loaded programs.
-func (t *Tracer) programs() map[Program]*ebpf.Program {
+func (t *Tracer) programs() map[ttmetal.Program]*ebpf.Program {
 	o := &t.objs.tttracePrograms
-	return map[Program]*ebpf.Program{
-		progTrackAllocate:     o.TrackAllocate,
-		progTrackDeallocate:   o.TrackDeallocate,
-		progTrackAllocateCB:   o.TrackAllocateCb,
-		progTrackDeallocateCB: o.TrackDeallocateCb,
-		progBufferCreateView:  o.BufferCreateView,
-		progMarkAsDeallocated: o.MarkAsDeallocated,
-		progAllocateCBs:       o.AllocateCircularBuffers,
-		progDeallocateCBs:     o.DeallocateCircularBuffers,
-		progProgramDestroy:    o.ProgramDestroy,
-		progDeviceClose:       o.DeviceClose,
-		progMeshDeviceClose:   o.MeshDeviceClose,
-		progAllocEnter:        o.LcAllocEnter,
-		progAllocExit:         o.LcAllocExit,
-		progCreateEnter:       o.LcCreateEnter,
-		progCreateExit:        o.LcCreateExit,
-		progFree:              o.LcFree,
-		progFreeOwned:         o.LcFreeOwned,
-		progDestroyTeardown:   o.ProgramDestroyTeardown,
-		progFreeDispose:       o.LcFreeDispose,
+	return map[ttmetal.Program]*ebpf.Program{
+		ttmetal.ProgTrackAllocate:     o.TrackAllocate,
+		ttmetal.ProgTrackDeallocate:   o.TrackDeallocate,
+		ttmetal.ProgTrackAllocateCB:   o.TrackAllocateCb,
+		ttmetal.ProgTrackDeallocateCB: o.TrackDeallocateCb,
+		ttmetal.ProgBufferCreateView:  o.BufferCreateView,
+		ttmetal.ProgMarkAsDeallocated: o.MarkAsDeallocated,
+		ttmetal.ProgAllocateCBs:       o.AllocateCircularBuffers,
+		ttmetal.ProgDeallocateCBs:     o.DeallocateCircularBuffers,
+		ttmetal.ProgProgramDestroy:    o.ProgramDestroy,
+		ttmetal.ProgDeviceClose:       o.DeviceClose,
+		ttmetal.ProgMeshDeviceClose:   o.MeshDeviceClose,
+		ttmetal.ProgAllocEnter:        o.LcAllocEnter,
+		ttmetal.ProgAllocExit:         o.LcAllocExit,
+		ttmetal.ProgCreateEnter:       o.LcCreateEnter,
+		ttmetal.ProgCreateExit:        o.LcCreateExit,
+		ttmetal.ProgFree:              o.LcFree,
+		ttmetal.ProgFreeOwned:         o.LcFreeOwned,
+		ttmetal.ProgDestroyTeardown:   o.ProgramDestroyTeardown,
+		ttmetal.ProgFreeDispose:       o.LcFreeDispose,
 	}
 }
 
@@ -178,7 +179,7 @@ func (t *Tracer) programs() map[Program]*ebpf.Program {
 // attached to the file's inode, so they fire in every process that maps it,
 // including ones that map it later. On failure nothing stays attached.
 // Attaching a file already attached does nothing.
-func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layout) error {
+func (t *Tracer) AttachPlan(lib *ttmetal.Library, syms *ttmetal.Symbols, plan *ttmetal.Plan, layout ttmetal.Layout) error {
 	sites, disposeOffset := plan.Sites, plan.DisposeOffset
 	st, err := lib.Stat()
 	if err != nil {
@@ -208,7 +209,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 	// Every attach point is checked before any is attached: a uprobe_multi
 	// link is all-or-nothing, and a library half probed is worse than none.
 	for _, s := range sites {
-		if err := CheckProbeable(lib, s.Addr); err != nil {
+		if err := ttmetal.CheckProbeable(lib, s.Addr); err != nil {
 			return fmt.Errorf("%s (%s): %w", s.Function, s.Symbol, err)
 		}
 		if progs[s.Program] == nil {
@@ -240,7 +241,7 @@ func (t *Tracer) AttachPlan(lib *Library, syms *Symbols, plan *Plan, layout Layo
 }
 
 // attachFile attaches the programs of sites to the library at path.
-func (t *Tracer) attachFile(path string, sites []Site, progs map[Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
+func (t *Tracer) attachFile(path string, sites []ttmetal.Site, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
 	exe, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -254,8 +255,8 @@ func (t *Tracer) attachFile(path string, sites []Site, progs map[Program]*ebpf.P
 // the point's static address below: ip - (low bits of the cookie) is the
 // library's load bias in whichever process hits the probe. On failure
 // nothing stays attached.
-func (t *Tracer) attachSites(exe *link.Executable, sites []Site, progs map[Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
-	cookie := func(s Site) uint64 { return uint64(idx)<<cookieAddrBits | s.Addr }
+func (t *Tracer) attachSites(exe *link.Executable, sites []ttmetal.Site, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
+	cookie := func(s ttmetal.Site) uint64 { return uint64(idx)<<cookieAddrBits | s.Addr }
 	var links []link.Link
 	if !t.multi {
 		for _, s := range sites {
@@ -268,8 +269,8 @@ func (t *Tracer) attachSites(exe *link.Executable, sites []Site, progs map[Progr
 		}
 		return links, nil
 	}
-	var order []Program
-	byProg := map[Program]*link.UprobeMultiOptions{}
+	var order []ttmetal.Program
+	byProg := map[ttmetal.Program]*link.UprobeMultiOptions{}
 	for _, s := range sites {
 		o := byProg[s.Program]
 		if o == nil {
@@ -314,13 +315,13 @@ func (t *Tracer) AttachLoader(ldso string) error {
 // (before 6.10), a uprobe_multi probe is put in every process instead
 // (the BPF side still keeps only traced processes).
 func (t *Tracer) AttachLoaderTo(ldso string, pid int) error {
-	lib, err := OpenLibrary(ldso)
+	lib, err := ttmetal.OpenLibrary(ldso)
 	if err != nil {
 		return err
 	}
 	defer lib.Close()
 	var addr uint64
-	err = lib.ScanSymbols([]string{"_dl_debug_state"}, func(s Symbol) {
+	err = lib.ScanSymbols([]string{"_dl_debug_state"}, func(s ttmetal.Symbol) {
 		if s.Name == "_dl_debug_state" && s.Type == elf.STT_FUNC {
 			addr = s.Value
 		}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/probes/probestest"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // TestLoadVerifier loads every program through the kernel verifier with the
@@ -25,17 +26,18 @@ func TestLoadVerifier(t *testing.T) {
 	}
 	defer tr.Close()
 	progs := tr.programs()
-	for _, p := range attachTable {
-		if progs[p.Program] == nil {
-			t.Errorf("attach table names %q, which is not a loaded program", p.Program)
+	table := ttmetal.AttachTablePrograms()
+	for _, p := range table {
+		if progs[p] == nil {
+			t.Errorf("attach table names %q, which is not a loaded program", p)
 		}
 	}
-	for _, p := range []Program{progAllocEnter, progAllocExit, progCreateEnter, progCreateExit, progFree, progFreeOwned, progDestroyTeardown, progFreeDispose} {
+	for _, p := range ttmetal.LifecyclePrograms {
 		if progs[p] == nil {
 			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
 		}
 	}
-	if want := len(attachTable) + 8; len(progs) != want {
+	if want := len(table) + len(ttmetal.LifecyclePrograms); len(progs) != want {
 		t.Errorf("%d programs loaded, want %d (attach table and lifecycle plan)", len(progs), want)
 	}
 	if n, err := tr.LostTotal(); err != nil || n != 0 {
@@ -65,12 +67,20 @@ func TestAttachAfterPathGone(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lib, syms := openResolved(t, path)
-	layout, err := ResolveLayout(lib, syms, "")
+	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := ChoosePlan(lib, syms, layout.Layout, ProbesAuto)
+	defer lib.Close()
+	syms, err := ttmetal.ResolveSymbols(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := ttmetal.ResolveLayout(lib, syms, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.ProbesAuto)
 	if err != nil {
 		t.Fatal(err)
 	}

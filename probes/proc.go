@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // ErrNoProcess is returned for a PID that does not exist.
@@ -99,11 +101,11 @@ func FindMappedLibrary(pid int) (string, error) {
 	}
 	for _, c := range candidates {
 		p := procRootPath(pid, c)
-		lib, err := OpenLibrary(p)
+		lib, err := ttmetal.OpenLibrary(p)
 		if err != nil {
 			continue
 		}
-		ok := IsTTMetal(lib)
+		ok := ttmetal.IsTTMetal(lib)
 		lib.Close()
 		if ok {
 			return p, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // Backend is the kernel side of tracing: the probes and the ring buffer.
@@ -153,7 +154,7 @@ func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 }
 
 func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
-	lib, err := probes.OpenLibrary(path)
+	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		if recognise {
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
@@ -164,7 +165,7 @@ func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
 		return LibRefused, errorf(ErrNoLibrary, "library: %w", err)
 	}
 	defer lib.Close()
-	if recognise && !probes.IsTTMetal(lib) {
+	if recognise && !ttmetal.IsTTMetal(lib) {
 		return LibOther, nil
 	}
 	prep, err := prepareLibrary(lib, b.cfg.Layout, string(b.cfg.Probes))

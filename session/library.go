@@ -5,38 +5,38 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // prepared is a TT-Metal library ready to attach: its symbols, layout and
 // probe plan.
 type prepared struct {
-	syms   *probes.Symbols
-	layout *probes.LayoutSource
-	plan   *probes.Plan
+	syms   *ttmetal.Symbols
+	layout *ttmetal.LayoutSource
+	plan   *ttmetal.Plan
 }
 
 // prepareLibrary resolves what tracing lib needs, in the order the user
 // sees it reported: symbols, the layout (--layout, DWARF, disassembly,
 // profiles) and the probe plan (--probes or the library's code). Errors
 // carry the exit status they deserve.
-func prepareLibrary(lib *probes.Library, layoutFile, probeMode string) (*prepared, error) {
-	mode, err := probes.ParseProbeMode(probeMode)
+func prepareLibrary(lib *ttmetal.Library, layoutFile, probeMode string) (*prepared, error) {
+	mode, err := ttmetal.ParseProbeMode(probeMode)
 	if err != nil {
 		return nil, errorf(ErrUsage, "%w", err)
 	}
-	syms, err := probes.ResolveSymbols(lib)
+	syms, err := ttmetal.ResolveSymbols(lib)
 	if err != nil {
 		return nil, errorf(ErrUnsupported, "read symbols of %s: %w", lib.Path, err)
 	}
 	if err := syms.Check(lib); err != nil {
 		return nil, errorf(ErrUnsupported, "%w", err)
 	}
-	layout, err := probes.ResolveLayout(lib, syms, layoutFile)
+	layout, err := ttmetal.ResolveLayout(lib, syms, layoutFile)
 	if err != nil {
 		return nil, errorf(ErrUnsupported, "%w", err)
 	}
-	plan, err := probes.ChoosePlan(lib, syms, layout.Layout, mode)
+	plan, err := ttmetal.ChoosePlan(lib, syms, layout.Layout, mode)
 	if err != nil {
 		return nil, errorf(ErrUnsupported, "%w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/sinks"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // Config says what to trace. Exactly one of PIDs, Command and All is set.
@@ -33,9 +34,9 @@ type Config struct {
 	All     bool     // every process that uses TT-Metal, now or later
 	Follow  bool     // also trace the processes the traced ones fork
 
-	Lib    string           // the library to probe ("": find it)
-	Layout string           // a layout file ("": detect)
-	Probes probes.ProbeMode // probe plan
+	Lib    string            // the library to probe ("": find it)
+	Layout string            // a layout file ("": detect)
+	Probes ttmetal.ProbeMode // probe plan
 	// RingSize is the ring buffer's size in bytes (0: the default).
 	RingSize int
 	// Wait: with PIDs, fail when a process has not loaded the library

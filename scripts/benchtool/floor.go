@@ -28,6 +28,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // floorProgName is the floor's BPF program name (what bpftool shows).
@@ -36,24 +37,24 @@ const floorProgName = "floor_count"
 // floorPlan resolves the sites tttrace attaches in lib, as prepareLibrary
 // does with --probes auto, and checks that each can be probed, as
 // Tracer.AttachPlan does.
-func floorPlan(lib string) (*probes.Plan, error) {
-	l, err := probes.OpenLibrary(lib)
+func floorPlan(lib string) (*ttmetal.Plan, error) {
+	l, err := ttmetal.OpenLibrary(lib)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	syms, err := probes.ResolveSymbols(l)
+	syms, err := ttmetal.ResolveSymbols(l)
 	if err != nil {
 		return nil, fmt.Errorf("read symbols of %s: %w", lib, err)
 	}
 	if err := syms.Check(l); err != nil {
 		return nil, err
 	}
-	layout, err := probes.ResolveLayout(l, syms, "")
+	layout, err := ttmetal.ResolveLayout(l, syms, "")
 	if err != nil {
 		return nil, err
 	}
-	plan, err := probes.ChoosePlan(l, syms, layout.Layout, probes.ProbesAuto)
+	plan, err := ttmetal.ChoosePlan(l, syms, layout.Layout, ttmetal.ProbesAuto)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func floorPlan(lib string) (*probes.Plan, error) {
 		return nil, fmt.Errorf("%s: the plan has no sites", lib)
 	}
 	for _, s := range plan.Sites {
-		if err := probes.CheckProbeable(l, s.Addr); err != nil {
+		if err := ttmetal.CheckProbeable(l, s.Addr); err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", s.Function, s.Symbol, err)
 		}
 	}
@@ -90,7 +91,7 @@ func floorInstructions(counters *ebpf.Map) asm.Instructions {
 
 // floor is the floor's probes in one library.
 type floor struct {
-	plan     *probes.Plan
+	plan     *ttmetal.Plan
 	counters *ebpf.Map
 	prog     *ebpf.Program
 	links    []link.Link
@@ -100,7 +101,7 @@ type floor struct {
 // attachFloor loads the counting program and attaches it at every site of
 // plan in lib: one uprobe_multi link, or one classic uprobe per site where
 // the kernel has no such links.
-func attachFloor(lib string, plan *probes.Plan) (*floor, error) {
+func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 	f := &floor{plan: plan, multi: probes.HaveUprobeMulti() == nil}
 	var err error
 	f.counters, err = ebpf.NewMap(&ebpf.MapSpec{
@@ -158,8 +159,8 @@ func attachFloor(lib string, plan *probes.Plan) (*floor, error) {
 }
 
 // counts sums each site's hits over the CPUs, by program name.
-func (f *floor) counts() (map[probes.Program]uint64, error) {
-	by := map[probes.Program]uint64{}
+func (f *floor) counts() (map[ttmetal.Program]uint64, error) {
+	by := map[ttmetal.Program]uint64{}
 	for i, s := range f.plan.Sites {
 		var perCPU []uint64
 		if err := f.counters.Lookup(uint32(i), &perCPU); err != nil {
@@ -196,7 +197,7 @@ func floorMain(lib string, atEntry bool, argv []string) int {
 		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] -- CMD ARGS...")
 		return 2
 	}
-	probes.PlaceEntries = !atEntry
+	ttmetal.PlaceEntries = !atEntry
 	plan, err := floorPlan(lib)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
@@ -252,7 +253,7 @@ func floorMain(lib string, atEntry bool, argv []string) int {
 	}
 	sort.Strings(names)
 	for _, p := range names {
-		fmt.Printf("@%s: %d\n", p, by[probes.Program(p)])
+		fmt.Printf("@%s: %d\n", p, by[ttmetal.Program(p)])
 	}
 	return status
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 type config struct {
@@ -1028,10 +1028,10 @@ func runAttach(c *config) []attachRun {
 }
 
 // resolveRun times tttrace's work on a library before attaching, inside
-// benchtool: probes.IsTTMetal (how -p recognises the library among those
+// benchtool: ttmetal.IsTTMetal (how -p recognises the library among those
 // mapped; the first look-up, so the one scan of the symbol tables),
-// probes.ResolveSymbols (the attach points), probes.ResolveLayout and
-// probes.ChoosePlan (which sweeps the code for call sites), with what they
+// ttmetal.ResolveSymbols (the attach points), ttmetal.ResolveLayout and
+// ttmetal.ChoosePlan (which sweeps the code for call sites), with what they
 // allocate.
 type resolveRun struct {
 	Lib         string  `json:"lib"`
@@ -1049,26 +1049,26 @@ func resolveOnce(which, path string) resolveRun {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	lib, err := probes.OpenLibrary(path)
+	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
 	defer lib.Close()
 	t0 := time.Now()
-	if !probes.IsTTMetal(lib) {
+	if !ttmetal.IsTTMetal(lib) {
 		r.Err = "not recognised as TT-Metal"
 	}
 	t1 := time.Now()
-	syms, err := probes.ResolveSymbols(lib)
+	syms, err := ttmetal.ResolveSymbols(lib)
 	t2 := time.Now()
-	var layout *probes.LayoutSource
+	var layout *ttmetal.LayoutSource
 	if err == nil {
-		layout, err = probes.ResolveLayout(lib, syms, "")
+		layout, err = ttmetal.ResolveLayout(lib, syms, "")
 	}
 	t3 := time.Now()
 	if err == nil {
-		_, err = probes.ChoosePlan(lib, syms, layout.Layout, probes.ProbesAuto)
+		_, err = ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.ProbesAuto)
 	}
 	t4 := time.Now()
 	if err != nil {
@@ -1091,7 +1091,7 @@ func symbolCounts(path string) (libInfo, error) {
 		return li, err
 	}
 	li.SizeMB = float64(st.Size()) / 1e6
-	l, err := probes.OpenLibrary(path)
+	l, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		return li, err
 	}

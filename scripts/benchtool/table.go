@@ -359,7 +359,7 @@ func (r *results) attachRows(c *config) []row {
 			}
 		}
 		if len(is) > 0 {
-			rows = append(rows, row{"4", fmt.Sprintf("where it goes, %s library: probes.IsTTMetal (the symbol scan), ResolveSymbols, ResolveLayout, ChoosePlan (the code sweep) in one process", which),
+			rows = append(rows, row{"4", fmt.Sprintf("where it goes, %s library: ttmetal.IsTTMetal (the symbol scan), ResolveSymbols, ResolveLayout, ChoosePlan (the code sweep) in one process", which),
 				fmt.Sprintf("IsTTMetal %.1f ms, ResolveSymbols %.1f ms, ResolveLayout %.1f ms, ChoosePlan %.1f ms, allocating %.1f MB in %.0f allocations (medians of %d)",
 					median(is), median(res), median(lay), median(plan), median(mb), median(n), len(is)), "", ""})
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/pyframes"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 const doctorUsage = `Usage: tttrace doctor [LIB | -p PID] [--json] [--layout FILE] [--probes PLAN]
@@ -46,10 +47,10 @@ Flags:
 
 // DoctorReport is doctor's finding (the --json output).
 type DoctorReport struct {
-	Library *DoctorLibrary       `json:"library,omitempty"`
-	Layout  *probes.LayoutSource `json:"layout,omitempty"`
-	Plan    *probes.Plan         `json:"plan,omitempty"`
-	Kernel  []DoctorFeature      `json:"kernel"`
+	Library *DoctorLibrary        `json:"library,omitempty"`
+	Layout  *ttmetal.LayoutSource `json:"layout,omitempty"`
+	Plan    *ttmetal.Plan         `json:"plan,omitempty"`
+	Kernel  []DoctorFeature       `json:"kernel"`
 	// Python: the CPython interpreter of -p PID, else python3 on PATH:
 	// whether allocation sites get Python lines.
 	Python    *DoctorPython `json:"python,omitempty"`
@@ -141,7 +142,7 @@ type DoctorLibrary struct {
 	V0         bool   `json:"v0_namespace"` // symbols in tt::tt_metal::v0
 	Pimpl      bool   `json:"pimpl_accessors"`
 	// Fingerprint: every predicate of the built-in layout profiles
-	// (probes/profiles/*.json) and whether it holds.
+	// (ttmetal/profiles/*.json) and whether it holds.
 	Fingerprint map[string]bool `json:"fingerprint,omitempty"`
 }
 
@@ -188,8 +189,8 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 		path = p
 	case path == "":
 		for _, c := range probes.CandidateLibraries(0, nil) {
-			if lib, err := probes.OpenLibrary(c); err == nil {
-				ok := probes.IsTTMetal(lib)
+			if lib, err := ttmetal.OpenLibrary(c); err == nil {
+				ok := ttmetal.IsTTMetal(lib)
 				lib.Close()
 				if ok {
 					path = c
@@ -222,13 +223,13 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 
 // checkLibrary fills the library, layout and plan parts.
 func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
-	lib, err := probes.OpenLibrary(path)
+	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		r.Error = err.Error()
 		return ExitNoLibrary
 	}
 	defer lib.Close()
-	dl := &DoctorLibrary{Path: path, BuildID: lib.BuildID, Symtab: lib.HasSymtab, DWARF: lib.HasDWARF, TTMetal: probes.IsTTMetal(lib)}
+	dl := &DoctorLibrary{Path: path, BuildID: lib.BuildID, Symtab: lib.HasSymtab, DWARF: lib.HasDWARF, TTMetal: ttmetal.IsTTMetal(lib)}
 	if st, err := os.Stat(path); err == nil {
 		dl.Size = st.Size()
 	}
@@ -236,13 +237,13 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 		dl.Compressed = true
 	}
 	r.Library = dl
-	syms, err := probes.ResolveSymbols(lib)
+	syms, err := ttmetal.ResolveSymbols(lib)
 	if err == nil {
 		dl.Fingerprint = syms.Fingerprint()
 		dl.V0, dl.Pimpl = dl.Fingerprint["v0_namespace"], dl.Fingerprint["pimpl_accessors"]
 	}
 	// The same steps as tracing, reported one by one.
-	mode, err := probes.ParseProbeMode(probeMode)
+	mode, err := ttmetal.ParseProbeMode(probeMode)
 	if err != nil {
 		r.Error = err.Error()
 		return ExitUsage
@@ -254,17 +255,17 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 		r.Error = err.Error()
 		return ExitUnsupported
 	}
-	src, err := probes.ResolveLayout(lib, syms, layoutFile)
+	src, err := ttmetal.ResolveLayout(lib, syms, layoutFile)
 	if err != nil {
 		r.Error = err.Error()
-		var le *probes.LayoutError
+		var le *ttmetal.LayoutError
 		if errors.As(err, &le) {
-			r.Layout = &probes.LayoutSource{Checked: le.Checked}
+			r.Layout = &ttmetal.LayoutSource{Checked: le.Checked}
 		}
 		return ExitUnsupported
 	}
 	r.Layout = src
-	plan, err := probes.ChoosePlan(lib, syms, src.Layout, mode)
+	plan, err := ttmetal.ChoosePlan(lib, syms, src.Layout, mode)
 	if err != nil {
 		r.Error = err.Error()
 		return ExitUnsupported

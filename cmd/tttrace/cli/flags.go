@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tttrace/tttrace/probes"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // Exit statuses of tttrace itself. In "-- CMD" mode tttrace exits with
@@ -209,7 +209,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, usageError{fmt.Errorf("-p %d: not a process id", p)}
 		}
 	}
-	if _, err := probes.ParseProbeMode(f.Probes); err != nil {
+	if _, err := ttmetal.ParseProbeMode(f.Probes); err != nil {
 		return nil, usageError{err}
 	}
 	n, err := parseSize(f.RingSize)

@@ -12,11 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/devices"
-	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/sinks/perfetto"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
+	"github.com/tttrace/tttrace/ttmetal"
 )
 
 // Version is tttrace's version, set at build time.
@@ -221,7 +221,7 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			ks = append(ks, k)
 		}
 	}
-	probes.PlaceEntries = !f.AtEntry
+	ttmetal.PlaceEntries = !f.AtEntry
 	res, err := session.Run(ctx, f.config(stderr), ks)
 	if err != nil {
 		return 0, err
@@ -284,7 +284,7 @@ func leaked(s *devices.Summary) (n int, bytes uint64) {
 func (f *Flags) config(log io.Writer) session.Config {
 	return session.Config{
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
-		Lib: f.Lib, Layout: f.Layout, Probes: probes.ProbeMode(f.Probes),
+		Lib: f.Lib, Layout: f.Layout, Probes: ttmetal.ProbeMode(f.Probes),
 		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 	}
 }

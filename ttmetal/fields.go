@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"bytes"
@@ -11,10 +11,11 @@ import (
 // Layout, in one row. It drives the layout JSON (files given with --layout,
 // doctor's output, the built-in profiles in profiles/), what an unknown
 // field costs, the names DWARF gives the members, doctor's listing, and the
-// BPF side's lib_info.off (enum layout_field of bpf/tttrace.h, which bpf2go
-// brings to Go as tttraceLayoutField; TestFieldTableMatchesBPF holds the two
-// together). A new field is one enum value in bpf/tttrace.h, one member of
-// Layout and one row here (docs/layout.md, "Adding a field").
+// BPF side's lib_info.off (enum layout_field of bpf/tttrace.h, which
+// internal/genfield brings to Go as LayoutField; TestFieldTableMatchesBPF
+// holds the table and the enum together, probes' TestLibInfoMatchesBPF the
+// enum and lib_info). A new field is one enum value in bpf/tttrace.h, one
+// member of Layout and one row here (docs/layout.md, "Adding a field").
 
 // fieldKind says what a row's value is.
 type fieldKind uint8
@@ -27,7 +28,7 @@ const (
 )
 
 // noSlot marks a row the BPF lib_info does not carry.
-const noSlot tttraceLayoutField = 0xff
+const noSlot LayoutField = 0xff
 
 // field is one row of the layout field table.
 type field struct {
@@ -38,7 +39,7 @@ type field struct {
 	// the name DWARF gives it.
 	member string
 	// slot is the index in BPF lib_info.off (noSlot: not there).
-	slot tttraceLayoutField
+	slot LayoutField
 	kind fieldKind
 	// buffer: a member of Buffer (of BufferImpl in a pimpl layout).
 	buffer bool
@@ -71,42 +72,42 @@ const (
 
 // layoutFields is the table, in the order of the JSON and of doctor.
 var layoutFields = []field{
-	{key: "buffer_impl_ptr", member: "BufferImpl pointer", slot: tttraceLayoutFieldLF_BUFFER_IMPL_PTR,
+	{key: "buffer_impl_ptr", member: "BufferImpl pointer", slot: LFBufferImplPtr,
 		get: func(l *Layout) *int64 { return &l.BufferImplPtr }},
-	{key: "device", member: "device_", slot: tttraceLayoutFieldLF_DEVICE, buffer: true, required: true,
+	{key: "device", member: "device_", slot: LFDevice, buffer: true, required: true,
 		accessor: reads("Buffer::device() const", symPimplDevice, 8),
 		get:      func(l *Layout) *int64 { return &l.Device }},
-	{key: "size", member: "size_", slot: tttraceLayoutFieldLF_SIZE, buffer: true, required: true,
+	{key: "size", member: "size_", slot: LFSize, buffer: true, required: true,
 		accessor: reads("Buffer::size() const", symPimplSize, 8),
 		get:      func(l *Layout) *int64 { return &l.Size }},
-	{key: "buffer_type", member: "buffer_type_", slot: tttraceLayoutFieldLF_BUFFER_TYPE, buffer: true,
+	{key: "buffer_type", member: "buffer_type_", slot: LFBufferType, buffer: true,
 		lacks:    "allocations cannot be counted by type",
 		accessor: reads("Buffer::buffer_type() const", "_ZNK2tt8tt_metal6Buffer11buffer_typeEv", 0),
 		get:      func(l *Layout) *int64 { return &l.Type }},
-	{key: "owns_data", member: "owns_data_", slot: tttraceLayoutFieldLF_OWNS_DATA, buffer: true,
+	{key: "owns_data", member: "owns_data_", slot: LFOwnsData, buffer: true,
 		lacks:    "non-owning buffers cannot be told apart",
 		accessor: reads("Buffer::owns_data() const", "_ZNK2tt8tt_metal6Buffer9owns_dataEv", 1),
 		get:      func(l *Layout) *int64 { return &l.OwnsData }},
-	{key: "allocation_status", member: "allocation_status_", slot: tttraceLayoutFieldLF_ALLOCATION_STATUS, buffer: true,
+	{key: "allocation_status", member: "allocation_status_", slot: LFAllocationStatus, buffer: true,
 		lacks:    "the lifecycle probe plan is impossible",
 		accessor: reads("Buffer::is_allocated() const", "_ZNK2tt8tt_metal6Buffer12is_allocatedEv", 1),
 		get:      func(l *Layout) *int64 { return &l.Status }},
-	{key: "hooked_allocation", member: "hooked_allocation_", slot: tttraceLayoutFieldLF_HOOKED_ALLOCATION, buffer: true,
+	{key: "hooked_allocation", member: "hooked_allocation_", slot: LFHookedAllocation, buffer: true,
 		lacks:    "graph-capture (hooked) allocations would be counted as real",
 		accessor: reads("Buffer::hooked_allocation() const", "_ZNK2tt8tt_metal6Buffer17hooked_allocationEv", 1),
 		get:      func(l *Layout) *int64 { return &l.Hooked }},
-	{key: "address", member: "address_", slot: tttraceLayoutFieldLF_ADDRESS, buffer: true, required: true,
+	{key: "address", member: "address_", slot: LFAddress, buffer: true, required: true,
 		accessor: reads("Buffer::address() const", "_ZNK2tt8tt_metal6Buffer7addressEv", 8),
 		get:      func(l *Layout) *int64 { return &l.Address }},
-	{key: "page_size", member: "page_size_", slot: tttraceLayoutFieldLF_PAGE_SIZE, buffer: true,
+	{key: "page_size", member: "page_size_", slot: LFPageSize, buffer: true,
 		lacks:    "events carry no page size (the ledger does not need it)",
 		accessor: reads("Buffer::page_size() const", "_ZNK2tt8tt_metal6Buffer9page_sizeEv", 8),
 		get:      func(l *Layout) *int64 { return &l.PageSize }},
-	{key: "device_id", member: "Device::id_", slot: tttraceLayoutFieldLF_DEVICE_ID, required: true,
+	{key: "device_id", member: "Device::id_", slot: LFDeviceID, required: true,
 		get: func(l *Layout) *int64 { return &l.DeviceID }},
 	// The width the library's own code reads buffer_type_ at: BufferType is
 	// an int enum in most builds, one byte in some.
-	{key: "buffer_type_width", member: "buffer_type_ width", slot: tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH, kind: kindValue,
+	{key: "buffer_type_width", member: "buffer_type_ width", slot: LFBufferTypeWidth, kind: kindValue,
 		optional: true, def: 4,
 		get: func(l *Layout) *int64 { return &l.TypeWidth }},
 	// AllocationStatus::ALLOCATED; the lifecycle plan's BPF reads it from
@@ -146,26 +147,26 @@ func (f *field) what() string {
 	return f.member
 }
 
-// libInfo is the BPF map value of a library with layout l.
-func libInfo(l Layout, syms *Symbols) tttraceLibInfo {
-	info := tttraceLibInfo{VtableDevice: syms.VtableDevice, VtableMesh: syms.VtableMesh}
+// Offsets is the layout as BPF's lib_info.off holds it, indexed by enum
+// layout_field.
+func (l Layout) Offsets() [LFCount]int64 {
+	var off [LFCount]int64
 	for _, f := range layoutFields {
 		if f.slot != noSlot {
-			info.Off[f.slot] = *f.get(&l)
+			off[f.slot] = *f.get(&l)
 		}
 	}
-	info.SpanLo, info.SpanLen = spanOf(l)
-	return info
+	return off
 }
 
 // spanMax is SPAN_MAX of bpf/tttrace.bpf.c: the longest span BPF reads.
 const spanMax = 128
 
-// spanOf is the bytes of the Buffer (BufferImpl) that hold every field
+// Span is the bytes of the Buffer (BufferImpl) that hold every field
 // BPF reads from it, at the widths it reads them: the offset of the first
 // and the length to the end of the last. Length 0 when that is longer
 // than spanMax (BPF then reads the fields one by one).
-func spanOf(l Layout) (lo, n uint32) {
+func (l Layout) Span() (lo, n uint32) {
 	first, end := int64(-1), int64(-1)
 	for _, f := range layoutFields {
 		off := *f.get(&l)

@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"encoding/json"
@@ -7,31 +7,19 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/cilium/ebpf/btf"
 )
 
-// The field table and enum layout_field of bpf/tttrace.h (read from the
-// BTF of the compiled object, not from the generated Go) are one list:
-// every enumerator but LF_COUNT has the row whose key is its name without
-// LF_ in lower case, at its index, and lib_info.off has LF_COUNT entries.
+// The field table and enum layout_field of bpf/tttrace.h (as genfield
+// takes it from the BTF of the compiled object) are one list: every
+// enumerator but LF_COUNT has the row whose key is its name without LF_ in
+// lower case, at its index. (probes' TestLibInfoMatchesBPF checks that
+// lib_info.off has LF_COUNT entries.)
 func TestFieldTableMatchesBPF(t *testing.T) {
-	spec, err := loadTttrace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enum *btf.Enum
-	if err := spec.Types.TypeByName("layout_field", &enum); err != nil {
-		t.Fatal(err)
-	}
-	slots := map[uint64]string{}
-	count := uint64(0)
-	for _, v := range enum.Values {
-		if v.Name == "LF_COUNT" {
-			count = v.Value
-			continue
+	slots := map[LayoutField]string{}
+	for v, name := range layoutFieldNames {
+		if v != LFCount {
+			slots[v] = name
 		}
-		slots[v.Value] = strings.ToLower(strings.TrimPrefix(v.Name, "LF_"))
 	}
 	inBPF := 0
 	for _, f := range layoutFields {
@@ -39,23 +27,12 @@ func TestFieldTableMatchesBPF(t *testing.T) {
 			continue
 		}
 		inBPF++
-		if slots[uint64(f.slot)] != f.key {
-			t.Errorf("row %q is at lib_info.off[%d], which bpf/tttrace.h calls %q", f.key, f.slot, slots[uint64(f.slot)])
+		if slots[f.slot] != f.key {
+			t.Errorf("row %q is at lib_info.off[%d], which bpf/tttrace.h calls %q", f.key, f.slot, slots[f.slot])
 		}
 	}
-	if inBPF != len(slots) || uint64(len(slots)) != count {
-		t.Errorf("%d rows in lib_info, %d enumerators, LF_COUNT %d", inBPF, len(slots), count)
-	}
-	var info *btf.Struct
-	if err := spec.Types.TypeByName("lib_info", &info); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range info.Members {
-		if m.Name == "off" {
-			if a, ok := m.Type.(*btf.Array); !ok || uint64(a.Nelems) != count {
-				t.Errorf("lib_info.off is %v, want %d entries", m.Type, count)
-			}
-		}
+	if inBPF != len(slots) || len(slots) != int(LFCount) {
+		t.Errorf("%d rows in lib_info, %d enumerators, LF_COUNT %d", inBPF, len(slots), LFCount)
 	}
 	// Every Layout member is in the table, once.
 	seen := map[uintptr]string{}
@@ -73,29 +50,26 @@ func TestFieldTableMatchesBPF(t *testing.T) {
 	}
 }
 
-// libInfo puts each value of the layout at its enum index.
-func TestLibInfoFromTable(t *testing.T) {
-	info := libInfo(LayoutV2, &Symbols{VtableDevice: 0x10, VtableMesh: 0x20})
-	want := map[tttraceLayoutField]int64{
-		tttraceLayoutFieldLF_BUFFER_IMPL_PTR: 16, tttraceLayoutFieldLF_DEVICE: 0, tttraceLayoutFieldLF_SIZE: 8,
-		tttraceLayoutFieldLF_BUFFER_TYPE: 16, tttraceLayoutFieldLF_OWNS_DATA: 27, tttraceLayoutFieldLF_ALLOCATION_STATUS: 56,
-		tttraceLayoutFieldLF_HOOKED_ALLOCATION: 57, tttraceLayoutFieldLF_ADDRESS: 64, tttraceLayoutFieldLF_PAGE_SIZE: -1,
-		tttraceLayoutFieldLF_DEVICE_ID: 8, tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH: 4,
+// Offsets puts each value of the layout at its enum index.
+func TestOffsetsFromTable(t *testing.T) {
+	off := LayoutV2.Offsets()
+	want := map[LayoutField]int64{
+		LFBufferImplPtr: 16, LFDevice: 0, LFSize: 8,
+		LFBufferType: 16, LFOwnsData: 27, LFAllocationStatus: 56,
+		LFHookedAllocation: 57, LFAddress: 64, LFPageSize: -1,
+		LFDeviceID: 8, LFBufferTypeWidth: 4,
 	}
 	for k, v := range want {
-		if info.Off[k] != v {
-			t.Errorf("off[%d] = %d, want %d", k, info.Off[k], v)
+		if off[k] != v {
+			t.Errorf("off[%d] = %d, want %d", k, off[k], v)
 		}
-	}
-	if info.VtableDevice != 0x10 || info.VtableMesh != 0x20 {
-		t.Errorf("vtables %+v", info)
 	}
 }
 
 // The span BPF reads in one go: from the first Buffer field to the end of
 // the last, at the widths BPF reads them; none when they lie further apart
 // than SPAN_MAX.
-func TestSpanOf(t *testing.T) {
+func TestSpan(t *testing.T) {
 	for _, c := range []struct {
 		l       Layout
 		lo, len uint32
@@ -104,22 +78,19 @@ func TestSpanOf(t *testing.T) {
 		{LayoutV1, 16, 80}, // device 16 .. page_size 88+8
 		{LayoutV2, 0, 72},  // in BufferImpl: device 0 .. address 64+8
 	} {
-		lo, n := spanOf(c.l)
+		lo, n := c.l.Span()
 		if lo != c.lo || n != c.len {
 			t.Errorf("%s: span %d+%d, want %d+%d", c.l.Name, lo, n, c.lo, c.len)
-		}
-		if info := libInfo(c.l, &Symbols{}); info.SpanLo != lo || info.SpanLen != n {
-			t.Errorf("%s: lib_info span %d+%d", c.l.Name, info.SpanLo, info.SpanLen)
 		}
 	}
 	narrow := LayoutV1
 	narrow.Device, narrow.Type, narrow.TypeWidth, narrow.PageSize = 40, 20, 1, -1
-	if lo, n := spanOf(narrow); lo != 20 || n != 68 { // type 20 (1 byte) .. address 80+8
+	if lo, n := narrow.Span(); lo != 20 || n != 68 { // type 20 (1 byte) .. address 80+8
 		t.Errorf("one-byte type first: span %d+%d, want 20+68", lo, n)
 	}
 	far := LayoutV1
 	far.PageSize = 16 + spanMax // ends 8 bytes past the longest span
-	if lo, n := spanOf(far); n != 0 {
+	if lo, n := far.Span(); n != 0 {
 		t.Errorf("fields %d bytes apart: span %d+%d, want none", far.PageSize+8-16, lo, n)
 	}
 }

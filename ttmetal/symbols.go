@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"debug/elf"
@@ -138,27 +138,27 @@ type point struct {
 
 // attachTable lists every attach point of the tracker plan.
 var attachTable = []point{
-	{progTrackAllocate, "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
+	{ProgTrackAllocate, "GraphTracker::track_allocate(const Buffer*)", []string{symTrackAllocate}, true,
 		"buffer allocations"},
-	{progTrackDeallocate, "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
+	{ProgTrackDeallocate, "GraphTracker::track_deallocate(Buffer*)", []string{symTrackDeallocate}, true,
 		"buffer frees"},
-	{progTrackAllocateCB, "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
+	{ProgTrackAllocateCB, "GraphTracker::track_allocate_cb(...)", []string{symTrackAllocateCB}, false,
 		"circular-buffer allocations"},
-	{progTrackDeallocateCB, "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
+	{ProgTrackDeallocateCB, "GraphTracker::track_deallocate_cb(const IDevice*)", []string{symTrackDeallocateCB}, false,
 		"circular-buffer frees"},
-	{progBufferCreateView, "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
+	{ProgBufferCreateView, "Buffer::create(IDevice*, DeviceAddr address, ...)", []string{symBufferCreateViewPrefix + "*"}, false,
 		"the chips of mesh buffers"},
-	{progMarkAsDeallocated, "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
+	{ProgMarkAsDeallocated, "Buffer::mark_as_deallocated()", []string{symMarkAsDeallocated}, false,
 		"buffers released after their mesh closed"},
-	{progAllocateCBs, "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
+	{ProgAllocateCBs, "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
 		"which program owns a circular buffer"},
-	{progDeallocateCBs, "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
+	{ProgDeallocateCBs, "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
 		"which program's circular buffers are freed"},
-	{progProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
+	{ProgProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
 		"circular buffers of destroyed programs (builds that never free them)"},
-	{progDeviceClose, "Device::close()", []string{symDeviceClose}, false,
+	{ProgDeviceClose, "Device::close()", []string{symDeviceClose}, false,
 		"memory released by closing a chip"},
-	{progMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
+	{ProgMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
 		"memory released by closing a mesh"},
 }
 

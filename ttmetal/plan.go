@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"errors"
@@ -113,30 +113,44 @@ type Program string
 
 // The programs of the attach table (both plans).
 const (
-	progTrackAllocate     Program = "track_allocate"
-	progTrackDeallocate   Program = "track_deallocate"
-	progTrackAllocateCB   Program = "track_allocate_cb"
-	progTrackDeallocateCB Program = "track_deallocate_cb"
-	progBufferCreateView  Program = "buffer_create_view"
-	progMarkAsDeallocated Program = "mark_as_deallocated"
-	progAllocateCBs       Program = "allocate_circular_buffers"
-	progDeallocateCBs     Program = "deallocate_circular_buffers"
-	progProgramDestroy    Program = "program_destroy"
-	progDeviceClose       Program = "device_close"
-	progMeshDeviceClose   Program = "mesh_device_close"
+	ProgTrackAllocate     Program = "track_allocate"
+	ProgTrackDeallocate   Program = "track_deallocate"
+	ProgTrackAllocateCB   Program = "track_allocate_cb"
+	ProgTrackDeallocateCB Program = "track_deallocate_cb"
+	ProgBufferCreateView  Program = "buffer_create_view"
+	ProgMarkAsDeallocated Program = "mark_as_deallocated"
+	ProgAllocateCBs       Program = "allocate_circular_buffers"
+	ProgDeallocateCBs     Program = "deallocate_circular_buffers"
+	ProgProgramDestroy    Program = "program_destroy"
+	ProgDeviceClose       Program = "device_close"
+	ProgMeshDeviceClose   Program = "mesh_device_close"
 )
 
 // The programs of Buffer's lifecycle (lifecycle plan), and the teardown.
 const (
-	progAllocEnter      Program = "lc_alloc_enter"
-	progAllocExit       Program = "lc_alloc_exit"
-	progCreateEnter     Program = "lc_create_enter"
-	progCreateExit      Program = "lc_create_exit"
-	progFree            Program = "lc_free"
-	progFreeOwned       Program = "lc_free_owned"
-	progDestroyTeardown Program = "program_destroy_teardown"
-	progFreeDispose     Program = "lc_free_dispose"
+	ProgAllocEnter      Program = "lc_alloc_enter"
+	ProgAllocExit       Program = "lc_alloc_exit"
+	ProgCreateEnter     Program = "lc_create_enter"
+	ProgCreateExit      Program = "lc_create_exit"
+	ProgFree            Program = "lc_free"
+	ProgFreeOwned       Program = "lc_free_owned"
+	ProgDestroyTeardown Program = "program_destroy_teardown"
+	ProgFreeDispose     Program = "lc_free_dispose"
 )
+
+// LifecyclePrograms are the programs only the lifecycle plan attaches.
+var LifecyclePrograms = []Program{ProgAllocEnter, ProgAllocExit, ProgCreateEnter, ProgCreateExit, ProgFree,
+	ProgFreeOwned, ProgDestroyTeardown, ProgFreeDispose}
+
+// AttachTablePrograms are the programs of the attach table's rows, in its
+// order.
+func AttachTablePrograms() []Program {
+	out := make([]Program, len(attachTable))
+	for i, p := range attachTable {
+		out[i] = p.Program
+	}
+	return out
+}
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
 // layout from ResolveLayout.
@@ -235,7 +249,7 @@ func (p *Plan) choose(mode ProbeMode, nAlloc, nFree, unconfirmed int) {
 // library lacks refuses it.
 func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 	trackerOwn := func(prog Program) bool {
-		return p.Kind == PlanLifecycle && (prog == progTrackAllocate || prog == progTrackDeallocate)
+		return p.Kind == PlanLifecycle && (prog == ProgTrackAllocate || prog == ProgTrackDeallocate)
 	}
 	for _, s := range syms.Sites {
 		if trackerOwn(s.Program) {
@@ -310,7 +324,7 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		if s.Program != progProgramDestroy {
+		if s.Program != ProgProgramDestroy {
 			continue
 		}
 		fc, err := c.analyze(Symbol{Name: strings.SplitN(s.Symbol, "+", 2)[0], Value: s.Func(), Size: symSize(fns, s.Func())})
@@ -320,14 +334,14 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 		if fc.calls(*teardown) {
 			continue
 		}
-		s.Program = progDestroyTeardown
+		s.Program = ProgDestroyTeardown
 		for j := range p.Points {
-			if p.Points[j].Addr == s.Addr && p.Points[j].Program == progProgramDestroy {
-				p.Points[j].Program = progDestroyTeardown
+			if p.Points[j].Addr == s.Addr && p.Points[j].Program == ProgProgramDestroy {
+				p.Points[j].Program = ProgDestroyTeardown
 				p.Points[j].Detail = "deallocate_circular_buffers() is inlined into it: its entry is also the teardown's"
 			}
 		}
-		p.Points = append(p.Points, PlanPoint{Program: progDeallocateCBs, Function: "detail::ProgramImpl::deallocate_circular_buffers()",
+		p.Points = append(p.Points, PlanPoint{Program: ProgDeallocateCBs, Function: "detail::ProgramImpl::deallocate_circular_buffers()",
 			Symbol: teardown.Name, Addr: teardown.Value, Status: StatusInlined,
 			Detail: "inlined into ~ProgramImpl (whose entry stands for it); its own entry is probed for other callers"})
 	}
@@ -396,7 +410,7 @@ func (p *Plan) lifecycleAllocs(lib *Library, c *codeIndex, fns map[string][]Symb
 		return errors.New(lib.Path + ": neither Buffer::allocate_impl() nor an owning Buffer::create(...) is in the library: allocations cannot be seen")
 	}
 	if alloc != nil {
-		if err := p.entryAndExits(lib, c, *alloc, "Buffer::allocate_impl()", progAllocEnter, progAllocExit, ""); err != nil {
+		if err := p.entryAndExits(lib, c, *alloc, "Buffer::allocate_impl()", ProgAllocEnter, ProgAllocExit, ""); err != nil {
 			return err
 		}
 	}
@@ -406,16 +420,16 @@ func (p *Plan) lifecycleAllocs(lib *Library, c *codeIndex, fns map[string][]Symb
 			return fmt.Errorf("%s: %w", lib.Path, err)
 		}
 		if alloc != nil && fc.calls(*alloc) {
-			p.Points = append(p.Points, PlanPoint{Program: progCreateEnter, Function: "Buffer::create(IDevice*, size, ...)",
+			p.Points = append(p.Points, PlanPoint{Program: ProgCreateEnter, Function: "Buffer::create(IDevice*, size, ...)",
 				Symbol: cr.Name, Addr: cr.Value, Status: StatusNotNeeded, Detail: "calls allocate_impl(), which is probed"})
 			continue
 		}
-		if err := p.entryAndExits(lib, c, cr, "Buffer::create(IDevice*, size, ...)", progCreateEnter, progCreateExit,
+		if err := p.entryAndExits(lib, c, cr, "Buffer::create(IDevice*, size, ...)", ProgCreateEnter, ProgCreateExit,
 			"allocate_impl() is inlined into it"); err != nil {
 			return err
 		}
 		if alloc != nil {
-			p.Points = append(p.Points, PlanPoint{Program: progAllocEnter, Function: "Buffer::allocate_impl()", Symbol: alloc.Name,
+			p.Points = append(p.Points, PlanPoint{Program: ProgAllocEnter, Function: "Buffer::allocate_impl()", Symbol: alloc.Name,
 				Addr: alloc.Value, Status: StatusInlined, Detail: "inlined into " + demangledName(cr.Name) + ", probed there"})
 		}
 	}
@@ -434,7 +448,7 @@ func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbo
 	}
 	var inner []Symbol
 	if dimpl != nil {
-		p.add(lib, mustSite(lib, progFree, "Buffer::deallocate_impl()", *dimpl, dimpl.Value), "")
+		p.add(lib, mustSite(lib, ProgFree, "Buffer::deallocate_impl()", *dimpl, dimpl.Value), "")
 		inner = append(inner, *dimpl)
 	}
 	if dealloc != nil {
@@ -443,10 +457,10 @@ func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbo
 			return nil, fmt.Errorf("%s: %w", lib.Path, err)
 		}
 		if len(inner) > 0 && fc.calls(inner...) {
-			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
+			p.Points = append(p.Points, PlanPoint{Program: ProgFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
 				Addr: dealloc.Value, Status: StatusNotNeeded, Detail: "calls deallocate_impl(), which is probed"})
 		} else {
-			p.add(lib, mustSite(lib, progFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
+			p.add(lib, mustSite(lib, ProgFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
 		}
 		inner = append(inner, *dealloc)
 	}
@@ -484,11 +498,11 @@ func (p *Plan) lifecycleDestructors(lib *Library, c *codeIndex, fns map[string][
 		}
 		calls := append(append([]Symbol(nil), inner...), dtorList[:i]...)
 		if fc.calls(calls...) {
-			p.Points = append(p.Points, PlanPoint{Program: progFreeOwned, Function: "Buffer::~Buffer()", Symbol: d.Name,
+			p.Points = append(p.Points, PlanPoint{Program: ProgFreeOwned, Function: "Buffer::~Buffer()", Symbol: d.Name,
 				Addr: d.Value, Status: StatusNotNeeded, Detail: "calls deallocate() or deallocate_impl(), which are probed"})
 			continue
 		}
-		p.add(lib, mustSite(lib, progFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
+		p.add(lib, mustSite(lib, ProgFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
 	}
 	// ~Buffer() is only ever called by the shared_ptr control block
 	// make_shared gave the Buffer (its constructor is private to create).
@@ -577,7 +591,7 @@ func (p *Plan) disposeOfBuffer(lib *Library, c *codeIndex, layout Layout, frees 
 			return refuse("two control blocks hold the Buffer at different offsets")
 		}
 		p.DisposeOffset = off
-		p.add(lib, mustSite(lib, progFreeDispose, "shared_ptr<Buffer> control block: dispose", sym, fn),
+		p.add(lib, mustSite(lib, ProgFreeDispose, "shared_ptr<Buffer> control block: dispose", sym, fn),
 			fmt.Sprintf("~Buffer() is inlined into it; the Buffer is at +%d (%s)", off, how))
 		planned = true
 	}

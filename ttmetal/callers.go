@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"fmt"
@@ -40,16 +40,16 @@ type knownCaller struct {
 }
 
 var knownCallers = []knownCaller{
-	{program: progBufferCreateView, callee: symBufferCreateViewPrefix + "*", calleeName: "Buffer::create(device, address, ...)",
+	{program: ProgBufferCreateView, callee: symBufferCreateViewPrefix + "*", calleeName: "Buffer::create(device, address, ...)",
 		caller: symBufferView, callerName: "Buffer::view(const BufferRegion&)",
 		inlined: "the pre-allocated views Buffer::view() makes are not seen (totals unaffected: views count nothing)",
 		exact:   true},
-	{program: progTrackAllocateCB, callee: symTrackAllocateCB, calleeName: "GraphTracker::track_allocate_cb",
+	{program: ProgTrackAllocateCB, callee: symTrackAllocateCB, calleeName: "GraphTracker::track_allocate_cb",
 		caller: symAllocateCBs, callerName: "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)",
 		inlined: "the circular buffers it allocates are not seen", noCaller: "circular buffers are not seen"},
 	// deallocate_circular_buffers() reaches it through helpers (a direct
 	// caller is needed to tell inlined from not called): no caller named.
-	{program: progTrackDeallocateCB, callee: symTrackDeallocateCB, calleeName: "GraphTracker::track_deallocate_cb",
+	{program: ProgTrackDeallocateCB, callee: symTrackDeallocateCB, calleeName: "GraphTracker::track_deallocate_cb",
 		noCaller: "CBs are released with their program", exact: true, onlyIf: symTrackAllocateCB},
 }
 

@@ -1,4 +1,4 @@
-package probes
+package ttmetal
 
 import (
 	"errors"
@@ -452,10 +452,10 @@ func TestChoosePlanFromCallSites(t *testing.T) {
 		for _, s := range p.Sites {
 			progs[s.Program]++
 		}
-		if c.kind == "lifecycle" && (progs[progAllocEnter] != 1 || progs[progAllocExit] == 0 || progs[progFree] != 1 || progs["track_allocate"] != 0) {
+		if c.kind == "lifecycle" && (progs[ProgAllocEnter] != 1 || progs[ProgAllocExit] == 0 || progs[ProgFree] != 1 || progs["track_allocate"] != 0) {
 			t.Errorf("lifecycle sites: %v", progs)
 		}
-		if c.kind == "tracker" && (progs["track_allocate"] != 1 || progs[progAllocEnter] != 0) {
+		if c.kind == "tracker" && (progs["track_allocate"] != 1 || progs[ProgAllocEnter] != 0) {
 			t.Errorf("tracker sites: %v", progs)
 		}
 		lib.Close()
