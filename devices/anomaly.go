@@ -19,6 +19,7 @@ const (
 	anTooManyBuffers                          // more live buffers than slot numbers
 	anAccounting                              // the ledger's own bookkeeping disagreed with itself (a bug)
 	anImplausibleTotal                        // a buffer or CB that would take the process over maxHeld bytes
+	anTooManyChips                            // a chip past the process's SetMaxChips distinct chips
 	nAnomalyKinds
 )
 
@@ -36,6 +37,7 @@ var anomalyNames = [nAnomalyKinds]string{
 	anTooManyBuffers:       "too_many_buffers",
 	anAccounting:           "internal_accounting_error",
 	anImplausibleTotal:     "implausible_total",
+	anTooManyChips:         "too_many_chips",
 }
 
 // maxAnomalies caps the detailed anomaly list of one process.

@@ -133,8 +133,9 @@ type headroomState struct {
 
 // hooks are the Ledger's settings its processes need while applying.
 type hooks struct {
-	notify func(*Notice)
-	warn   uint64 // --l1-warn; 0: no l1_headroom notices
+	notify   func(*Notice)
+	warn     uint64 // --l1-warn; 0: no l1_headroom notices
+	maxChips int    // SetMaxChips; 0: DefaultMaxChips
 }
 
 // NoticeKind says what a Notice is about.

@@ -167,6 +167,17 @@ func (l *Ledger) Exited(pid uint32) (exited bool, code, signal int) {
 	return p.exited, p.exitCode, p.exitSignal
 }
 
+// DefaultMaxChips is how many distinct chips a process may touch unless
+// SetMaxChips says otherwise: far more than any host has (a Galaxy is 32),
+// few enough that a process making up chip ids cannot blow up the ledger
+// or the series of an exporter.
+const DefaultMaxChips = 256
+
+// SetMaxChips bounds the distinct chips of each process (n <= 0: the
+// default). An event on a chip past the bound is a too_many_chips anomaly
+// and counts nothing.
+func (l *Ledger) SetMaxChips(n int) { l.hooks.maxChips = n }
+
 // SetObserver installs o (nil: none) as the observer of chip totals.
 func (l *Ledger) SetObserver(o Observer) {
 	l.observe = o

@@ -71,3 +71,29 @@ func TestSatAdd(t *testing.T) {
 	eq(t, "max+2", SatAdd(^uint64(0), 2), ^uint64(0))
 	eq(t, "2^63+2^63", SatAdd(1<<63, 1<<63), ^uint64(0))
 }
+
+// A process touching more distinct chips than SetMaxChips: the chips past
+// the bound count nothing and each event on them is a too_many_chips
+// anomaly; the chips within keep working.
+func TestMaxChips(t *testing.T) {
+	r := newRec(t)
+	r.l.SetMaxChips(3)
+	for chip := int32(0); chip < 60000; chip += 1000 {
+		r.apply(evAlloc(1, 0x1000+uint64(chip), chip, events.DRAM, 0, 64))
+	}
+	r.apply(evAlloc(1, 0xa0, 2000, events.L1, 0, 8), evFree(1, 0x1000, 0), evDeviceClose(1, 59000))
+	p := r.proc()
+	if got, want := r.chips(), []int32{0, 1000, 2000}; len(got) != len(want) || got[0] != 0 || got[1] != 1000 || got[2] != 2000 {
+		t.Errorf("chips %v, want %v", got, want)
+	}
+	eq(t, "too_many_chips", p.AnomalyCounts["too_many_chips"], 57+1)
+	eq(t, "chip 2000", r.tot(2000), totals{DRAM: 64, L1: 8, Live: 2})
+	eq(t, "chip 0", r.tot(0), totals{})
+
+	d := newRec(t) // the default bound
+	for chip := int32(0); chip < DefaultMaxChips+10; chip++ {
+		d.apply(evAlloc(1, 0x1000+uint64(chip), chip, events.DRAM, 0, 64))
+	}
+	eq(t, "chips", len(d.chips()), DefaultMaxChips)
+	eq(t, "too_many_chips", d.proc().AnomalyCounts["too_many_chips"], 10)
+}

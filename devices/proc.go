@@ -192,6 +192,9 @@ func (p *proc) apply(e *events.Event) {
 		p.anomaly(anAfterExit, e, "%s after the process exited", e.Kind)
 		return
 	}
+	if e.DeviceKind == events.DeviceChip && p.refuseChip(e) {
+		return
+	}
 	if e.ReadError {
 		p.anomaly(anReadError, e, "%s: the probe could not read the object", e.Kind)
 	}
@@ -437,6 +440,25 @@ func (p *proc) endPending(t *thread, e *events.Event) {
 	if m := p.meshes[t.pendingMesh]; m != nil && len(m.chips) == 0 {
 		p.anomaly(anMeshChipsUnknown, e, "mesh device %#x: no per-chip view followed its allocation; its buffers count on no chip", m.ptr)
 	}
+}
+
+// refuseChip says whether e names a chip the process may not have: one
+// more distinct chip than the bound (a too_many_chips anomaly). Chip ids
+// themselves are any int32 (sparse, >= 64, ...): only their number is
+// bounded.
+func (p *proc) refuseChip(e *events.Event) bool {
+	if p.chips[e.Chip] != nil {
+		return false
+	}
+	limit := p.hooks.maxChips
+	if limit <= 0 {
+		limit = DefaultMaxChips
+	}
+	if len(p.chips) >= limit {
+		p.anomaly(anTooManyChips, e, "chip %d: the process already has %d chips; its events count nothing", e.Chip, len(p.chips))
+		return true
+	}
+	return false
 }
 
 // hold admits e.Size more held bytes for the object (a buffer or a CB at

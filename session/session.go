@@ -47,6 +47,9 @@ type Config struct {
 	L1Warn uint64
 	// NoStacks: no allocation stacks (no sites in the report).
 	NoStacks bool
+	// MaxChips bounds the distinct chips of each process (0: the ledger's
+	// default); events on chips past it are too_many_chips anomalies.
+	MaxChips int
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -207,6 +210,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 // observer, and those that want its notices.
 func (s *session) observe() {
 	s.ledger.SetL1Warn(s.cfg.L1Warn)
+	s.ledger.SetMaxChips(s.cfg.MaxChips)
 	var ns []sinks.NoticeSink
 	for _, k := range s.sinks {
 		if n, ok := k.(sinks.NoticeSink); ok {

@@ -18,8 +18,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -54,29 +56,110 @@ func values(d *devices.DeviceSummary) (cur, peak [len(memTypes)]uint64) {
 // mesh's chips were never learned (devices.ProcessSummary.UnplacedLeaks).
 const UnplacedChip = "unknown"
 
-var (
-	descMem = prom.NewDesc("tttrace_device_memory_bytes",
-		"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb).",
-		[]string{"chip", "type", "pid", "command"}, nil)
-	descPeak = prom.NewDesc("tttrace_device_memory_peak_bytes",
-		"Highest device memory a traced process held on a chip since tracing began, by type.",
-		[]string{"chip", "type", "pid", "command"}, nil)
-	descLive = prom.NewDesc("tttrace_live_buffers",
-		"Buffers a traced process holds on a chip now (a mesh buffer counts on each chip it holds memory on).",
-		[]string{"chip", "pid", "command"}, nil)
-	descChip = prom.NewDesc("tttrace_chip_memory_bytes",
-		"Device memory all traced processes of this host hold on a chip now, by type.",
-		[]string{"chip", "type"}, nil)
-	descLeaked = prom.NewDesc("tttrace_leaked_bytes_total",
-		"Device memory buffers still held when their process ended, summed over ended processes, by chip and buffer type (0 from a chip's first sight).",
-		[]string{"chip", "type"}, nil)
-	descEvents = prom.NewDesc("tttrace_events_total",
-		"Events tttrace received, by kind (the NDJSON event types).",
-		[]string{"kind"}, nil)
-	descLost = prom.NewDesc("tttrace_lost_events_total",
-		"Events the BPF ring buffer could not take: while non-zero the numbers are incomplete.",
-		nil, nil)
+// Labels a per-process series may carry (Options.Labels), in exposition
+// order. pid tells processes apart and is always there; command is the
+// command line, which may hold secrets given as arguments.
+var ProcessLabels = []string{"pid", "command"}
+
+// Defaults of Options.
+const (
+	DefaultMaxConns          = 64
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 30 * time.Second
+	// DefaultMaxLeakChips bounds the chips with tttrace_leaked_bytes_total
+	// series: chip ids come from traced processes, which may make up as
+	// many as they like over the life of a service.
+	DefaultMaxLeakChips = 1024
 )
+
+// OtherChip is the chip label of leaked bytes on chips past MaxLeakChips.
+const OtherChip = "other"
+
+// Options configure an Exporter. The zero value means the defaults.
+type Options struct {
+	// Labels: the per-process labels of the per-process series, a subset
+	// of ProcessLabels that holds "pid" (nil: all of ProcessLabels).
+	Labels []string
+	// MaxConns: connections served at once; more are closed at once.
+	MaxConns int
+	// Timeouts of the HTTP server (see net/http.Server).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxLeakChips: chips with their own leaked series; leaks on more
+	// chips go to chip="other".
+	MaxLeakChips int
+}
+
+// CheckLabels tells whether labels is a valid Options.Labels.
+func CheckLabels(labels []string) error {
+	pid := false
+	for _, l := range labels {
+		if !slices.Contains(ProcessLabels, l) {
+			return fmt.Errorf("%q is not a label (%s)", l, strings.Join(ProcessLabels, ", "))
+		}
+		pid = pid || l == "pid"
+	}
+	if !pid {
+		return errors.New("pid is needed: it tells processes apart")
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxLeakChips <= 0 {
+		o.MaxLeakChips = DefaultMaxLeakChips
+	}
+	if o.Labels == nil {
+		o.Labels = ProcessLabels
+	}
+	return o
+}
+
+// descs are the metrics' descriptions; the per-process ones carry the
+// chosen process labels.
+type descs struct {
+	mem, peak, live, chip, leaked, events, lost *prom.Desc
+}
+
+func newDescs(procLabels []string) descs {
+	with := func(ls ...string) []string { return append(ls, procLabels...) }
+	return descs{
+		mem: prom.NewDesc("tttrace_device_memory_bytes",
+			"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb).",
+			with("chip", "type"), nil),
+		peak: prom.NewDesc("tttrace_device_memory_peak_bytes",
+			"Highest device memory a traced process held on a chip since tracing began, by type.",
+			with("chip", "type"), nil),
+		live: prom.NewDesc("tttrace_live_buffers",
+			"Buffers a traced process holds on a chip now (a mesh buffer counts on each chip it holds memory on).",
+			with("chip"), nil),
+		chip: prom.NewDesc("tttrace_chip_memory_bytes",
+			"Device memory all traced processes of this host hold on a chip now, by type.",
+			[]string{"chip", "type"}, nil),
+		leaked: prom.NewDesc("tttrace_leaked_bytes_total",
+			"Device memory buffers still held when their process ended, summed over ended processes, by chip and buffer type (0 from a chip's first sight).",
+			[]string{"chip", "type"}, nil),
+		events: prom.NewDesc("tttrace_events_total",
+			"Events tttrace received, by kind (the NDJSON event types).",
+			[]string{"kind"}, nil),
+		lost: prom.NewDesc("tttrace_lost_events_total",
+			"Events the BPF ring buffer could not take: while non-zero the numbers are incomplete.",
+			nil, nil),
+	}
+}
 
 // Exporter is the sink serving /metrics. Create it with Listen.
 type Exporter struct {
@@ -91,6 +174,8 @@ type Exporter struct {
 
 	snap atomic.Pointer[snapshot] // what scrapes read; never changed once stored
 
+	opt  Options
+	d    descs
 	ln   net.Listener
 	srv  *http.Server
 	done chan error
@@ -107,21 +192,27 @@ type snapshot struct {
 }
 
 type procSnap struct {
-	pid, command string // label values
-	devs         []devices.DeviceSummary
+	pid    string
+	labels []string // values of Options.Labels
+	devs   []devices.DeviceSummary
 }
 
 // Listen binds addr (host:port) at once, so a bad or busy address fails
 // before tracing starts, and serves /metrics from then until Close.
-func Listen(addr string) (*Exporter, error) {
+func Listen(addr string, o Options) (*Exporter, error) {
 	if err := CheckAddr(addr); err != nil {
 		return nil, err
+	}
+	if o.Labels != nil {
+		if err := CheckLabels(o.Labels); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return serve(ln), nil
+	return serve(ln, o), nil
 }
 
 // CheckAddr tells whether addr has the host:port form Listen needs.
@@ -136,8 +227,9 @@ func CheckAddr(addr string) error {
 	return nil
 }
 
-func serve(ln net.Listener) *Exporter {
-	e := New()
+func serve(ln net.Listener, o Options) *Exporter {
+	e := New(o)
+	o = e.opt
 	reg := prom.NewRegistry()
 	reg.MustRegister(e)
 	mux := http.NewServeMux()
@@ -150,17 +242,63 @@ func serve(ln net.Listener) *Exporter {
 		fmt.Fprint(w, "tttrace: device memory metrics are at /metrics\n")
 	})
 	e.ln = ln
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every phase of a connection is bounded in time and the connections
+	// in number: a local user cannot hold the endpoint's sockets or
+	// goroutines (idle keep-alives, slow headers, slow reads).
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+	}
 	done := make(chan error, 1)
 	e.srv, e.done = srv, done
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.Serve(&capListener{Listener: ln, slots: make(chan struct{}, o.MaxConns)}) }()
 	return e
 }
 
+// capListener closes connections past its slots at once: a client that
+// opens many connections gets refusals, the others keep being served.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &capConn{Conn: c, slots: l.slots}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+type capConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *capConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
+}
+
 // New returns an exporter that serves nothing: register it in a
-// prometheus.Registry (tests, or an embedding program).
-func New() *Exporter {
-	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}}
+// prometheus.Registry (tests, or an embedding program). o.Labels must pass
+// CheckLabels.
+func New(o Options) *Exporter {
+	o = o.withDefaults()
+	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}, opt: o, d: newDescs(o.Labels)}
 	e.publish()
 	return e
 }
@@ -181,9 +319,17 @@ func (e *Exporter) Tick(v *sinks.View) {
 	procs := make([]procSnap, 0, len(v.Procs))
 	for _, p := range v.Procs {
 		ps := procSnap{
-			pid:     strconv.FormatUint(uint64(p.Pid), 10),
-			command: commandLabel(p.Command),
-			devs:    v.Ledger.Devices(p.Pid),
+			pid:    strconv.FormatUint(uint64(p.Pid), 10),
+			labels: make([]string, len(e.opt.Labels)),
+			devs:   v.Ledger.Devices(p.Pid),
+		}
+		for i, l := range e.opt.Labels {
+			switch l {
+			case "pid":
+				ps.labels[i] = ps.pid
+			case "command":
+				ps.labels[i] = commandLabel(p.Command)
+			}
 		}
 		for i := range ps.devs {
 			e.seeChip(ps.devs[i].Device)
@@ -197,16 +343,30 @@ func (e *Exporter) Tick(v *sinks.View) {
 
 // seeChip creates the leaked series of a chip seen for the first time, at
 // 0: a counter that appeared with its first leak would hide that leak
-// from increase() and rate().
+// from increase() and rate(). Past MaxLeakChips chips, the chip's leaks
+// go to chip="other" (leakChip), whose series appear then.
 func (e *Exporter) seeChip(id int32) {
-	if e.chips[id] {
+	if _, seen := e.chips[id]; seen {
 		return
 	}
-	e.chips[id] = true
-	chip := strconv.FormatInt(int64(id), 10)
+	chip := OtherChip
+	if len(e.chips) < e.opt.MaxLeakChips {
+		chip = strconv.FormatInt(int64(id), 10)
+		e.chips[id] = true
+	} else {
+		e.chips[id] = false
+	}
 	for t := events.BufferType(0); t < events.NumBufferTypes; t++ {
 		e.leaked[leakKey{chip, typeOf(t.String())}] += 0
 	}
+}
+
+// leakChip is the chip label of chip id's leaked series.
+func (e *Exporter) leakChip(id int32) string {
+	if own, seen := e.chips[id]; seen && !own {
+		return OtherChip
+	}
+	return strconv.FormatInt(int64(id), 10)
 }
 
 // ProcessEnded removes the process's series and adds what it left
@@ -216,7 +376,7 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 	for i := range one.Processes {
 		p := &one.Processes[i]
 		pid := strconv.FormatUint(uint64(p.Pid), 10)
-		kept := e.procs[:0:0]
+		kept := make([]procSnap, 0, len(e.procs))
 		for _, q := range e.procs {
 			if q.pid != pid {
 				kept = append(kept, q)
@@ -227,7 +387,7 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 			e.seeChip(d.Device)
 		}
 		for _, g := range p.LeakGroups {
-			k := leakKey{strconv.FormatInt(int64(g.Device), 10), typeOf(g.Type)}
+			k := leakKey{e.leakChip(g.Device), typeOf(g.Type)}
 			e.leaked[k] = devices.SatAdd(e.leaked[k], g.Bytes)
 		}
 		for l := range p.AllUnplacedLeaks() {
@@ -277,7 +437,8 @@ func (e *Exporter) publish() {
 
 // Describe sends every metric's description.
 func (e *Exporter) Describe(ch chan<- *prom.Desc) {
-	for _, d := range []*prom.Desc{descMem, descPeak, descLive, descChip, descLeaked, descEvents, descLost} {
+	d := &e.d
+	for _, d := range []*prom.Desc{d.mem, d.peak, d.live, d.chip, d.leaked, d.events, d.lost} {
 		ch <- d
 	}
 }
@@ -285,6 +446,7 @@ func (e *Exporter) Describe(ch chan<- *prom.Desc) {
 // Collect builds the metrics from the latest snapshot.
 func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	s := e.snap.Load()
+	dd := &e.d
 	gauge := func(d *prom.Desc, v uint64, labels ...string) {
 		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, float64(v), labels...)
 	}
@@ -295,22 +457,26 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 		chip string
 		sum  [len(memTypes)]uint64
 	}
-	var chips []chipTotals // in order of first appearance; few chips
+	var chips []chipTotals // in order of first appearance
+	index := map[int32]int{}
+	labels := make([]string, 2, 2+len(e.opt.Labels))
 	for _, p := range s.procs {
 		for i := range p.devs {
 			d := &p.devs[i]
 			chip := strconv.FormatInt(int64(d.Device), 10)
 			cur, peak := values(d)
+			labels = append(labels[:2], p.labels...)
+			labels[0] = chip
 			for t, name := range memTypes {
-				gauge(descMem, cur[t], chip, name, p.pid, p.command)
-				gauge(descPeak, peak[t], chip, name, p.pid, p.command)
+				labels[1] = name
+				gauge(dd.mem, cur[t], labels...)
+				gauge(dd.peak, peak[t], labels...)
 			}
-			gauge(descLive, d.LiveBuffers, chip, p.pid, p.command)
-			j := 0
-			for j < len(chips) && chips[j].chip != chip {
-				j++
-			}
-			if j == len(chips) {
+			gauge(dd.live, d.LiveBuffers, append([]string{chip}, p.labels...)...)
+			j, ok := index[d.Device]
+			if !ok {
+				j = len(chips)
+				index[d.Device] = j
 				chips = append(chips, chipTotals{chip: chip})
 			}
 			for t := range memTypes {
@@ -320,19 +486,19 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	}
 	for _, c := range chips {
 		for t, name := range memTypes {
-			gauge(descChip, c.sum[t], c.chip, name)
+			gauge(dd.chip, c.sum[t], c.chip, name)
 		}
 	}
 	for k, v := range s.leaked {
-		counter(descLeaked, v, k.chip, k.typ)
+		counter(dd.leaked, v, k.chip, k.typ)
 	}
 	// A kind's series appears with its first event, as with a CounterVec.
 	for k, n := range s.kinds {
 		if n > 0 {
-			counter(descEvents, n, events.Kind(k).String())
+			counter(dd.events, n, events.Kind(k).String())
 		}
 	}
-	counter(descLost, s.lost)
+	counter(dd.lost, s.lost)
 }
 
 // commandLabel is the command as a label value: valid UTF-8, at most

@@ -238,11 +238,16 @@ func diff(t *testing.T, when string, got, want map[string]float64) {
 
 func listen(t *testing.T) *Exporter {
 	t.Helper()
+	return listenWith(t, Options{})
+}
+
+func listenWith(t *testing.T, o Options) *Exporter {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := serve(ln)
+	e := serve(ln, o)
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
@@ -334,7 +339,7 @@ func TestUnplacedLeak(t *testing.T) {
 
 // Counting an event allocates nothing: the consumer's hot path.
 func TestEventAllocatesNothing(t *testing.T) {
-	e := New()
+	e := New(Options{})
 	ev := events.Event{Kind: events.KindAlloc, Pid: 1, Chip: 0, Size: 64}
 	if n := testing.AllocsPerRun(1000, func() { e.Event(&ev) }); n != 0 {
 		t.Fatalf("Event allocates %v times", n)
@@ -383,7 +388,7 @@ func TestScrapeDuringTicks(t *testing.T) {
 func TestListen(t *testing.T) {
 	e := listen(t)
 	addr := e.Addr().String()
-	if _, err := Listen(addr); err == nil || !strings.Contains(err.Error(), "address already in use") {
+	if _, err := Listen(addr, Options{}); err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("second Listen on %s: %v", addr, err)
 	}
 	for _, bad := range []string{"9464", "localhost", "127.0.0.1:http", "127.0.0.1:0x10", "127.0.0.1:70000", "127.0.0.1:0"} {
@@ -422,9 +427,9 @@ func TestCommandLabel(t *testing.T) {
 // Chip totals sum every process's bytes: a sum past 2^64 saturates rather
 // than wrapping to a small number.
 func TestChipTotalsSaturate(t *testing.T) {
-	e := New()
+	e := New(Options{})
 	for pid := range 3 {
-		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), devs: []devices.DeviceSummary{{Device: 0, DRAMBytes: 1 << 63}}})
+		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), labels: []string{strconv.Itoa(pid), "w"}, devs: []devices.DeviceSummary{{Device: 0, DRAMBytes: 1 << 63}}})
 	}
 	e.publish()
 	ch := make(chan prom.Metric, 1000)
@@ -432,7 +437,7 @@ func TestChipTotalsSaturate(t *testing.T) {
 	close(ch)
 	found := false
 	for m := range ch {
-		if m.Desc() != descChip {
+		if m.Desc() != e.d.chip {
 			continue
 		}
 		var pb dto.Metric
@@ -449,5 +454,140 @@ func TestChipTotalsSaturate(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no chip total for dram")
+	}
+}
+
+// An idle keep-alive connection is closed after IdleTimeout, and one that
+// sends nothing after ReadHeaderTimeout: a local user cannot hold the
+// endpoint's connections.
+func TestIdleConnectionsClosed(t *testing.T) {
+	e := listenWith(t, Options{IdleTimeout: 200 * time.Millisecond, ReadHeaderTimeout: 200 * time.Millisecond})
+	addr := e.Addr().String()
+	keep, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	if _, err := io.WriteString(keep, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for name, c := range map[string]net.Conn{"keep-alive": keep, "silent": silent} {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("%s connection: not closed by the server: %v", name, err)
+		}
+	}
+}
+
+// Connections past MaxConns are closed at once; the others are served,
+// and a slot is free again when one closes.
+func TestConnectionCap(t *testing.T) {
+	e := listenWith(t, Options{MaxConns: 3})
+	addr := e.Addr().String()
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The server has accepted the three (a request on each is answered).
+	for _, c := range held {
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 64)); err != nil {
+			t.Fatalf("a connection within the cap: %v", err)
+		}
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a fourth connection: read %d, %v; want it closed", n, err)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + addr + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot freed after a connection closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Options.Labels chooses the process labels: without command, no series
+// carries the command line.
+func TestLabelsWithoutCommand(t *testing.T) {
+	e := listenWith(t, Options{Labels: []string{"pid"}})
+	s := newStream(t, e)
+	s.start(5, "./train --token=SECRET")
+	s.alloc(5, 0x1000, 2, events.DRAM, 4096)
+	s.tick()
+	got := scrape(t, e.Addr().String())
+	if v, ok := got[series("tttrace_device_memory_bytes", "chip", "2", "type", "dram", "pid", "5")]; !ok || v != 4096 {
+		t.Errorf("dram of pid 5 on chip 2 = %v (%v), want 4096", v, ok)
+	}
+	if v := got[series("tttrace_live_buffers", "chip", "2", "pid", "5")]; v != 1 {
+		t.Errorf("live buffers = %v, want 1", v)
+	}
+	for k := range got {
+		if strings.Contains(k, "command") || strings.Contains(k, "SECRET") {
+			t.Errorf("series with the command: %s", k)
+		}
+	}
+	for _, bad := range [][]string{{"command"}, {}, {"pid", "argv"}} {
+		if err := CheckLabels(bad); err == nil {
+			t.Errorf("CheckLabels(%q) accepted", bad)
+		}
+	}
+	if err := CheckLabels([]string{"command", "pid"}); err != nil {
+		t.Error(err)
+	}
+}
+
+// Leaked series exist for at most MaxLeakChips chips; leaks on the chips
+// past them are summed on chip="other".
+func TestLeakChipsCapped(t *testing.T) {
+	e := listenWith(t, Options{MaxLeakChips: 2})
+	s := newStream(t, e)
+	s.start(9, "w")
+	for chip := int32(0); chip < 5; chip++ {
+		s.alloc(9, 0x1000+uint64(chip)*0x100, chip*10, events.L1, 100+uint64(chip))
+	}
+	s.tick()
+	s.end(9)
+	got := scrape(t, e.Addr().String())
+	want := map[string]float64{"0": 100, "10": 101, OtherChip: 102 + 103 + 104}
+	n := 0
+	for k, v := range got {
+		if !strings.HasPrefix(k, "tttrace_leaked_bytes_total{") {
+			continue
+		}
+		n++
+		for chip, w := range want {
+			if k == series("tttrace_leaked_bytes_total", "chip", chip, "type", "l1") && v != w {
+				t.Errorf("%s = %v, want %v", k, v, w)
+			}
+		}
+	}
+	if n != 3*5 {
+		t.Errorf("%d leaked series, want 15 (3 chips x 5 types)", n)
 	}
 }

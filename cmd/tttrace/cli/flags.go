@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tttrace/tttrace/devices"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -48,10 +49,14 @@ type Flags struct {
 	Interval  time.Duration
 	ReadyFile string
 	Listen    string // serve Prometheus metrics at this host:port
-	Follow    bool
-	All       bool
-	NoMulti   bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
-	AtEntry   bool // hidden: entry probes on the first instruction, not placed (measurements)
+	// MetricsLabels: the per-process labels of the metrics (--metrics-labels).
+	MetricsLabels []string
+	// MaxChips: distinct chips a process may touch (--max-chips).
+	MaxChips int
+	Follow   bool
+	All      bool
+	NoMulti  bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
+	AtEntry  bool // hidden: entry probes on the first instruction, not placed (measurements)
 	// FailOnLeak is --fail-on-leak's threshold in bytes (-1: off).
 	FailOnLeak int64
 	failOnLeak string
@@ -141,6 +146,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
+	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
+	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
 	fs.StringVar(&f.failOnLeak, "fail-on-leak", "", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.StringVar(&f.l1Warn, "l1-warn", "", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
@@ -239,6 +246,17 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		if err := promexport.CheckAddr(f.Listen); err != nil {
 			return nil, usageError{fmt.Errorf("--listen: %w", err)}
 		}
+	}
+	if fs.Changed("metrics-labels") {
+		if f.Listen == "" {
+			return nil, usageError{errors.New("--metrics-labels goes with --listen")}
+		}
+		if err := promexport.CheckLabels(f.MetricsLabels); err != nil {
+			return nil, usageError{fmt.Errorf("--metrics-labels: %w", err)}
+		}
+	}
+	if f.MaxChips <= 0 {
+		return nil, usageError{errors.New("--max-chips must be at least 1")}
 	}
 	if f.Wait < 0 || f.Interval < 0 {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}

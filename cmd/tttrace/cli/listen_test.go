@@ -43,3 +43,26 @@ func TestListenParsed(t *testing.T) {
 		}
 	}
 }
+
+// --metrics-labels chooses the process labels; pid must stay, and it goes
+// with --listen only.
+func TestMetricsLabelsParsed(t *testing.T) {
+	f, err := Parse([]string{"--listen", ":9464", "--all"}, &strings.Builder{})
+	if err != nil || strings.Join(f.MetricsLabels, ",") != "pid,command" {
+		t.Errorf("default labels %q, %v", f.MetricsLabels, err)
+	}
+	f, err = Parse([]string{"--listen", ":9464", "--metrics-labels", "pid", "--all"}, &strings.Builder{})
+	if err != nil || strings.Join(f.MetricsLabels, ",") != "pid" {
+		t.Errorf("--metrics-labels pid: %q, %v", f.MetricsLabels, err)
+	}
+	for _, args := range [][]string{
+		{"--listen", ":9464", "--metrics-labels", "command", "--all"},
+		{"--listen", ":9464", "--metrics-labels", "pid,argv", "--all"},
+		{"--metrics-labels", "pid", "--all"},
+		{"--max-chips", "0", "--all"},
+	} {
+		if _, err := Parse(args, &strings.Builder{}); err == nil {
+			t.Errorf("Parse(%q) accepted", args)
+		}
+	}
+}

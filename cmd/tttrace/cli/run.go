@@ -163,7 +163,7 @@ func prometheusOutput(e *outputEnv) (sinks.Sink, error) {
 	if f.Listen == "" {
 		return nil, nil
 	}
-	x, err := promexport.Listen(f.Listen)
+	x, err := promexport.Listen(f.Listen, promexport.Options{Labels: f.MetricsLabels})
 	if err != nil {
 		return nil, fail(ExitUsage, "--listen: %w", err)
 	}
@@ -286,5 +286,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Layout: f.Layout, Probes: ttmetal.ProbeMode(f.Probes),
 		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
+		MaxChips: f.MaxChips,
 	}
 }
