@@ -2,7 +2,7 @@ package devices
 
 // anomalyKind is something in the stream the ledger could not take at
 // face value. Counts are kept for every kind; details for the first
-// maxAnomalies of a process only.
+// MaxAnomalies of a process only.
 type anomalyKind uint8
 
 const (
@@ -40,8 +40,9 @@ var anomalyNames = [nAnomalyKinds]string{
 	anTooManyChips:         "too_many_chips",
 }
 
-// maxAnomalies caps the detailed anomaly list of one process.
-const maxAnomalies = 100
+// MaxAnomalies caps the detailed lists of one process in the summary: its
+// anomalies and its L1 clashes (the counts go on).
+const MaxAnomalies = 100
 
 type anomalyLog struct {
 	counts [nAnomalyKinds]uint64

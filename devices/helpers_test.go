@@ -4,91 +4,32 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/tttrace/tttrace/devices/devicestest"
 	"github.com/tttrace/tttrace/events"
 )
 
-// Event constructors for synthetic streams. Seq, TsNs and Pid are filled
-// in by a rec when left zero.
-
-// chipPtr is a fake Device* for a chip id.
-func chipPtr(chip int32) uint64 { return 0x7f0000000000 + uint64(uint32(chip))*0x1000 }
-
-func evAlloc(tid uint32, buf uint64, chip int32, t events.BufferType, addr, size uint64) events.Event {
-	return events.Event{Kind: events.KindAlloc, Tid: tid, Object: buf, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
-		Chip: chip, BufferType: t, Address: addr, Size: size, PageSize: 1024, OwnsData: true, Status: 1}
-}
-
-func evMeshAlloc(tid uint32, buf, mesh uint64, t events.BufferType, addr, size uint64) events.Event {
-	return events.Event{Kind: events.KindAlloc, Tid: tid, Object: buf, Device: mesh, DeviceKind: events.DeviceMesh,
-		Chip: -1, BufferType: t, Address: addr, Size: size, PageSize: 1024, OwnsData: true, Status: 1}
-}
-
-func evView(tid uint32, chip int32, addr uint64) events.Event {
-	return events.Event{Kind: events.KindView, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
-		Chip: chip, Address: addr, Size: 4096}
-}
-
-func evFree(tid uint32, buf uint64, chip int32) events.Event {
-	return events.Event{Kind: events.KindFree, Tid: tid, Object: buf, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
-		Chip: chip, OwnsData: true, Status: 1}
-}
-
-func evMeshFree(tid uint32, buf, mesh uint64) events.Event {
-	return events.Event{Kind: events.KindFree, Tid: tid, Object: buf, Device: mesh, DeviceKind: events.DeviceMesh,
-		Chip: -1, OwnsData: true, Status: 1}
-}
-
-func evMark(tid uint32, buf uint64) events.Event {
-	return events.Event{Kind: events.KindMarkDeallocated, Tid: tid, Object: buf, Chip: -1}
-}
-
-func evCBLayout(tid uint32, prog uint64, chip int32) events.Event {
-	return events.Event{Kind: events.KindCBLayout, Tid: tid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip}
-}
-
-func evCBLayoutMesh(tid uint32, prog, mesh uint64) events.Event {
-	return events.Event{Kind: events.KindCBLayout, Tid: tid, Object: prog, Device: mesh, DeviceKind: events.DeviceMesh, Chip: -1}
-}
-
-func evCB(tid uint32, chip int32, addr, size uint64) events.Event {
-	return events.Event{Kind: events.KindCBAlloc, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: addr, Size: size}
-}
-
-func evCBMesh(tid uint32, mesh uint64, addr, size uint64) events.Event {
-	return events.Event{Kind: events.KindCBAlloc, Tid: tid, Device: mesh, DeviceKind: events.DeviceMesh, Chip: -1, Address: addr, Size: size}
-}
-
-func evCBTeardown(tid uint32, prog uint64) events.Event {
-	return events.Event{Kind: events.KindCBTeardown, Tid: tid, Object: prog, Chip: -1}
-}
-
-func evCBFree(tid uint32, chip int32) events.Event {
-	return events.Event{Kind: events.KindCBFree, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip}
-}
-
-func evCBFreeMesh(tid uint32, mesh uint64) events.Event {
-	return events.Event{Kind: events.KindCBFree, Tid: tid, Device: mesh, DeviceKind: events.DeviceMesh, Chip: -1}
-}
-
-func evProgramDestroy(tid uint32, prog uint64) events.Event {
-	return events.Event{Kind: events.KindProgramDestroy, Tid: tid, Object: prog, Chip: -1}
-}
-
-func evDeviceClose(tid uint32, chip int32) events.Event {
-	return events.Event{Kind: events.KindDeviceClose, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip}
-}
-
-func evMeshClose(tid uint32, mesh uint64) events.Event {
-	return events.Event{Kind: events.KindMeshClose, Tid: tid, Device: mesh, DeviceKind: events.DeviceMesh, Chip: -1}
-}
-
-func evExit(code, sig int) events.Event {
-	return events.Event{Kind: events.KindExit, ExitCode: code, ExitSignal: sig, Chip: -1}
-}
-
-func evLost(n uint64) events.Event {
-	return events.Event{Kind: events.KindLost, LostBefore: n, Chip: -1}
-}
+// The stream constructors of devicestest, under the names the tests use.
+var (
+	chipPtr          = devicestest.ChipPtr
+	evAlloc          = devicestest.Alloc
+	evMeshAlloc      = devicestest.MeshAlloc
+	evView           = devicestest.View
+	evFree           = devicestest.Free
+	evMeshFree       = devicestest.MeshFree
+	evMark           = devicestest.Mark
+	evCBLayout       = devicestest.CBLayout
+	evCBLayoutMesh   = devicestest.CBLayoutMesh
+	evCB             = devicestest.CB
+	evCBMesh         = devicestest.CBMesh
+	evCBTeardown     = devicestest.CBTeardown
+	evCBFree         = devicestest.CBFree
+	evCBFreeMesh     = devicestest.CBFreeMesh
+	evProgramDestroy = devicestest.ProgramDestroy
+	evDeviceClose    = devicestest.DeviceClose
+	evMeshClose      = devicestest.MeshClose
+	evExit           = devicestest.Exit
+	evLost           = devicestest.Lost
+)
 
 // rec applies events to a ledger, numbering them, and checks the ledger's
 // internal consistency after each one.

@@ -506,7 +506,7 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 	}
 	p.stats.L1Clashes++
 	c.hr.clashes++
-	if p.hooks.notify == nil && len(p.clashes) >= maxAnomalies {
+	if p.hooks.notify == nil && len(p.clashes) >= MaxAnomalies {
 		return
 	}
 	n := Notice{Type: NoticeL1Clash, Seq: t.checkSeq, TsNs: t.checkTs, Pid: p.pid, Tid: t.checkTid, Chip: chip,
@@ -534,7 +534,7 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 			n.InTheWay = append(n.InTheWay, p.l1Buffer(idx))
 		}
 	}
-	if len(p.clashes) < maxAnomalies {
+	if len(p.clashes) < MaxAnomalies {
 		p.clashes = append(p.clashes, n)
 	}
 	if p.hooks.notify != nil {

@@ -7,14 +7,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tttrace/tttrace/devices/devicestest"
 	"github.com/tttrace/tttrace/events"
 )
 
 const (
-	meshA uint64 = 0x5500a0000000
-	meshB uint64 = 0x5500b0000000
-	progP uint64 = 0x5600000a0000
-	progQ uint64 = 0x5600000b0000
+	meshA = devicestest.MeshA
+	meshB = devicestest.MeshB
+	progP = devicestest.ProgP
+	progQ = devicestest.ProgQ
 )
 
 func eq[T comparable](t *testing.T, what string, got, want T) {
@@ -400,7 +401,7 @@ func TestRules(t *testing.T) {
 			}
 			p := r.proc()
 			eq(t, "count", p.AnomalyCounts["invalid_buffer_type"], 250)
-			eq(t, "list", len(p.Anomalies), maxAnomalies)
+			eq(t, "list", len(p.Anomalies), MaxAnomalies)
 			eq(t, "first seq", p.Anomalies[0].Seq, 1)
 		}},
 		{"touched chips are sorted, sparse, negative and huge", func(t *testing.T, r *rec) {

@@ -475,7 +475,7 @@ func (p *proc) hold(e *events.Event, what string, obj uint64) bool {
 // anomaly records one anomaly of kind k for event e.
 func (p *proc) anomaly(k anomalyKind, e *events.Event, format string, args ...any) {
 	p.anomalies.counts[k]++
-	if len(p.anomalies.list) >= maxAnomalies {
+	if len(p.anomalies.list) >= MaxAnomalies {
 		return
 	}
 	p.anomalies.list = append(p.anomalies.list, Anomaly{

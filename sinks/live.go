@@ -133,7 +133,7 @@ func (v *Live) frame(view *View, width int) []string {
 			var parts []string
 			for _, t := range liveTypes {
 				if c.cur[t.c] > 0 {
-					parts = append(parts, t.name+" "+devices.HumanBytes(c.cur[t.c]))
+					parts = append(parts, t.name+" "+human(c.cur[t.c]))
 				}
 			}
 			if len(parts) == 0 {
@@ -151,7 +151,7 @@ func (v *Live) frame(view *View, width int) []string {
 // bar is one memory type's line: its current size as a bar against its
 // peak (the bar's full length, marked |), then the numbers.
 func bar(name string, cur, peak uint64, width int) string {
-	nums := fmt.Sprintf(" %10s  peak %10s", devices.HumanBytes(cur), devices.HumanBytes(peak))
+	nums := fmt.Sprintf(" %10s  peak %10s", human(cur), human(peak))
 	n := width - 4 - 9 - 1 - len(nums) // indent, name, marker
 	if n < 4 {
 		return clip(fmt.Sprintf("    %-8s%s", name, nums), width)
@@ -169,10 +169,10 @@ func bar(name string, cur, peak uint64, width int) string {
 func headroomLine(h devices.Headroom) string {
 	if h.Headroom < 0 {
 		return fmt.Sprintf("    L1 headroom -%s: CLASH (CBs end at %#x, above the L1 buffer at %#x)",
-			devices.HumanBytes(uint64(-h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
+			human(uint64(-h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
 	}
 	return fmt.Sprintf("    L1 headroom %s (CBs end at %#x, lowest L1 buffer at %#x)",
-		devices.HumanBytes(uint64(h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
+		human(uint64(h.Headroom)), h.CBRegionEnd, h.LowestL1Address)
 }
 
 // totalsOf is a DeviceSummary's current totals and peaks by counter.

@@ -1,8 +1,9 @@
 // Package sinks is where tttrace's outputs live: the Sink interface the
 // runtime (package session) feeds, and the built-in outputs — the human
-// report, the live terminal view and NDJSON. A new output is a type that
-// implements Sink (embedding Base for the calls it ignores), in its own
-// file or package, plus one registration line in cmd/tttrace/cli.
+// report (its text is made here, in report.go), the live terminal view and
+// NDJSON. A new output is a type that implements Sink (embedding Base for
+// the calls it ignores), in its own file or package, plus one registration
+// line in cmd/tttrace/cli.
 package sinks
 
 import (

@@ -1,4 +1,4 @@
-package devices
+package sinks
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/devices"
 )
 
 // Caps of the human report; the JSON summary has everything.
@@ -21,10 +23,10 @@ const (
 	reportAnomalies     = 20
 )
 
-// WriteReport writes the human final report of s: per process a per-chip
+// writeReport writes the human report of s: per process a per-chip
 // table of current totals and peaks, leaks grouped by chip and type, frees
 // that matched nothing, anomalies, and loss, loudly.
-func WriteReport(w io.Writer, s *Summary) error {
+func writeReport(w io.Writer, s *devices.Summary) error {
 	bw := bufio.NewWriter(w)
 	r := reporter{w: bw}
 	r.summary(s)
@@ -34,17 +36,35 @@ func WriteReport(w io.Writer, s *Summary) error {
 	return r.err
 }
 
-// WriteDeviceTable writes the per-chip table of the report (current totals
-// and peaks with units) for devs: what a live view redraws.
-func WriteDeviceTable(w io.Writer, devs []DeviceSummary) error {
-	bw := bufio.NewWriter(w)
-	r := reporter{w: bw}
-	r.table(devs)
-	if err := bw.Flush(); err != nil {
+// Report writes the human report: one per process that ends while others
+// are traced, and the final report of everything when tracing ends.
+type Report struct {
+	Base
+	w *bufio.Writer
+}
+
+// NewReport writes to w.
+func NewReport(w io.Writer) *Report { return &Report{w: bufio.NewWriter(w)} }
+
+// ProcessEnded writes the process's report at once when others go on.
+func (r *Report) ProcessEnded(one *devices.Summary, more bool) {
+	if !more {
+		return
+	}
+	_ = writeReport(r.w, one)
+	_ = r.w.Flush()
+}
+
+// Summary writes the final report.
+func (r *Report) Summary(s *devices.Summary) error {
+	if err := writeReport(r.w, s); err != nil {
 		return err
 	}
-	return r.err
+	return r.w.Flush()
 }
+
+// Close flushes what is buffered.
+func (r *Report) Close() error { return r.w.Flush() }
 
 type reporter struct {
 	w   *bufio.Writer
@@ -58,7 +78,7 @@ func (r *reporter) printf(format string, args ...any) {
 	_, r.err = fmt.Fprintf(r.w, format, args...)
 }
 
-func (r *reporter) summary(s *Summary) {
+func (r *reporter) summary(s *devices.Summary) {
 	r.printf("tttrace report: %d process(es), %d events\n", len(s.Processes), s.Events)
 	if !s.Complete || s.LostEvents > 0 {
 		r.printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
@@ -72,7 +92,7 @@ func (r *reporter) summary(s *Summary) {
 	}
 }
 
-func (r *reporter) process(p *ProcessSummary) {
+func (r *reporter) process(p *devices.ProcessSummary) {
 	r.printf("process %d", p.Pid)
 	if p.NsPid != 0 && p.NsPid != p.Pid {
 		r.printf(" (pid %d in its namespace)", p.NsPid)
@@ -123,7 +143,7 @@ func (r *reporter) process(p *ProcessSummary) {
 
 var tableHeader = []string{"CHIP", "DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS"}
 
-func (r *reporter) table(devs []DeviceSummary) {
+func (r *reporter) table(devs []devices.DeviceSummary) {
 	rows := [][]string{tableHeader}
 	for _, d := range devs {
 		chip := fmt.Sprint(d.Device)
@@ -157,7 +177,7 @@ func (r *reporter) table(devs []DeviceSummary) {
 	}
 }
 
-func (r *reporter) leaks(p *ProcessSummary) {
+func (r *reporter) leaks(p *devices.ProcessSummary) {
 	if p.LeakCount() == 0 && p.UnplacedLeakCount() == 0 {
 		r.printf("  no leaks\n")
 		return
@@ -206,14 +226,14 @@ func (r *reporter) leaks(p *ProcessSummary) {
 
 // leakSites lists the sites that leaked most: the test, the Python line
 // and the first native frames of each.
-func (r *reporter) leakSites(p *ProcessSummary) {
+func (r *reporter) leakSites(p *devices.ProcessSummary) {
 	if p.LostStacks > 0 {
 		r.printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
 	}
 	if len(p.LeakSites) == 0 {
 		return
 	}
-	sites := make(map[uint32]*Site, len(p.Sites))
+	sites := make(map[uint32]*devices.Site, len(p.Sites))
 	for i := range p.Sites {
 		sites[p.Sites[i].Site] = &p.Sites[i]
 	}
@@ -264,7 +284,7 @@ func (r *reporter) leakSites(p *ProcessSummary) {
 }
 
 // nativeString renders a frame as function+0xoff (file:line) [module].
-func nativeString(f *NativeFrame) string {
+func nativeString(f *devices.NativeFrame) string {
 	var s string
 	mod := filepath.Base(f.Module)
 	switch {
@@ -284,7 +304,7 @@ func nativeString(f *NativeFrame) string {
 	return s
 }
 
-func (r *reporter) leak(l *Leak) {
+func (r *reporter) leak(l *devices.Leak) {
 	r.printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
 	if l.Mesh {
 		r.printf("  mesh buffer %s on mesh %s", l.Buffer, l.MeshDevice)
@@ -299,7 +319,7 @@ func (r *reporter) leak(l *Leak) {
 }
 
 // l1 writes each chip's minimum L1 headroom and the CB / L1 clashes.
-func (r *reporter) l1(p *ProcessSummary) {
+func (r *reporter) l1(p *devices.ProcessSummary) {
 	first := true
 	for _, d := range p.Devices {
 		m := d.MinL1Headroom
@@ -323,7 +343,7 @@ func (r *reporter) l1(p *ProcessSummary) {
 	for i := range p.L1Clashes {
 		n := &p.L1Clashes[i]
 		if i == reportAnomalies {
-			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.L1Clashes-uint64(i), maxAnomalies)
+			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.L1Clashes-uint64(i), devices.MaxAnomalies)
 			break
 		}
 		r.printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
@@ -354,7 +374,7 @@ func (r *reporter) l1(p *ProcessSummary) {
 // siteWhere says in one line where a site allocated: its innermost Python
 // line, else the first native frame outside the innermost module (where
 // the program called TT-Metal); "" for a site the summary does not describe.
-func siteWhere(p *ProcessSummary, id uint32) string {
+func siteWhere(p *devices.ProcessSummary, id uint32) string {
 	for i := range p.Sites {
 		s := &p.Sites[i]
 		if s.Site != id {
@@ -382,7 +402,7 @@ func signedHuman(v int64) string {
 	return human(uint64(v))
 }
 
-func (r *reporter) anomalies(p *ProcessSummary) {
+func (r *reporter) anomalies(p *devices.ProcessSummary) {
 	kinds := make([]string, 0, len(p.AnomalyCounts))
 	var total uint64
 	for k, n := range p.AnomalyCounts {
@@ -408,7 +428,7 @@ func (r *reporter) anomalies(p *ProcessSummary) {
 		shown++
 	}
 	if total > shown {
-		r.printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, maxAnomalies)
+		r.printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, devices.MaxAnomalies)
 	}
 }
 
@@ -426,7 +446,3 @@ func human(n uint64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
-
-// HumanBytes formats a byte count as the report does: exact below 1 KiB,
-// else one decimal in the largest binary unit that keeps it at least 1.
-func HumanBytes(n uint64) string { return human(n) }
