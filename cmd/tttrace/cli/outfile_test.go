@@ -3,7 +3,10 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // An output file is made only when written to or kept: a run that cannot
@@ -66,5 +69,109 @@ func TestOutFile(t *testing.T) {
 	}
 	if _, err := newOutFile(filepath.Join(dir, "no", "such")); err == nil {
 		t.Error("a file in a missing directory was accepted")
+	}
+}
+
+// Output files are not followed through links planted where tttrace (root)
+// writes: a link at the path is refused up front, and one planted after the
+// check is replaced by the rename, not followed. New files are 0600 whatever
+// the umask; an existing file keeps its mode; until the output is complete
+// the old file stays as it was (a crash leaves no truncated file).
+func TestOutFileHostile(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "trace.ndjson")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newOutFile(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a symbolic link was accepted: %v", err)
+	}
+
+	// Planted between the check and the first write.
+	late := filepath.Join(dir, "late.ndjson")
+	o, err := newOutFile(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Write([]byte("trace")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	st, err := os.Lstat(late)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Errorf("late.ndjson: %v, %v; want a regular file, 0600", st.Mode(), err)
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newOutFile(fifo); err == nil {
+		t.Error("a FIFO was accepted")
+	}
+
+	// A new file is 0600 even under umask 0.
+	old := unix.Umask(0)
+	fresh := filepath.Join(dir, "fresh")
+	o, _ = newOutFile(fresh)
+	o.Write([]byte("x"))
+	o.Close()
+	unix.Umask(old)
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("new file mode %v, %v; want 0600", st.Mode().Perm(), err)
+	}
+
+	// An existing file keeps its mode; until Close it holds its old content.
+	kept := filepath.Join(dir, "kept")
+	os.WriteFile(kept, []byte("old run"), 0o640)
+	os.Chmod(kept, 0o640)
+	o, err = newOutFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Write([]byte("half of the new"))
+	if b, _ := os.ReadFile(kept); string(b) != "old run" {
+		t.Errorf("while writing (a crash now): %q, want the old content", b)
+	}
+	o.Close()
+	if b, _ := os.ReadFile(kept); string(b) != "half of the new" {
+		t.Errorf("after close: %q", b)
+	}
+	if st, _ := os.Stat(kept); st.Mode().Perm() != 0o640 {
+		t.Errorf("existing file mode became %v, want 0640", st.Mode().Perm())
+	}
+	// No temporary file is left behind.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tttrace-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+
+	// A character device is written in place.
+	o, err = newOutFile("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device: %v %v", st.Mode(), err)
 	}
 }
