@@ -19,7 +19,10 @@ import (
 //   - a regular file is written to a new temporary file in the same
 //     directory (created exclusively, mode 0600) and renamed over the path
 //     when it is complete, so a crash leaves the old file, never a truncated
-//     one, and a link planted meanwhile is replaced, not followed;
+//     one, and a link planted meanwhile is replaced, not followed. With
+//     --all (streamed: tracing runs until stopped, and the file is read as
+//     it grows) it is written in place instead, opened with O_NOFOLLOW and
+//     checked to be a regular file once open;
 //   - a new file gets mode 0600; an existing one keeps its mode and owner;
 //   - whether it can be written is checked up front (newOutFile), before
 //     tracing starts.
@@ -32,6 +35,8 @@ type outFile struct {
 	path string
 	// device: the path is a character device, written in place.
 	device bool
+	// streamed: a regular file written in place (--all).
+	streamed bool
 	// For a regular file: the mode and owner of the file it replaces.
 	mode     os.FileMode
 	exists   bool
@@ -43,8 +48,10 @@ type outFile struct {
 	closed   bool
 }
 
-func newOutFile(path string) (*outFile, error) {
-	o := &outFile{path: path, mode: 0o600}
+// newOutFile checks that path can be an output file; streamed: write it in
+// place as it grows rather than rename it into place at the end.
+func newOutFile(path string, streamed bool) (*outFile, error) {
+	o := &outFile{path: path, mode: 0o600, streamed: streamed}
 	st, err := os.Lstat(path)
 	switch {
 	case err == nil:
@@ -86,8 +93,8 @@ func (o *outFile) create() error {
 		return o.err
 	}
 	o.made = true
-	if o.device {
-		o.f, o.err = os.OpenFile(o.path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
+	if o.device || o.streamed {
+		o.f, o.err = o.openInPlace()
 		return o.err
 	}
 	f, err := os.CreateTemp(filepath.Dir(o.path), "."+filepath.Base(o.path)+".tttrace-*")
@@ -146,7 +153,7 @@ func (o *outFile) finish() error {
 	}
 	f := o.f
 	o.f = nil
-	if o.device {
+	if o.device || o.streamed {
 		return f.Close()
 	}
 	err := f.Sync()
@@ -162,6 +169,34 @@ func (o *outFile) finish() error {
 	}
 	o.tmp = ""
 	return nil
+}
+
+// openInPlace opens the path itself: never through a link, a new file
+// 0600, a regular file truncated only once it is known to be one (a FIFO
+// or device planted since the check does not block: O_NONBLOCK).
+func (o *outFile) openInPlace() (*os.File, error) {
+	flags := os.O_WRONLY | unix.O_NOFOLLOW | unix.O_NOCTTY | unix.O_NONBLOCK
+	if !o.device {
+		flags |= os.O_CREATE
+	}
+	fd, err := unix.Open(o.path, flags|unix.O_CLOEXEC, uint32(o.mode))
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: o.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), o.path)
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+	case o.device && st.Mode()&os.ModeCharDevice == 0, !o.device && !st.Mode().IsRegular():
+		err = fmt.Errorf("%s: changed since it was checked: no longer a %s", o.path, map[bool]string{true: "character device", false: "regular file"}[o.device])
+	case !o.device:
+		err = f.Truncate(0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // discard removes the temporary file.

@@ -20,7 +20,7 @@ func TestOutFile(t *testing.T) {
 
 	old := filepath.Join(dir, "old")
 	os.WriteFile(old, []byte("previous"), 0o644)
-	o, err := newOutFile(old)
+	o, err := newOutFile(old, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func TestOutFile(t *testing.T) {
 	}
 
 	fresh := filepath.Join(dir, "fresh")
-	o, _ = newOutFile(fresh)
+	o, _ = newOutFile(fresh, false)
 	o.Close()
 	if _, ok := read(fresh); ok {
 		t.Error("closed unused: a file was made")
 	}
 
 	// Tracing ran with nothing to write (the sink closed its file first).
-	o, _ = newOutFile(old)
+	o, _ = newOutFile(old, false)
 	o.Close()
 	if err := o.Keep(); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestOutFile(t *testing.T) {
 		t.Errorf("second close: %v", err)
 	}
 
-	o, _ = newOutFile(fresh)
+	o, _ = newOutFile(fresh, false)
 	if _, err := o.Write([]byte("new")); err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +64,10 @@ func TestOutFile(t *testing.T) {
 		t.Error("write after close succeeded")
 	}
 
-	if _, err := newOutFile(dir); err == nil {
+	if _, err := newOutFile(dir, false); err == nil {
 		t.Error("a directory was accepted")
 	}
-	if _, err := newOutFile(filepath.Join(dir, "no", "such")); err == nil {
+	if _, err := newOutFile(filepath.Join(dir, "no", "such"), false); err == nil {
 		t.Error("a file in a missing directory was accepted")
 	}
 }
@@ -87,13 +87,13 @@ func TestOutFileHostile(t *testing.T) {
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newOutFile(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := newOutFile(link, false); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("a symbolic link was accepted: %v", err)
 	}
 
 	// Planted between the check and the first write.
 	late := filepath.Join(dir, "late.ndjson")
-	o, err := newOutFile(late)
+	o, err := newOutFile(late, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +118,14 @@ func TestOutFileHostile(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newOutFile(fifo); err == nil {
+	if _, err := newOutFile(fifo, false); err == nil {
 		t.Error("a FIFO was accepted")
 	}
 
 	// A new file is 0600 even under umask 0.
 	old := unix.Umask(0)
 	fresh := filepath.Join(dir, "fresh")
-	o, _ = newOutFile(fresh)
+	o, _ = newOutFile(fresh, false)
 	o.Write([]byte("x"))
 	o.Close()
 	unix.Umask(old)
@@ -137,7 +137,7 @@ func TestOutFileHostile(t *testing.T) {
 	kept := filepath.Join(dir, "kept")
 	os.WriteFile(kept, []byte("old run"), 0o640)
 	os.Chmod(kept, 0o640)
-	o, err = newOutFile(kept)
+	o, err = newOutFile(kept, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestOutFileHostile(t *testing.T) {
 	}
 
 	// A character device is written in place.
-	o, err = newOutFile("/dev/null")
+	o, err = newOutFile("/dev/null", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +173,40 @@ func TestOutFileHostile(t *testing.T) {
 	}
 	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		t.Fatalf("/dev/null is no longer a device: %v %v", st.Mode(), err)
+	}
+}
+
+// Streamed (--all), a file is written in place as it grows, still never
+// through a link and 0600 when new.
+func TestOutFileStreamed(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("precious"), 0o644)
+	path := filepath.Join(dir, "all.ndjson")
+	o, err := newOutFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Write([]byte("line 1\n"))
+	if b, _ := os.ReadFile(path); string(b) != "line 1\n" {
+		t.Errorf("while tracing: %q, want what was written so far", b)
+	}
+	o.Close()
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v; want 0600", st.Mode().Perm(), err)
+	}
+	// A link planted after the check is not followed.
+	late := filepath.Join(dir, "late")
+	o, _ = newOutFile(late, true)
+	os.Symlink(victim, late)
+	if _, err := o.Write([]byte("x")); err == nil {
+		t.Error("wrote through a link planted after the check")
+	}
+	o.Close()
+	if b, _ := os.ReadFile(victim); string(b) != "precious" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if _, err := newOutFile(late, true); err == nil {
+		t.Error("a symbolic link was accepted")
 	}
 }

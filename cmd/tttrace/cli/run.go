@@ -121,7 +121,7 @@ type outputEnv struct {
 
 // file opens an output file (see outFile) that Run makes when tracing ran.
 func (e *outputEnv) file(path string) (*outFile, error) {
-	o, err := newOutFile(path)
+	o, err := newOutFile(path, e.f.All)
 	if err != nil {
 		return nil, err
 	}
