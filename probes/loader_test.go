@@ -76,11 +76,11 @@ func TestAttachAfterPathGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout, err := ttmetal.ResolveLayout(lib, syms, "")
+	layout, err := ttmetal.ResolveLayout(lib, syms, ttmetal.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.ProbesAuto)
+	plan, err := ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,15 +168,15 @@ func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
 	if recognise && !ttmetal.IsTTMetal(lib) {
 		return LibOther, nil
 	}
-	prep, err := prepareLibrary(lib, b.cfg.Layout, string(b.cfg.Probes))
+	prep, err := ttmetal.Prepare(lib, b.cfg.Analysis)
 	if err != nil {
-		return LibRefused, err
+		return LibRefused, errorf(ErrUnsupported, "%w", err)
 	}
-	if err := b.t.AttachPlan(lib, prep.syms, prep.plan, prep.layout.Layout); err != nil {
+	if err := b.t.AttachPlan(lib, prep.Symbols, prep.Plan, prep.Layout.Layout); err != nil {
 		return LibRefused, errorf(ErrUnsupported, "%w", err)
 	}
 	b.libs++
-	prep.report(b.logOut, lib.Path)
+	reportPrepared(b.logOut, lib.Path, prep)
 	return LibAttached, nil
 }
 

@@ -34,9 +34,10 @@ type Config struct {
 	All     bool     // every process that uses TT-Metal, now or later
 	Follow  bool     // also trace the processes the traced ones fork
 
-	Lib    string            // the library to probe ("": find it)
-	Layout string            // a layout file ("": detect)
-	Probes ttmetal.ProbeMode // probe plan
+	Lib string // the library to probe ("": find it)
+	// Analysis says how each library is analysed: a layout file, where
+	// separate debug files are, the probe plan, the probes' placement.
+	Analysis ttmetal.Options
 	// RingSize is the ring buffer's size in bytes (0: the default).
 	RingSize int
 	// Wait: with PIDs, fail when a process has not loaded the library

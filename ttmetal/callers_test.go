@@ -98,7 +98,7 @@ func TestKnownCallersInlinedOrAbsent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			so := buildCallers(t, c.flags...)
 			lib, syms := openResolved(t, so)
-			p, err := ChoosePlan(lib, syms, LayoutV1, ProbesTracker)
+			p, err := ChoosePlan(lib, syms, LayoutV1, Options{Mode: ProbesTracker})
 			if err != nil {
 				t.Fatal(err)
 			}

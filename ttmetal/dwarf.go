@@ -19,10 +19,6 @@ import (
 // decompresses SHF_COMPRESSED zlib and zstd) or from a separate debug file
 // found by build-id or .gnu_debuglink.
 
-// DebugRoots are the directories searched for separate debug files
-// (ROOT/.build-id/xx/yyyy.debug, ROOT/<library dir>/<debuglink>).
-var DebugRoots = []string{"/usr/lib/debug"}
-
 // debugFile is where the DWARF of a library was looked for and found.
 type debugFile struct {
 	path    string   // the file holding .debug_info ("" if none)
@@ -30,10 +26,10 @@ type debugFile struct {
 }
 
 // findDebugInfo returns the file that holds lib's DWARF: the library
-// itself, or a separate debug file whose build-id (or debuglink CRC)
-// matches it. A debug file that does not match is never used: its offsets
-// could be another build's.
-func findDebugInfo(lib *Library) debugFile {
+// itself, or a separate debug file under one of roots (Options.DebugRoots)
+// whose build-id (or debuglink CRC) matches it. A debug file that does not
+// match is never used: its offsets could be another build's.
+func findDebugInfo(lib *Library, roots []string) debugFile {
 	var d debugFile
 	if lib.HasDWARF {
 		d.path = lib.Path
@@ -42,7 +38,7 @@ func findDebugInfo(lib *Library) debugFile {
 	}
 	d.checked = append(d.checked, lib.Path+": no .debug_info")
 	if lib.BuildID != "" && len(lib.BuildID) > 2 {
-		for _, root := range DebugRoots {
+		for _, root := range roots {
 			p := filepath.Join(root, ".build-id", lib.BuildID[:2], lib.BuildID[2:]+".debug")
 			switch ok, why := debugMatches(p, lib.BuildID, 0, false); {
 			case ok:
@@ -54,12 +50,12 @@ func findDebugInfo(lib *Library) debugFile {
 			}
 		}
 	} else {
-		d.checked = append(d.checked, "no build-id note: no /usr/lib/debug/.build-id look-up")
+		d.checked = append(d.checked, "no build-id note: no .build-id look-up")
 	}
 	if name, crc, ok := debugLink(lib); ok {
 		dir := filepath.Dir(lib.Path)
 		cands := []string{filepath.Join(dir, name), filepath.Join(dir, ".debug", name)}
-		for _, root := range DebugRoots {
+		for _, root := range roots {
 			cands = append(cands, filepath.Join(root, dir, name))
 		}
 		for _, p := range cands {

@@ -128,8 +128,9 @@ func implDesc(p int64) string {
 // fingerprint matches. DWARF and profiles are checked against the library's
 // own code (disassembly of out-of-line accessors), which also supplies
 // offsets a profile lacks; any disagreement refuses the library with what
-// was checked.
-func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSource, error) {
+// was checked. opts.LayoutFile and opts.DebugRoots are used.
+func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, error) {
+	layoutFile := opts.LayoutFile
 	src := &LayoutSource{}
 	ev, notes := accessorEvidence(lib, syms)
 	src.Evidence = ev
@@ -169,7 +170,7 @@ func ResolveLayout(lib *Library, syms *Symbols, layoutFile string) (*LayoutSourc
 	}
 	src.Checked = append(src.Checked, "--layout: not given")
 
-	dbg := findDebugInfo(lib)
+	dbg := findDebugInfo(lib, opts.DebugRoots)
 	dwarfNote := "DWARF: " + strings.Join(dbg.checked, "; ")
 	if dbg.path != "" {
 		l, where, err := dwarfLayout(dbg.path)

@@ -165,7 +165,10 @@ func buildFixture(t *testing.T, flags ...string) string {
 		[]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id"}, flags...)
 }
 
-func resolveLayoutOf(t *testing.T, so, layoutFile string) (*LayoutSource, error) {
+// resolveLayoutOf resolves the layout of the library so with a layout file
+// and separate debug files looked for under roots only (none: the host's
+// /usr/lib/debug stays out of the test).
+func resolveLayoutOf(t *testing.T, so, layoutFile string, roots ...string) (*LayoutSource, error) {
 	t.Helper()
 	lib, err := OpenLibrary(so)
 	if err != nil {
@@ -179,14 +182,7 @@ func resolveLayoutOf(t *testing.T, so, layoutFile string) (*LayoutSource, error)
 	if err := syms.Check(lib); err != nil {
 		t.Fatalf("fixture fails Check: %v", err)
 	}
-	return ResolveLayout(lib, syms, layoutFile)
-}
-
-// noDebugRoots keeps the host's /usr/lib/debug out of a test.
-func noDebugRoots(t *testing.T, roots ...string) {
-	old := DebugRoots
-	DebugRoots = roots
-	t.Cleanup(func() { DebugRoots = old })
+	return ResolveLayout(lib, syms, Options{LayoutFile: layoutFile, DebugRoots: roots})
 }
 
 func checkOffsets(t *testing.T, got Layout, want map[string]int64) {
@@ -211,7 +207,6 @@ func checkOffsets(t *testing.T, got Layout, want map[string]int64) {
 }
 
 func TestLayoutProfileConfirmedByCode(t *testing.T) {
-	noDebugRoots(t)
 	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V1"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +229,6 @@ func TestLayoutProfileConfirmedByCode(t *testing.T) {
 }
 
 func TestLayoutV0ProfileFillsFromCode(t *testing.T) {
-	noDebugRoots(t)
 	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V0", "-Dtt_metal=tt_metal::v0"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +246,6 @@ func TestLayoutV0ProfileFillsFromCode(t *testing.T) {
 }
 
 func TestLayoutV2ProfileThroughImpl(t *testing.T) {
-	noDebugRoots(t)
 	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_V2"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +263,6 @@ func TestLayoutV2ProfileThroughImpl(t *testing.T) {
 }
 
 func TestLayoutUnknownRefusedNamingChecks(t *testing.T) {
-	noDebugRoots(t)
 	_, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_SHUFFLED"), "")
 	var le *LayoutError
 	if !errors.As(err, &le) {
@@ -288,7 +280,6 @@ var shuffled = map[string]int64{"address": 16, "page_size": 24, "allocation_stat
 	"owns_data": 34, "buffer_type": 36, "device": 40, "size": 48, "device_id": 8, "allocated_value": 1, "buffer_impl_ptr": -1}
 
 func TestLayoutFromDWARF(t *testing.T) {
-	noDebugRoots(t)
 	for _, compress := range []string{"", "zlib", "zstd"} {
 		t.Run("compress="+compress, func(t *testing.T) {
 			so := buildFixture(t, "-DLAYOUT_SHUFFLED", "-g")
@@ -338,7 +329,6 @@ func TestLayoutFromDebugFileByBuildID(t *testing.T) {
 		t.Fatal("fixture has no build-id")
 	}
 	root := t.TempDir()
-	noDebugRoots(t, root)
 	dbg := filepath.Join(root, ".build-id", id[:2], id[2:]+".debug")
 	os.MkdirAll(filepath.Dir(dbg), 0o755)
 	run := func(args ...string) {
@@ -349,7 +339,7 @@ func TestLayoutFromDebugFileByBuildID(t *testing.T) {
 	run("objcopy", "--only-keep-debug", "--compress-debug-sections=zlib", so, dbg)
 	run("objcopy", "--strip-debug", so)
 
-	src, err := resolveLayoutOf(t, so, "")
+	src, err := resolveLayoutOf(t, so, "", root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,14 +351,13 @@ func TestLayoutFromDebugFileByBuildID(t *testing.T) {
 	// Another build's debug file at that path: refused, and with no other
 	// source the layout is unknown.
 	run("objcopy", "--only-keep-debug", other, dbg)
-	_, err = resolveLayoutOf(t, so, "")
+	_, err = resolveLayoutOf(t, so, "", root)
 	if err == nil || !strings.Contains(err.Error(), "another build, not used") {
 		t.Errorf("a foreign debug file: %v", err)
 	}
 }
 
 func TestLayoutFileWinsButDisagreementIsReported(t *testing.T) {
-	noDebugRoots(t)
 	so := buildFixture(t, "-DLAYOUT_V1")
 	f := filepath.Join(t.TempDir(), "l.json")
 	os.WriteFile(f, []byte(`{"buffer_impl_ptr":-1,"device":16,"size":24,"buffer_type":32,"owns_data":43,`+
@@ -417,7 +406,6 @@ func TestDisagreementsAreErrors(t *testing.T) {
 }
 
 func TestChoosePlanFromCallSites(t *testing.T) {
-	noDebugRoots(t)
 	for _, c := range []struct {
 		flags []string
 		kind  PlanKind
@@ -431,11 +419,11 @@ func TestChoosePlanFromCallSites(t *testing.T) {
 			t.Fatal(err)
 		}
 		syms, _ := ResolveSymbols(lib)
-		src, err := ResolveLayout(lib, syms, "")
+		src, err := ResolveLayout(lib, syms, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := ChoosePlan(lib, syms, src.Layout, ProbesAuto)
+		p, err := ChoosePlan(lib, syms, src.Layout, Options{})
 		if err != nil {
 			t.Fatalf("%v: %v", c.flags, err)
 		}

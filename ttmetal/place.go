@@ -23,10 +23,6 @@ import (
 // The kernel fires the probe before the instruction it sits on runs, so the
 // registers are those of the entry.
 
-// PlaceEntries turns the placement on (the default); off, every entry
-// probe sits on the function's first instruction (for measurements).
-var PlaceEntries = true
-
 // maxSkipped bounds how far an entry probe may move.
 const maxSkipped = 3
 
@@ -61,10 +57,11 @@ func flagsOnly(in *insn) bool {
 	return in.endbr || in.Op == x86asm.TEST || in.Op == x86asm.CMP
 }
 
-// placeEntry chooses where the entry probe of the function at entry goes.
-func (l *Library) placeEntry(entry uint64) placement {
+// placeEntry chooses where the entry probe of the function at entry goes
+// (Options.AtEntry keeps every entry probe on the first instruction).
+func (l *Library) placeEntry(entry uint64, atEntry bool) placement {
 	stay := placement{addr: entry}
-	if !PlaceEntries {
+	if atEntry {
 		return stay
 	}
 	first, err := l.decodeAt(entry)

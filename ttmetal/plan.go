@@ -25,26 +25,46 @@ import (
 // mark_as_deallocated). Every attach point's instruction must be one the
 // kernel can probe; a plan that needs one it cannot is refused.
 
-// ProbeMode selects the plan: "auto" (from the code), "tracker", "lifecycle".
-type ProbeMode string
+// ProbeMode selects the plan: auto (from the code; the zero value),
+// tracker or lifecycle. It is a pflag.Value: --probes parses into it once.
+type ProbeMode uint8
 
 // Probe modes.
 const (
-	ProbesAuto      ProbeMode = "auto"
-	ProbesTracker   ProbeMode = "tracker"
-	ProbesLifecycle ProbeMode = "lifecycle"
+	ProbesAuto ProbeMode = iota
+	ProbesTracker
+	ProbesLifecycle
 )
 
-// ParseProbeMode reads --probes.
-func ParseProbeMode(s string) (ProbeMode, error) {
-	switch m := ProbeMode(s); m {
-	case ProbesAuto, ProbesTracker, ProbesLifecycle:
-		return m, nil
-	case "":
-		return ProbesAuto, nil
+var probeModeNames = [...]string{ProbesAuto: "auto", ProbesTracker: "tracker", ProbesLifecycle: "lifecycle"}
+
+func (m ProbeMode) String() string {
+	if int(m) < len(probeModeNames) {
+		return probeModeNames[m]
 	}
-	return "", fmt.Errorf("--probes %q: want tracker, lifecycle or auto", s)
+	return fmt.Sprintf("ProbeMode(%d)", uint8(m))
 }
+
+// Set reads --probes: tracker, lifecycle or auto ("" is auto).
+func (m *ProbeMode) Set(s string) error {
+	if s == "" {
+		*m = ProbesAuto
+		return nil
+	}
+	for v, name := range probeModeNames {
+		if s == name {
+			*m = ProbeMode(v)
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want tracker, lifecycle or auto", s)
+}
+
+// Type names the value in flag usage.
+func (m *ProbeMode) Type() string { return "plan" }
+
+// MarshalText writes the mode's name.
+func (m ProbeMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
 // PlanKind is a probe plan.
 type PlanKind string
@@ -94,6 +114,8 @@ type Plan struct {
 	// DisposeOffset is where the shared_ptr control block whose
 	// _M_dispose() is probed holds its Buffer (0: none is probed).
 	DisposeOffset uint64 `json:"dispose_offset,omitempty"`
+	// atEntry: entry probes stay on first instructions (Options.AtEntry).
+	atEntry bool
 }
 
 // PlanPoint is one attach point of a plan, or a function the plan decided
@@ -153,8 +175,8 @@ func AttachTablePrograms() []Program {
 }
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
-// layout from ResolveLayout.
-func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Plan, error) {
+// layout from ResolveLayout; opts.Mode and opts.AtEntry are used.
+func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan, error) {
 	c, err := lib.code()
 	if err != nil {
 		return nil, fmt.Errorf("%s: read its code: %w", lib.Path, err)
@@ -163,11 +185,11 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, mode ProbeMode) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{CallSites: map[string]int{}, Exact: true}
+	p := &Plan{CallSites: map[string]int{}, Exact: true, atEntry: opts.AtEntry}
 	for _, n := range countedFunctions {
 		p.CallSites[demangledName(n)] = callCount(fns[n], sites)
 	}
-	p.choose(mode, p.CallSites[demangledName(symTrackAllocate)], p.CallSites[demangledName(symTrackDeallocate)], unconfirmed)
+	p.choose(opts.Mode, p.CallSites[demangledName(symTrackAllocate)], p.CallSites[demangledName(symTrackDeallocate)], unconfirmed)
 	if err := p.attachTable(lib, syms); err != nil {
 		return nil, err
 	}
@@ -276,7 +298,7 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 // probe goes where the kernel emulates the instruction, when that can be
 // done without changing what it sees (placeEntry).
 func (p *Plan) add(lib *Library, s Site, detail string) {
-	if pl := lib.placeEntry(s.Addr); pl.why != "" {
+	if pl := lib.placeEntry(s.Addr, p.atEntry); pl.why != "" {
 		if off, err := lib.FileOffset(pl.addr); err == nil {
 			s.Symbol = fmt.Sprintf("%s+%#x", s.Symbol, pl.addr-s.Addr)
 			s.Entry, s.Addr, s.Offset = s.Addr, pl.addr, off

@@ -6,7 +6,7 @@ package main
 //	benchtool -floor-lib LIB [-floor-at-entry] -- CMD ARGS...
 //
 // which resolves the probe plan tttrace would use on LIB (the same calls as
-// session's prepareLibrary, --probes auto, placement on), puts an entry
+// ttmetal.Prepare, --probes auto, placement on), puts an entry
 // uprobe at every one of the plan's addresses that only counts its hits,
 // runs CMD, and prints the hits per BPF program of tttrace's attach table
 // ("@track_allocate: N", one line each) once CMD has ended. It exits with
@@ -34,30 +34,22 @@ import (
 // floorProgName is the floor's BPF program name (what bpftool shows).
 const floorProgName = "floor_count"
 
-// floorPlan resolves the sites tttrace attaches in lib, as prepareLibrary
+// floorPlan resolves the sites tttrace attaches in lib, as ttmetal.Prepare
 // does with --probes auto, and checks that each can be probed, as
 // Tracer.AttachPlan does.
-func floorPlan(lib string) (*ttmetal.Plan, error) {
+func floorPlan(lib string, atEntry bool) (*ttmetal.Plan, error) {
 	l, err := ttmetal.OpenLibrary(lib)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	syms, err := ttmetal.ResolveSymbols(l)
-	if err != nil {
-		return nil, fmt.Errorf("read symbols of %s: %w", lib, err)
-	}
-	if err := syms.Check(l); err != nil {
-		return nil, err
-	}
-	layout, err := ttmetal.ResolveLayout(l, syms, "")
+	opts := ttmetal.DefaultOptions()
+	opts.AtEntry = atEntry
+	prep, err := ttmetal.Prepare(l, opts)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := ttmetal.ChoosePlan(l, syms, layout.Layout, ttmetal.ProbesAuto)
-	if err != nil {
-		return nil, err
-	}
+	plan := prep.Plan
 	if len(plan.Sites) == 0 {
 		return nil, fmt.Errorf("%s: the plan has no sites", lib)
 	}
@@ -197,8 +189,7 @@ func floorMain(lib string, atEntry bool, argv []string) int {
 		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] -- CMD ARGS...")
 		return 2
 	}
-	ttmetal.PlaceEntries = !atEntry
-	plan, err := floorPlan(lib)
+	plan, err := floorPlan(lib, atEntry)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1

@@ -1064,11 +1064,11 @@ func resolveOnce(which, path string) resolveRun {
 	t2 := time.Now()
 	var layout *ttmetal.LayoutSource
 	if err == nil {
-		layout, err = ttmetal.ResolveLayout(lib, syms, "")
+		layout, err = ttmetal.ResolveLayout(lib, syms, ttmetal.DefaultOptions())
 	}
 	t3 := time.Now()
 	if err == nil {
-		_, err = ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.ProbesAuto)
+		_, err = ttmetal.ChoosePlan(lib, syms, layout.Layout, ttmetal.DefaultOptions())
 	}
 	t4 := time.Now()
 	if err != nil {

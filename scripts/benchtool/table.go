@@ -148,7 +148,7 @@ func (r *results) costRows(c *config) []row {
 
 // floorSites says how many sites the floor probes, in how many functions.
 func floorSites(c *config) string {
-	plan, err := floorPlan(filepath.Join(c.replica, "libtt_metal.so"))
+	plan, err := floorPlan(filepath.Join(c.replica, "libtt_metal.so"), false)
 	if err != nil {
 		return "?"
 	}

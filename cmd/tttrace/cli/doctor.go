@@ -161,7 +161,8 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 	pid := fs.IntP("pid", "p", 0, "check the TT-Metal library process `PID` has mapped")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object")
 	layoutFile := fs.String("layout", "", "as for tracing: read the layout from `FILE`")
-	probeMode := fs.String("probes", "auto", "as for tracing: `PLAN` tracker, lifecycle or auto")
+	var mode ttmetal.ProbeMode
+	fs.Var(&mode, "probes", "as for tracing: `PLAN` tracker, lifecycle or auto")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, doctorUsage)
 		fmt.Fprint(stderr, fs.FlagUsages())
@@ -204,7 +205,9 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if path != "" {
-		status = rep.checkLibrary(path, *layoutFile, *probeMode)
+		opts := ttmetal.DefaultOptions()
+		opts.LayoutFile, opts.Mode = *layoutFile, mode
+		status = rep.checkLibrary(path, opts)
 	}
 	rep.Python = checkPython(*pid)
 	rep.verdict()
@@ -221,8 +224,9 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
-// checkLibrary fills the library, layout and plan parts.
-func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
+// checkLibrary fills the library, layout and plan parts, from the same
+// analysis tracing runs (ttmetal.Prepare), reported as far as it got.
+func (r *DoctorReport) checkLibrary(path string, opts ttmetal.Options) int {
 	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		r.Error = err.Error()
@@ -237,25 +241,12 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 		dl.Compressed = true
 	}
 	r.Library = dl
-	syms, err := ttmetal.ResolveSymbols(lib)
-	if err == nil {
-		dl.Fingerprint = syms.Fingerprint()
+	prep, err := ttmetal.Prepare(lib, opts)
+	if prep.Symbols != nil {
+		dl.Fingerprint = prep.Symbols.Fingerprint()
 		dl.V0, dl.Pimpl = dl.Fingerprint["v0_namespace"], dl.Fingerprint["pimpl_accessors"]
 	}
-	// The same steps as tracing, reported one by one.
-	mode, err := ttmetal.ParseProbeMode(probeMode)
-	if err != nil {
-		r.Error = err.Error()
-		return ExitUsage
-	}
-	if err == nil && syms != nil {
-		err = syms.Check(lib)
-	}
-	if err != nil {
-		r.Error = err.Error()
-		return ExitUnsupported
-	}
-	src, err := ttmetal.ResolveLayout(lib, syms, layoutFile)
+	r.Layout, r.Plan = prep.Layout, prep.Plan
 	if err != nil {
 		r.Error = err.Error()
 		var le *ttmetal.LayoutError
@@ -264,13 +255,6 @@ func (r *DoctorReport) checkLibrary(path, layoutFile, probeMode string) int {
 		}
 		return ExitUnsupported
 	}
-	r.Layout = src
-	plan, err := ttmetal.ChoosePlan(lib, syms, src.Layout, mode)
-	if err != nil {
-		r.Error = err.Error()
-		return ExitUnsupported
-	}
-	r.Plan = plan
 	r.Traceable = true
 	return ExitOK
 }

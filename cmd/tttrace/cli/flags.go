@@ -38,7 +38,7 @@ type Flags struct {
 	PIDs      []int
 	Lib       string
 	Layout    string
-	Probes    string
+	Probes    ttmetal.ProbeMode
 	JSON      bool
 	Output    string
 	NoEvents  bool
@@ -136,7 +136,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntSliceVarP(&f.PIDs, "pid", "p", nil, "trace the running process `PID` (repeatable)")
 	fs.StringVar(&f.Lib, "lib", "", "the TT-Metal library to probe, when it is not found in the process (`PATH` to libtt_metal.so)")
 	fs.StringVar(&f.Layout, "layout", "", "read Buffer/Device field offsets from `FILE` (JSON, see docs/layout.md) instead of detecting them")
-	fs.StringVar(&f.Probes, "probes", "auto", "probe `PLAN`: tracker (GraphTracker::track_*), lifecycle (Buffer's own functions) or auto (from the library's code)")
+	fs.Var(&f.Probes, "probes", "probe `PLAN`: tracker (GraphTracker::track_*), lifecycle (Buffer's own functions) or auto (from the library's code)")
 	fs.BoolVar(&f.JSON, "json", false, "write NDJSON (one event per line, then the summary) instead of the human report")
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output (made 0600 and put in place when tracing ends; a symbolic link is refused)")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
@@ -215,9 +215,6 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		if p <= 0 {
 			return nil, usageError{fmt.Errorf("-p %d: not a process id", p)}
 		}
-	}
-	if _, err := ttmetal.ParseProbeMode(f.Probes); err != nil {
-		return nil, usageError{err}
 	}
 	n, err := parseSize(f.RingSize)
 	if err != nil {

@@ -221,7 +221,6 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			ks = append(ks, k)
 		}
 	}
-	ttmetal.PlaceEntries = !f.AtEntry
 	res, err := session.Run(ctx, f.config(stderr), ks)
 	if err != nil {
 		return 0, err
@@ -280,11 +279,18 @@ func leaked(s *devices.Summary) (n int, bytes uint64) {
 	return n, bytes
 }
 
+// analysis is how libraries are analysed, from the flags.
+func (f *Flags) analysis() ttmetal.Options {
+	opts := ttmetal.DefaultOptions()
+	opts.LayoutFile, opts.Mode, opts.AtEntry = f.Layout, f.Probes, f.AtEntry
+	return opts
+}
+
 // config is the runtime's configuration from the flags.
 func (f *Flags) config(log io.Writer) session.Config {
 	return session.Config{
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
-		Lib: f.Lib, Layout: f.Layout, Probes: ttmetal.ProbeMode(f.Probes),
+		Lib: f.Lib, Analysis: f.analysis(),
 		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips: f.MaxChips,
 	}
