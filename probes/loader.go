@@ -47,8 +47,8 @@ type Tracer struct {
 	objs  tttraceObjects
 	links []link.Link
 	rd    *ringbuf.Reader
-	// Sites lists the sites attached, over all libraries.
-	Sites []ttmetal.Site
+	// Sites lists the points attached, over all libraries.
+	AttachPoints []ttmetal.AttachPoint
 	// libs are the attached libraries, by index (the cookie's top bits).
 	libs []attachedLib
 	// multi: the uprobe programs are loaded as uprobe.multi and attached
@@ -173,14 +173,14 @@ func (t *Tracer) programs() map[ttmetal.Program]*ebpf.Program {
 	}
 }
 
-// AttachPlan installs a uprobe on every site of plan in lib, reading
+// AttachPlan installs a uprobe on every attach point of plan in lib, reading
 // objects with layout: one uprobe_multi link per program, or one classic
-// uprobe per site where the kernel has no such links. The probes are
+// uprobe per attach point where the kernel has no such links. The probes are
 // attached to the file's inode, so they fire in every process that maps it,
 // including ones that map it later. On failure nothing stays attached.
 // Attaching a file already attached does nothing.
 func (t *Tracer) AttachPlan(lib *ttmetal.Library, syms *ttmetal.Symbols, plan *ttmetal.Plan, layout ttmetal.Layout) error {
-	sites, disposeOffset := plan.Sites, plan.DisposeOffset
+	points, disposeOffset := plan.AttachPoints, plan.DisposeOffset
 	st, err := lib.Stat()
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func (t *Tracer) AttachPlan(lib *ttmetal.Library, syms *ttmetal.Symbols, plan *t
 	progs := t.programs()
 	// Every attach point is checked before any is attached: a uprobe_multi
 	// link is all-or-nothing, and a library half probed is worse than none.
-	for _, s := range sites {
+	for _, s := range points {
 		if err := ttmetal.CheckProbeable(lib, s.Addr); err != nil {
 			return fmt.Errorf("%s (%s): %w", s.Function, s.Symbol, err)
 		}
@@ -227,39 +227,39 @@ func (t *Tracer) AttachPlan(lib *ttmetal.Library, syms *ttmetal.Symbols, plan *t
 	if now, err := os.Stat(lib.Path); err == nil && os.SameFile(now, st) {
 		path = lib.Path
 	}
-	links, err := t.attachFile(path, sites, progs, idx)
+	links, err := t.attachFile(path, points, progs, idx)
 	if err != nil && path != pinned && errors.Is(err, os.ErrNotExist) {
-		links, err = t.attachFile(pinned, sites, progs, idx)
+		links, err = t.attachFile(pinned, points, progs, idx)
 	}
 	if err != nil {
 		return err
 	}
 	t.links = append(t.links, links...)
-	t.Sites = append(t.Sites, sites...)
+	t.AttachPoints = append(t.AttachPoints, points...)
 	t.libs = append(t.libs, attachedLib{path: lib.Path, info: st})
 	return nil
 }
 
-// attachFile attaches the programs of sites to the library at path.
-func (t *Tracer) attachFile(path string, sites []ttmetal.Site, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
+// attachFile attaches the programs of points to the library at path.
+func (t *Tracer) attachFile(path string, points []ttmetal.AttachPoint, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
 	exe, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return t.attachSites(exe, sites, progs, idx)
+	return t.attachPoints(exe, points, progs, idx)
 }
 
-// attachSites attaches the programs of sites in the library exe (index idx
+// attachPoints attaches the programs of points in the library exe (index idx
 // in the libs map): one uprobe_multi link per program, or one classic uprobe
-// per site. The cookie of each attach point holds idx in its top bits and
+// per attach point. The cookie of each attach point holds idx in its top bits and
 // the point's static address below: ip - (low bits of the cookie) is the
 // library's load bias in whichever process hits the probe. On failure
 // nothing stays attached.
-func (t *Tracer) attachSites(exe *link.Executable, sites []ttmetal.Site, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
-	cookie := func(s ttmetal.Site) uint64 { return uint64(idx)<<cookieAddrBits | s.Addr }
+func (t *Tracer) attachPoints(exe *link.Executable, points []ttmetal.AttachPoint, progs map[ttmetal.Program]*ebpf.Program, idx uint32) ([]link.Link, error) {
+	cookie := func(s ttmetal.AttachPoint) uint64 { return uint64(idx)<<cookieAddrBits | s.Addr }
 	var links []link.Link
 	if !t.multi {
-		for _, s := range sites {
+		for _, s := range points {
 			l, err := exe.Uprobe("", progs[s.Program], &link.UprobeOptions{Address: s.Offset, Cookie: cookie(s)})
 			if err != nil {
 				closeLinks(links)
@@ -271,7 +271,7 @@ func (t *Tracer) attachSites(exe *link.Executable, sites []ttmetal.Site, progs m
 	}
 	var order []ttmetal.Program
 	byProg := map[ttmetal.Program]*link.UprobeMultiOptions{}
-	for _, s := range sites {
+	for _, s := range points {
 		o := byProg[s.Program]
 		if o == nil {
 			o = &link.UprobeMultiOptions{}
@@ -287,7 +287,7 @@ func (t *Tracer) attachSites(exe *link.Executable, sites []ttmetal.Site, progs m
 		if err != nil {
 			closeLinks(links)
 			var where []string
-			for _, s := range sites {
+			for _, s := range points {
 				if s.Program == name {
 					where = append(where, fmt.Sprintf("%s at %#x", s.Symbol, s.Addr))
 				}

@@ -95,8 +95,8 @@ func TestAttachAfterPathGone(t *testing.T) {
 	if err := tr.AttachPlan(lib, syms, plan, layout.Layout); err != nil {
 		t.Fatalf("attach after the path went away: %v", err)
 	}
-	if len(tr.Sites) != len(plan.Sites) || len(tr.links) == 0 {
-		t.Errorf("%d sites and %d links attached, want the plan's %d sites", len(tr.Sites), len(tr.links), len(plan.Sites))
+	if len(tr.AttachPoints) != len(plan.AttachPoints) || len(tr.links) == 0 {
+		t.Errorf("%d sites and %d links attached, want the plan's %d sites", len(tr.AttachPoints), len(tr.links), len(plan.AttachPoints))
 	}
 }
 

@@ -126,7 +126,7 @@ func (b *bpfBackend) Loader(path string, pid int) error {
 	return b.t.AttachLoaderTo(path, pid)
 }
 func (b *bpfBackend) Libraries() int          { return b.libs }
-func (b *bpfBackend) Probes() int             { return len(b.t.Sites) }
+func (b *bpfBackend) Probes() int             { return len(b.t.AttachPoints) }
 func (b *bpfBackend) AddPID(pid uint32) error { return b.t.AddPID(pid) }
 func (b *bpfBackend) RemovePID(pid uint32) error {
 	return b.t.RemovePID(pid)

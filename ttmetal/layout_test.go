@@ -437,7 +437,7 @@ func TestChoosePlanFromCallSites(t *testing.T) {
 			t.Errorf("%v: %d call sites of track_allocate, objdump shows %d", c.flags, got, n)
 		}
 		progs := map[Program]int{}
-		for _, s := range p.Sites {
+		for _, s := range p.AttachPoints {
 			progs[s.Program]++
 		}
 		if c.kind == "lifecycle" && (progs[ProgAllocEnter] != 1 || progs[ProgAllocExit] == 0 || progs[ProgFree] != 1 || progs["track_allocate"] != 0) {

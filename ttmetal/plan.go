@@ -96,8 +96,8 @@ const (
 type Plan struct {
 	Kind PlanKind `json:"kind"`
 	Why  string   `json:"why"`
-	// Sites are the probes to attach.
-	Sites []Site `json:"-"`
+	// AttachPoints are the probes to attach.
+	AttachPoints []AttachPoint `json:"-"`
 	// Points describes every attach point considered, for doctor.
 	Points []PlanPoint `json:"points"`
 	// Missing lists optional attach points the library lacks.
@@ -213,7 +213,7 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
 		}
 	}
-	sort.SliceStable(p.Sites, func(i, j int) bool { return p.Sites[i].Addr < p.Sites[j].Addr })
+	sort.SliceStable(p.AttachPoints, func(i, j int) bool { return p.AttachPoints[i].Addr < p.AttachPoints[j].Addr })
 	return p, nil
 }
 
@@ -273,7 +273,7 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 	trackerOwn := func(prog Program) bool {
 		return p.Kind == PlanLifecycle && (prog == ProgTrackAllocate || prog == ProgTrackDeallocate)
 	}
-	for _, s := range syms.Sites {
+	for _, s := range syms.AttachPoints {
 		if trackerOwn(s.Program) {
 			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
 				Status: StatusNotNeeded, Detail: "lifecycle plan"})
@@ -294,10 +294,10 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 	return nil
 }
 
-// add puts site s in the plan, if its instruction can be probed. An entry
+// add puts attach point s in the plan, if its instruction can be probed. An entry
 // probe goes where the kernel emulates the instruction, when that can be
 // done without changing what it sees (placeEntry).
-func (p *Plan) add(lib *Library, s Site, detail string) {
+func (p *Plan) add(lib *Library, s AttachPoint, detail string) {
 	if pl := lib.placeEntry(s.Addr, p.atEntry); pl.why != "" {
 		if off, err := lib.FileOffset(pl.addr); err == nil {
 			s.Symbol = fmt.Sprintf("%s+%#x", s.Symbol, pl.addr-s.Addr)
@@ -317,22 +317,22 @@ func (p *Plan) add(lib *Library, s Site, detail string) {
 	if err != nil {
 		pt.Status, pt.Detail = StatusUnprobeable, err.Error()
 	} else {
-		p.Sites = append(p.Sites, s)
+		p.AttachPoints = append(p.AttachPoints, s)
 	}
 	p.Points = append(p.Points, pt)
 }
 
-// site makes a Site for the instruction at addr of function sym.
-func site(lib *Library, program Program, function string, sym Symbol, addr uint64) (Site, error) {
+// attachPoint makes an AttachPoint for the instruction at addr of function sym.
+func attachPoint(lib *Library, program Program, function string, sym Symbol, addr uint64) (AttachPoint, error) {
 	off, err := lib.FileOffset(addr)
 	if err != nil {
-		return Site{}, err
+		return AttachPoint{}, err
 	}
 	name := sym.Name
 	if addr != sym.Value {
 		name = fmt.Sprintf("%s+%#x", sym.Name, addr-sym.Value)
 	}
-	return Site{Program: program, Function: function, Symbol: name, Addr: addr, Offset: off}, nil
+	return AttachPoint{Program: program, Function: function, Symbol: name, Addr: addr, Offset: off}, nil
 }
 
 // programTeardown handles ~ProgramImpl with deallocate_circular_buffers
@@ -344,8 +344,8 @@ func (p *Plan) programTeardown(lib *Library, c *codeIndex, fns map[string][]Symb
 	if teardown == nil {
 		return nil
 	}
-	for i := range p.Sites {
-		s := &p.Sites[i]
+	for i := range p.AttachPoints {
+		s := &p.AttachPoints[i]
 		if s.Program != ProgProgramDestroy {
 			continue
 		}
@@ -470,7 +470,7 @@ func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbo
 	}
 	var inner []Symbol
 	if dimpl != nil {
-		p.add(lib, mustSite(lib, ProgFree, "Buffer::deallocate_impl()", *dimpl, dimpl.Value), "")
+		p.add(lib, mustAttachPoint(lib, ProgFree, "Buffer::deallocate_impl()", *dimpl, dimpl.Value), "")
 		inner = append(inner, *dimpl)
 	}
 	if dealloc != nil {
@@ -482,7 +482,7 @@ func (p *Plan) lifecycleFrees(lib *Library, c *codeIndex, fns map[string][]Symbo
 			p.Points = append(p.Points, PlanPoint{Program: ProgFreeOwned, Function: "Buffer::deallocate()", Symbol: dealloc.Name,
 				Addr: dealloc.Value, Status: StatusNotNeeded, Detail: "calls deallocate_impl(), which is probed"})
 		} else {
-			p.add(lib, mustSite(lib, ProgFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
+			p.add(lib, mustAttachPoint(lib, ProgFreeOwned, "Buffer::deallocate()", *dealloc, dealloc.Value), "deallocate_impl() is inlined into it")
 		}
 		inner = append(inner, *dealloc)
 	}
@@ -524,7 +524,7 @@ func (p *Plan) lifecycleDestructors(lib *Library, c *codeIndex, fns map[string][
 				Addr: d.Value, Status: StatusNotNeeded, Detail: "calls deallocate() or deallocate_impl(), which are probed"})
 			continue
 		}
-		p.add(lib, mustSite(lib, ProgFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
+		p.add(lib, mustAttachPoint(lib, ProgFreeOwned, "Buffer::~Buffer()", d, d.Value), "deallocate() is inlined into it")
 	}
 	// ~Buffer() is only ever called by the shared_ptr control block
 	// make_shared gave the Buffer (its constructor is private to create).
@@ -613,7 +613,7 @@ func (p *Plan) disposeOfBuffer(lib *Library, c *codeIndex, layout Layout, frees 
 			return refuse("two control blocks hold the Buffer at different offsets")
 		}
 		p.DisposeOffset = off
-		p.add(lib, mustSite(lib, ProgFreeDispose, "shared_ptr<Buffer> control block: dispose", sym, fn),
+		p.add(lib, mustAttachPoint(lib, ProgFreeDispose, "shared_ptr<Buffer> control block: dispose", sym, fn),
 			fmt.Sprintf("~Buffer() is inlined into it; the Buffer is at +%d (%s)", off, how))
 		planned = true
 	}
@@ -664,11 +664,11 @@ func bufferInBlock(lib *Library, fn uint64, layout Layout) (uint64, string, erro
 	return 0, "", errors.New("no access to a Buffer field through it before the first branch")
 }
 
-func mustSite(lib *Library, program Program, function string, sym Symbol, addr uint64) Site {
-	s, err := site(lib, program, function, sym, addr)
+func mustAttachPoint(lib *Library, program Program, function string, sym Symbol, addr uint64) AttachPoint {
+	s, err := attachPoint(lib, program, function, sym, addr)
 	if err != nil {
 		// A symbol of the library always lies in a loaded segment.
-		s = Site{Program: program, Function: function, Symbol: sym.Name, Addr: addr}
+		s = AttachPoint{Program: program, Function: function, Symbol: sym.Name, Addr: addr}
 	}
 	return s
 }
@@ -682,9 +682,9 @@ func (p *Plan) entryAndExits(lib *Library, c *codeIndex, fn Symbol, function str
 	if len(fc.Exits) == 0 {
 		return fmt.Errorf("%s: %s has no ret and no jump out of it: where it returns cannot be probed", lib.Path, function)
 	}
-	p.add(lib, mustSite(lib, enter, function, fn, fn.Value), detail)
+	p.add(lib, mustAttachPoint(lib, enter, function, fn, fn.Value), detail)
 	for _, x := range fc.Exits {
-		p.add(lib, mustSite(lib, exit, function+" exit ("+x.Why+")", fn, x.Addr), "")
+		p.add(lib, mustAttachPoint(lib, exit, function+" exit ("+x.Why+")", fn, x.Addr), "")
 	}
 	return nil
 }

@@ -162,8 +162,8 @@ var attachTable = []point{
 		"memory released by closing a mesh"},
 }
 
-// Site is one resolved attach point: a program and a function address.
-type Site struct {
+// AttachPoint is one resolved attach point: a program and a function address.
+type AttachPoint struct {
 	Program  Program
 	Function string
 	Symbol   string
@@ -174,8 +174,8 @@ type Site struct {
 	Entry uint64
 }
 
-// Func is the start of the function the site probes.
-func (s *Site) Func() uint64 {
+// Func is the start of the function the attach point probes.
+func (s *AttachPoint) Func() uint64 {
 	if s.Entry != 0 {
 		return s.Entry
 	}
@@ -191,8 +191,8 @@ type Missing struct {
 
 // Symbols is what tttrace found in a library.
 type Symbols struct {
-	Sites   []Site
-	Missing []Missing
+	AttachPoints []AttachPoint
+	Missing      []Missing
 	// VtableDevice and VtableMesh are the link-time addresses of the vtable
 	// address points of Device and MeshDevice (0 if absent).
 	VtableDevice, VtableMesh uint64
@@ -280,13 +280,13 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.Name, err)
 			}
-			res.Sites = append(res.Sites, Site{Program: p.Program, Function: p.Function, Symbol: s.Name, Addr: s.Value, Offset: off})
+			res.AttachPoints = append(res.AttachPoints, AttachPoint{Program: p.Program, Function: p.Function, Symbol: s.Name, Addr: s.Value, Offset: off})
 		}
 		if len(seen) == 0 {
 			res.Missing = append(res.Missing, Missing{Program: p.Program, Function: p.Function, Why: p.Why, Required: p.Required})
 		}
 	}
-	sort.SliceStable(res.Sites, func(i, j int) bool { return res.Sites[i].Addr < res.Sites[j].Addr })
+	sort.SliceStable(res.AttachPoints, func(i, j int) bool { return res.AttachPoints[i].Addr < res.AttachPoints[j].Addr })
 	return res, nil
 }
 

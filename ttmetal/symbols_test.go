@@ -67,8 +67,8 @@ func TestResolveSymbols(t *testing.T) {
 	for _, s := range all {
 		value[s.Name] = s.Value
 	}
-	byProg := map[Program][]Site{}
-	for _, s := range syms.Sites {
+	byProg := map[Program][]AttachPoint{}
+	for _, s := range syms.AttachPoints {
 		if strings.Contains(s.Symbol, ".") {
 			t.Errorf("attached to a clone: %s", s.Symbol)
 		}

@@ -50,10 +50,10 @@ func floorPlan(lib string, atEntry bool) (*ttmetal.Plan, error) {
 		return nil, err
 	}
 	plan := prep.Plan
-	if len(plan.Sites) == 0 {
+	if len(plan.AttachPoints) == 0 {
 		return nil, fmt.Errorf("%s: the plan has no sites", lib)
 	}
-	for _, s := range plan.Sites {
+	for _, s := range plan.AttachPoints {
 		if err := ttmetal.CheckProbeable(l, s.Addr); err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", s.Function, s.Symbol, err)
 		}
@@ -101,7 +101,7 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 		Type:       ebpf.PerCPUArray,
 		KeySize:    4,
 		ValueSize:  8,
-		MaxEntries: uint32(len(plan.Sites)),
+		MaxEntries: uint32(len(plan.AttachPoints)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the counters: %w", err)
@@ -127,19 +127,19 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 	}
 	if f.multi {
 		o := &link.UprobeMultiOptions{}
-		for i, s := range plan.Sites {
+		for i, s := range plan.AttachPoints {
 			o.Addresses = append(o.Addresses, s.Offset)
 			o.Cookies = append(o.Cookies, uint64(i))
 		}
 		l, err := exe.UprobeMulti(nil, f.prog, o)
 		if err != nil {
 			f.close()
-			return nil, fmt.Errorf("attach a uprobe_multi link to %d sites: %w", len(plan.Sites), err)
+			return nil, fmt.Errorf("attach a uprobe_multi link to %d sites: %w", len(plan.AttachPoints), err)
 		}
 		f.links = append(f.links, l)
 		return f, nil
 	}
-	for i, s := range plan.Sites {
+	for i, s := range plan.AttachPoints {
 		l, err := exe.Uprobe("", f.prog, &link.UprobeOptions{Address: s.Offset, Cookie: uint64(i)})
 		if err != nil {
 			f.close()
@@ -153,7 +153,7 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 // counts sums each site's hits over the CPUs, by program name.
 func (f *floor) counts() (map[ttmetal.Program]uint64, error) {
 	by := map[ttmetal.Program]uint64{}
-	for i, s := range f.plan.Sites {
+	for i, s := range f.plan.AttachPoints {
 		var perCPU []uint64
 		if err := f.counters.Lookup(uint32(i), &perCPU); err != nil {
 			return nil, fmt.Errorf("read the counter of %s: %w", s.Symbol, err)
@@ -204,7 +204,7 @@ func floorMain(lib string, atEntry bool, argv []string) int {
 	if !f.multi {
 		how = "classic uprobes"
 	}
-	fmt.Fprintf(os.Stderr, "floor: counting at %d sites of %s (%s plan), %s\n", len(plan.Sites), lib, plan.Kind, how)
+	fmt.Fprintf(os.Stderr, "floor: counting at %d sites of %s (%s plan), %s\n", len(plan.AttachPoints), lib, plan.Kind, how)
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

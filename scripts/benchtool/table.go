@@ -153,10 +153,10 @@ func floorSites(c *config) string {
 		return "?"
 	}
 	fns := map[uint64]bool{}
-	for _, s := range plan.Sites {
+	for _, s := range plan.AttachPoints {
 		fns[s.Func()] = true
 	}
-	return fmt.Sprintf("%d sites in %d functions, %s plan", len(plan.Sites), len(fns), plan.Kind)
+	return fmt.Sprintf("%d sites in %d functions, %s plan", len(plan.AttachPoints), len(fns), plan.Kind)
 }
 
 // countCheck says whether every run of mode saw every event.
