@@ -200,16 +200,22 @@ func (procHost) Start(command []string) (Child, error)   { return startGated(com
 
 // WaitExit polls a pidfd of pid.
 func (procHost) WaitExit(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
+	// A non-blocking pidfd in Go's poller: waiting costs a goroutine, not
+	// an OS thread, however many processes are watched (the service's
+	// TasksMax).
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return
 	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == nil || !errors.Is(err, unix.EINTR) {
-			return
-		}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
 	}
+	_ = rc.Read(func(fd uintptr) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
+	})
 }

@@ -104,7 +104,7 @@ func TestE2EPythonLines(t *testing.T) {
 		supported := major == 3 && minor >= 10 && minor <= 13
 		modes := []string{"cmd", "pid"}
 		if py == "/usr/bin/python3" {
-			modes = append(modes, "all")
+			modes = append(modes, "all", "unit")
 		}
 		if !supported {
 			modes = []string{"cmd"}
@@ -169,7 +169,12 @@ func runPyLeaks(t *testing.T, bin, py, script, libdir, out, mode string, support
 	}
 	ready := filepath.Join(filepath.Dir(out), "ready")
 	if mode == "all" {
-		return runPyLeaksAll(t, bin, py, script, libdir, out, goFile, ready)
+		return runPyLeaksAll(t, []string{bin}, py, script, libdir, out, goFile, ready)
+	}
+	if mode == "unit" {
+		// tttrace --all with only the capabilities the systemd unit
+		// leaves it: Python lines must not vanish there.
+		return runPyLeaksAll(t, append(unitCaps(t), bin), py, script, libdir, out, goFile, ready)
 	}
 	w := exec.Command(py, script, libdir, goFile)
 	traceHeld(t, bin, w, goFile, []string{"--json", "-o", out}, &stderr, &stderr)
@@ -178,10 +183,10 @@ func runPyLeaks(t *testing.T, bin, py, script, libdir, out, mode string, support
 
 // runPyLeaksAll: tttrace --all, already running, finds the script when it
 // loads the library; the script allocates once tttrace said it probes it.
-func runPyLeaksAll(t *testing.T, bin, py, script, libdir, out, goFile, ready string) int {
+func runPyLeaksAll(t *testing.T, bin []string, py, script, libdir, out, goFile, ready string) int {
 	t.Helper()
 	var stderr syncBuffer
-	tr := exec.Command(bin, "--all", "--json", "-o", out, "--ready-file", ready)
+	tr := exec.Command(bin[0], append(bin[1:], "--all", "--json", "-o", out, "--ready-file", ready)...)
 	tr.Stdout, tr.Stderr = &stderr, &stderr
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)
@@ -335,4 +340,28 @@ func TestE2EDoctorPython(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unitCaps is the command prefix that runs a command as root with the
+// capability bounding set of contrib/systemd/tttrace.service.
+func unitCaps(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "systemd", "tttrace.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapabilityBoundingSet="); ok {
+			set := "-all"
+			for _, c := range strings.Fields(v) {
+				set += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+			}
+			if _, err := exec.LookPath("setpriv"); err != nil {
+				t.Skip("no setpriv")
+			}
+			return []string{"setpriv", "--bounding-set", set, "--"}
+		}
+	}
+	t.Fatal("the unit has no CapabilityBoundingSet")
+	return nil
 }
