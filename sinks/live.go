@@ -93,7 +93,7 @@ func (v *Live) frame(view *View, width int) []string {
 	var all []chipTot
 	at := map[int32]int{}
 	for _, p := range view.Procs {
-		lines = append(lines, fmt.Sprintf("pid %d  %s", p.Pid, p.Command))
+		lines = append(lines, fmt.Sprintf("pid %d  %s", p.Pid, Printable(p.Command)))
 		devs := l.Devices(p.Pid)
 		if len(devs) == 0 {
 			lines = append(lines, "  no device memory yet")

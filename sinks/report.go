@@ -71,9 +71,16 @@ type reporter struct {
 	err error
 }
 
+// printf prints for people: every string argument (commands, paths,
+// symbol and Python names come from outside) is made Printable.
 func (r *reporter) printf(format string, args ...any) {
 	if r.err != nil {
 		return
+	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = Printable(s)
+		}
 	}
 	_, r.err = fmt.Fprintf(r.w, format, args...)
 }

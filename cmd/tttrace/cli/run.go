@@ -46,7 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	f, err := Parse(args, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "tttrace: %v\n", err)
+		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
 		return ExitUsage
 	}
 	if f.ShowHelp {
@@ -60,7 +60,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	code, err := Run(ctx, f, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "tttrace: %v\n", err)
+		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code
@@ -102,7 +102,7 @@ func stopOnSignals(f *Flags, stderr io.Writer) (context.Context, func()) {
 		for sig := range ch {
 			if sig == os.Interrupt && len(f.Command) > 0 && interrupts == 0 {
 				interrupts++
-				fmt.Fprintf(stderr, "tttrace: interrupted: tracing until %s exits (Ctrl-C again to stop now)\n", f.Command[0])
+				fmt.Fprintf(stderr, "tttrace: interrupted: tracing until %s exits (Ctrl-C again to stop now)\n", sinks.Printable(f.Command[0]))
 				continue
 			}
 			cancel()
@@ -288,6 +288,8 @@ func (f *Flags) analysis() ttmetal.Options {
 
 // config is the runtime's configuration from the flags.
 func (f *Flags) config(log io.Writer) session.Config {
+	// The log names paths and commands of traced processes.
+	log = sinks.PrintableWriter(log)
 	return session.Config{
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
