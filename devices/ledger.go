@@ -102,6 +102,7 @@ type Ledger struct {
 	lastTs  uint64 // the latest event time applied
 	observe Observer
 	hooks   hooks
+	sites   bool // TrackSites
 }
 
 // NewLedger returns an empty ledger.
@@ -194,6 +195,7 @@ func (l *Ledger) proc(pid uint32) *proc {
 	if p == nil {
 		p = newProc(pid)
 		p.observed = l.observe != nil
+		p.sitesOn = l.sites
 		p.hooks = &l.hooks
 		l.procs[pid] = p
 	}

@@ -13,8 +13,9 @@ type meshState struct {
 	ptr   uint64  // MeshDevice*
 	chips []int32 // in the order learned
 	tot   [nCounter]uint64
-	l1    l1Heap // live L1 mesh buffers
-	cbEnd cbEnds // of the CB groups aimed at the mesh
+	l1    l1Heap                // live L1 mesh buffers
+	cbEnd cbEnds                // of the CB groups aimed at the mesh
+	sites map[siteKey]*meshSite // per-site accounting, when on
 }
 
 // mesh returns the index of the live mesh at ptr, creating it.
@@ -47,6 +48,9 @@ func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
 	c := p.chip(chip)
 	c.closed = false
 	p.l1TouchChip(c)
+	for k, s := range m.sites {
+		p.siteCharge(c, k, s.bytes, s.objs)
+	}
 	for i, v := range m.tot {
 		if v != 0 {
 			p.add(c, i, v, ts)
@@ -63,6 +67,9 @@ func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
 		m.chips = append(m.chips[:i], m.chips[i+1:]...)
 		c := p.chip(chip)
 		p.l1TouchChip(c)
+		for k, s := range m.sites {
+			p.siteUncharge(c, k, s.bytes, s.objs)
+		}
 		for j, v := range m.tot {
 			p.sub(c, j, v, e)
 		}
@@ -97,6 +104,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 	if c.cur != (Totals{}) {
 		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)
 		c.cur = Totals{}
+		c.siteClear()
 		p.changed(c)
 	}
 	c.closed = true

@@ -49,6 +49,7 @@ type proc struct {
 	stats     Stats
 	anomalies anomalyLog
 
+	sitesOn  bool         // per-site accounting (siteuse.go)
 	observed bool         // the ledger has an Observer
 	dirty    []*chipState // chips the event being applied changed
 
@@ -70,6 +71,8 @@ type chipState struct {
 	l1    l1Heap // live single-chip L1 buffers
 	cbEnd cbEnds // of the CB groups aimed at this chip
 	hr    headroomState
+
+	sites *chipSites // per-site accounting, when on
 }
 
 // add adds v to counter i of c.
@@ -78,6 +81,9 @@ func (p *proc) add(c *chipState, i int, v, ts uint64) {
 	if c.cur[i] > c.peak[i] {
 		c.peak[i] = c.cur[i]
 		c.peakTs[i] = ts
+		if p.sitesOn {
+			c.sitePeak(i)
+		}
 	}
 	p.changed(c)
 }
@@ -331,8 +337,10 @@ func (p *proc) alloc(e *events.Event) {
 		live:  true,
 	}
 	t := int(e.BufferType)
+	sk := siteKey{e.Site, uint8(t)}
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
+		p.siteCharge(c, sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
 		if t == cL1 {
@@ -344,11 +352,13 @@ func (p *proc) alloc(e *events.Event) {
 	m := p.meshes[meshIndex]
 	m.tot[t] += e.Size
 	m.tot[cLive]++
+	p.meshSiteAdd(m, sk, e.Size, false)
 	if t == cL1 {
 		m.l1.push(&p.bufs.slots, idx)
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
+		p.siteCharge(c, sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, cLive, 1, e.TsNs)
 		if t == cL1 {
@@ -386,8 +396,10 @@ func (p *proc) free(e *events.Event) {
 func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	b := p.bufs.slots.at(idx)
 	t := int(b.btype)
+	sk := siteKey{b.site, b.btype}
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
+		p.siteUncharge(c, sk, b.size, 1)
 		p.sub(c, t, b.size, e)
 		p.sub(c, cLive, 1, e)
 		if t == cL1 {
@@ -397,11 +409,13 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
 		m.tot[cLive]--
+		p.meshSiteAdd(m, sk, b.size, true)
 		if t == cL1 {
 			m.l1.remove(&p.bufs.slots, idx)
 		}
 		for _, id := range m.chips {
 			c := p.chip(id)
+			p.siteUncharge(c, sk, b.size, 1)
 			p.sub(c, t, b.size, e)
 			p.sub(c, cLive, 1, e)
 			if t == cL1 {

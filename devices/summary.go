@@ -63,6 +63,11 @@ type ProcessSummary struct {
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
 	Anomalies     []Anomaly         `json:"anomalies"`      // the first 100, in stream order
 
+	// SiteUsage: per site, chip and type, what was held, allocated and
+	// held at the peak (Ledger.TrackSites; nil when off). Not in NDJSON:
+	// the memory profile's rows (sinks/pprof).
+	SiteUsage []SiteUsage `json:"-"`
+
 	leaks *leakList // SummaryStreamed: Leaks and UnplacedLeaks are here
 }
 
@@ -429,6 +434,7 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 		L1Clashes:        append([]Notice{}, p.clashes...),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
+		SiteUsage:        p.siteUsage(),
 	}
 	for k, n := range p.anomalies.counts {
 		ps.AnomalyCounts[anomalyNames[k]] = n
