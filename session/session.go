@@ -51,6 +51,9 @@ type Config struct {
 	// MaxChips bounds the distinct chips of each process (0: the ledger's
 	// default); events on chips past it are too_many_chips anomalies.
 	MaxChips int
+	// SiteUsage: the ledger keeps per-site accounting
+	// (devices.ProcessSummary.SiteUsage) for memory profiles.
+	SiteUsage bool
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -172,6 +175,9 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 		libKind: map[probes.FileKey]Verdict{},
 		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
+	}
+	if cfg.SiteUsage {
+		s.ledger.TrackSites()
 	}
 	s.observe()
 	s.initStacks()

@@ -418,6 +418,22 @@ func (s *session) addSites(sum *devices.Summary, current bool) {
 
 func fillSites(p *devices.ProcessSummary, ps *procStacks) {
 	p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
+	// The per-site accounting's rows name sites beyond the leaks'.
+	descs := map[uint32]*devices.Site{}
+	for i := range p.Sites {
+		descs[p.Sites[i].Site] = &p.Sites[i]
+	}
+	for i := range p.SiteUsage {
+		u := &p.SiteUsage[i]
+		d, ok := descs[u.Site]
+		if !ok {
+			if s, found := describeSite(ps, u.Site); found {
+				d = &s
+			}
+			descs[u.Site] = d
+		}
+		u.Desc = d
+	}
 	if ps != nil && ps.pyInfo != nil {
 		info := *ps.pyInfo
 		p.Python = &info

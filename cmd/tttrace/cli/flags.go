@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tttrace/tttrace/devices"
+	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -49,6 +51,11 @@ type Flags struct {
 	Interval  time.Duration
 	ReadyFile string
 	Listen    string // serve Prometheus metrics at this host:port
+
+	// --pprof: a pprof profile of device memory by site; --folded: folded
+	// stacks of the same, carrying the sample type FoldedType.
+	PProf, Folded, FoldedType string
+
 	// MetricsLabels: the per-process labels of the metrics (--metrics-labels).
 	MetricsLabels []string
 	// MaxChips: distinct chips a process may touch (--max-chips).
@@ -141,6 +148,9 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output (made 0600 and put in place when tracing ends; a symbolic link is refused)")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
+	fs.StringVar(&f.PProf, "pprof", "", "also write device memory by allocation site to `FILE` when tracing ends: a gzipped pprof profile (go tool pprof -top FILE) with inuse_space/inuse_objects (live: the leaks), alloc_space/alloc_objects, peak_space, labels pid, chip, type; see docs/pprof.md")
+	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
+	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
 	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
 	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
@@ -221,6 +231,12 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, usageError{fmt.Errorf("--ring-size: %w", err)}
 	}
 	f.ringBytes = n
+	if !slices.Contains(pprofexport.SampleTypes, f.FoldedType) {
+		return nil, usageError{fmt.Errorf("--folded-type %q: one of %s", f.FoldedType, strings.Join(pprofexport.SampleTypes, ", "))}
+	}
+	if (f.PProf != "" || f.Folded != "") && f.NoStacks {
+		return nil, usageError{errors.New("--pprof and --folded need the allocation stacks (not --no-stacks)")}
+	}
 	if f.NoEvents && !f.JSON {
 		return nil, usageError{errors.New("--no-events goes with --json")}
 	}

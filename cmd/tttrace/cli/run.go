@@ -15,6 +15,7 @@ import (
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/sinks/perfetto"
+	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -142,6 +143,31 @@ var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	},
 	perfettoOutput,
 	prometheusOutput,
+	pprofOutput,
+}
+
+// pprofOutput is --pprof and --folded: device memory by allocation site.
+func pprofOutput(e *outputEnv) (sinks.Sink, error) {
+	f := e.f
+	if f.PProf == "" && f.Folded == "" {
+		return nil, nil
+	}
+	o := pprofexport.Options{FoldedType: f.FoldedType, ProfilePath: f.PProf, FoldedPath: f.Folded}
+	if f.PProf != "" {
+		w, err := e.file(f.PProf)
+		if err != nil {
+			return nil, fail(ExitError, "--pprof: %w", err)
+		}
+		o.Profile = w
+	}
+	if f.Folded != "" {
+		w, err := e.file(f.Folded)
+		if err != nil {
+			return nil, fail(ExitError, "--folded: %w", err)
+		}
+		o.Folded = w
+	}
+	return pprofexport.New(o), nil
 }
 
 // perfettoOutput is the --perfetto timeline file.
@@ -294,6 +320,7 @@ func (f *Flags) config(log io.Writer) session.Config {
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
 		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
-		MaxChips: f.MaxChips,
+		MaxChips:  f.MaxChips,
+		SiteUsage: f.PProf != "" || f.Folded != "",
 	}
 }

@@ -1,0 +1,384 @@
+// Package pprof writes device memory by allocation site in the formats
+// profilers already read: a gzipped pprof profile (--pprof, read by `go
+// tool pprof`, built with github.com/google/pprof/profile) and folded
+// stacks (--folded, for flamegraph.pl, speedscope, inferno).
+//
+// The rows are the ledger's per-site accounting (devices.SiteUsage: the
+// ledger must TrackSites), one sample per process, site, chip and buffer
+// type, with five values:
+//
+//   - inuse_space, inuse_objects: held now; at the end of tracing, the leaks
+//   - alloc_space, alloc_objects: charged on the chip while traced
+//   - peak_space: held when the chip's counter of that type reached its peak
+//
+// and the labels pid, chip, type and site (the site's id in the NDJSON
+// stream and summary; 0: its stack is unknown). A mesh buffer counts on every chip of
+// its mesh, as in the report; a live mesh buffer whose chips were never
+// learned is an inuse sample with chip "unplaced". Circular buffers have no
+// allocation site and are not in the profile. docs/pprof.md says more.
+package pprof
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// SampleTypes are the profile's sample types, in order; the first is the
+// default one.
+var SampleTypes = []string{"inuse_space", "inuse_objects", "alloc_space", "alloc_objects", "peak_space"}
+
+const (
+	vInuseSpace = iota
+	vInuseObjects
+	vAllocSpace
+	vAllocObjects
+	vPeakSpace
+	nValues
+)
+
+// Frames that are not code.
+const (
+	unknownSite = "(unknown allocation site)"
+	truncated   = "(stack truncated)"
+)
+
+// Build makes the profile of s (a summary with SiteUsage and their
+// descriptions filled in) taken at now.
+func Build(s *devices.Summary, now time.Time) *profile.Profile {
+	p := &profile.Profile{
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            1,
+		TimeNanos:         now.UnixNano(),
+		DefaultSampleType: SampleTypes[0],
+		Comments:          []string{"tttrace: Tenstorrent device memory by allocation site"},
+	}
+	for i, t := range SampleTypes {
+		unit := "bytes"
+		if i == vInuseObjects || i == vAllocObjects {
+			unit = "count"
+		}
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: t, Unit: unit})
+	}
+	b := builder{p: p, locs: map[frameKey]*profile.Location{}, funcs: map[funcKey]*profile.Function{}}
+	for i := range s.Processes {
+		ps := &s.Processes[i]
+		pid := strconv.FormatUint(uint64(ps.Pid), 10)
+		chains := map[uint32][]*profile.Location{}
+		chain := func(site uint32, d *devices.Site) []*profile.Location {
+			c, ok := chains[site]
+			if !ok {
+				c = b.chain(d)
+				chains[site] = c
+			}
+			return c
+		}
+		for j := range ps.SiteUsage {
+			u := &ps.SiteUsage[j]
+			var v [nValues]int64
+			v[vInuseSpace] = int64(u.InuseBytes)
+			v[vInuseObjects] = int64(u.InuseObjects)
+			v[vAllocSpace] = int64(u.AllocBytes)
+			v[vAllocObjects] = int64(u.AllocObjects)
+			v[vPeakSpace] = int64(u.PeakBytes)
+			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), u.Type)
+		}
+		// Live mesh buffers of a mesh whose chips were never learned:
+		// held, but on no chip the ledger knows.
+		type unplaced struct {
+			site uint32
+			typ  string
+		}
+		var order []unplaced
+		sums := map[unplaced]*[nValues]int64{}
+		for lk := range ps.AllUnplacedLeaks() {
+			k := unplaced{lk.Site, lk.Type}
+			if sums[k] == nil {
+				sums[k] = &[nValues]int64{}
+				order = append(order, k)
+			}
+			sums[k][vInuseSpace] += int64(lk.Size)
+			sums[k][vInuseObjects]++
+		}
+		for _, k := range order {
+			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", k.typ)
+		}
+	}
+	return p
+}
+
+// siteDesc finds the description of site in ps (Sites, then SiteUsage).
+func siteDesc(ps *devices.ProcessSummary, site uint32) *devices.Site {
+	for i := range ps.Sites {
+		if ps.Sites[i].Site == site {
+			return &ps.Sites[i]
+		}
+	}
+	for i := range ps.SiteUsage {
+		if ps.SiteUsage[i].Site == site && ps.SiteUsage[i].Desc != nil {
+			return ps.SiteUsage[i].Desc
+		}
+	}
+	return nil
+}
+
+type frameKey struct {
+	fn, file string
+	line     int
+}
+
+type funcKey struct{ name, file string }
+
+type builder struct {
+	p     *profile.Profile
+	locs  map[frameKey]*profile.Location
+	funcs map[funcKey]*profile.Function
+}
+
+func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, typ string) {
+	if v == ([nValues]int64{}) {
+		return
+	}
+	b.p.Sample = append(b.p.Sample, &profile.Sample{
+		Location: chain,
+		Value:    v[:],
+		Label:    map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}},
+	})
+}
+
+func (b *builder) loc(fn, file string, line int) *profile.Location {
+	k := frameKey{fn, file, line}
+	if l := b.locs[k]; l != nil {
+		return l
+	}
+	fk := funcKey{fn, file}
+	f := b.funcs[fk]
+	if f == nil {
+		f = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: fn, SystemName: fn, Filename: file}
+		b.funcs[fk] = f
+		b.p.Function = append(b.p.Function, f)
+	}
+	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: f, Line: int64(line)}}}
+	b.locs[k] = l
+	b.p.Location = append(b.p.Location, l)
+	return l
+}
+
+// chain is a site's location chain, innermost first (Frames).
+func (b *builder) chain(d *devices.Site) []*profile.Location {
+	fs := Frames(d)
+	c := make([]*profile.Location, len(fs))
+	for i, f := range fs {
+		c[i] = b.loc(f.Function, f.File, f.Line)
+	}
+	return c
+}
+
+// Frame is one frame of a site as the profile names it.
+type Frame struct {
+	Function string
+	File     string // source file, else the ELF file; "" for markers
+	Line     int
+}
+
+// Frames is the stack of a site, innermost first: its native frames up to
+// the first one in the Python interpreter, its Python frames, then the
+// interpreter's native frames and the rest (the Python frames sit on top
+// of the interpreter frames that run them). Without an interpreter frame,
+// the Python frames come after the native ones. A truncated stack ends
+// with a marker frame; an unknown site is one marker frame.
+func Frames(d *devices.Site) []Frame {
+	if d == nil {
+		return []Frame{{Function: unknownSite}}
+	}
+	py := make([]Frame, len(d.Python))
+	for i, f := range d.Python {
+		py[i] = Frame{Function: f.Function, File: f.File, Line: f.Line}
+	}
+	out := make([]Frame, 0, len(d.Native)+len(py)+1)
+	placed := len(py) == 0
+	for i := range d.Native {
+		f := &d.Native[i]
+		if !placed && interpreter(f.Module) {
+			out = append(out, py...)
+			placed = true
+		}
+		out = append(out, nativeFrame(f))
+	}
+	if !placed {
+		out = append(out, py...)
+	}
+	if d.Truncated {
+		out = append(out, Frame{Function: truncated})
+	}
+	if len(out) == 0 {
+		out = append(out, Frame{Function: unknownSite})
+	}
+	return out
+}
+
+// interpreter says a module is CPython's (libpython3.x.so or a python3.x
+// executable with the interpreter linked in).
+func interpreter(module string) bool {
+	base := filepath.Base(module)
+	return strings.HasPrefix(base, "libpython") || strings.HasPrefix(base, "python")
+}
+
+func nativeFrame(f *devices.NativeFrame) Frame {
+	fn := f.Function
+	if fn == "" {
+		// No symbol: the ELF address in its file.
+		fn = fmt.Sprintf("%s+%#x", filepath.Base(f.Module), f.Offset)
+		if f.Module == "" {
+			fn = fmt.Sprintf("%#x", f.PC)
+		}
+	}
+	file := f.File
+	if file == "" {
+		file = f.Module
+	}
+	return Frame{Function: fn, File: file, Line: f.Line}
+}
+
+// WriteFolded writes the samples of p as folded stacks, one line per
+// sample with a non-zero value of sampleType: "pid N;chip C;TYPE;" then
+// the frames outermost first, a space and the value.
+func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == sampleType {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("no sample type %q", sampleType)
+	}
+	lines := map[string]int64{}
+	var order []string
+	var sb strings.Builder
+	for _, s := range p.Sample {
+		v := s.Value[idx]
+		if v == 0 {
+			continue
+		}
+		sb.Reset()
+		fmt.Fprintf(&sb, "pid %s;chip %s;%s", label(s, "pid"), label(s, "chip"), label(s, "type"))
+		for i := len(s.Location) - 1; i >= 0; i-- {
+			for j := len(s.Location[i].Line) - 1; j >= 0; j-- {
+				ln := s.Location[i].Line[j]
+				sb.WriteByte(';')
+				sb.WriteString(foldedName(ln.Function.Name))
+				if ln.Line > 0 {
+					fmt.Fprintf(&sb, " (%s:%d)", foldedName(filepath.Base(ln.Function.Filename)), ln.Line)
+				}
+			}
+		}
+		k := sb.String()
+		if _, ok := lines[k]; !ok {
+			order = append(order, k)
+		}
+		lines[k] += v
+	}
+	sort.Strings(order)
+	bw := bufio.NewWriter(w)
+	for _, k := range order {
+		fmt.Fprintf(bw, "%s %d\n", k, lines[k])
+	}
+	return bw.Flush()
+}
+
+func label(s *profile.Sample, key string) string {
+	if v := s.Label[key]; len(v) > 0 {
+		return v[0]
+	}
+	return "?"
+}
+
+// foldedName keeps a frame name on its line and out of the separators.
+func foldedName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case ';':
+			return ','
+		case '\n', '\r':
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// Sink writes the profile and the folded stacks when tracing ends (and on
+// a snapshot, Snapshot).
+type Sink struct {
+	sinks.Base
+	opts Options
+}
+
+// Options say where the sink writes.
+type Options struct {
+	Profile io.Writer // the pprof profile (nil: none)
+	Folded  io.Writer // folded stacks (nil: none)
+	// FoldedType is the sample type the folded stacks carry.
+	FoldedType string
+	// Open makes the file of a snapshot: the output's path with suffix
+	// (nil: no snapshots).
+	Open func(output, suffix string) (io.WriteCloser, error)
+	// ProfilePath and FoldedPath are the outputs' paths, for Open.
+	ProfilePath, FoldedPath string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// New returns the sink.
+func New(o Options) *Sink {
+	if o.FoldedType == "" {
+		o.FoldedType = SampleTypes[0]
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sink{opts: o}
+}
+
+// Summary writes the outputs.
+func (k *Sink) Summary(s *devices.Summary) error {
+	return k.write(s, k.opts.Profile, k.opts.Folded)
+}
+
+func (k *Sink) write(s *devices.Summary, prof, folded io.Writer) error {
+	p := Build(s, k.opts.Now())
+	if prof != nil {
+		if err := p.Write(prof); err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+	}
+	if folded != nil {
+		if err := WriteFolded(folded, p, k.opts.FoldedType); err != nil {
+			return fmt.Errorf("folded: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close closes the outputs that are closers.
+func (k *Sink) Close() error {
+	var err error
+	for _, w := range []io.Writer{k.opts.Profile, k.opts.Folded} {
+		if c, ok := w.(io.Closer); ok {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}
+	return err
+}
