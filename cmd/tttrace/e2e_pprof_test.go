@@ -108,7 +108,7 @@ func TestE2EPProf(t *testing.T) {
 			r.flags = []string{"--pprof", prof, "--folded", folded}
 			hold := filepath.Join(dir, "hold")
 			r.args = append(append([]string{}, r.args...), "--hold-file", hold)
-			timer := time.AfterFunc(time.Second, func() { os.WriteFile(hold, nil, 0o644) })
+			timer := time.AfterFunc(3*time.Second, func() { os.WriteFile(hold, nil, 0o644) })
 			defer timer.Stop()
 			var out string
 			r.out = &out
