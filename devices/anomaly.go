@@ -20,6 +20,8 @@ const (
 	anAccounting                              // the ledger's own bookkeeping disagreed with itself (a bug)
 	anImplausibleTotal                        // a buffer or CB that would take the process over maxHeld bytes
 	anTooManyChips                            // a chip past the process's SetMaxChips distinct chips
+	anAllocatorRecord                         // an allocator record the ledger cannot use (a bank manager of no buffer type)
+	anAllocatorState                          // an allocation the allocator model cannot place: its state is no longer known
 	nAnomalyKinds
 )
 
@@ -38,6 +40,8 @@ var anomalyNames = [nAnomalyKinds]string{
 	anAccounting:           "internal_accounting_error",
 	anImplausibleTotal:     "implausible_total",
 	anTooManyChips:         "too_many_chips",
+	anAllocatorRecord:      "allocator_record",
+	anAllocatorState:       "allocator_state_lost",
 }
 
 // MaxAnomalies caps the detailed lists of one process in the summary: its

@@ -32,6 +32,10 @@ type bufEntry struct {
 	site  uint32 // where it was allocated (the process's stack table); 0: unknown
 	btype uint8  // events.BufferType, valid
 	live  bool
+	// span: what the allocator reserves per bank (its request); 0:
+	// unknown. perCore: a per-core (HYBRID) allocation, in no lockstep list.
+	span    uint64
+	perCore bool
 	// marked: Buffer::mark_as_deallocated was called. The allocator keeps
 	// the memory until the chip closes, so the buffer stays charged, but its
 	// key no longer leads here: the Buffer object is gone and a new one may

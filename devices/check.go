@@ -3,6 +3,8 @@ package devices
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tttrace/tttrace/events"
 )
 
 // checkLimit: no total may reach it. Sizes are bounded by maxSize, so only
@@ -40,6 +42,7 @@ func (p *proc) check() error {
 	c.meshes()
 	c.chips()
 	c.l1()
+	c.allocators()
 	if c.held != p.held || p.held > maxHeld {
 		c.bad("held %d bytes, recomputed %d (at most %d)", p.held, c.held, uint64(maxHeld))
 	}
@@ -336,5 +339,74 @@ func (c *checker) l1() {
 	}
 	if n != p.nchecks {
 		c.bad("%d threads wait for a clash check, count says %d", n, p.nchecks)
+	}
+}
+
+// allocators checks every exact bank manager against the live buffers: the
+// spans of those charged on its chip are what it holds; the per-core ones
+// are counted apart; requests wait on as many threads as nreqs says.
+func (c *checker) allocators() {
+	p := c.p
+	type sums struct{ spans, n, perCore, perCoreBytes uint64 }
+	var want map[int32]*[events.NumBufferTypes]sums
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live || !allocatable(events.BufferType(b.btype)) {
+			continue
+		}
+		p.forChips(b, func(cs *chipState) {
+			if cs.alloc == nil {
+				return
+			}
+			if want == nil {
+				want = map[int32]*[events.NumBufferTypes]sums{}
+			}
+			w := want[cs.id]
+			if w == nil {
+				w = new([events.NumBufferTypes]sums)
+				want[cs.id] = w
+			}
+			s := &w[b.btype]
+			if b.perCore {
+				s.perCore++
+				s.perCoreBytes += b.size
+				return
+			}
+			s.spans += b.span
+			s.n++
+		})
+	}
+	for id, cs := range p.chips {
+		if cs.alloc == nil {
+			continue
+		}
+		for _, t := range allocTypes {
+			ta := cs.alloc.types[t]
+			if ta == nil {
+				continue
+			}
+			var s sums
+			if w := want[id]; w != nil {
+				s = w[t]
+			}
+			if s.perCore != ta.perCore || s.perCoreBytes != ta.perCoreBytes {
+				c.bad("chip %d %s: %d per-core buffers (%d bytes), recomputed %d (%d)", id, t, ta.perCore, ta.perCoreBytes, s.perCore, s.perCoreBytes)
+			}
+			if !ta.exact() {
+				continue
+			}
+			if st := ta.m.Stats(); st.TotalAllocated != s.spans || uint64(ta.m.Live()) != s.n {
+				c.bad("chip %d %s: allocator holds %d bytes in %d blocks, live buffers %d in %d", id, t, st.TotalAllocated, ta.m.Live(), s.spans, s.n)
+			}
+		}
+	}
+	waiting := 0
+	for _, t := range p.threads {
+		if t.req != nil {
+			waiting++
+		}
+	}
+	if waiting != p.nreqs {
+		c.bad("%d threads wait with a request, nreqs %d", waiting, p.nreqs)
 	}
 }

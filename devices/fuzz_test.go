@@ -23,6 +23,10 @@ func FuzzLedger(f *testing.F) {
 			if n.Type == NoticeL1Clash && (n.LowestL1Address >= n.CBRegionEnd || n.InTheWayCount == 0) {
 				t.Fatalf("l1_clash without a clash: %+v", n)
 			}
+			if f := n.AllocFailed; n.Type == NoticeAllocFailed && f.Cause != "" &&
+				(f.Span == nil || f.LargestFree == nil || *f.Span <= *f.LargestFree && *f.Span <= f.BankSize) {
+				t.Fatalf("alloc_failed with a cause but a block large enough: %+v", f)
+			}
 		})
 		for i, e := range devicestest.FuzzEvents(data) {
 			l.Apply(&e)

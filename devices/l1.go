@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -147,6 +148,9 @@ const (
 	NoticeL1Clash NoticeKind = iota + 1
 	// NoticeL1Headroom: a chip's L1 headroom dropped under the warning threshold.
 	NoticeL1Headroom
+	// NoticeAllocFailed: a BankManager::allocate_buffer call threw (Out
+	// of Memory); Notice.AllocFailed says all.
+	NoticeAllocFailed
 )
 
 func (k NoticeKind) String() string {
@@ -155,6 +159,8 @@ func (k NoticeKind) String() string {
 		return "l1_clash"
 	case NoticeL1Headroom:
 		return "l1_headroom"
+	case NoticeAllocFailed:
+		return "alloc_failed"
 	}
 	return "notice(?)"
 }
@@ -164,7 +170,7 @@ func (k NoticeKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 
 // UnmarshalText reads an NDJSON "type".
 func (k *NoticeKind) UnmarshalText(b []byte) error {
-	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom} {
+	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom, NoticeAllocFailed} {
 		if string(b) == c.String() {
 			*k = c
 			return nil
@@ -207,6 +213,20 @@ type Notice struct {
 	InTheWay      []L1Buffer `json:"l1_buffers,omitempty"`
 	InTheWayCount int        `json:"l1_buffers_count,omitempty"`
 	InTheWayBytes uint64     `json:"l1_buffers_bytes,omitempty"`
+
+	// AllocFailed is the record of an alloc_failed notice (its line is
+	// this record alone); Chip is -1 when the allocator is no chip's.
+	AllocFailed *AllocFailure `json:"-"`
+}
+
+// MarshalJSON writes the notice's NDJSON line: an alloc_failed is its
+// record, the others the fields above.
+func (n *Notice) MarshalJSON() ([]byte, error) {
+	if n.Type == NoticeAllocFailed && n.AllocFailed != nil {
+		return json.Marshal(n.AllocFailed)
+	}
+	type plain Notice
+	return json.Marshal((*plain)(n))
 }
 
 // L1Buffer names a live L1 buffer by what the ledger knows of it.
@@ -270,9 +290,11 @@ func (l *Ledger) L1Headroom(pid uint32) []Headroom {
 func (l *Ledger) Flush() {
 	for _, p := range l.retired {
 		p.flushChecks()
+		p.flushRequests()
 	}
 	for _, p := range l.procs {
 		p.flushChecks()
+		p.flushRequests()
 	}
 }
 
@@ -286,6 +308,7 @@ func (l *Ledger) LastTs() uint64 { return l.lastTs }
 // being tracked can be pending in the ring.
 func (l *Ledger) FlushBefore(tsNs uint64) {
 	for _, p := range l.procs {
+		p.failRequestsBefore(tsNs)
 		if p.nchecks == 0 {
 			continue
 		}

@@ -103,6 +103,8 @@ type Ledger struct {
 	observe Observer
 	hooks   hooks
 	sites   bool // TrackSites
+	// allocObserve hears of allocator state changes (allocator.go).
+	allocObserve AllocObserver
 }
 
 // NewLedger returns an empty ledger.
@@ -196,6 +198,7 @@ func (l *Ledger) proc(pid uint32) *proc {
 		p = newProc(pid)
 		p.observed = l.observe != nil
 		p.sitesOn = l.sites
+		p.allocObserved = l.allocObserve != nil
 		p.hooks = &l.hooks
 		l.procs[pid] = p
 	}
@@ -227,5 +230,8 @@ func (l *Ledger) Apply(e *events.Event) {
 	}
 	if len(p.dirty) > 0 {
 		p.notify(l.observe, e.TsNs)
+	}
+	if len(p.adirty) > 0 {
+		p.allocNotify(l.allocObserve, e.TsNs)
 	}
 }

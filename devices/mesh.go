@@ -39,10 +39,11 @@ func (m *meshState) has(chip int32) bool {
 }
 
 // joinMesh adds chip to m's chip set and charges it with all m holds.
-func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
+func (p *proc) joinMesh(m *meshState, idx uint32, chip int32, e *events.Event) {
 	if m.has(chip) {
 		return
 	}
+	ts := e.TsNs
 	m.chips = append(m.chips, chip)
 	p.stats.MeshChipsLearned++
 	c := p.chip(chip)
@@ -56,6 +57,7 @@ func (p *proc) joinMesh(m *meshState, chip int32, ts uint64) {
 			p.add(c, i, v, ts)
 		}
 	}
+	p.joinAlloc(m, idx, c, e)
 }
 
 // leaveMesh removes chip from m's chip set and uncharges what m holds there.
@@ -100,6 +102,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 		}
 	}
 	p.releaseCBGroups(cbMatch{chip: id}, e)
+	p.closeAlloc(c)
 	p.l1TouchChip(c)
 	if c.cur != (Totals{}) {
 		p.anomaly(anAccounting, e, "chip %d not empty after its close: %v", id, c.cur)

@@ -3,6 +3,8 @@ package devices
 import (
 	"fmt"
 
+	"github.com/tttrace/tttrace/alloc"
+
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -57,6 +59,14 @@ type proc struct {
 	l1dirty []*chipState // chips whose L1 or CB side the event changed
 	nchecks int          // threads with a clash check waiting
 	clashes []Notice     // the first l1_clash notices
+
+	// The allocator's view (allocator.go).
+	managers      map[uint64]mgrRef        // BankManager* -> its chip and type
+	unsized       map[uint32]alloc.Request // slot -> the request of a mesh buffer not sized yet
+	nreqs         int                      // threads with a request waiting for its alloc
+	failures      []AllocFailure           // the first alloc_failed records
+	allocObserved bool                     // the ledger has an AllocObserver
+	adirty        []allocDirty             // chips and types the event being applied changed
 }
 
 // chipState holds one chip's current totals and their peaks.
@@ -73,6 +83,7 @@ type chipState struct {
 	hr    headroomState
 
 	sites *chipSites // per-site accounting, when on
+	alloc *chipAlloc // its allocator's bank managers; nil: none seen made
 }
 
 // add adds v to counter i of c.
@@ -131,6 +142,9 @@ type thread struct {
 	checkTid     uint32
 	checkSeq     uint64 // of the group's last CB
 	checkTs      uint64
+
+	// req: a BankManager::allocate_buffer call waiting for its alloc.
+	req *allocReq
 }
 
 func newProc(pid uint32) *proc {
@@ -191,6 +205,18 @@ func (p *proc) apply(e *events.Event) {
 		case e.Kind != events.KindCBAlloc:
 			if t := p.threads[e.Tid]; t != nil && t.checkPending {
 				p.runCheck(t)
+			}
+		}
+	}
+	if p.nreqs > 0 {
+		// A request's alloc is the thread's next event; anything else
+		// means it threw (allocator.go).
+		switch {
+		case e.Kind == events.KindExit:
+			p.flushRequests()
+		case e.Kind != events.KindAlloc:
+			if t := p.threads[e.Tid]; t != nil && t.req != nil {
+				p.failRequest(t)
 			}
 		}
 	}
@@ -255,6 +281,10 @@ func (p *proc) apply(e *events.Event) {
 		p.closeChip(e.Chip, e)
 	case events.KindMeshClose:
 		p.meshClose(e)
+	case events.KindAllocCapacity:
+		p.capacity(e)
+	case events.KindAllocRequest:
+		p.request(e)
 	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:
@@ -265,6 +295,20 @@ func (p *proc) apply(e *events.Event) {
 // alloc handles GraphTracker::track_allocate: the address is final.
 func (p *proc) alloc(e *events.Event) {
 	p.stats.Allocs++
+	var req *allocReq // the thread's allocate_buffer call that made it
+	if p.nreqs > 0 {
+		if t := p.threads[e.Tid]; t != nil && t.req != nil {
+			req = p.takeRequest(t)
+		}
+	}
+	placed := false
+	if req != nil {
+		defer func() {
+			if !placed {
+				p.unplaced(req, e)
+			}
+		}()
+	}
 	if e.Stack == events.StackLost {
 		p.lostStacks++
 	}
@@ -336,6 +380,8 @@ func (p *proc) alloc(e *events.Event) {
 		btype: uint8(e.BufferType),
 		live:  true,
 	}
+	p.allocPlace(idx, e, req)
+	placed = true
 	t := int(e.BufferType)
 	sk := siteKey{e.Site, uint8(t)}
 	if meshIndex == 0 {
@@ -427,6 +473,7 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		p.stats.ReleasedByMark++
 	}
 	p.held -= b.size
+	p.allocRelease(idx, b)
 	p.bufs.remove(idx, state)
 }
 
@@ -443,7 +490,7 @@ func (p *proc) view(e *events.Event) {
 		return
 	}
 	if m := p.meshes[t.pendingMesh]; m != nil {
-		p.joinMesh(m, e.Chip, e.TsNs)
+		p.joinMesh(m, t.pendingMesh, e.Chip, e)
 	}
 }
 

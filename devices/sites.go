@@ -48,8 +48,8 @@ type LeakSite struct {
 }
 
 // AddSites describes with describe (which returns false for a site it
-// does not know) the sites of ps's leaks and of the L1 buffers its
-// l1_clashes name, and sums the leaks per site in LeakSites, most bytes
+// does not know) the sites of ps's leaks, of the L1 buffers its
+// l1_clashes name and of its alloc_failures (the request, the holders), and sums the leaks per site in LeakSites, most bytes
 // first (then by site).
 func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 	by := map[uint32]*LeakSite{}
@@ -91,6 +91,17 @@ func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
 		name(&c.Lowest)
 		for j := range c.InTheWay {
 			name(&c.InTheWay[j])
+		}
+	}
+	nameID := func(id uint32) { name(&L1Buffer{Site: id}) }
+	for i := range ps.AllocFailures {
+		f := &ps.AllocFailures[i]
+		nameID(f.Site)
+		for _, h := range f.Holders {
+			nameID(h.Site)
+		}
+		for _, h := range f.HolderSites {
+			nameID(h.Site)
 		}
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })

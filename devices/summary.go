@@ -58,6 +58,9 @@ type ProcessSummary struct {
 
 	// L1Clashes: the first 100 l1_clash records, in stream order.
 	L1Clashes []Notice `json:"l1_clashes"`
+	// AllocFailures: the first 100 alloc_failed records, in stream order
+	// (stats.alloc_failures counts them all).
+	AllocFailures []AllocFailure `json:"alloc_failures"`
 
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
@@ -87,6 +90,11 @@ type DeviceSummary struct {
 	// null while the chip lacks either. MinL1Headroom: its lowest value.
 	L1Headroom    *int64       `json:"l1_headroom"`
 	MinL1Headroom *MinHeadroom `json:"min_l1_headroom"`
+	// Allocator: the chip's allocator as TT-Metal's get_statistics sees
+	// it, per buffer type; null with AllocatorWhy when tttrace did not see
+	// it made.
+	Allocator    *Allocator `json:"allocator"`
+	AllocatorWhy string     `json:"allocator_why,omitempty"`
 }
 
 // Peak is a high-water mark and the time (CLOCK_MONOTONIC ns) it was first reached.
@@ -174,6 +182,11 @@ type Stats struct {
 	// headroom under --l1-warn.
 	L1Clashes          uint64 `json:"l1_clashes"`
 	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
+	// The allocator's records: bank managers made, allocate_buffer calls,
+	// and those that failed (alloc_failed).
+	AllocCapacities uint64 `json:"alloc_capacities"`
+	AllocRequests   uint64 `json:"alloc_requests"`
+	AllocFailures   uint64 `json:"alloc_failures"`
 }
 
 // leakList is a process's leak lists left in the ledger: one slot number
@@ -406,6 +419,7 @@ func (p *proc) devices() []DeviceSummary {
 		if c.hr.minHas {
 			d.MinL1Headroom = &MinHeadroom{Value: c.hr.min, TsNs: c.hr.minTs, LowestL1Address: c.hr.minLow, CBRegionEnd: c.hr.minEnd}
 		}
+		d.Allocator, d.AllocatorWhy = p.allocatorView(c)
 	}
 	return out
 }
@@ -432,6 +446,7 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 		DoubleFrees:      p.doubleFrees,
 		Stats:            p.stats,
 		L1Clashes:        append([]Notice{}, p.clashes...),
+		AllocFailures:    p.sortedFailures(),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),

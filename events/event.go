@@ -126,4 +126,7 @@ type Event struct {
 	// -1 / 0 when tttrace could not learn it.
 	ExitCode   int
 	ExitSignal int
+
+	// The allocator records' own fields (allocator.go).
+	AllocatorFields
 }

@@ -56,6 +56,8 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendDevice(buf, e)
 	case KindCBTeardown, KindProgramDestroy:
 		buf = appendHex(buf, `,"program":"0x`, e.Object)
+	case KindAllocCapacity, KindAllocRequest:
+		buf = appendAllocator(buf, e)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
 		buf = appendUint(buf, uint64(e.ParentPid))

@@ -126,7 +126,7 @@ func FuzzEvents(data []byte) []events.Event {
 		events.KindAlloc, events.KindAlloc, events.KindAlloc, events.KindFree, events.KindFree, events.KindView,
 		events.KindView, events.KindCBAlloc, events.KindCBFree, events.KindCBLayout, events.KindCBTeardown,
 		events.KindProgramDestroy, events.KindDeviceClose, events.KindMeshClose, events.KindMarkDeallocated,
-		events.KindLost, events.KindExit,
+		events.KindLost, events.KindExit, events.KindAllocCapacity, events.KindAllocRequest, events.KindAllocRequest,
 	}
 	chips := []int32{0, 1, 7, 64, 100, -1, -5, 1 << 30, math.MaxInt32, math.MinInt32, 2, 3}
 	meshes := []uint64{MeshA, MeshB, 0, ChipPtr(0)}
@@ -178,6 +178,23 @@ func FuzzEvents(data []byte) []events.Event {
 			e.LostBefore = uint64(f >> 6)
 		}
 		e.ExitCode, e.ExitSignal = int(b[5]), int(b[6]%32)
+		if e.Kind == events.KindAllocCapacity || e.Kind == events.KindAllocRequest {
+			// Bank managers: a few per chip, small banks so that requests
+			// fail in every way.
+			e.Object = 0xd0 + uint64(b[2]%6)
+			e.Banks = uint32(b[7] % 70)
+			e.BankSize = uint64(b[5]) << (b[6] % 24)
+			e.Alignment = uint64(1) << (f % 8)
+			e.Base = uint64(b[7]%4) * 0x1000
+			e.PageSize = uint64(1) << (b[7] % 16)
+			e.BottomUp = f&2 != 0
+			if f&0x18 == 0x18 {
+				e.Shards = uint32(b[8] % 9)
+			}
+			if f&0x60 == 0x60 {
+				e.AllocatorID = 1
+			}
+		}
 		if f&0x80 == 0 || seq == 0 { // else a duplicate seq
 			seq++
 		}

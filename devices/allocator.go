@@ -1,0 +1,864 @@
+package devices
+
+// The allocator's view (issue 22): beside the size_ totals, per chip and
+// buffer type the state of TT-Metal's bank manager (package alloc), fed by
+// the allocator records: alloc_capacity (a BankManager made: which chip and
+// type, its banks, bank size, alignment, base) and alloc_request (a
+// BankManager::allocate_buffer call). A request is matched with the same
+// thread's next alloc (track_allocate runs only after a success); anything
+// else that thread does first, its process's end, Flush or FlushBefore
+// makes it a failed allocation (TT-Metal threw "Out of Memory"), reported
+// with the allocator's state at the request, its cause, its site and what
+// fills the chip and type then.
+//
+// A chip's allocator is known only from its making: a chip whose bank
+// managers were made before tttrace attached has no allocator view (and
+// says why), and a type whose state stops being exact (an allocation the
+// model cannot place, one without its request) says so instead of giving
+// numbers. Per-core ("HYBRID") L1 allocations (allocator_id != 0) are
+// counted as not accounted per bank, never put in the lockstep list.
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tttrace/tttrace/alloc"
+	"github.com/tttrace/tttrace/events"
+)
+
+// allocTypes are the buffer types with a bank manager, in report order.
+var allocTypes = [...]events.BufferType{events.DRAM, events.L1, events.L1Small, events.Trace}
+
+// allocKeys are their keys in the summary's "allocator" object.
+var allocKeys = [events.NumBufferTypes]string{events.DRAM: "dram", events.L1: "l1", events.L1Small: "l1_small", events.Trace: "trace"}
+
+// maxFailures caps the alloc_failed records kept per process (all are
+// counted and sent to the notify function).
+const maxFailures = 100
+
+// maxHolders caps the buffers and sites an alloc_failed names.
+const (
+	maxHolders     = 10
+	maxHolderSites = 5
+)
+
+// typeAlloc is one bank manager of one chip.
+type typeAlloc struct {
+	ptr uint64       // BankManager*
+	cfg alloc.Config // BlockAlign 0 until the chip's DRAM manager gives it
+	m   *alloc.Manager
+	// why is set when the state is no longer exact: the numbers are then
+	// not reported.
+	why string
+	// Per-core (HYBRID) allocations, not accounted per bank.
+	perCore, perCoreBytes uint64
+	failures              uint64
+	dirty                 bool // in proc.adirty
+}
+
+// exact reports whether the model holds the allocator's state.
+func (ta *typeAlloc) exact() bool { return ta != nil && ta.m != nil && ta.why == "" }
+
+// lose marks the state inexact, keeping the first reason.
+func (ta *typeAlloc) lose(why string) {
+	if ta.why == "" {
+		ta.why = why
+	}
+}
+
+// chipAlloc is one chip's allocator: its bank managers by buffer type.
+type chipAlloc struct {
+	types [events.NumBufferTypes]*typeAlloc
+	// blockAlign: the free lists' alignment, the DRAM manager's alignment
+	// (upstream gives every free list the HAL's DRAM alignment).
+	blockAlign uint64
+}
+
+// mgrRef is what a BankManager* stands for.
+type mgrRef struct {
+	chip int32 // -1: not tied to a chip
+	typ  events.BufferType
+	cfg  alloc.Config // BlockAlign unset
+}
+
+// allocReq is a thread's allocate_buffer call waiting for its alloc.
+type allocReq struct {
+	e    events.Event // the request
+	need alloc.Need
+	// The state at the request, for the failure: valid when exact.
+	exact bool
+	st    alloc.Statistics
+	cause alloc.Cause
+	bank  uint64
+	chip  int32
+	typ   events.BufferType
+	why   string
+}
+
+// AllocObserver is told of every change of a chip's allocator state for a
+// type: after each applied event, once per chip and type it changed. st is
+// nil when the state is not exact. Valid only during the call.
+type AllocObserver func(pid uint32, chip int32, tsNs uint64, typ events.BufferType, st *alloc.Statistics)
+
+// SetAllocObserver installs o (nil: none).
+func (l *Ledger) SetAllocObserver(o AllocObserver) {
+	l.allocObserve = o
+	for _, p := range l.procs {
+		p.allocObserved = o != nil
+	}
+}
+
+// chipAlloc returns chip c's allocator, creating it.
+func (c *chipState) allocator() *chipAlloc {
+	if c.alloc == nil {
+		c.alloc = &chipAlloc{}
+	}
+	return c.alloc
+}
+
+// capacity handles alloc_capacity: a bank manager is being made.
+func (p *proc) capacity(e *events.Event) {
+	p.stats.AllocCapacities++
+	cfg := alloc.Config{Banks: e.Banks, BankSize: e.BankSize, Offset: e.Base, Alignment: e.Alignment, AddressLimit: e.Limit}
+	ref := mgrRef{chip: -1, typ: e.BufferType, cfg: cfg}
+	if !allocatable(e.BufferType) {
+		p.anomaly(anAllocatorRecord, e, "bank manager %#x of buffer type %d", e.Object, int32(e.BufferType))
+		return
+	}
+	if e.DeviceKind == events.DeviceChip {
+		ref.chip = e.Chip
+	}
+	if p.managers == nil {
+		p.managers = make(map[uint64]mgrRef)
+	}
+	p.managers[e.Object] = ref
+	if ref.chip < 0 {
+		return // a manager of no known chip: its requests stay unplaced
+	}
+	c := p.chip(ref.chip)
+	ca := c.allocator()
+	if e.BufferType == events.DRAM {
+		// A new DRAM manager: the chip's allocator is being made again.
+		for _, t := range allocTypes {
+			if old := ca.types[t]; old != nil {
+				p.allocTouch(c, t)
+				ca.types[t] = nil
+			}
+		}
+		ca.blockAlign = e.Alignment
+	}
+	ta := &typeAlloc{ptr: e.Object, cfg: cfg}
+	if old := ca.types[e.BufferType]; old != nil {
+		ta.failures = old.failures
+	}
+	ca.types[e.BufferType] = ta
+	p.allocTouch(c, e.BufferType)
+	p.buildManagers(c)
+	if c.cur[e.BufferType] != 0 {
+		// Made again while buffers of the old one are counted (their
+		// chip's close was not seen): the new one's state is unknown.
+		ta.lose(fmt.Sprintf("bank manager %#x was made while %d bytes of %s buffers were live on the chip", e.Object, c.cur[e.BufferType], e.BufferType))
+	}
+}
+
+func allocatable(t events.BufferType) bool {
+	return t.Valid() && t != events.SystemMemory
+}
+
+// buildManagers makes the models of chip c's managers once the free lists'
+// alignment is known.
+func (p *proc) buildManagers(c *chipState) {
+	ca := c.alloc
+	if ca.blockAlign == 0 {
+		return
+	}
+	for _, t := range allocTypes {
+		ta := ca.types[t]
+		if ta == nil || ta.m != nil || ta.why != "" {
+			continue
+		}
+		ta.cfg.BlockAlign = ca.blockAlign
+		m, err := alloc.New(ta.cfg)
+		if err != nil {
+			ta.lose(fmt.Sprintf("bank manager %#x: %v", ta.ptr, err))
+			continue
+		}
+		ta.m = m
+	}
+}
+
+// request handles alloc_request: it waits on its thread for the alloc.
+func (p *proc) request(e *events.Event) {
+	p.stats.AllocRequests++
+	t := p.thread(e.Tid)
+	if t.req != nil {
+		p.failRequest(t) // the thread's previous request threw
+	}
+	r := &allocReq{e: *e, chip: -1}
+	ref, ok := p.managers[e.Object]
+	switch {
+	case !ok:
+		r.why = fmt.Sprintf("tttrace did not see bank manager %#x made", e.Object)
+	case e.AllocatorID != 0:
+		r.why = "a per-core allocation (not lockstep over the banks)"
+		r.chip, r.typ = ref.chip, ref.typ
+	case ref.chip < 0:
+		r.why = fmt.Sprintf("bank manager %#x belongs to no known chip", e.Object)
+		r.typ = ref.typ
+	default:
+		r.chip, r.typ = ref.chip, ref.typ
+		ta := p.typeAlloc(ref.chip, ref.typ)
+		switch {
+		case ta == nil || ta.ptr != e.Object:
+			r.why = fmt.Sprintf("bank manager %#x is no longer chip %d's", e.Object, ref.chip)
+		case !ta.exact():
+			r.why = ta.why
+			if ta.m == nil && ta.why == "" {
+				r.why = "the chip's DRAM bank manager was not seen made (no free-list alignment)"
+			}
+		default:
+			r.need = ta.m.Need(alloc.Request{Size: e.Size, PageSize: e.PageSize, Shards: e.Shards, BottomUp: e.BottomUp})
+			r.exact, r.st, r.bank = true, ta.m.Stats(), ta.cfg.BankSize
+			r.cause = ta.m.Classify(r.need.Span)
+		}
+	}
+	if r.need.Banks == 0 && ok {
+		// The request's own numbers, from the manager's making.
+		banks := ref.cfg.Banks
+		if e.Shards != 0 {
+			banks = e.Shards
+		}
+		r.need = alloc.Need{Banks: banks, SizePerBank: alloc.SizePerBank(e.Size, e.PageSize, banks, ref.cfg.Alignment)}
+		r.bank = ref.cfg.BankSize
+	}
+	t.req = r
+	p.nreqs++
+}
+
+// typeAlloc returns chip's manager of type t, or nil.
+func (p *proc) typeAlloc(chip int32, t events.BufferType) *typeAlloc {
+	c := p.chips[chip]
+	if c == nil || c.alloc == nil || !allocatable(t) {
+		return nil
+	}
+	return c.alloc.types[t]
+}
+
+// takeRequest ends thread t's wait and returns its request.
+func (p *proc) takeRequest(t *thread) *allocReq {
+	r := t.req
+	t.req = nil
+	p.nreqs--
+	return r
+}
+
+// failRequest: thread t's request was never followed by its alloc.
+func (p *proc) failRequest(t *thread) {
+	r := p.takeRequest(t)
+	p.stats.AllocFailures++
+	f := AllocFailure{
+		Type: "alloc_failed", Pid: p.pid, Tid: r.e.Tid, Seq: r.e.Seq, TsNs: r.e.TsNs,
+		Manager: hex(r.e.Object), BufferType: r.typ.String(),
+		Size: r.e.Size, PageSize: r.e.PageSize, BottomUp: r.e.BottomUp, NumShards: r.e.Shards,
+		Banks: r.need.Banks, SizePerBank: r.need.SizePerBank, BankSize: r.bank,
+		Site: r.e.Site, Holders: []Holder{}, HolderSites: []HolderSite{},
+		DeviceKind: events.DeviceNone.String(),
+	}
+	if r.chip >= 0 {
+		f.DeviceKind = events.DeviceChip.String()
+		chip := r.chip
+		f.Device = &chip
+		if ta := p.typeAlloc(r.chip, r.typ); ta != nil {
+			ta.failures++
+		}
+	}
+	if r.exact {
+		span := r.need.Span
+		f.Span = &span
+		alloc, free, big := r.st.TotalAllocated, r.st.TotalFree, r.st.LargestFreeBlock
+		f.TotalAllocated, f.TotalFree, f.LargestFree = &alloc, &free, &big
+		if span <= big && span <= r.bank {
+			// The model has a block for it: not an Out of Memory it can
+			// explain.
+			f.Why = "the allocator had a free block large enough: the call failed for another reason, or its alloc record was lost"
+		} else {
+			f.Cause = r.cause.String()
+		}
+	} else {
+		f.Why = r.why
+	}
+	if p.hooks.notify == nil && len(p.failures) >= maxFailures {
+		return
+	}
+	if r.chip >= 0 {
+		p.holders(&f, r.chip, r.typ)
+	}
+	if len(p.failures) < maxFailures {
+		p.failures = append(p.failures, f)
+	}
+	if p.hooks.notify != nil {
+		n := Notice{Type: NoticeAllocFailed, Seq: f.Seq, TsNs: f.TsNs, Pid: f.Pid, Tid: f.Tid, Chip: r.chip, AllocFailed: &f}
+		p.hooks.notify(&n)
+	}
+}
+
+// flushRequests fails every waiting request (the process ended, or tracing).
+func (p *proc) flushRequests() {
+	if p.nreqs == 0 {
+		return
+	}
+	tids := make([]uint32, 0, p.nreqs)
+	for tid, t := range p.threads {
+		if t.req != nil {
+			tids = append(tids, tid)
+		}
+	}
+	// In stream order, for a deterministic ledger.
+	sort.Slice(tids, func(i, j int) bool { return p.threads[tids[i]].req.e.Seq < p.threads[tids[j]].req.e.Seq })
+	for _, tid := range tids {
+		p.failRequest(p.threads[tid])
+	}
+}
+
+// failRequestsBefore fails the requests made before tsNs that still wait:
+// an alloc follows its request at once, so a request quiet that long threw
+// (the thread went on without another TT-Metal call).
+func (p *proc) failRequestsBefore(tsNs uint64) {
+	if p.nreqs == 0 {
+		return
+	}
+	var tids []uint32
+	for tid, t := range p.threads {
+		if t.req != nil && t.req.e.TsNs < tsNs {
+			tids = append(tids, tid)
+		}
+	}
+	sort.Slice(tids, func(i, j int) bool { return p.threads[tids[i]].req.e.Seq < p.threads[tids[j]].req.e.Seq })
+	for _, tid := range tids {
+		p.failRequest(p.threads[tid])
+	}
+}
+
+// unplaced: the alloc that ended request r was not counted (unreadable,
+// implausible): the allocator holds a span the model does not.
+func (p *proc) unplaced(r *allocReq, e *events.Event) {
+	if r.chip < 0 || r.e.AllocatorID != 0 {
+		return
+	}
+	if ta := p.typeAlloc(r.chip, r.typ); ta.exact() {
+		ta.lose(fmt.Sprintf("the allocation of seq %d (buffer %#x) could not be accounted", e.Seq, e.Object))
+		p.allocTouch(p.chip(r.chip), r.typ)
+	}
+}
+
+// holders fills what occupies chip's type-t memory: the largest live
+// buffers there (by span, then size) and the sites holding the most.
+func (p *proc) holders(f *AllocFailure, chip int32, t events.BufferType) {
+	type hold struct {
+		idx  uint32
+		span uint64
+	}
+	var all []hold
+	sites := map[uint32]*HolderSite{}
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live || events.BufferType(b.btype) != t || !p.chargedOn(b, chip) {
+			continue
+		}
+		all = append(all, hold{uint32(i), b.span})
+		if b.site != 0 {
+			hs := sites[b.site]
+			if hs == nil {
+				hs = &HolderSite{Site: b.site}
+				sites[b.site] = hs
+			}
+			hs.Buffers++
+			hs.Bytes += b.size
+			hs.SpanBytes += b.span
+		}
+	}
+	f.HoldersCount = len(all)
+	for _, h := range all {
+		f.HoldersBytes += p.bufs.slots.at(h.idx).size
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := p.bufs.slots.at(all[i].idx), p.bufs.slots.at(all[j].idx)
+		switch {
+		case a.span != b.span:
+			return a.span > b.span
+		case a.size != b.size:
+			return a.size > b.size
+		}
+		return a.seq < b.seq
+	})
+	for i, h := range all {
+		if i == maxHolders {
+			break
+		}
+		b := p.bufs.slots.at(h.idx)
+		hd := Holder{Buffer: hex(b.key), Address: b.addr, Size: b.size, Tid: b.tid, Seq: b.seq, TsNs: b.ts, Site: b.site}
+		if b.span != 0 {
+			s := b.span
+			hd.Span = &s
+		}
+		if b.mesh != 0 {
+			if m := p.meshes[b.mesh]; m != nil {
+				hd.Mesh, hd.MeshDevice = true, hex(m.ptr)
+			}
+		}
+		f.Holders = append(f.Holders, hd)
+	}
+	for _, hs := range sites {
+		f.HolderSites = append(f.HolderSites, *hs)
+	}
+	sort.Slice(f.HolderSites, func(i, j int) bool {
+		a, b := f.HolderSites[i], f.HolderSites[j]
+		switch {
+		case a.SpanBytes != b.SpanBytes:
+			return a.SpanBytes > b.SpanBytes
+		case a.Bytes != b.Bytes:
+			return a.Bytes > b.Bytes
+		}
+		return a.Site < b.Site
+	})
+	if len(f.HolderSites) > maxHolderSites {
+		f.HolderSites = f.HolderSites[:maxHolderSites]
+	}
+}
+
+// chargedOn reports whether live buffer b counts on chip.
+func (p *proc) chargedOn(b *bufEntry, chip int32) bool {
+	if b.mesh == 0 {
+		return b.chip == chip
+	}
+	m := p.meshes[b.mesh]
+	return m != nil && m.has(chip)
+}
+
+// allocPlace accounts the new live buffer in slot idx (alloc): its span
+// from the thread's request, placed at its address in its chip's list (in
+// every chip's of its mesh).
+func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
+	b := p.bufs.slots.at(idx)
+	t := events.BufferType(b.btype)
+	if !allocatable(t) {
+		return
+	}
+	if r != nil && r.e.AllocatorID != 0 {
+		b.perCore = true
+		p.forChips(b, func(c *chipState) {
+			if ta := c.alloc.typeOf(t); ta != nil {
+				ta.perCore++
+				ta.perCoreBytes += b.size
+				p.allocTouch(c, t)
+			}
+		})
+		return
+	}
+	if r != nil {
+		if ref, ok := p.managers[r.e.Object]; ok && ref.typ != t {
+			r = nil // a request of another type: not this buffer's
+		}
+	}
+	var span uint64
+	if r != nil {
+		if r.exact {
+			span = r.need.Span
+		} else if ta := p.spanSource(b, t); ta != nil {
+			span = ta.m.Need(alloc.Request{Size: r.e.Size, PageSize: r.e.PageSize, Shards: r.e.Shards}).Span
+		} else if b.mesh != 0 {
+			// A mesh buffer whose chips are not known yet: sized by the
+			// first chip that joins (joinAlloc).
+			if p.unsized == nil {
+				p.unsized = make(map[uint32]alloc.Request)
+			}
+			p.unsized[idx] = alloc.Request{Size: r.e.Size, PageSize: r.e.PageSize, Shards: r.e.Shards}
+		}
+	}
+	b.span = span
+	p.forChips(b, func(c *chipState) { p.placeOn(c, b, e) })
+}
+
+// spanSource is a chip manager of b's type whose model can size a request
+// (for a mesh buffer, whose request names the mesh's own manager).
+func (p *proc) spanSource(b *bufEntry, t events.BufferType) *typeAlloc {
+	var out *typeAlloc
+	p.forChips(b, func(c *chipState) {
+		if ta := c.alloc.typeOf(t); out == nil && ta.exact() {
+			out = ta
+		}
+	})
+	return out
+}
+
+// placeOn puts live buffer b's span into chip c's list of its type.
+func (p *proc) placeOn(c *chipState, b *bufEntry, e *events.Event) {
+	t := events.BufferType(b.btype)
+	ta := c.alloc.typeOf(t)
+	if ta == nil || !ta.exact() || b.perCore {
+		return
+	}
+	p.allocTouch(c, t)
+	if b.span == 0 {
+		ta.lose(fmt.Sprintf("buffer %#x (seq %d) was allocated without a BankManager::allocate_buffer record", b.key, b.seq))
+		return
+	}
+	if err := ta.m.Place(b.addr, b.span); err != nil {
+		ta.lose(fmt.Sprintf("buffer %#x (seq %d): %d bytes per bank at %#x %v", b.key, b.seq, b.span, b.addr, err))
+		p.anomaly(anAllocatorState, e, "chip %d %s: buffer %#x: %d bytes per bank at %#x %v", c.id, t, b.key, b.span, b.addr, err)
+	}
+}
+
+// allocRelease frees live buffer b's span from its chips' lists.
+func (p *proc) allocRelease(idx uint32, b *bufEntry) {
+	t := events.BufferType(b.btype)
+	if !allocatable(t) {
+		return
+	}
+	if len(p.unsized) != 0 {
+		delete(p.unsized, idx)
+	}
+	p.forChips(b, func(c *chipState) {
+		ta := c.alloc.typeOf(t)
+		if ta == nil {
+			return
+		}
+		p.allocTouch(c, t)
+		if b.perCore {
+			ta.perCore--
+			ta.perCoreBytes -= b.size
+			return
+		}
+		if ta.exact() && b.span != 0 {
+			if _, ok := ta.m.Free(b.addr); !ok {
+				ta.lose(fmt.Sprintf("buffer %#x (seq %d): nothing allocated at %#x to free", b.key, b.seq, b.addr))
+			}
+		}
+	})
+}
+
+// forChips calls f for each chip live buffer b is charged on.
+func (p *proc) forChips(b *bufEntry, f func(c *chipState)) {
+	if b.mesh == 0 {
+		f(p.chip(b.chip))
+		return
+	}
+	if m := p.meshes[b.mesh]; m != nil {
+		for _, id := range m.chips {
+			f(p.chip(id))
+		}
+	}
+}
+
+// typeOf is c's manager of type t, or nil.
+func (ca *chipAlloc) typeOf(t events.BufferType) *typeAlloc {
+	if ca == nil || !allocatable(t) {
+		return nil
+	}
+	return ca.types[t]
+}
+
+// joinAlloc places the live buffers of mesh m on chip c, which joined it.
+func (p *proc) joinAlloc(m *meshState, midx uint32, c *chipState, e *events.Event) {
+	if c.alloc == nil || m.tot[cLive] == 0 {
+		return
+	}
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live || b.mesh != midx || !allocatable(events.BufferType(b.btype)) {
+			continue
+		}
+		if b.perCore {
+			if ta := c.alloc.typeOf(events.BufferType(b.btype)); ta != nil {
+				ta.perCore++
+				ta.perCoreBytes += b.size
+			}
+			continue
+		}
+		if req, ok := p.unsized[uint32(i)]; ok {
+			if ta := c.alloc.typeOf(events.BufferType(b.btype)); ta.exact() {
+				b.span = ta.m.Need(req).Span
+				delete(p.unsized, uint32(i))
+			}
+		}
+		p.placeOn(c, b, e)
+	}
+}
+
+// closeAlloc clears chip c's lists (Device::close).
+func (p *proc) closeAlloc(c *chipState) {
+	if c.alloc == nil {
+		return
+	}
+	for _, t := range allocTypes {
+		if ta := c.alloc.types[t]; ta != nil {
+			if ta.m != nil {
+				ta.m.Clear()
+			}
+			ta.perCore, ta.perCoreBytes = 0, 0
+			p.allocTouch(c, t)
+		}
+	}
+}
+
+// allocTouch notes that chip c's type-t state changed, for the observer.
+func (p *proc) allocTouch(c *chipState, t events.BufferType) {
+	if !p.allocObserved || c.alloc == nil {
+		return
+	}
+	if ta := c.alloc.types[t]; ta != nil && !ta.dirty {
+		ta.dirty = true
+		p.adirty = append(p.adirty, allocDirty{c, t})
+	}
+}
+
+type allocDirty struct {
+	c *chipState
+	t events.BufferType
+}
+
+// allocNotify tells o of every chip and type the last event changed.
+func (p *proc) allocNotify(o AllocObserver, ts uint64) {
+	for _, d := range p.adirty {
+		ta := d.c.alloc.types[d.t]
+		if ta == nil {
+			continue
+		}
+		ta.dirty = false
+		if ta.exact() {
+			st := ta.m.Stats()
+			o(p.pid, d.c.id, ts, d.t, &st)
+		} else {
+			o(p.pid, d.c.id, ts, d.t, nil)
+		}
+	}
+	p.adirty = p.adirty[:0]
+}
+
+// AllocFailure is an alloc_failed record: a BankManager::allocate_buffer
+// call that threw. It marshals with encoding/json to its NDJSON line
+// (docs/ndjson.md); field names are a public interface.
+type AllocFailure struct {
+	Type string `json:"type"` // "alloc_failed"
+	Pid  uint32 `json:"pid"`
+	Tid  uint32 `json:"tid"`
+	Seq  uint64 `json:"seq"` // of the request
+	TsNs uint64 `json:"ts_ns"`
+	// DeviceKind is "chip" (Device: the chip whose allocator refused) or
+	// "none" (its bank manager is tied to no known chip).
+	DeviceKind string `json:"device_kind"`
+	Device     *int32 `json:"device,omitempty"`
+	Manager    string `json:"manager"` // BankManager*, hex
+	BufferType string `json:"buffer_type"`
+	// The request: the aligned size and page size the allocator got.
+	Size      uint64 `json:"size"`
+	PageSize  uint64 `json:"page_size"`
+	BottomUp  bool   `json:"bottom_up"`
+	NumShards uint32 `json:"num_shards,omitempty"`
+	// Banks the pages spread over, and what each needs (upstream's
+	// size_per_bank); Span: that rounded to the free list's blocks.
+	Banks       uint32  `json:"banks"`
+	SizePerBank uint64  `json:"size_per_bank"`
+	Span        *uint64 `json:"span,omitempty"`
+	BankSize    uint64  `json:"bank_size"`
+	// The allocator's statistics at the request (per bank), what
+	// TT-Metal's message gives; null when not known (Why).
+	TotalAllocated *uint64 `json:"total_allocated_bytes"`
+	TotalFree      *uint64 `json:"total_free_bytes"`
+	LargestFree    *uint64 `json:"largest_free_block_bytes"`
+	// Cause: exhausted, fragmented, larger_than_bank (below_address_limit
+	// never in 2025-2026 builds); "" with Why when the state is unknown.
+	Cause string `json:"cause,omitempty"`
+	Why   string `json:"why,omitempty"`
+	// Site: where the allocation was asked for (the request's stack).
+	Site uint32 `json:"site,omitempty"`
+	// Holders: the largest live buffers of that chip and type (by span per
+	// bank), at most 10; HoldersCount and HoldersBytes count them all.
+	Holders      []Holder     `json:"holders"`
+	HoldersCount int          `json:"holders_count"`
+	HoldersBytes uint64       `json:"holders_bytes"`
+	HolderSites  []HolderSite `json:"holder_sites"`
+}
+
+// Holder is a live buffer that fills the chip and type of a failure.
+type Holder struct {
+	Buffer     string  `json:"buffer"`
+	Address    uint64  `json:"address"`
+	Size       uint64  `json:"size"`
+	Span       *uint64 `json:"span,omitempty"` // per bank; absent when unknown
+	Mesh       bool    `json:"mesh"`
+	MeshDevice string  `json:"mesh_device,omitempty"`
+	Tid        uint32  `json:"tid"`
+	Seq        uint64  `json:"seq"`
+	TsNs       uint64  `json:"ts_ns"`
+	Site       uint32  `json:"site,omitempty"`
+}
+
+// HolderSite sums the holders of one allocation site.
+type HolderSite struct {
+	Site      uint32 `json:"site"`
+	Buffers   uint64 `json:"buffers"`
+	Bytes     uint64 `json:"bytes"`      // their sizes
+	SpanBytes uint64 `json:"span_bytes"` // their spans per bank
+}
+
+// AllocatorType is one bank manager in the summary: the "allocator"
+// object's entries.
+type AllocatorType struct {
+	Banks            uint32  `json:"banks"`
+	BankSize         uint64  `json:"bank_size"`
+	Alignment        uint64  `json:"alignment"`
+	Base             uint64  `json:"base"`
+	TotalAllocatable uint64  `json:"total_allocatable_size_bytes"`
+	TotalAllocated   *uint64 `json:"total_allocated_bytes"`
+	TotalFree        *uint64 `json:"total_free_bytes"`
+	LargestFree      *uint64 `json:"largest_free_block_bytes"`
+	Source           string  `json:"source"` // "probe"
+	// Why the three numbers above are null.
+	Why string `json:"why,omitempty"`
+	// Per-core (HYBRID) L1 buffers live, not accounted per bank.
+	PerCoreBuffers uint64 `json:"per_core_buffers"`
+	PerCoreBytes   uint64 `json:"per_core_bytes"`
+	Failures       uint64 `json:"alloc_failures"`
+}
+
+// Stats returns the statistics when they are known.
+func (a *AllocatorType) Stats() (alloc.Statistics, bool) {
+	if a == nil || a.TotalAllocated == nil {
+		return alloc.Statistics{}, false
+	}
+	return alloc.Statistics{TotalAllocatable: a.TotalAllocatable, TotalAllocated: *a.TotalAllocated,
+		TotalFree: *a.TotalFree, LargestFreeBlock: *a.LargestFree}, true
+}
+
+// Allocator is one chip's allocator view, keyed as the summary's
+// "allocator" object. A type the chip's allocator was not seen making is
+// nil.
+type Allocator struct {
+	DRAM    *AllocatorType `json:"dram"`
+	L1      *AllocatorType `json:"l1"`
+	L1Small *AllocatorType `json:"l1_small"`
+	Trace   *AllocatorType `json:"trace"`
+}
+
+// Type returns the entry of buffer type t (nil: none).
+func (a *Allocator) Type(t events.BufferType) *AllocatorType {
+	if a == nil {
+		return nil
+	}
+	switch t {
+	case events.DRAM:
+		return a.DRAM
+	case events.L1:
+		return a.L1
+	case events.L1Small:
+		return a.L1Small
+	case events.Trace:
+		return a.Trace
+	}
+	return nil
+}
+
+// AllocatorTypes are the buffer types of Allocator's entries, in order.
+func AllocatorTypes() []events.BufferType { return allocTypes[:] }
+
+// AllocatorKey is the summary key of buffer type t ("dram", ...).
+func AllocatorKey(t events.BufferType) string {
+	if t.Valid() {
+		return allocKeys[t]
+	}
+	return ""
+}
+
+// allocatorView describes chip c's allocator, or says why there is none.
+func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
+	if c.alloc == nil || c.alloc.types[events.DRAM] == nil && c.alloc.types[events.L1] == nil &&
+		c.alloc.types[events.L1Small] == nil && c.alloc.types[events.Trace] == nil {
+		if p.info.AttachedMidRun {
+			return nil, "the chip's allocator was made before tttrace attached"
+		}
+		return nil, "tttrace saw no bank manager of this chip made (the library's probes do not cover BankManager, or the chip was opened before tracing)"
+	}
+	var a Allocator
+	for _, t := range allocTypes {
+		ta := c.alloc.types[t]
+		if ta == nil {
+			continue
+		}
+		at := &AllocatorType{Banks: ta.cfg.Banks, BankSize: ta.cfg.BankSize, Alignment: ta.cfg.Alignment, Base: ta.cfg.Offset,
+			TotalAllocatable: ta.cfg.BankSize, Source: "probe", PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
+		switch {
+		case ta.exact():
+			st := ta.m.Stats()
+			at.TotalAllocated, at.TotalFree, at.LargestFree = &st.TotalAllocated, &st.TotalFree, &st.LargestFreeBlock
+		case ta.why != "":
+			at.Why = ta.why
+		default:
+			at.Why = "the chip's DRAM bank manager was not seen made (no free-list alignment)"
+		}
+		switch t {
+		case events.DRAM:
+			a.DRAM = at
+		case events.L1:
+			a.L1 = at
+		case events.L1Small:
+			a.L1Small = at
+		case events.Trace:
+			a.Trace = at
+		}
+	}
+	return &a, ""
+}
+
+// AllocFailures returns the alloc_failed records of pid kept so far (the
+// first 100 made), by seq of their requests.
+func (l *Ledger) AllocFailures(pid uint32) []AllocFailure {
+	p := l.procs[pid]
+	if p == nil {
+		return nil
+	}
+	return p.sortedFailures()
+}
+
+// sortedFailures: a failure is known only once its thread moves on, so
+// records are made out of request order when threads interleave.
+func (p *proc) sortedFailures() []AllocFailure {
+	out := append([]AllocFailure{}, p.failures...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// TotalAllocFailures counts every failed allocation seen, in every process.
+func (l *Ledger) TotalAllocFailures() uint64 {
+	var n uint64
+	for _, p := range l.retired {
+		n += p.stats.AllocFailures
+	}
+	for _, p := range l.procs {
+		n += p.stats.AllocFailures
+	}
+	return n
+}
+
+// ChipAllocator is one chip's allocator view now, for live views.
+type ChipAllocator struct {
+	Device    int32
+	Allocator *Allocator // nil: Why
+	Why       string
+}
+
+// Allocators returns the allocator view of every chip pid touched,
+// sorted by chip id. Nil for an unknown pid.
+func (l *Ledger) Allocators(pid uint32) []ChipAllocator {
+	p := l.procs[pid]
+	if p == nil {
+		return nil
+	}
+	out := make([]ChipAllocator, 0, len(p.chips))
+	for id, c := range p.chips {
+		a, why := p.allocatorView(c)
+		out = append(out, ChipAllocator{Device: id, Allocator: a, Why: why})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
+	return out
+}
