@@ -129,6 +129,25 @@ func (l *Ledger) SetProcessInfo(pid uint32, info ProcessInfo) {
 	l.proc(pid).info = info
 }
 
+// SiteSource describes the allocation sites of one process (one
+// incarnation of its pid): the runtime holds the stacks behind the site ids
+// of its events. A summary of the process describes with it the sites its
+// leaks and l1_clashes name.
+type SiteSource interface {
+	// Site describes site id; false for one it does not know.
+	Site(id uint32) (Site, bool)
+	// Python is the process's CPython interpreter, nil when it has none.
+	Python() *PythonInfo
+}
+
+// SetSites gives pid's current process (the incarnation events for pid go
+// to now) its site source; it stays with that process when a new
+// incarnation takes the pid. It also makes the process appear in the
+// summary, as SetProcessInfo does.
+func (l *Ledger) SetSites(pid uint32, src SiteSource) {
+	l.proc(pid).sites = src
+}
+
 // Processes returns the pids the ledger knows, sorted.
 func (l *Ledger) Processes() []uint32 {
 	pids := make([]uint32, 0, len(l.procs))

@@ -18,8 +18,9 @@ import (
 //     leaving the mesh moves those totals at once;
 //   - a CB group aimed at a chip is charged on that chip.
 type proc struct {
-	pid  uint32
-	info ProcessInfo
+	pid   uint32
+	info  ProcessInfo
+	sites SiteSource // nil: its sites are not described
 
 	exited     bool
 	exitCode   int

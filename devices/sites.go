@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// Site is one distinct allocation stack of a process, innermost frame
-// first. The ledger keeps only its id per buffer; the runtime, which holds
-// the stacks, describes it.
+// Site is an allocation site: one distinct allocation stack of a process
+// (native and Python frames), innermost frame first. The ledger keeps only
+// its id per buffer; the runtime, which holds the stacks, describes it
+// (SiteSource).
 type Site struct {
 	Site   uint32        `json:"site"`
 	Native []NativeFrame `json:"native"`
@@ -47,11 +48,12 @@ type LeakSite struct {
 	Devices []int32 `json:"devices"` // chips they are on, ascending
 }
 
-// AddSites describes with describe (which returns false for a site it
+// addSites describes with describe (which returns false for a site it
 // does not know) the sites of ps's leaks, of the L1 buffers its
-// l1_clashes name and of its alloc_failures (the request, the holders), and sums the leaks per site in LeakSites, most bytes
+// l1_clashes name and of its alloc_failures (the request, the holders),
+// and sums the leaks per site in LeakSites, most bytes
 // first (then by site).
-func (ps *ProcessSummary) AddSites(describe func(site uint32) (Site, bool)) {
+func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 	by := map[uint32]*LeakSite{}
 	var order, named []uint32 // leak sites; sites only clashes name
 	add := func(lk *Leak) {

@@ -43,9 +43,7 @@ func sitesStream(t *testing.T) (*rec, *Summary) {
 		evFree(7, 0x5000, 1),
 		lost,
 	)
-	s := r.summary()
-	p := &s.Processes[0]
-	p.AddSites(func(id uint32) (Site, bool) {
+	r.l.SetSites(1000, siteFunc(func(id uint32) (Site, bool) {
 		switch id {
 		case 1:
 			return Site{Site: 1, Native: []NativeFrame{
@@ -57,7 +55,8 @@ func sitesStream(t *testing.T) (*rec, *Summary) {
 			return Site{Site: 2, Native: []NativeFrame{{PC: 0x7f0000001003, Module: "/lib/libtt_metal.so", Function: "f", Offset: 3}}, Truncated: true}, true
 		}
 		return Site{}, false // site 3: not described
-	})
+	}))
+	s := r.summary()
 	return r, &s
 }
 
@@ -104,15 +103,56 @@ func TestClashSites(t *testing.T) {
 	if len(cl) != 1 || len(cl[0].InTheWay) != 1 || cl[0].InTheWay[0].Site != 5 || cl[0].Lowest.Site != 5 {
 		t.Fatalf("clash %+v: want the buffer at 0x10000 with site 5", cl)
 	}
+	r.l.SetSites(r.pid, siteFunc(func(id uint32) (Site, bool) {
+		return Site{Site: id, Python: []PyFrame{{"make_act", "/t/model.py", 30 + int(id)}}}, true
+	}))
 	s := r.summary()
 	p := &s.Processes[0]
-	p.AddSites(func(id uint32) (Site, bool) {
-		return Site{Site: id, Python: []PyFrame{{"make_act", "/t/model.py", 30 + int(id)}}}, true
-	})
 	if len(p.Sites) != 1 || p.Sites[0].Site != 5 || len(p.LeakSites) != 0 {
 		t.Errorf("sites %+v, leak_sites %+v: want site 5 described for the clash, no leak site", p.Sites, p.LeakSites)
 	}
 	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWay[0].Site != 5 {
 		t.Errorf("summary clashes %+v", p.L1Clashes)
+	}
+}
+
+// siteFunc is a SiteSource from a function (no interpreter).
+type siteFunc func(uint32) (Site, bool)
+
+func (f siteFunc) Site(id uint32) (Site, bool) { return f(id) }
+func (siteFunc) Python() *PythonInfo           { return nil }
+
+// pySites is a SiteSource that names its sites and interpreter after itself.
+type pySites struct{ name string }
+
+func (s pySites) Site(id uint32) (Site, bool) {
+	return Site{Site: id, Python: []PyFrame{{Function: s.name, File: "/t/test_x.py", Line: int(id)}}}, true
+}
+func (s pySites) Python() *PythonInfo { return &PythonInfo{Version: s.name, Supported: true} }
+
+// A process keeps its own site source when a new incarnation takes its
+// pid: each summary describes its sites (and interpreter) with its own,
+// never another incarnation's.
+func TestSitesFollowIncarnations(t *testing.T) {
+	r := newRec(t)
+	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
+	r.l.SetSites(r.pid, pySites{"first"})
+	r.apply(withSite(evAlloc(1, 0xa0, 0, events.DRAM, 0x1000, 4096), 1), evExit(0, 0))
+	r.l.NewIncarnation(r.pid)
+	r.l.SetSites(r.pid, pySites{"second"})
+	r.apply(withSite(evAlloc(1, 0xa0, 0, events.DRAM, 0x1000, 4096), 1))
+	s := r.summary()
+	if len(s.Processes) != 2 {
+		t.Fatalf("%d processes, want both incarnations", len(s.Processes))
+	}
+	for i, want := range []string{"first", "second"} {
+		p := &s.Processes[i]
+		if len(p.Sites) != 1 || p.Sites[0].Python[0].Function != want || p.Python == nil || p.Python.Version != want {
+			t.Errorf("incarnation %d: sites %+v, python %+v: want them from %q", i, p.Sites, p.Python, want)
+		}
+	}
+	one, _ := r.l.ProcessSummaryStreamed(r.pid)
+	if p := &one.Processes[0]; len(p.Sites) != 1 || p.Sites[0].Python[0].Function != "second" {
+		t.Errorf("the current incarnation's summary: sites %+v", p.Sites)
 	}
 }

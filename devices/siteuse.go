@@ -161,7 +161,8 @@ type SiteUsage struct {
 	// PeakBytes: held when the chip's counter of this type first reached
 	// its peak (Peaks).
 	PeakBytes uint64
-	// Desc describes the site (filled by the runtime; nil: unknown).
+	// Desc describes the site (from the process's SiteSource; nil:
+	// unknown).
 	Desc *Site
 
 	btype uint8

@@ -41,9 +41,10 @@ type ProcessSummary struct {
 	// learned (no view followed any of its allocations); Device is 0.
 	UnplacedLeaks []Leak `json:"unplaced_leaks"`
 
-	// Sites: where the leaked buffers were allocated, by site id (filled by
-	// the runtime, which holds the stacks: AddSites). LeakSites sums the
-	// leaks per site, most bytes first.
+	// Sites: where the leaked buffers (and the L1 buffers in the way of
+	// its l1_clashes) were allocated, by site id, as the process's
+	// SiteSource describes them. LeakSites sums the leaks per site, most
+	// bytes first.
 	Sites     []Site     `json:"sites"`
 	LeakSites []LeakSite `json:"leak_sites"`
 	// LostStacks: allocations whose stack could not be captured or
@@ -469,6 +470,7 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 	}
 	if streamed {
 		p.leakRefs(&ps, n)
+		p.describeSites(&ps)
 		return ps
 	}
 	ps.Leaks = make([]Leak, 0, n)
@@ -507,7 +509,37 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 		ps.LeakGroups[n-1].Count++
 		ps.LeakGroups[n-1].Bytes += lk.Size
 	}
+	p.describeSites(&ps)
 	return ps
+}
+
+// describeSites fills the sites of ps and its interpreter from the
+// process's site source, if it has one.
+func (p *proc) describeSites(ps *ProcessSummary) {
+	if p.sites == nil {
+		return
+	}
+	ps.addSites(p.sites.Site)
+	// The per-site accounting's rows name sites beyond the leaks'.
+	descs := map[uint32]*Site{}
+	for i := range ps.Sites {
+		descs[ps.Sites[i].Site] = &ps.Sites[i]
+	}
+	for i := range ps.SiteUsage {
+		u := &ps.SiteUsage[i]
+		d, ok := descs[u.Site]
+		if !ok {
+			if s, found := p.sites.Site(u.Site); found {
+				d = &s
+			}
+			descs[u.Site] = d
+		}
+		u.Desc = d
+	}
+	if info := p.sites.Python(); info != nil {
+		c := *info
+		ps.Python = &c
+	}
 }
 
 // leakRefs fills ps.leaks and LeakGroups as summary fills Leaks,

@@ -56,7 +56,7 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 	st := s.track(uint32(pid), info, true, alive)
 	st.hasLib = found
 	if found {
-		s.snapshot(uint32(pid))
+		s.sites.snapshot(uint32(pid))
 	}
 	s.anyLib = s.anyLib || found
 	return nil
@@ -192,6 +192,7 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
 	s.ledger.SetProcessInfo(pid, st.info)
+	s.sites.enter(pid)
 }
 
 // reapExits applies the ends of processes reported so far. A process's
@@ -230,11 +231,10 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
-		if ps := s.stk.procs[n.pid]; ps != nil && ps.py != nil {
-			s.be.ClearPython(n.pid)
+		if py := s.sites.ended(n.pid); py != nil {
 			// Its code objects were described at event time; the memory
 			// of a process that ended is no use, its descriptor is.
-			defer ps.py.Close()
+			defer py.Close()
 		}
 		delete(s.procs, n.pid)
 		s.ended[n.pid] = true
@@ -251,7 +251,6 @@ func (s *session) reapExits() {
 		if !ok {
 			continue
 		}
-		s.addSites(&one, true)
 		for _, k := range s.sinks {
 			k.ProcessEnded(&one, more)
 		}
@@ -264,7 +263,7 @@ func (s *session) reapExits() {
 func (s *session) reborn(pid uint32) {
 	if s.ended[pid] {
 		delete(s.ended, pid)
-		s.retireStacks(pid)
+		s.sites.retire(pid)
 		s.ledger.NewIncarnation(pid)
 	}
 }
@@ -321,9 +320,9 @@ func (s *session) onLinkMap(pid uint32) {
 		// and tools a command runs) cost nothing here.
 		if st := s.procs[pid]; st != nil {
 			if st.hasLib {
-				s.snapshot(pid)
+				s.sites.snapshot(pid)
 			} else {
-				s.pythonOf(pid) // early: before it loads TT-Metal and allocates
+				s.sites.pythonOf(pid) // early: before it loads TT-Metal and allocates
 			}
 		}
 	}()

@@ -135,7 +135,7 @@ type session struct {
 	anyLib  bool // some process mapped a TT-Metal library
 	timeout chan struct{}
 
-	stk stackState // allocation sites
+	sites *allocSites // allocation sites
 
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
@@ -180,7 +180,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 		s.ledger.TrackSites()
 	}
 	s.observe()
-	s.initStacks()
+	s.sites = newAllocSites(s)
 	defer func() {
 		for _, k := range out {
 			if cerr := k.Close(); cerr != nil && err == nil {
@@ -289,7 +289,7 @@ func (s *session) setup() error {
 		if cfg.Lib == "" {
 			s.attachCandidates(s.host.Candidates(0, cfg.Command))
 		}
-		if s.stk.on {
+		if s.sites.on {
 			warmPython(cfg.Command)
 		}
 		child, err := s.host.Start(cfg.Command)
@@ -438,13 +438,13 @@ func (s *session) handle(raw []byte) {
 	switch events.RecordKind(raw) {
 	case 0:
 	case events.KindStack:
-		s.onStack(raw)
+		s.sites.onStack(raw)
 		return
 	case events.KindPyStack:
-		s.onPyStack(raw)
+		s.sites.onPyStack(raw)
 		return
 	case events.KindPyCode:
-		s.onPyCode(raw)
+		s.sites.onPyCode(raw)
 		return
 	default:
 		s.badRecord(fmt.Errorf("record of %d bytes: neither an event nor a stack", len(raw)))
@@ -455,7 +455,7 @@ func (s *session) handle(raw []byte) {
 		s.badRecord(err)
 		return
 	}
-	if s.hold(&ev) {
+	if s.sites.hold(&ev) {
 		return
 	}
 	s.dispatch(&ev)
@@ -501,7 +501,7 @@ func (s *session) emit(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
 	}
-	s.announceSite(ev)
+	s.sites.announceSite(ev)
 	for _, k := range s.sinks {
 		k.Event(ev)
 	}
@@ -516,7 +516,7 @@ func (s *session) finish() (devices.Summary, error) {
 		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
 	}
 	s.drain()
-	s.releaseAll()
+	s.sites.releaseAll()
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
 	}
@@ -534,7 +534,6 @@ func (s *session) finish() (devices.Summary, error) {
 	// The leak lists stay in the ledger, which no longer changes: the
 	// sinks stream them (a million leaks are ~140 MB as a list).
 	sum := s.ledger.SummaryStreamed()
-	s.addSites(&sum, false)
 	for _, k := range s.sinks {
 		if err := k.Summary(&sum); err != nil {
 			return sum, errorf(ErrInternal, "write summary: %w", err)

@@ -27,6 +27,7 @@ type step struct {
 	rec    *events.Wire
 	raw    []byte // a record other than an event (a stack record)
 	action func()
+	idle   bool // Read finds the ring empty once (the runtime reaps ends then)
 }
 
 type fakeBackend struct {
@@ -113,6 +114,9 @@ func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 		if st.action != nil {
 			st.action()
 			continue
+		}
+		if st.idle {
+			return nil, false, nil
 		}
 		if st.raw != nil {
 			return st.raw, true, nil
@@ -303,6 +307,9 @@ func fork(parent, child uint32) step {
 }
 
 func do(f func()) step { return step{action: f} }
+
+// idle: the ring is empty for one read.
+var idle = step{idle: true}
 
 func device(t *testing.T, s *devices.Summary, pid uint32, chip int32) devices.DeviceSummary {
 	t.Helper()

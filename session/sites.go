@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -47,73 +48,89 @@ type sitePair struct {
 	py     uint32
 }
 
-// stackState is the session's part of sites.
-type stackState struct {
-	on      bool
+// allocSites is the runtime's allocation-site work: it holds the records
+// behind an alloc until its stack is read, interns each process's stacks
+// as sites, registers interpreters for Python lines, and describes sites
+// to the site sinks and (as each process's devices.SiteSource) to the
+// ledger's summaries. The pid incarnations are the ledger's: each process
+// in the ledger holds its own procStacks.
+type allocSites struct {
+	on       bool
+	log      io.Writer
+	be       Backend
+	ledger   *devices.Ledger
+	dispatch func(*events.Event) // handles a released record
+	bad      func(error)         // counts and notes a bad record
+
 	cache   *stacks.Cache
-	procs   map[uint32]*procStacks
-	retired map[uint32][]*procStacks // earlier incarnations of a pid, in the ledger's order
-	held    []events.Event           // records held behind an alloc waiting for its stack
-	waiting int                      // allocs in held still waiting
-	pyOf    map[uint64]uint32        // seq of a held alloc -> its interned Python stack
+	procs   map[uint32]*procStacks // by pid: the current incarnation's
+	held    []events.Event         // records held behind an alloc waiting for its stack
+	waiting int                    // allocs in held still waiting
+	pyOf    map[uint64]uint32      // seq of a held alloc -> its interned Python stack
 	sinks   []sinks.SiteSink
 }
 
-func (s *session) initStacks() {
-	st := &s.stk
-	st.on = !s.cfg.NoStacks
-	st.cache = stacks.NewCache()
-	st.procs = map[uint32]*procStacks{}
-	st.retired = map[uint32][]*procStacks{}
-	st.pyOf = map[uint64]uint32{}
+func newAllocSites(s *session) *allocSites {
+	a := &allocSites{
+		on:       !s.cfg.NoStacks,
+		log:      s.log,
+		be:       s.be,
+		ledger:   s.ledger,
+		dispatch: s.dispatch,
+		bad:      s.badRecord,
+		cache:    stacks.NewCache(),
+		procs:    map[uint32]*procStacks{},
+		pyOf:     map[uint64]uint32{},
+	}
 	for _, k := range s.sinks {
 		if ss, ok := k.(sinks.SiteSink); ok && ss.WantSites() {
-			st.sinks = append(st.sinks, ss)
+			a.sinks = append(a.sinks, ss)
 		}
 	}
+	return a
 }
 
 // procStacksOf returns pid's stack state, made on first use.
-func (s *session) procStacksOf(pid uint32) *procStacks {
-	ps := s.stk.procs[pid]
+func (a *allocSites) procStacksOf(pid uint32) *procStacks {
+	ps := a.procs[pid]
 	if ps == nil {
 		ps = &procStacks{tab: stacks.NewTable(), pyIDs: map[string]uint32{}, siteIDs: map[sitePair]uint32{}}
-		s.stk.procs[pid] = ps
+		a.procs[pid] = ps
 	}
 	return ps
 }
 
 // snapshot retakes pid's executable mappings (after a link-map change: a
 // library mapped or unmapped). Stacks already interned keep their files.
-func (s *session) snapshot(pid uint32) {
-	if !s.stk.on {
+func (a *allocSites) snapshot(pid uint32) {
+	if !a.on {
 		return
 	}
-	ps := s.procStacksOf(pid)
-	mods, err := s.stk.cache.Snapshot(int(pid))
+	ps := a.procStacksOf(pid)
+	mods, err := a.cache.Snapshot(int(pid))
 	if err == nil {
 		ps.mods = mods
 		ps.retried = false
 	}
-	s.pythonOf(pid)
+	a.pythonOf(pid)
 }
 
 // pythonOf registers pid's interpreter for Python stacks, if it has one
 // and it was not done yet.
-func (s *session) pythonOf(pid uint32) {
-	if !s.stk.on {
+func (a *allocSites) pythonOf(pid uint32) {
+	if !a.on {
 		return
 	}
-	ps := s.procStacksOf(pid)
+	ps := a.procStacksOf(pid)
 	if ps.py == nil && (ps.pyInfo == nil || ps.pyInfo.Error == "") {
-		s.findPython(pid, ps)
+		a.findPython(pid, ps)
 	}
 }
 
 // findPython registers pid's CPython interpreter, once it has one, for
 // Python stacks. An unsupported one is said (summary, log), and gets no
 // Python frames rather than wrong ones.
-func (s *session) findPython(pid uint32, ps *procStacks) {
+func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	p, err := pyframes.ForProcess(int(pid))
 	if errors.Is(err, pyframes.ErrNoInterpreter) || (err != nil && (p == nil || p.Interp == nil)) {
 		return // none yet, or the maps could not be read now (an exec under way): look again later
@@ -126,18 +143,18 @@ func (s *session) findPython(pid uint32, ps *procStacks) {
 	if err == nil {
 		var v []byte
 		if v, err = p.ProcValue(); err == nil {
-			err = s.be.SetPython(pid, v)
+			err = a.be.SetPython(pid, v)
 		}
 	}
 	if err != nil {
 		ps.pyInfo.Error = err.Error()
-		fmt.Fprintf(s.log, "tttrace: pid %d: no Python lines: %v\n", pid, err)
+		fmt.Fprintf(a.log, "tttrace: pid %d: no Python lines: %v\n", pid, err)
 		p.Close()
 		return
 	}
 	ps.pyInfo.Supported = true
 	ps.py = p
-	fmt.Fprintf(s.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
+	fmt.Fprintf(a.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
 }
 
 // warmPython reads, before the command starts, the interpreter it will
@@ -165,24 +182,24 @@ func warmPython(command []string) {
 }
 
 // onPyCode keeps what a code object said at event time.
-func (s *session) onPyCode(raw []byte) {
+func (a *allocSites) onPyCode(raw []byte) {
 	_, pid := events.RecordSeq(raw)
-	if ps := s.stk.procs[pid]; ps != nil && ps.py != nil {
+	if ps := a.procs[pid]; ps != nil && ps.py != nil {
 		_ = ps.py.AddCode(raw[events.StackHeaderSize:])
 	}
 }
 
 // onPyStack interns the Python stack of a held alloc; the native stack
 // that follows completes it.
-func (s *session) onPyStack(raw []byte) {
+func (a *allocSites) onPyStack(raw []byte) {
 	seq, pid := events.RecordSeq(raw)
-	ps := s.stk.procs[pid]
-	if ps == nil || ps.py == nil || s.heldAlloc(seq, pid) == nil {
+	ps := a.procs[pid]
+	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
 		return // not waiting: its native stack was lost, so is the site
 	}
 	rs, err := pyframes.DecodeStack(raw[events.StackHeaderSize:])
 	if err != nil {
-		s.badRecord(err)
+		a.bad(err)
 		return
 	}
 	// The identity of a Python stack: its frames as captured, and flags.
@@ -198,7 +215,7 @@ func (s *session) onPyStack(raw []byte) {
 		id = uint32(len(ps.pyRaw))
 		ps.pyIDs[string(k)] = id
 	}
-	s.stk.pyOf[seq] = id
+	a.pyOf[seq] = id
 }
 
 // site interns the pair (native, py) as a site of ps.
@@ -213,36 +230,56 @@ func (ps *procStacks) site(native stacks.SiteID, py uint32) uint32 {
 	return id
 }
 
-// retireStacks moves pid's stack state aside when the ledger retires the
-// process for a new one with the same pid.
-func (s *session) retireStacks(pid uint32) {
-	if exited, _, _ := s.ledger.Exited(pid); !exited {
-		return
+// retire forgets pid's stack state when the ledger is about to retire its
+// process for a new one with the same pid (devices.Ledger.NewIncarnation:
+// the same condition). The retired process keeps its state as its site
+// source; the new one gets its own.
+func (a *allocSites) retire(pid uint32) {
+	if exited, _, _ := a.ledger.Exited(pid); exited {
+		delete(a.procs, pid)
 	}
-	s.stk.retired[pid] = append(s.stk.retired[pid], s.stk.procs[pid])
-	delete(s.stk.procs, pid)
+}
+
+// enter gives the process pid now names in the ledger its stack state as
+// its site source.
+func (a *allocSites) enter(pid uint32) {
+	if a.on {
+		a.ledger.SetSites(pid, a.procStacksOf(pid))
+	}
+}
+
+// ended stops Python stacks of pid, which ended, in the kernel; it returns
+// the interpreter to close once the process's summary is made (its
+// descriptor may still symbolize its sites), nil when none.
+func (a *allocSites) ended(pid uint32) *pyframes.Process {
+	ps := a.procs[pid]
+	if ps == nil || ps.py == nil {
+		return nil
+	}
+	a.be.ClearPython(pid)
+	return ps.py
 }
 
 // onStack interns a stack record and gives its site to the held alloc of
 // the same seq, then releases what no longer waits.
-func (s *session) onStack(raw []byte) {
+func (a *allocSites) onStack(raw []byte) {
 	var rec events.StackRecord
 	if err := events.DecodeStack(raw, &rec); err != nil {
-		s.badRecord(err)
+		a.bad(err)
 		return
 	}
-	ev := s.heldAlloc(rec.Seq, rec.Pid)
+	ev := a.heldAlloc(rec.Seq, rec.Pid)
 	if ev == nil {
 		return // its alloc was not held (cannot happen: BPF says so in the alloc)
 	}
-	ps := s.procStacksOf(rec.Pid)
+	ps := a.procStacksOf(rec.Pid)
 	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
 		// First stack of the process, or a library mapped without a
 		// link-map record (no loader probe): look at the maps now.
-		s.snapshot(rec.Pid)
+		a.snapshot(rec.Pid)
 	}
-	py := s.stk.pyOf[rec.Seq]
-	delete(s.stk.pyOf, rec.Seq)
+	py := a.pyOf[rec.Seq]
+	delete(a.pyOf, rec.Seq)
 	if ps.mods != nil {
 		regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
 		id, trunc := ps.tab.Add(ps.mods, regs, rec.Data)
@@ -250,21 +287,21 @@ func (s *session) onStack(raw []byte) {
 			// The maps may be stale (a snapshot taken while ld.so was
 			// still mapping, or before an exec): look again, once per
 			// snapshot.
-			s.snapshot(rec.Pid)
+			a.snapshot(rec.Pid)
 			ps.retried = true
 			id, _ = ps.tab.Add(ps.mods, regs, rec.Data)
 		}
 		ev.Site = ps.site(id, py)
 	}
 	ev.Stack = events.StackNone // resolved
-	s.stk.waiting--
-	s.release()
+	a.waiting--
+	a.release()
 }
 
 // heldAlloc is the held alloc seq of pid that waits for its stack, or nil.
-func (s *session) heldAlloc(seq uint64, pid uint32) *events.Event {
-	for i := range s.stk.held {
-		h := &s.stk.held[i]
+func (a *allocSites) heldAlloc(seq uint64, pid uint32) *events.Event {
+	for i := range a.held {
+		h := &a.held[i]
 		if h.Seq == seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == pid {
 			return h
 		}
@@ -279,19 +316,19 @@ func inModule(m *stacks.Modules, pc uint64) bool {
 
 // hold keeps ev behind an alloc waiting for its stack; it reports false
 // when ev can be handled now.
-func (s *session) hold(ev *events.Event) bool {
+func (a *allocSites) hold(ev *events.Event) bool {
 	waits := ev.Kind == events.KindAlloc && ev.Stack == events.StackFollows
-	if !waits && len(s.stk.held) == 0 {
+	if !waits && len(a.held) == 0 {
 		return false
 	}
-	s.stk.held = append(s.stk.held, *ev)
+	a.held = append(a.held, *ev)
 	if waits {
-		s.stk.waiting++
+		a.waiting++
 	}
-	if len(s.stk.held) > maxHeld {
+	if len(a.held) > maxHeld {
 		// A stack that does not come (cannot happen: BPF commits it
 		// before its alloc) must not stall the stream.
-		s.releaseAll()
+		a.releaseAll()
 	}
 	return true
 }
@@ -301,39 +338,39 @@ func (s *session) hold(ev *events.Event) bool {
 const maxHeld = 1 << 16
 
 // release handles the held records up to the first alloc still waiting.
-func (s *session) release() {
+func (a *allocSites) release() {
 	n := 0
-	for ; n < len(s.stk.held); n++ {
-		h := &s.stk.held[n]
+	for ; n < len(a.held); n++ {
+		h := &a.held[n]
 		if h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
 			break
 		}
-		s.dispatch(h)
+		a.dispatch(h)
 	}
-	rest := copy(s.stk.held, s.stk.held[n:])
-	s.stk.held = s.stk.held[:rest]
+	rest := copy(a.held, a.held[n:])
+	a.held = a.held[:rest]
 }
 
 // releaseAll handles every held record, waiting or not: a stack that did
 // not come (it always does: BPF commits it before its alloc) is given up.
-func (s *session) releaseAll() {
-	for i := range s.stk.held {
-		if h := &s.stk.held[i]; h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+func (a *allocSites) releaseAll() {
+	for i := range a.held {
+		if h := &a.held[i]; h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
 			h.Stack = events.StackNone
 		}
 	}
-	s.stk.waiting = 0
-	clear(s.stk.pyOf)
-	s.release()
+	a.waiting = 0
+	clear(a.pyOf)
+	a.release()
 }
 
 // announceSite describes ev's site to the site sinks before the first
 // record naming it.
-func (s *session) announceSite(ev *events.Event) {
-	if ev.Site == 0 || len(s.stk.sinks) == 0 {
+func (a *allocSites) announceSite(ev *events.Event) {
+	if ev.Site == 0 || len(a.sinks) == 0 {
 		return
 	}
-	ps := s.stk.procs[ev.Pid]
+	ps := a.procs[ev.Pid]
 	if ps == nil {
 		return
 	}
@@ -344,20 +381,18 @@ func (s *session) announceSite(ev *events.Event) {
 		return
 	}
 	ps.sent[ev.Site] = true
-	d, ok := describeSite(ps, ev.Site)
+	d, ok := ps.Site(ev.Site)
 	if !ok {
 		return
 	}
-	for _, k := range s.stk.sinks {
+	for _, k := range a.sinks {
 		k.Site(ev.Pid, &d)
 	}
 }
 
-// describeSite symbolizes a site (each pc once per file, cached there).
-func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
-	if ps == nil {
-		return devices.Site{}, false
-	}
+// Site describes a site of the process (devices.SiteSource), symbolizing
+// it (each pc once per file, cached there).
+func (ps *procStacks) Site(id uint32) (devices.Site, bool) {
 	if id == 0 || int(id) > len(ps.sites) {
 		return devices.Site{}, false
 	}
@@ -381,61 +416,6 @@ func describeSite(ps *procStacks, id uint32) (devices.Site, bool) {
 	return d, true
 }
 
-// addSites fills the sites of the leaks in every process of sum: a pid's
-// summaries are its retired incarnations in order, then the current one.
-// current: sum is the summary of one process that just ended (the current
-// incarnation of its pid).
-func (s *session) addSites(sum *devices.Summary, current bool) {
-	if current {
-		for i := range sum.Processes {
-			ps := s.stk.procs[sum.Processes[i].Pid]
-			fillSites(&sum.Processes[i], ps)
-		}
-		return
-	}
-	seen := map[uint32]int{}
-	count := map[uint32]int{}
-	for i := range sum.Processes {
-		count[sum.Processes[i].Pid]++
-	}
-	for i := range sum.Processes {
-		p := &sum.Processes[i]
-		k := seen[p.Pid]
-		seen[p.Pid]++
-		var ps *procStacks
-		old := s.stk.retired[p.Pid]
-		switch {
-		case k == count[p.Pid]-1 && len(old) == k:
-			ps = s.stk.procs[p.Pid]
-		case count[p.Pid]-1 == len(old) && k < len(old):
-			ps = old[k]
-		}
-		// With no table (or incarnations that do not line up), leaks keep
-		// their ids but no site is described: never another process's.
-		fillSites(p, ps)
-	}
-}
-
-func fillSites(p *devices.ProcessSummary, ps *procStacks) {
-	p.AddSites(func(id uint32) (devices.Site, bool) { return describeSite(ps, id) })
-	// The per-site accounting's rows name sites beyond the leaks'.
-	descs := map[uint32]*devices.Site{}
-	for i := range p.Sites {
-		descs[p.Sites[i].Site] = &p.Sites[i]
-	}
-	for i := range p.SiteUsage {
-		u := &p.SiteUsage[i]
-		d, ok := descs[u.Site]
-		if !ok {
-			if s, found := describeSite(ps, u.Site); found {
-				d = &s
-			}
-			descs[u.Site] = d
-		}
-		u.Desc = d
-	}
-	if ps != nil && ps.pyInfo != nil {
-		info := *ps.pyInfo
-		p.Python = &info
-	}
-}
+// Python is the process's interpreter (devices.SiteSource), nil when it
+// has none.
+func (ps *procStacks) Python() *devices.PythonInfo { return ps.pyInfo }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
@@ -85,5 +86,50 @@ func TestRunStacks(t *testing.T) {
 	p := r.summary.Processes[0]
 	if p.LostStacks != 1 || len(p.LeakSites) != 1 || p.LeakSites[0].Site != 1 || p.LeakSites[0].Bytes != 4096 || len(p.Sites) != 1 {
 		t.Errorf("summary: lost_stacks %d, leak_sites %+v, sites %d", p.LostStacks, p.LeakSites, len(p.Sites))
+	}
+}
+
+// A pid reused by a new process: each incarnation's leaks are described
+// with its own stacks, never the other's (the ledger keeps the
+// incarnations; each holds its stack state as its site source).
+func TestRunStacksPidReused(t *testing.T) {
+	self := uint32(os.Getpid()) // a live process: its maps are real
+	ips := []uint64{uint64(reflect.ValueOf(TestRunStacks).Pointer()), uint64(reflect.ValueOf(TestRunStacksPidReused).Pointer())}
+	h := newFakeHost()
+	h.child = 900
+	var script []step
+	for _, ip := range ips {
+		a := alloc(self, 0xb1, 0, events.DRAM, 0x20000, 4096)
+		a.rec.Stack = events.StackFollows
+		// Its end is applied when the ring is found empty (and empty
+		// again by the drain before the end), before the pid's reuse.
+		script = append(script, fork(900, self), a, stackRec(a.rec.Seq, self, ip), groupExit(self), idle, idle)
+	}
+	script = append(script, do(h.end(900, 0, 0)), groupExit(900))
+	be := newFakeBackend(script...)
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	r := &recorder{}
+	cfg := Config{Command: []string{"workload"}, Follow: true, Lib: "/opt/tt/libtt_metal.so"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := run(ctx, cfg, be, h, []sinks.Sink{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted {
+		t.Fatal("tracing did not end by itself")
+	}
+	var got []uint64
+	for _, p := range r.summary.Processes {
+		if p.Pid != self {
+			continue
+		}
+		if len(p.Sites) != 1 || len(p.Sites[0].Native) == 0 || len(p.LeakSites) != 1 {
+			t.Fatalf("incarnation %d: sites %+v, leak sites %+v", len(got), p.Sites, p.LeakSites)
+		}
+		got = append(got, p.Sites[0].Native[0].PC)
+	}
+	if len(got) != 2 || got[0] != ips[0] || got[1] != ips[1] {
+		t.Errorf("the two incarnations' sites start at %#x, want %#x", got, ips)
 	}
 }

@@ -49,11 +49,11 @@ func TestHumanOutputsEscape(t *testing.T) {
 	e := chipEv(events.KindAlloc, 10, 0xa, 0, events.DRAM, 64)
 	e.Seq, e.Site = 1, 1
 	l.Apply(e)
-	s := l.Summary()
-	s.Processes[0].AddSites(func(id uint32) (devices.Site, bool) {
+	l.SetSites(10, siteFunc(func(id uint32) (devices.Site, bool) {
 		return devices.Site{Site: id, Native: []devices.NativeFrame{{Module: "/tmp/\x1b[31m.so", Function: "f\x1b[0m"}},
 			Python: []devices.PyFrame{{File: "/tmp/\x1b[1mt.py", Function: "test_\x07"}}}, true
-	})
+	}))
+	s := l.Summary()
 	var out strings.Builder
 	if err := writeReport(&out, &s); err != nil {
 		t.Fatal(err)
