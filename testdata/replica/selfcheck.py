@@ -20,10 +20,13 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# "alloc:SHAPE" runs ttwork --scenario alloc --shape SHAPE.
+SHAPES = ["n150", "n300", "galaxy", "blackhole"]
 SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb", "cb_legacy",
-             "close", "capture", "sametype", "midrun", "concurrent", "layout", "l1", "all"]
+             "close", "capture", "sametype", "midrun", "concurrent", "layout", "l1", "all"] + \
+            ["alloc:" + s for s in SHAPES]
 SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
-                   "capture", "sametype", "midrun"]
+                   "capture", "sametype", "midrun", "alloc:n300"]
 BYTE_FIELDS = {"DRAM": "dram_bytes", "L1": "l1_bytes", "SYSTEM_MEMORY": "system_memory_bytes",
                "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes"}
 FIELDS = ["dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes",
@@ -43,7 +46,8 @@ def fail(what):
 
 
 def run(cmd, scenario, leak, truth, tmp, go=False, timeout=120):
-    args = cmd + ["--scenario", scenario, "--truth", truth]
+    scenario, _, shape = scenario.partition(":")
+    args = cmd + ["--scenario", scenario, "--truth", truth] + (["--shape", shape] if shape else [])
     if leak:
         args.append("--leak")
     t0 = time.monotonic()
@@ -107,6 +111,43 @@ def check_truth(name, scenario, t, leak):
                     fail("%s: device %s %s=%s left without --leak" % (name, d["device"], f, d[f]))
     elif scenario != "layout" and not t["leaks"]:
         fail("%s: --leak left no leak" % name)
+
+
+def round_up(v, a):
+    return (v + a - 1) // a * a
+
+
+def check_allocator(name, t, leak):
+    """The allocator blocks: upstream's get_statistics identities; nothing held without --leak.
+    Every failure: size_per_bank and span recomputed from the request, the cause from the
+    statistics before it, unchanged after it, and the message worded as upstream's."""
+    for d in t["devices"]:
+        for typ, a in (d.get("allocator") or {}).items():
+            if a["total_allocatable_size_bytes"] != a["bank_size"] or \
+                    a["total_free_bytes"] != a["bank_size"] - a["total_allocated_bytes"] or \
+                    a["largest_free_block_bytes"] > a["total_free_bytes"]:
+                fail("%s: device %s %s statistics %s" % (name, d["device"], typ, a))
+            if not leak and a["total_allocated_bytes"] != 0:
+                fail("%s: device %s %s holds %s without --leak" % (name, d["device"], typ, a))
+    for f in t.get("alloc_failures", []):
+        d = {x["device"]: x for x in t["devices"]}.get(f["device"], {})
+        a = (d.get("allocator") or {}).get(f["type"])
+        if a is None:
+            fail("%s: failure on device %s %s with no allocator" % (name, f["device"], f["type"]))
+            continue
+        pages = f["size"] // f["page_size"]
+        spb = 0 if pages == 0 else (1 + (pages - 1) // f["banks"]) * round_up(f["page_size"], a["alignment"])
+        span = round_up(max(spb, a["freelist_alignment"]), a["freelist_alignment"])
+        b = f["before"]
+        cause = "larger_than_bank" if span > a["bank_size"] else \
+            "exhausted" if b["total_free_bytes"] < span else "fragmented"
+        msg = ("Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank "
+               "needs to store %d B, but bank size is %d B (allocated: %d B, free: %d B, largest free block: %d B)"
+               % (f["size"], f["type"], f["banks"], spb, a["bank_size"], b["total_allocated_bytes"],
+                  b["total_free_bytes"], b["largest_free_block_bytes"]))
+        if (f["size_per_bank"], f["span"], f["cause"], f["message"]) != (spb, span, cause, msg) or \
+                f["before"] != f["after"] or b["largest_free_block_bytes"] >= span:
+            fail("%s: failure %s (want size_per_bank %d span %d cause %s)" % (name, f, spb, span, cause))
 
 
 def scenario_facts(scenario, t, leak, out, secs, go):
@@ -177,6 +218,19 @@ def scenario_facts(scenario, t, leak, out, secs, go):
         fail("%s: devices %s" % (name, sorted(dev)))
     if scenario == "galaxy" and sorted(dev) != list(range(32)):
         fail("%s: devices %s" % (name, sorted(dev)))
+    check_allocator(name, t, leak)
+    if scenario.startswith("alloc:"):
+        shape = scenario.split(":")[1]
+        causes = [f["cause"] for f in t.get("alloc_failures", [])]
+        if causes != ["larger_than_bank", "exhausted", "fragmented"] or out.count("Out of Memory") != 3:
+            fail("%s: failures %s" % (name, causes))
+        nchips = {"n300": 2, "galaxy": 32}.get(shape, 1)
+        if sorted(dev) != list(range(nchips)) or any(dev[i].get("shape") != shape for i in dev):
+            fail("%s: devices %s" % (name, [(i, dev[i].get("shape")) for i in dev]))
+        banks = {"n150": (12, 64), "n300": (12, 64), "galaxy": (12, 80), "blackhole": (8, 130)}[shape]
+        a = dev.get(0, {}).get("allocator", {})
+        if (a.get("DRAM", {}).get("banks"), a.get("L1", {}).get("banks")) != banks:
+            fail("%s: banks %s" % (name, {k: v["banks"] for k, v in a.items()}))
 
 
 def main():
@@ -245,6 +299,8 @@ def main():
                 with open(truth) as f:
                     t = json.load(f)
                 t.pop("pid")
+                for f in t.get("alloc_failures", []):
+                    f.pop("tid")
                 got.append(t)
             if got[0] != got[1]:
                 fail("%s: two runs with the same seed differ" % scenario)

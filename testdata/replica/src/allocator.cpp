@@ -1,6 +1,11 @@
-// First-fit allocators. Every reserve/release charges the ground truth (memory really changes here).
+// The allocators (docs/ttmetal.md §9). Every reserve/release charges the ground truth (memory
+// really changes here); every failed BankManager::allocate_buffer is recorded in it.
 #include "tt_metal/allocator.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -10,100 +15,480 @@
 
 namespace tt::tt_metal {
 
-Allocator::~Allocator() = default;
+// ---------------------------------------------------------------------------------------------
+// Chip shapes
 
-[[noreturn]] void throw_out_of_memory(DeviceAddr size, BufferType type, uint32_t num_banks) {
-    uint64_t per_bank = num_banks ? (size + num_banks - 1) / num_banks : size;
-    throw std::runtime_error("Out of Memory: Not enough space to allocate " + std::to_string(size) + " B " +
-                             buffer_type_name(type) + " buffer across " + std::to_string(num_banks) +
-                             " banks, where each bank needs to store " + std::to_string(per_bank) + " B");
+const char* chip_shape_name(ChipShape shape) {
+    switch (shape) {
+        case ChipShape::Flat: return "flat";
+        case ChipShape::N150: return "n150";
+        case ChipShape::N300: return "n300";
+        case ChipShape::Galaxy: return "galaxy";
+        case ChipShape::Blackhole: return "blackhole";
+    }
+    return "unknown";
 }
 
-BankManager::BankManager(BufferType type, DeviceAddr base, DeviceAddr capacity, uint32_t num_banks, uint32_t alignment)
-    : type_(type), base_(base), capacity_(capacity), num_banks_(num_banks), alignment_(alignment ? alignment : 1) {}
-
-DeviceAddr BankManager::align(DeviceAddr size) const {
-    if (size == 0) size = 1;
-    return (size + alignment_ - 1) / alignment_ * alignment_;
+std::optional<ChipShape> chip_shape_from_name(const std::string& name) {
+    for (ChipShape s : {ChipShape::Flat, ChipShape::N150, ChipShape::N300, ChipShape::Galaxy, ChipShape::Blackhole}) {
+        if (name == chip_shape_name(s)) return s;
+    }
+    return std::nullopt;
 }
 
-std::optional<DeviceAddr> BankManager::first_fit_from(DeviceAddr from, DeviceAddr aligned_size) const {
-    DeviceAddr cand = from < base_ ? base_ : from;
-    cand = base_ + (cand - base_ + alignment_ - 1) / alignment_ * alignment_;
-    auto it = blocks_.upper_bound(cand);
+AllocatorConfig AllocatorConfig::shaped(ChipShape shape) {
+    AllocatorConfig c;
+    c.shape = shape;
+    if (shape == ChipShape::Flat) return c;
+    c.l1_bottom_up_default = false;
+    // Replica choices (not in the soc descriptors): the reserved bases, L1_SMALL and the trace
+    // region, sized like common ttnn settings.
+    c.l1_small_size = 32768;
+    c.trace_region_size = 16ull << 20;
+    c.l1_alignment = 16;
+    std::size_t grid_x = 8, grid_y = 8;
+    if (shape == ChipShape::Blackhole) {
+        // blackhole_140_arch.yaml: 8 DRAM views of 4278190080 B, worker_l1_size 1572864.
+        c.num_dram_channels = 8;
+        c.dram_bank_size = 4278190080ull;
+        c.dram_alignment = 64;
+        c.dram_unreserved_base = 64;
+        c.worker_l1_size = 1572864;
+        c.l1_unreserved_base = 0x19000;
+        grid_x = 13;  // 140 Tensix (14x10), one column for dispatch
+        grid_y = 10;
+    } else {
+        // wormhole_b0_80_arch.yaml: 12 DRAM views of 1 GiB, offsets 0 / 1 GiB alternating,
+        // worker_l1_size 1499136.
+        c.num_dram_channels = 12;
+        c.dram_bank_size = 1ull << 30;
+        c.dram_alignment = 32;
+        c.dram_unreserved_base = 32;
+        c.worker_l1_size = 1499136;
+        c.l1_unreserved_base = 0x18000;
+        if (shape == ChipShape::Galaxy) grid_y = 10;  // unharvested 8x10, dispatch on ethernet
+    }
+    for (uint32_t ch = 0; ch < c.num_dram_channels; ++ch) {
+        c.dram_bank_offsets.push_back(shape == ChipShape::Blackhole ? 0 : (ch % 2) * (1ll << 30));
+    }
+    c.num_l1_banks = static_cast<uint32_t>(grid_x * grid_y);
+    c.compute_grid = CoreRangeSet(CoreRange({0, 0}, {grid_x - 1, grid_y - 1}));
+    // The trace region is aligned to dram alignment x views (generate_config).
+    const DeviceAddr ta = static_cast<DeviceAddr>(c.dram_alignment) * c.num_dram_channels;
+    c.trace_region_size = (c.trace_region_size + ta - 1) / ta * ta;
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The free list
+
+namespace allocator {
+
+FreeList::FreeList(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment)
+    : max_size_(max_size),
+      offset_(offset),
+      min_allocation_size_(min_allocation_size),
+      alignment_(alignment ? alignment : 1) {
+    clear();
+}
+
+DeviceAddr FreeList::align(DeviceAddr size) const { return (size + alignment_ - 1) / alignment_ * alignment_; }
+
+DeviceAddr FreeList::alloc_size(DeviceAddr size) const { return align(std::max(size, min_allocation_size_)); }
+
+void FreeList::clear() {
+    blocks_.clear();
+    if (max_size_ > 0) blocks_.emplace(0, Block{max_size_, false});
+}
+
+std::optional<DeviceAddr> FreeList::allocate(DeviceAddr size, bool bottom_up) {
+    const DeviceAddr span = alloc_size(size);
+    std::optional<DeviceAddr> at;
+    if (bottom_up) {
+        for (const auto& [addr, b] : blocks_) {
+            if (!b.allocated && b.size >= span) {
+                at = addr;
+                break;
+            }
+        }
+    } else {
+        for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+            if (!it->second.allocated && it->second.size >= span) {
+                at = it->first + it->second.size - span;
+                break;
+            }
+        }
+    }
+    if (!at) return std::nullopt;
+    allocate_at(*at + offset_, span);
+    return *at + offset_;
+}
+
+std::optional<DeviceAddr> FreeList::find_from(DeviceAddr from, DeviceAddr span) const {
+    const DeviceAddr rel_from = from > offset_ ? from - offset_ : 0;
+    for (const auto& [addr, b] : blocks_) {
+        if (b.allocated) continue;
+        const DeviceAddr start = std::max(addr, align(rel_from));
+        if (start < addr + b.size && addr + b.size - start >= span) return start + offset_;
+    }
+    return std::nullopt;
+}
+
+std::optional<DeviceAddr> FreeList::find_below(DeviceAddr to, DeviceAddr span) const {
+    if (to < offset_) return std::nullopt;
+    const DeviceAddr rel_to = to - offset_;
+    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+        const auto& [addr, b] = *it;
+        if (b.allocated || addr >= rel_to) continue;
+        const DeviceAddr end = std::min(addr + b.size, rel_to);
+        if (end - addr < span) continue;
+        const DeviceAddr start = (end - span) / alignment_ * alignment_;
+        if (start >= addr) return start + offset_;
+    }
+    return std::nullopt;
+}
+
+bool FreeList::allocate_at(DeviceAddr abs_addr, DeviceAddr span) {
+    if (abs_addr < offset_) return false;
+    const DeviceAddr addr = abs_addr - offset_;
+    auto it = blocks_.upper_bound(addr);
+    if (it == blocks_.begin()) return false;
+    --it;
+    const DeviceAddr bstart = it->first;
+    const Block b = it->second;
+    if (b.allocated || addr + span > bstart + b.size) return false;
+    blocks_.erase(it);
+    if (addr > bstart) blocks_.emplace(bstart, Block{addr - bstart, false});
+    blocks_.emplace(addr, Block{span, true});
+    if (addr + span < bstart + b.size) blocks_.emplace(addr + span, Block{bstart + b.size - addr - span, false});
+    return true;
+}
+
+bool FreeList::deallocate(DeviceAddr abs_addr) {
+    if (abs_addr < offset_) return false;
+    auto it = blocks_.find(abs_addr - offset_);
+    if (it == blocks_.end() || !it->second.allocated) return false;
+    it->second.allocated = false;
+    // Merge with a free next neighbour, then with a free previous one.
+    auto next = std::next(it);
+    if (next != blocks_.end() && !next->second.allocated) {
+        it->second.size += next->second.size;
+        blocks_.erase(next);
+    }
     if (it != blocks_.begin()) {
         auto prev = std::prev(it);
-        DeviceAddr end = prev->first + prev->second.aligned_size;
-        if (end > cand) cand = end;
+        if (!prev->second.allocated) {
+            prev->second.size += it->second.size;
+            blocks_.erase(it);
+        }
     }
-    const DeviceAddr limit = base_ + capacity_;
-    while (it != blocks_.end() && it->first < cand + aligned_size) {
-        DeviceAddr end = it->first + it->second.aligned_size;
-        if (end > cand) cand = end;
-        ++it;
-    }
-    if (aligned_size > capacity_ || cand > limit - aligned_size) return std::nullopt;
-    return cand;
+    return true;
 }
 
-void BankManager::insert(DeviceAddr addr, const AllocatorBlock& block) { blocks_.emplace(addr, block); }
-
-std::optional<AllocatorBlock> BankManager::erase(DeviceAddr addr) {
-    auto it = blocks_.find(addr);
-    if (it == blocks_.end()) return std::nullopt;
-    AllocatorBlock b = it->second;
-    blocks_.erase(it);
-    return b;
+Statistics FreeList::get_statistics() const {
+    Statistics s;
+    s.total_allocatable_size_bytes = max_size_;
+    for (const auto& [addr, b] : blocks_) {
+        if (b.allocated) {
+            s.total_allocated_bytes += b.size;
+        } else {
+            s.total_free_bytes += b.size;
+            s.largest_free_block_bytes = std::max<uint64_t>(s.largest_free_block_bytes, b.size);
+        }
+    }
+    if (s.total_allocated_bytes == 0) {
+        s.total_free_bytes = max_size_;
+        s.largest_free_block_bytes = max_size_;
+    }
+    return s;
 }
+
+std::optional<DeviceAddr> FreeList::lowest_occupied_address() const {
+    for (const auto& [addr, b] : blocks_) {
+        if (b.allocated) return addr + offset_;
+    }
+    return std::nullopt;
+}
+
+}  // namespace allocator
+
+// ---------------------------------------------------------------------------------------------
+// BankManager
+
+DeviceAddr calculate_bank_size_spread(DeviceAddr size, DeviceAddr page_size, uint32_t num_banks, uint32_t alignment) {
+    if (page_size == 0 || num_banks == 0) return 0;
+    const DeviceAddr pages = size / page_size;
+    const DeviceAddr per_bank = pages == 0 ? 0 : 1 + (pages - 1) / num_banks;
+    const DeviceAddr a = alignment ? alignment : 1;
+    return per_bank * ((page_size + a - 1) / a * a);
+}
+
+namespace {
+// The free list's alignment: the HAL's DRAM alignment for every manager (upstream
+// init_allocators). Each chip's managers are built after its config is known.
+thread_local uint32_t t_freelist_alignment = 32;
+
+const char* cause_of(const Statistics& s, DeviceAddr span) {
+    if (span > s.total_allocatable_size_bytes) return "larger_than_bank";
+    if (s.total_free_bytes < span) return "exhausted";
+    return "fragmented";
+}
+}  // namespace
+
+BankManager::BankManager(const BufferType& buffer_type,
+                         const std::vector<int64_t>& bank_offsets,
+                         DeviceAddr size_bytes,
+                         uint32_t alignment_bytes,
+                         DeviceAddr alloc_offset,
+                         bool /*disable_interleaved*/,
+                         const AllocatorDependencies& /*dependencies*/)
+    : buffer_type_(buffer_type),
+      num_banks_(static_cast<uint32_t>(bank_offsets.size())),
+      alignment_bytes_(alignment_bytes) {
+    init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
+}
+
+BankManager::BankManager(const BufferType& buffer_type,
+                         const std::unordered_map<uint32_t, int64_t>& bank_id_to_bank_offset,
+                         DeviceAddr size_bytes,
+                         DeviceAddr interleaved_address_limit,
+                         uint32_t alignment_bytes,
+                         DeviceAddr alloc_offset,
+                         bool /*disable_interleaved*/,
+                         const AllocatorDependencies& /*dependencies*/)
+    : buffer_type_(buffer_type),
+      num_banks_(static_cast<uint32_t>(bank_id_to_bank_offset.size())),
+      interleaved_address_limit_(interleaved_address_limit),
+      alignment_bytes_(alignment_bytes) {
+    init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
+}
+
+void BankManager::init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset) {
+    free_list_ = allocator::FreeList(size_bytes, offset, alignment_bytes, alignment_bytes);
+}
+
+DeviceAddr BankManager::span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const {
+    const uint32_t banks = num_shards ? *num_shards : num_banks_;
+    return free_list_.alloc_size(calculate_bank_size_spread(size, page_size, banks, alignment_bytes_));
+}
+
+DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
+                                        DeviceAddr page_size,
+                                        bool bottom_up,
+                                        const CoreRangeSet& compute_grid,
+                                        std::optional<uint32_t> num_shards,
+                                        AllocatorDependencies::AllocatorID allocator_id) {
+    if (allocator_id.get() != 0) throw std::runtime_error("Invalid allocator ID (replica: one allocator per bank manager)");
+    uint32_t num_banks = num_banks_;
+    if (num_shards) {
+        if (*num_shards > compute_grid.num_cores()) {
+            throw std::runtime_error("Expected number of shards " + std::to_string(*num_shards) +
+                                     " to be less than or equal to total number of L1 banks " +
+                                     std::to_string(compute_grid.num_cores()) + " in compute cores");
+        }
+        num_banks = *num_shards;
+    }
+    const DeviceAddr size_per_bank = calculate_bank_size_spread(size, page_size, num_banks, alignment_bytes_);
+    std::optional<DeviceAddr> address = free_list_.allocate(size_per_bank, bottom_up);
+    if (!address) {
+        const Statistics s = free_list_.get_statistics();
+        const std::string message =
+            "Out of Memory: Not enough space to allocate " + std::to_string(size) + " B " + buffer_type_name(buffer_type_) +
+            " buffer across " + std::to_string(num_banks) + " banks, where each bank needs to store " +
+            std::to_string(size_per_bank) + " B, but bank size is " + std::to_string(bank_size()) +
+            " B (allocated: " + std::to_string(s.total_allocated_bytes) + " B, free: " +
+            std::to_string(s.total_free_bytes) + " B, largest free block: " + std::to_string(s.largest_free_block_bytes) +
+            " B)";
+        replica::AllocFailure f;
+        f.tid = static_cast<int>(syscall(SYS_gettid));
+        f.chip = chip_;
+        f.type = buffer_type_;
+        f.size = size;
+        f.page_size = page_size;
+        f.banks = num_banks;
+        f.size_per_bank = size_per_bank;
+        f.span = free_list_.alloc_size(size_per_bank);
+        f.bottom_up = bottom_up;
+        f.bank_size = bank_size();
+        f.cause = cause_of(s, f.span);
+        f.message = message;
+        f.before = s;
+        f.after = free_list_.get_statistics();  // unchanged: nothing was reserved
+        replica::note_alloc_failure(f);
+        throw std::runtime_error(message);
+    }
+    return *address;
+}
+
+void BankManager::deallocate_buffer(DeviceAddr address) { free_list_.deallocate(address); }
+
+// ---------------------------------------------------------------------------------------------
+// Chip allocator (upstream AllocatorImpl / L1BankingAllocator)
+
+Allocator::~Allocator() = default;
 
 ChipAllocator::ChipAllocator(Device* device, const AllocatorConfig& config) : device_(device), config_(config) {
-    for (int t = 0; t < kNumBufferTypes; ++t) {
-        banks_[t] = BankManager(static_cast<BufferType>(t), config.base[t], config.capacity[t], config.num_banks[t],
-                                config.alignment);
+    t_freelist_alignment = config_.shape == ChipShape::Flat ? config_.alignment : config_.dram_alignment;
+    if (config_.shape == ChipShape::Flat) {
+        init_flat();
+    } else {
+        init_one_bank_per_channel();
+        init_compute_and_storage_l1_bank_manager();
     }
+    // SYSTEM_MEMORY: no BankManager upstream (it refuses the type); the replica keeps a bare
+    // free list, so no BankManager constructor runs for it.
+    system_ = allocator::FreeList(config_.capacity[2], config_.base[2], config_.alignment, config_.alignment);
+    for (BankManager& b : banks_) b.set_chip(device_->id());
+}
+
+void ChipAllocator::init_flat() {
+    for (BufferType t : {BufferType::DRAM, BufferType::TRACE}) {
+        const int i = static_cast<int>(t);
+        banks_[i] = BankManager(t, std::vector<int64_t>(1, 0), config_.capacity[i], config_.alignment, config_.base[i]);
+    }
+    for (BufferType t : {BufferType::L1, BufferType::L1_SMALL}) {
+        const int i = static_cast<int>(t);
+        banks_[i] = BankManager(t, std::unordered_map<uint32_t, int64_t>{{0u, 0}}, config_.capacity[i], config_.base[i],
+                                config_.alignment, config_.base[i]);
+    }
+}
+
+void ChipAllocator::init_one_bank_per_channel() {
+    // UNRESERVED | DRAM BANK | TRACE REGION
+    const DeviceAddr dram_bank_size =
+        config_.dram_bank_size - config_.dram_unreserved_base - config_.trace_region_size;
+    std::vector<int64_t> offsets(config_.dram_bank_offsets.begin(), config_.dram_bank_offsets.end());
+    banks_[static_cast<int>(BufferType::DRAM)] = BankManager(BufferType::DRAM, offsets, dram_bank_size,
+                                                             config_.dram_alignment, config_.dram_unreserved_base);
+    banks_[static_cast<int>(BufferType::TRACE)] =
+        BankManager(BufferType::TRACE, offsets, config_.trace_region_size, config_.dram_alignment,
+                    dram_bank_size + config_.dram_unreserved_base);
+}
+
+void ChipAllocator::init_compute_and_storage_l1_bank_manager() {
+    std::unordered_map<uint32_t, int64_t> l1_banks, small_banks;
+    for (uint32_t id = 0; id < config_.num_l1_banks; ++id) {
+        l1_banks.emplace(id, 0);
+        if (config_.l1_small_size > 0) small_banks.emplace(id, 0);
+    }
+    const DeviceAddr l1_bank_size = config_.worker_l1_size - config_.l1_unreserved_base;
+    const DeviceAddr interleaved_limit = config_.worker_l1_size - l1_bank_size;
+    const DeviceAddr allocatable = l1_bank_size - config_.l1_small_size;
+    banks_[static_cast<int>(BufferType::L1)] = BankManager(BufferType::L1, l1_banks, allocatable, interleaved_limit,
+                                                           config_.l1_alignment, config_.l1_unreserved_base);
+    banks_[static_cast<int>(BufferType::L1_SMALL)] =
+        BankManager(BufferType::L1_SMALL, small_banks, config_.l1_small_size,
+                    config_.worker_l1_size - config_.l1_small_size, config_.l1_alignment,
+                    config_.l1_unreserved_base + allocatable);
 }
 
 ChipAllocator::~ChipAllocator() = default;
+
+bool ChipAllocator::default_bottom_up(BufferType type) const {
+    return type == BufferType::DRAM || (config_.l1_bottom_up_default && type != BufferType::TRACE);
+}
+
+uint32_t ChipAllocator::get_alignment(BufferType type) const {
+    if (config_.shape == ChipShape::Flat) return config_.alignment;
+    return (type == BufferType::DRAM || type == BufferType::TRACE) ? config_.dram_alignment : config_.l1_alignment;
+}
+
+namespace {
+// Buffer::num_pages as the replica has it: a partial last page counts (upstream refuses a size
+// that is not a multiple of the page size).
+DeviceAddr num_pages(const Buffer* b) {
+    if (b->page_size() == 0) return 0;
+    return (b->size() + b->page_size() - 1) / b->page_size();
+}
+}  // namespace
+
+ChipAllocator::Request ChipAllocator::request_for(const Buffer* buffer) const {
+    const uint32_t a = get_alignment(buffer->buffer_type());
+    const DeviceAddr aligned_page = (buffer->page_size() + a - 1) / a * a;
+    DeviceAddr pages = num_pages(buffer);
+    const std::optional<uint32_t> shards = buffer->num_cores();
+    if (shards && *shards > 0) pages = (pages + *shards - 1) / *shards * *shards;  // shard-padded
+    return Request{pages * aligned_page, aligned_page, buffer->bottom_up(), shards};
+}
 
 DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
     if (!device_->is_initialized()) {
         throw std::runtime_error("Device " + std::to_string(device_->id()) + " is closed");
     }
     const BufferType type = buffer->buffer_type();
+    const Request r = request_for(buffer);
+    if (type == BufferType::SYSTEM_MEMORY) {
+        const DeviceAddr span = span_for(type, r);
+        std::optional<DeviceAddr> address = system_.allocate(span, r.bottom_up);
+        if (!address) {
+            throw std::runtime_error("Out of Memory: Not enough space to allocate " + std::to_string(r.size) +
+                                     " B SYSTEM_MEMORY buffer");
+        }
+        reserve(type, *address, span, buffer, buffer->size());
+        return *address;
+    }
     BankManager& bank = banks_[static_cast<int>(type)];
-    const DeviceAddr aligned = bank.align(buffer->size());
-    std::optional<DeviceAddr> addr = bank.first_fit_from(bank.base(), aligned);
-    if (!addr) throw_out_of_memory(buffer->size(), type, bank.num_banks());
-    reserve(type, *addr, aligned, buffer, buffer->size());
-    return *addr;
+    const DeviceAddr address = bank.allocate_buffer(r.size, r.page_size, r.bottom_up, config_.compute_grid, r.num_shards);
+    reserve(type, address, span_for(type, r), buffer, buffer->size());
+    return address;
+}
+
+allocator::FreeList& ChipAllocator::list(BufferType type) {
+    return type == BufferType::SYSTEM_MEMORY ? system_ : banks_[static_cast<int>(type)].mutable_free_list();
+}
+
+DeviceAddr ChipAllocator::span_for(BufferType type, const Request& r) const {
+    if (type == BufferType::SYSTEM_MEMORY) return system_.alloc_size(r.size);
+    return banks_[static_cast<int>(type)].span_for(r.size, r.page_size, r.num_shards);
 }
 
 void ChipAllocator::deallocate_buffer(Buffer* buffer) { release(buffer->buffer_type(), buffer->address()); }
 
-void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr aligned, const Buffer* owner, DeviceAddr size) {
+void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size) {
     const uint64_t epoch = replica::attach_epoch();
-    banks_[static_cast<int>(type)].insert(addr, AllocatorBlock{aligned, size, owner, epoch});
+    held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch});
     replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(size), false);
     replica::charge(device_->id(), replica::kLive, 1, false);
 }
 
 bool ChipAllocator::release(BufferType type, DeviceAddr addr) {
-    std::optional<AllocatorBlock> b = banks_[static_cast<int>(type)].erase(addr);
-    if (!b) return false;
-    const bool pre = b->epoch < replica::attach_epoch();
-    replica::charge(device_->id(), static_cast<int>(type), -static_cast<int64_t>(b->size), pre);
+    auto& held = held_[static_cast<int>(type)];
+    auto it = held.find(addr);
+    if (it == held.end()) return false;
+    const AllocatorBlock b = it->second;
+    held.erase(it);
+    if (type == BufferType::SYSTEM_MEMORY) {
+        system_.deallocate(addr);
+    } else {
+        banks_[static_cast<int>(type)].deallocate_buffer(addr);
+    }
+    const bool pre = b.epoch < replica::attach_epoch();
+    replica::charge(device_->id(), static_cast<int>(type), -static_cast<int64_t>(b.size), pre);
     replica::charge(device_->id(), replica::kLive, -1, pre);
     return true;
 }
 
 void ChipAllocator::clear() {
     for (auto& bank : banks_) bank.clear();
+    system_.clear();
+    for (auto& held : held_) held.clear();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mesh allocator (replica: the same address on every open chip of the mesh)
 
 namespace distributed {
 
 MeshAllocator::MeshAllocator(MeshDevice* mesh) : mesh_(mesh) {}
 MeshAllocator::~MeshAllocator() = default;
+
+bool MeshAllocator::default_bottom_up(BufferType type) const {
+    return mesh_->get_devices().front()->chip_allocator()->default_bottom_up(type);
+}
+
+uint32_t MeshAllocator::get_alignment(BufferType type) const {
+    return mesh_->get_devices().front()->chip_allocator()->get_alignment(type);
+}
 
 DeviceAddr MeshAllocator::allocate_buffer(Buffer* buffer) {
     if (!mesh_->is_initialized()) throw std::runtime_error("MeshDevice " + std::to_string(mesh_->id()) + " is closed");
@@ -113,25 +498,43 @@ DeviceAddr MeshAllocator::allocate_buffer(Buffer* buffer) {
         if (chip->is_initialized()) allocs.push_back(chip->chip_allocator());
     }
     if (allocs.empty()) throw std::runtime_error("MeshDevice has no open chip");
-    const BankManager& first = allocs.front()->bank(type);
-    const DeviceAddr aligned = first.align(buffer->size());
-    DeviceAddr cand = 0;
-    for (ChipAllocator* a : allocs) cand = std::max(cand, a->bank(type).base());
-    // Lowest address free on every chip: move the candidate up until all chips agree.
+    const ChipAllocator::Request r = allocs.front()->request_for(buffer);
+    DeviceAddr span = 0;
+    for (ChipAllocator* a : allocs) span = std::max(span, a->span_for(type, r));
+    auto oom = [&]() -> std::runtime_error {
+        const Statistics s = allocs.front()->list(type).get_statistics();
+        return std::runtime_error("Out of Memory: Not enough space to allocate " + std::to_string(r.size) + " B " +
+                                  buffer_type_name(type) + " buffer on every chip of mesh " + std::to_string(mesh_->id()) +
+                                  ", where each bank needs to store " + std::to_string(span) + " B, but bank size is " +
+                                  std::to_string(s.total_allocatable_size_bytes) + " B (allocated: " +
+                                  std::to_string(s.total_allocated_bytes) + " B, free: " +
+                                  std::to_string(s.total_free_bytes) + " B, largest free block: " +
+                                  std::to_string(s.largest_free_block_bytes) + " B)");
+    };
+    // An address free on every chip: move the candidate until all chips agree (up for
+    // bottom-up, down for top-down).
+    DeviceAddr cand = r.bottom_up ? 0 : ~DeviceAddr{0};
     for (;;) {
         bool moved = false;
         for (ChipAllocator* a : allocs) {
-            std::optional<DeviceAddr> r = a->bank(type).first_fit_from(cand, aligned);
-            if (!r) throw_out_of_memory(buffer->size(), type, first.num_banks());
-            if (*r != cand) {
-                cand = *r;
+            const allocator::FreeList& fl = a->list(type);
+            std::optional<DeviceAddr> at = r.bottom_up ? fl.find_from(cand, span)
+                                                       : fl.find_below(cand == ~DeviceAddr{0} ? fl.offset() + fl.max_size()
+                                                                                              : cand + span,
+                                                                       span);
+            if (!at) throw oom();
+            if (*at != cand) {
+                cand = *at;
                 moved = true;
                 break;
             }
         }
         if (!moved) break;
     }
-    for (ChipAllocator* a : allocs) a->reserve(type, cand, aligned, buffer, buffer->size());
+    for (ChipAllocator* a : allocs) {
+        a->list(type).allocate_at(cand, span);
+        a->reserve(type, cand, span, buffer, buffer->size());
+    }
     return cand;
 }
 

@@ -124,7 +124,7 @@ Buffer::Buffer(Private,
     m.size_ = size;
     m.buffer_type_ = buffer_type;
     m.buffer_layout_ = buffer_layout;
-    m.bottom_up_ = bottom_up.value_or(buffer_type == BufferType::DRAM);
+    m.bottom_up_ = bottom_up.value_or(device->allocator()->default_bottom_up(buffer_type));
     m.sub_device_id_ = sub_device_id ? std::optional<uint8_t>(sub_device_id->id) : std::nullopt;
     m.owns_data_ = owns_data;
     m.sub_device_manager_id_ = std::nullopt;
@@ -135,6 +135,7 @@ Buffer::Buffer(Private,
     m.page_size_ = page_size;
     m.unique_id_ = g_next_buffer_id.fetch_add(1, std::memory_order_relaxed);
     m.alloc_epoch_ = 0;
+    m.shard_cores_ = 0;
     dirty_type_padding(&m.buffer_type_);
 }
 #else
@@ -142,7 +143,7 @@ Buffer::Buffer(Private,
       size_(size),
       buffer_type_(buffer_type),
       buffer_layout_(buffer_layout),
-      bottom_up_(bottom_up.value_or(buffer_type == BufferType::DRAM)),
+      bottom_up_(bottom_up.value_or(device->allocator()->default_bottom_up(buffer_type))),
       sub_device_id_(sub_device_id ? std::optional<uint8_t>(sub_device_id->id) : std::nullopt),
       owns_data_(owns_data),
       sub_device_manager_id_(std::nullopt),
@@ -152,7 +153,8 @@ Buffer::Buffer(Private,
       address_(0),
       page_size_(page_size),
       unique_id_(g_next_buffer_id.fetch_add(1, std::memory_order_relaxed)),
-      alloc_epoch_(0) {
+      alloc_epoch_(0),
+      shard_cores_(0) {
     dirty_type_padding(&buffer_type_);
 }
 #endif
@@ -166,6 +168,7 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
                                        std::optional<SubDeviceId> sub_device_id) {
     auto buffer = std::make_shared<Buffer>(Private{}, device, size, page_size, buffer_type,
                                            sharding_args.buffer_layout, bottom_up, sub_device_id, true);
+    if (sharding_args.buffer_layout != TensorMemoryLayout::INTERLEAVED) buffer->f().shard_cores_ = sharding_args.shard_cores;
     if (buffer->f().size_ == 0) {
         buffer->f().allocation_status_ = AllocationStatus::ALLOCATED;
         return buffer;
@@ -248,6 +251,11 @@ Buffer::~Buffer() {
 DeviceAddr Buffer::address() const { return f().address_; }
 bool Buffer::is_allocated() const { return f().allocation_status_ == AllocationStatus::ALLOCATED; }
 DeviceAddr Buffer::page_size() const { return f().page_size_; }
+
+std::optional<uint32_t> Buffer::num_cores() const {
+    if (f().buffer_layout_ == TensorMemoryLayout::INTERLEAVED || f().shard_cores_ == 0) return std::nullopt;
+    return f().shard_cores_;
+}
 #if defined(TT_REPLICA_LAYOUT_V2)
 DeviceAddr Buffer::size() const { return impl_->size_; }
 IDevice* Buffer::device() const { return impl_->device_; }

@@ -26,6 +26,7 @@ public:
     DeviceAddr page_size_;                                // 72
     uint64_t unique_id_;
     uint64_t alloc_epoch_;
+    uint32_t shard_cores_;
 };
 
 }  // namespace tt::tt_metal

@@ -29,7 +29,13 @@ void Device::static_checks() {
 
 Device::Device(int device_id, const AllocatorConfig& config)
     : id_(device_id), initialized_(true), build_id_(0x7e57u + static_cast<uint32_t>(device_id)) {
-    allocator_ = std::make_unique<ChipAllocator>(this, config);
+    allocator_ = initialize_allocator(config);
+}
+
+// Out of line as upstream's (which returns std::unique_ptr<AllocatorImpl>: rdi is the returned
+// pointer's slot, rsi this): the chip's BankManagers are constructed inside, on this thread.
+__attribute__((noinline)) std::unique_ptr<ChipAllocator> Device::initialize_allocator(const AllocatorConfig& config) {
+    return std::make_unique<ChipAllocator>(this, config);
 }
 
 Device::~Device() = default;

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "tt_metal/allocator.hpp"
 #include "tt_metal/types.hpp"
 
 #define TT_REPLICA_HIDDEN __attribute__((visibility("hidden")))
@@ -72,6 +74,25 @@ struct L1Clash {
     std::vector<InTheWay> l1_buffers;  // L1 allocations starting below cb_region_end, by address
 };
 TT_REPLICA_HIDDEN void note_l1_clash(const L1Clash& clash);
+
+// A failed BankManager::allocate_buffer (allocator.cpp), recorded in the truth with the
+// statistics of its bank manager before and after the failure.
+struct AllocFailure {
+    int tid = 0;
+    int chip = -1;
+    BufferType type = BufferType::DRAM;
+    uint64_t size = 0;       // what the bank manager got (the buffer's aligned size)
+    uint64_t page_size = 0;  // aligned page size
+    uint32_t banks = 0;      // banks or shards the request spreads over
+    uint64_t size_per_bank = 0;
+    uint64_t span = 0;  // what the free list needed in every bank
+    bool bottom_up = false;
+    uint64_t bank_size = 0;
+    const char* cause = "";  // larger_than_bank | exhausted | fragmented
+    std::string message;
+    Statistics before, after;
+};
+TT_REPLICA_HIDDEN void note_alloc_failure(const AllocFailure& failure);
 
 // Calls counted for the truth JSON (entries of probed functions). Lock-free.
 enum Call : int {

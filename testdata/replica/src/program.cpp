@@ -123,7 +123,7 @@ void ProgramImpl::validate_circular_buffer_region_locked(const std::vector<const
     std::string first_error;
     for (const Device* chip : chips) {
         if (!chip->is_initialized()) continue;
-        const auto& blocks = chip->chip_allocator()->bank(BufferType::L1).blocks();
+        const auto& blocks = chip->chip_allocator()->blocks(BufferType::L1);
         if (blocks.empty() || blocks.begin()->first >= cb_region_end) continue;
         replica::L1Clash clash;
         clash.program = this;

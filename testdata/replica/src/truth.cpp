@@ -40,6 +40,7 @@ struct Ledger {
     uint64_t unknown_free_bytes = 0;
     bool broken = false;
     std::vector<L1Clash> l1_clashes;
+    std::vector<AllocFailure> alloc_failures;
 };
 
 Ledger& ledger() {
@@ -103,6 +104,8 @@ uint64_t attach_epoch() { return ledger().epoch; }
 
 void note_l1_clash(const L1Clash& clash) { ledger().l1_clashes.push_back(clash); }
 
+void note_alloc_failure(const AllocFailure& failure) { ledger().alloc_failures.push_back(failure); }
+
 void count_call(Call call) { g_calls[call].fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace replica
@@ -115,6 +118,7 @@ extern "C" void tt_replica_mark_attach(void) {
     auto& l = replica::ledger();
     l.epoch += 1;
     l.l1_clashes.clear();  // a tracer attached now sees only the clashes from here on
+    l.alloc_failures.clear();
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
@@ -144,8 +148,7 @@ extern "C" int tt_replica_write_truth(const char* path) {
     for (Device* d : open) {
         int64_t sums[kNumFields] = {};
         for (int t = 0; t < kNumBufferTypes; ++t) {
-            const BankManager& bank = d->chip_allocator()->bank(static_cast<BufferType>(t));
-            for (const auto& [addr, block] : bank.blocks()) {
+            for (const auto& [addr, block] : d->chip_allocator()->blocks(static_cast<BufferType>(t))) {
                 leaks.push_back({d->id(), static_cast<BufferType>(t), addr, block.size});
                 sums[t] += static_cast<int64_t>(block.size);
                 sums[kLive] += 1;
@@ -197,7 +200,34 @@ extern "C" int tt_replica_write_truth(const char* path) {
             std::snprintf(buf, sizeof buf, "%s\"%s\":%" PRId64, i ? "," : "", kFieldNames[f], t.peak[f]);
             out += buf;
         }
-        out += "}}";
+        out += "}";
+        const Device* open_chip = nullptr;
+        for (Device* d : open) {
+            if (d->id() == id) open_chip = d;
+        }
+        if (open_chip != nullptr) {
+            std::snprintf(buf, sizeof buf, ",\"shape\":\"%s\",\"allocator\":{",
+                          chip_shape_name(open_chip->chip_allocator()->config().shape));
+            out += buf;
+            bool first_type = true;
+            for (BufferType bt : {BufferType::DRAM, BufferType::L1, BufferType::L1_SMALL, BufferType::TRACE}) {
+                const BankManager& bank = open_chip->chip_allocator()->bank(bt);
+                if (bank.num_banks() == 0) continue;
+                const Statistics st = bank.get_statistics();
+                std::snprintf(buf, sizeof buf,
+                              "%s\"%s\":{\"banks\":%u,\"bank_size\":%" PRIu64 ",\"alignment\":%u,\"freelist_alignment\":%" PRIu64
+                              ",\"base\":%" PRIu64
+                              ",\"total_allocatable_size_bytes\":%" PRIu64 ",\"total_allocated_bytes\":%" PRIu64
+                              ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64 "}",
+                              first_type ? "" : ",", buffer_type_name(bt), bank.num_banks(), bank.bank_size(),
+                              bank.alignment(), bank.free_list().alignment(), bank.base(), st.total_allocatable_size_bytes, st.total_allocated_bytes,
+                              st.total_free_bytes, st.largest_free_block_bytes);
+                out += buf;
+                first_type = false;
+            }
+            out += "}";
+        }
+        out += "}";
     }
     out += "],\n \"leaks\":[";
     for (std::size_t i = 0; i < leaks.size(); ++i) {
@@ -222,6 +252,27 @@ extern "C" int tt_replica_write_truth(const char* path) {
             out += buf;
         }
         out += "]}";
+    }
+    out += "],\n \"alloc_failures\":[";
+    auto stats_json = [](const Statistics& st) {
+        char b[256];
+        std::snprintf(b, sizeof b,
+                      "{\"total_allocatable_size_bytes\":%" PRIu64 ",\"total_allocated_bytes\":%" PRIu64
+                      ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64 "}",
+                      st.total_allocatable_size_bytes, st.total_allocated_bytes, st.total_free_bytes,
+                      st.largest_free_block_bytes);
+        return std::string(b);
+    };
+    for (std::size_t i = 0; i < l.alloc_failures.size(); ++i) {
+        const AllocFailure& f = l.alloc_failures[i];
+        std::snprintf(buf, sizeof buf,
+                      "%s{\"tid\":%d,\"device\":%d,\"type\":\"%s\",\"size\":%" PRIu64 ",\"page_size\":%" PRIu64
+                      ",\"banks\":%u,\"size_per_bank\":%" PRIu64 ",\"span\":%" PRIu64 ",\"bottom_up\":%s,\"bank_size\":%" PRIu64
+                      ",\"cause\":\"%s\",\"before\":",
+                      i ? ",\n  " : "\n  ", f.tid, f.chip, buffer_type_name(f.type), f.size, f.page_size, f.banks,
+                      f.size_per_bank, f.span, f.bottom_up ? "true" : "false", f.bank_size, f.cause);
+        out += buf;
+        out += stats_json(f.before) + ",\"after\":" + stats_json(f.after) + ",\"message\":\"" + f.message + "\"}";
     }
     std::snprintf(buf, sizeof buf, "],\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);

@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <optional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -53,6 +55,9 @@ struct Options {
     int threads = -1;  // scenario default
     uint64_t events = 1000000;
     bool leak = false;
+    std::string shape = "n150";  // alloc scenario: the chips' shape
+    bool uncaught = false;       // alloc scenario: the last OOM is not caught (the process aborts)
+    bool open_before_go = false; // alloc scenario: the chips open before the go point
 };
 
 struct Ctx {
@@ -675,6 +680,118 @@ bool clashes(ProgramImpl& p, const IDevice* device) {
     return false;
 }
 
+
+// The allocator's view (issue 22): chips shaped like a Wormhole n150 / n300 / Galaxy or a
+// Blackhole (--shape), interleaved and sharded buffers of every type, then out-of-memory by
+// a request larger than a bank (DRAM), by exhaustion (L1 filled with equal chunks) and by
+// fragmentation (every other chunk freed, a request of 1.5 chunks), each caught; with
+// --uncaught the last one is not caught and the process aborts (the truth is written by the
+// terminate handler first). Sizes come from the chips' own allocators, not from tables.
+const char* g_terminate_truth = nullptr;
+
+void write_truth_and_abort() {
+    if (g_terminate_truth != nullptr) tt_replica_write_truth(g_terminate_truth);
+    std::fflush(stdout);
+    std::abort();
+}
+
+bool caught_oom(const char* what, const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const std::runtime_error& e) {
+        std::printf("alloc: %s: caught: %s\n", what, e.what());
+        return std::strstr(e.what(), "Out of Memory: Not enough space to allocate") != nullptr;
+    }
+    return false;
+}
+
+int scenario_alloc(Ctx& ctx) {
+    std::optional<ChipShape> shape = chip_shape_from_name(ctx.opt.shape);
+    if (!shape || *shape == ChipShape::Flat) {
+        std::fprintf(stderr, "ttwork: --shape must be n150, n300, galaxy or blackhole\n");
+        return 2;
+    }
+    const int nchips = *shape == ChipShape::N300 ? 2 : *shape == ChipShape::Galaxy ? 32 : 1;
+    std::vector<int> ids;
+    for (int i = 0; i < nchips; ++i) ids.push_back(i);
+    const AllocatorConfig cfg = AllocatorConfig::shaped(*shape);
+    if (!ctx.opt.open_before_go) go_point(ctx);
+    std::vector<Device*> chips = open_chips(ids, cfg);
+    if (ctx.opt.open_before_go) go_point(ctx);
+    Device* d = chips[0];
+    const ChipAllocator* a = d->chip_allocator();
+    const DeviceAddr page = 2048;
+    std::vector<BufferPtr> keep;
+
+    // Interleaved buffers of every type; a page size that is not a multiple of the alignment.
+    keep.push_back(Buffer::create(d, 3 << 20, page, BufferType::DRAM));
+    keep.push_back(Buffer::create(d, 1000 * 77, 1000, BufferType::DRAM));
+    keep.push_back(Buffer::create(d, 64 * page, page, BufferType::DRAM, BufferShardingArgs{}, false));  // top-down DRAM
+    keep.push_back(Buffer::create(d, 1 << 20, page, BufferType::TRACE));
+    keep.push_back(Buffer::create(d, 96 * page, page, BufferType::L1));
+    // Sharded: 8 shard cores, 25 pages (padded to 32); L1_SMALL is sharded only.
+    keep.push_back(Buffer::create(d, 25 * page, page, BufferType::L1,
+                                  BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, 8}));
+    keep.push_back(Buffer::create(d, 4 * 1024, 1024, BufferType::L1_SMALL,
+                                  BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, 4}));
+    // One buffer on every other chip.
+    for (std::size_t i = 1; i < chips.size(); ++i) {
+        keep.push_back(Buffer::create(chips[i], (1 + i) * 12 * page, page, BufferType::DRAM));
+    }
+    if (chips.size() > 1) {
+        auto mesh = MeshDevice::create(chips);
+        MeshBufferPtr mb = MeshBuffer::create(mesh.get(), 48 * page, page, BufferType::DRAM);
+        mb.reset();  // freed on every chip
+    }
+    // Freed ones, so the free lists merge neighbours.
+    BufferPtr t1 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
+    BufferPtr t2 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
+    BufferPtr t3 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
+    t1.reset();
+    t3.reset();
+    t2.reset();
+
+    // Larger than a bank: one page more per bank than a DRAM bank holds.
+    const BankManager& dram = a->bank(BufferType::DRAM);
+    const DeviceAddr too_big = (dram.bank_size() / page + 1) * page * dram.num_banks();
+    CHECK(caught_oom("larger than a bank", [&] { Buffer::create(d, too_big, page, BufferType::DRAM); }));
+
+    // Exhaustion: L1 in chunks of a fifth of a bank (top-down).
+    const BankManager& l1 = a->bank(BufferType::L1);
+    const DeviceAddr chunk_pages = l1.bank_size() / 5 / page;
+    const DeviceAddr chunk = chunk_pages * page * l1.num_banks();
+    // The 96-page and sharded L1 buffers above take some room: free them first.
+    keep[4].reset();
+    keep[5].reset();
+    std::vector<BufferPtr> chunks;
+    for (int i = 0; i < 5; ++i) chunks.push_back(Buffer::create(d, chunk, page, BufferType::L1));
+    CHECK(caught_oom("exhausted", [&] { Buffer::create(d, chunk, page, BufferType::L1); }));
+
+    // Fragmentation: two chunks freed apart; 1.5 chunks fits in the free total, not in a block.
+    chunks[1].reset();
+    chunks[3].reset();
+    const DeviceAddr one_and_half = (chunk_pages + chunk_pages / 2) * page * l1.num_banks();
+    if (ctx.opt.uncaught) {
+        g_terminate_truth = ctx.opt.truth.empty() ? nullptr : ctx.opt.truth.c_str();
+        std::set_terminate(write_truth_and_abort);
+        std::printf("alloc: fragmented: not caught\n");
+        std::fflush(stdout);
+        [&]() noexcept { Buffer::create(d, one_and_half, page, BufferType::L1); }();
+    }
+    CHECK(caught_oom("fragmented", [&] { Buffer::create(d, one_and_half, page, BufferType::L1); }));
+    // The process goes on after its OOMs: a chunk still fits.
+    chunks[1] = Buffer::create(d, chunk, page, BufferType::L1);
+
+    if (ctx.opt.leak) {
+        keep_forever(keep[0]);
+        keep_forever(chunks[0]);
+    }
+    chunks.clear();
+    keep.clear();
+    std::printf("alloc: done (%s, %d chips)\n", chip_shape_name(*shape), nchips);
+    return 0;
+}
+
 int scenario_l1(Ctx& ctx) {
     go_point(ctx);
     Device* d = CreateDevice(50);  // chips no other scenario uses: their allocators start empty
@@ -984,6 +1101,7 @@ const Scenario kScenarios[] = {
     {"concurrent", scenario_concurrent},
     {"layout", scenario_layout},
     {"l1", scenario_l1},
+    {"alloc", scenario_alloc},
 };
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.
@@ -994,6 +1112,7 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
                  "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
+                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -1043,6 +1162,12 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.hold_file = value();
         } else if (a == "--leak") {
             ctx.opt.leak = true;
+        } else if (a == "--shape") {
+            ctx.opt.shape = value();
+        } else if (a == "--uncaught") {
+            ctx.opt.uncaught = true;
+        } else if (a == "--open-before-go") {
+            ctx.opt.open_before_go = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {
             const char* v = value();
             if (!parse_u64(v, &n)) {

@@ -1,31 +1,205 @@
-// Per-chip, per-buffer-type first-fit allocator (lowest free address, 32-byte aligned) and the
-// mesh allocator (same address on every chip of a mesh). Not part of what tttrace reads; it is
-// where the replica's ground truth comes from.
+// The allocators, in upstream's shapes (docs/ttmetal.md §9): per chip one allocator owning a
+// BankManager per buffer type, each a first-fit free list over one bank's address space in
+// which every allocation reserves the same per-bank span in all banks (lockstep). BankManager's
+// two constructors and allocate_buffer have upstream's declarations, hence its mangled names
+// (tttrace probes them). The mesh allocator reserves the same address on every chip of a mesh
+// (a replica simplification: upstream's mesh has an allocator of its own). Allocations change
+// the ground truth here.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tt_metal/types.hpp"
+
+// ttsl::StrongType (tt_stl/strong_type.hpp), as far as its mangled name and ABI go: a
+// trivially copyable wrapper of one value.
+namespace ttsl {
+template <typename T, typename Tag>
+class StrongType {
+public:
+    constexpr StrongType() = default;
+    constexpr explicit StrongType(T v) : value_(v) {}
+    constexpr T get() const { return value_; }
+
+private:
+    T value_{};
+};
+}  // namespace ttsl
 
 namespace tt::tt_metal {
 
 class Buffer;
 class Device;
 
+// Which chip the allocator's numbers are shaped like (docs/ttmetal.md §9, soc descriptors).
+enum class ChipShape : int {
+    Flat = 0,   // the replica's own: one bank per type, every type based at 0x10000 (default)
+    N150,       // Wormhole B0: 12 DRAM banks of 1 GiB, 64 L1 banks (8x8 compute grid)
+    N300,       // Wormhole B0, as N150 per chip (an n300 is two of them)
+    Galaxy,     // Wormhole B0 unharvested: 12 DRAM banks, 80 L1 banks (8x10)
+    Blackhole,  // 8 DRAM banks of 4278190080 B, 130 L1 banks (13x10), DRAM alignment 64
+};
+const char* chip_shape_name(ChipShape shape);
+std::optional<ChipShape> chip_shape_from_name(const std::string& name);
+
 struct AllocatorConfig {
-    // Same base for every type, so a DRAM and an L1 buffer get the same numeric address.
+    ChipShape shape = ChipShape::Flat;
+
+    // Flat shape only: per type one bank of `capacity` bytes at `base`, alignment `alignment`.
+    // Same base for DRAM, L1 and L1_SMALL, so buffers of different types share addresses.
     DeviceAddr base[kNumBufferTypes] = {0x10000, 0x10000, 0x10000, 0x10000, 0x10000};
     DeviceAddr capacity[kNumBufferTypes] = {
         1ull << 30,  // DRAM 1 GiB
         1ull << 20,  // L1 1 MiB
-        1ull << 28,  // SYSTEM_MEMORY 256 MiB
+        1ull << 28,  // SYSTEM_MEMORY 256 MiB (no BankManager upstream: a private free list)
         1ull << 16,  // L1_SMALL 64 KiB
         1ull << 24,  // TRACE 16 MiB
     };
-    uint32_t num_banks[kNumBufferTypes] = {12, 64, 1, 64, 12};
     uint32_t alignment = 32;
+    // Flat shape: L1 buffers default to bottom-up (the replica's historical layout, which the
+    // CB clash scenarios are written for). Shaped chips: false, as upstream.
+    bool l1_bottom_up_default = true;
+
+    // Shaped chips: L1BankingAllocator::generate_config's fields.
+    uint32_t num_dram_channels = 0;
+    DeviceAddr dram_bank_size = 0;
+    std::vector<int64_t> dram_bank_offsets;
+    DeviceAddr dram_unreserved_base = 0;
+    uint32_t dram_alignment = 32;
+    DeviceAddr l1_unreserved_base = 0;
+    uint32_t num_l1_banks = 0;  // compute-and-storage cores
+    DeviceAddr worker_l1_size = 0;
+    DeviceAddr l1_small_size = 0;
+    DeviceAddr trace_region_size = 0;
+    uint32_t l1_alignment = 16;
+    CoreRangeSet compute_grid;
+
+    // The config of a chip shaped like `shape` (Flat: the default above).
+    static AllocatorConfig shaped(ChipShape shape);
+};
+
+// allocator_types.hpp's Statistics: every number per bank.
+struct Statistics {
+    uint64_t total_allocatable_size_bytes = 0;
+    uint64_t total_allocated_bytes = 0;
+    uint64_t total_free_bytes = 0;
+    uint64_t largest_free_block_bytes = 0;
+};
+
+namespace allocator {
+// First fit by address over [0, max_size) (relative), returned plus offset; upstream's
+// FreeListOpt with SearchPolicy::FIRST, in behaviour (not in data structure).
+class FreeList {
+public:
+    FreeList() = default;
+    FreeList(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment);
+
+    DeviceAddr align(DeviceAddr size) const;
+    // The span an allocation of `size` takes: align(max(size, min_allocation_size)).
+    DeviceAddr alloc_size(DeviceAddr size) const;
+    // Bottom-up: lowest-addressed free block that fits, at its start; top-down: the
+    // highest-addressed one, at its end - span. Absolute address or nullopt.
+    std::optional<DeviceAddr> allocate(DeviceAddr size, bool bottom_up);
+    // Absolute address where `span` bytes are free, lowest >= from (bottom-up) or highest with
+    // end <= to (top-down); nothing changes.
+    std::optional<DeviceAddr> find_from(DeviceAddr from, DeviceAddr span) const;
+    std::optional<DeviceAddr> find_below(DeviceAddr to, DeviceAddr span) const;
+    // Reserve [addr, addr+span) (absolute), which must lie in one free block.
+    bool allocate_at(DeviceAddr addr, DeviceAddr span);
+    // Free the block at absolute `addr` and merge it with free neighbours; false if unknown.
+    bool deallocate(DeviceAddr addr);
+    void clear();
+    Statistics get_statistics() const;
+    std::optional<DeviceAddr> lowest_occupied_address() const;
+    DeviceAddr max_size() const { return max_size_; }
+    DeviceAddr offset() const { return offset_; }
+    DeviceAddr alignment() const { return alignment_; }
+
+private:
+    struct Block {
+        DeviceAddr size;
+        bool allocated;
+    };
+    DeviceAddr max_size_ = 0;
+    DeviceAddr offset_ = 0;
+    DeviceAddr min_allocation_size_ = 32;
+    DeviceAddr alignment_ = 32;
+    std::map<DeviceAddr, Block> blocks_;  // relative address -> block; they tile [0, max_size)
+};
+}  // namespace allocator
+
+// Upstream: ceil(size / page_size / num_banks) pages x page_size rounded up to the alignment
+// (allocator.hpp, detail::calculate_bank_size_spread).
+DeviceAddr calculate_bank_size_spread(DeviceAddr size, DeviceAddr page_size, uint32_t num_banks, uint32_t alignment);
+
+class BankManager {
+public:
+    struct AllocatorDependencies {
+        using AllocatorID = ttsl::StrongType<uint32_t, struct AllocatorIDTag>;
+        AllocatorDependencies() = default;
+    };
+
+    BankManager() = default;
+    // DRAM and TRACE: one bank per entry of bank_offsets.
+    BankManager(const BufferType& buffer_type,
+                const std::vector<int64_t>& bank_offsets,
+                DeviceAddr size_bytes,
+                uint32_t alignment_bytes,
+                DeviceAddr alloc_offset = 0,
+                bool disable_interleaved = false,
+                const AllocatorDependencies& dependencies = AllocatorDependencies());
+    // L1 and L1_SMALL: bank id -> offset.
+    BankManager(const BufferType& buffer_type,
+                const std::unordered_map<uint32_t, int64_t>& bank_id_to_bank_offset,
+                DeviceAddr size_bytes,
+                DeviceAddr interleaved_address_limit,
+                uint32_t alignment_bytes,
+                DeviceAddr alloc_offset = 0,
+                bool disable_interleaved = false,
+                const AllocatorDependencies& dependencies = AllocatorDependencies());
+
+    uint32_t num_banks() const { return num_banks_; }
+    DeviceAddr bank_size() const { return free_list_.max_size(); }
+    DeviceAddr base() const { return free_list_.offset(); }
+    uint32_t alignment() const { return alignment_bytes_; }
+    BufferType buffer_type() const { return buffer_type_; }
+    const allocator::FreeList& free_list() const { return free_list_; }
+
+    // Throws std::runtime_error "Out of Memory: ..." (upstream's wording, with statistics) when
+    // no free block fits; nothing changes then. Records the failure in the ground truth.
+    DeviceAddr allocate_buffer(DeviceAddr size,
+                               DeviceAddr page_size,
+                               bool bottom_up,
+                               const CoreRangeSet& compute_grid,
+                               std::optional<uint32_t> num_shards,
+                               AllocatorDependencies::AllocatorID allocator_id = AllocatorDependencies::AllocatorID{0});
+    void deallocate_buffer(DeviceAddr address);
+    void clear() { free_list_.clear(); }
+    Statistics get_statistics() const { return free_list_.get_statistics(); }
+
+    // Mesh allocations (replica): the span the free list takes for a request, and reserving it
+    // at a chosen address.
+    DeviceAddr span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const;
+    allocator::FreeList& mutable_free_list() { return free_list_; }
+
+    // The chip this manager belongs to, for the truth's failure records (-1 = none).
+    void set_chip(int chip) { chip_ = chip; }
+
+private:
+    // As upstream: the free list's alignment is the HAL's DRAM alignment for every manager.
+    void init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset);
+
+    BufferType buffer_type_ = BufferType::DRAM;
+    uint32_t num_banks_ = 0;
+    DeviceAddr interleaved_address_limit_ = 0;
+    uint32_t alignment_bytes_ = 32;
+    allocator::FreeList free_list_;
+    int chip_ = -1;
 };
 
 class Allocator {
@@ -35,44 +209,19 @@ public:
     virtual DeviceAddr allocate_buffer(Buffer* buffer) = 0;
     // Caller holds replica::mem_mutex().
     virtual void deallocate_buffer(Buffer* buffer) = 0;
+    // Buffer's default for bottom_up_ (upstream: DRAM only).
+    virtual bool default_bottom_up(BufferType type) const = 0;
+    // Alignment of a type's pages (upstream Allocator::get_alignment).
+    virtual uint32_t get_alignment(BufferType type) const = 0;
 };
 
-// One allocation held by a chip's allocator.
+// One allocation held by a chip's allocator (ground-truth bookkeeping beside the free lists).
 struct AllocatorBlock {
-    DeviceAddr aligned_size = 0;  // space reserved
+    DeviceAddr aligned_size = 0;  // the span reserved per bank
     DeviceAddr size = 0;          // Buffer::size_ (what ground truth counts)
     const Buffer* owner = nullptr;
     uint64_t epoch = 0;  // replica attach epoch at reservation (midrun scenario)
 };
-
-class BankManager {
-public:
-    BankManager() = default;
-    BankManager(BufferType type, DeviceAddr base, DeviceAddr capacity, uint32_t num_banks, uint32_t alignment);
-
-    // Lowest aligned address >= from where aligned_size bytes are free.
-    std::optional<DeviceAddr> first_fit_from(DeviceAddr from, DeviceAddr aligned_size) const;
-    DeviceAddr align(DeviceAddr size) const;
-    DeviceAddr base() const { return base_; }
-    DeviceAddr capacity() const { return capacity_; }
-    uint32_t num_banks() const { return num_banks_; }
-    BufferType type() const { return type_; }
-    const std::map<DeviceAddr, AllocatorBlock>& blocks() const { return blocks_; }
-
-    void insert(DeviceAddr addr, const AllocatorBlock& block);
-    std::optional<AllocatorBlock> erase(DeviceAddr addr);
-    void clear() { blocks_.clear(); }
-
-private:
-    BufferType type_ = BufferType::DRAM;
-    DeviceAddr base_ = 0;
-    DeviceAddr capacity_ = 0;
-    uint32_t num_banks_ = 1;
-    uint32_t alignment_ = 32;
-    std::map<DeviceAddr, AllocatorBlock> blocks_;
-};
-
-[[noreturn]] void throw_out_of_memory(DeviceAddr size, BufferType type, uint32_t num_banks);
 
 class ChipAllocator final : public Allocator {
 public:
@@ -81,22 +230,45 @@ public:
 
     DeviceAddr allocate_buffer(Buffer* buffer) override;
     void deallocate_buffer(Buffer* buffer) override;
+    bool default_bottom_up(BufferType type) const override;
+    uint32_t get_alignment(BufferType type) const override;
 
     const BankManager& bank(BufferType type) const { return banks_[static_cast<int>(type)]; }
+    BankManager& mutable_bank(BufferType type) { return banks_[static_cast<int>(type)]; }
+    // Allocations held, by address (what the truth and the CB clash check read).
+    const std::map<DeviceAddr, AllocatorBlock>& blocks(BufferType type) const { return held_[static_cast<int>(type)]; }
     const AllocatorConfig& config() const { return config_; }
     Device* device() const { return device_; }
 
-    // Reserve [addr, addr+aligned) for owner (caller checked it is free) and charge the truth.
-    void reserve(BufferType type, DeviceAddr addr, DeviceAddr aligned, const Buffer* owner, DeviceAddr size);
+    // The request the allocator makes for a buffer (upstream AllocatorImpl::allocate_buffer).
+    struct Request {
+        DeviceAddr size;       // aligned_size
+        DeviceAddr page_size;  // aligned_page_size
+        bool bottom_up;
+        std::optional<uint32_t> num_shards;
+    };
+    Request request_for(const Buffer* buffer) const;
+    // The free list of a type (SYSTEM_MEMORY: the replica's own) and the span a request takes.
+    allocator::FreeList& list(BufferType type);
+    DeviceAddr span_for(BufferType type, const Request& r) const;
+
+    // Record an allocation the caller placed (the free list already holds it) and charge the truth.
+    void reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size);
     // Release the allocation at addr, if any, and credit the truth.
     bool release(BufferType type, DeviceAddr addr);
     // Device::close: drop everything at once.
     void clear();
 
 private:
+    void init_one_bank_per_channel();
+    void init_compute_and_storage_l1_bank_manager();
+    void init_flat();
+
     Device* device_;
     AllocatorConfig config_;
-    BankManager banks_[kNumBufferTypes];
+    BankManager banks_[kNumBufferTypes];  // SYSTEM_MEMORY's stays empty
+    allocator::FreeList system_;
+    std::map<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
 };
 
 namespace distributed {
@@ -106,9 +278,12 @@ class MeshAllocator final : public Allocator {
 public:
     explicit MeshAllocator(MeshDevice* mesh);
     ~MeshAllocator() override;
-    // Lowest address free on every (open) chip of the mesh for that type; reserved on each.
+    // Lowest (bottom-up) or highest (top-down) address free on every open chip of the mesh for
+    // that type; reserved on each.
     DeviceAddr allocate_buffer(Buffer* buffer) override;
     void deallocate_buffer(Buffer* buffer) override;
+    bool default_bottom_up(BufferType type) const override;
+    uint32_t get_alignment(BufferType type) const override;
 
 private:
     MeshDevice* mesh_;

@@ -84,6 +84,9 @@ public:
     DeviceAddr address() const;
     bool is_allocated() const;
     DeviceAddr page_size() const;
+    // Cores of the shard grid for a sharded buffer, nullopt for an interleaved one (upstream:
+    // the allocator passes it to BankManager::allocate_buffer as num_shards).
+    std::optional<uint32_t> num_cores() const;
 
 #ifdef TT_REPLICA_LAYOUT_V2
     // Pimpl: every accessor is out of line; Buffer::size() const and Buffer::device() const
@@ -148,6 +151,7 @@ private:
     // >= 80: replica-only, not read by tttrace.
     uint64_t unique_id_;
     uint64_t alloc_epoch_;
+    uint32_t shard_cores_;
 #elif defined(TT_REPLICA_LAYOUT_UNKNOWN)
     DeviceAddr address_;                                  // 16
     DeviceAddr page_size_;                                // 24
@@ -164,6 +168,7 @@ private:
     Allocator* allocator_;                                // 88
     uint64_t unique_id_;
     uint64_t alloc_epoch_;
+    uint32_t shard_cores_;
 #else
     IDevice* device_;                                     // 16
     DeviceAddr size_;                                     // 24
@@ -181,6 +186,7 @@ private:
     // >= 96: replica-only, not read by tttrace.
     uint64_t unique_id_;
     uint64_t alloc_epoch_;
+    uint32_t shard_cores_;
 #endif
 };
 

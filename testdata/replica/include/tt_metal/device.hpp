@@ -46,6 +46,7 @@ public:
 
 private:
     static void static_checks();
+    std::unique_ptr<ChipAllocator> initialize_allocator(const AllocatorConfig& config);
 
     int id_;  // first data member: offset 8
     std::atomic<bool> initialized_;

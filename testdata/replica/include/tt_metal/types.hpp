@@ -92,6 +92,9 @@ struct SubDeviceId {
 
 struct BufferShardingArgs {
     TensorMemoryLayout buffer_layout = TensorMemoryLayout::INTERLEAVED;
+    // Replica stand-in for the shard spec: the number of cores of the shard grid (sharded
+    // layouts only; Buffer::num_cores()).
+    uint32_t shard_cores = 0;
 };
 
 // "DRAM", "L1", "SYSTEM_MEMORY", "L1_SMALL", "TRACE".
