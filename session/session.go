@@ -54,6 +54,9 @@ type Config struct {
 	// SiteUsage: the ledger keeps per-site accounting
 	// (devices.ProcessSummary.SiteUsage) for memory profiles.
 	SiteUsage bool
+	// Snapshots: each value received asks every sinks.Snapshotter for the
+	// state as of now; tracing goes on (nil: never).
+	Snapshots <-chan struct{}
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -380,6 +383,11 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 			return true, nil
 		}
 		s.settle(!ok)
+		select {
+		case <-s.cfg.Snapshots:
+			s.takeSnapshot()
+		default:
+		}
 		s.tick()
 		deadline = time.Now().Add(tick)
 	}
@@ -540,6 +548,30 @@ func (s *session) finish() (devices.Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// takeSnapshot hands the Snapshotter sinks the ledger's state as of now: every
+// record read so far applied.
+func (s *session) takeSnapshot() {
+	sum := s.ledger.Summary()
+	stamp := time.Now().UTC().Format("20060102T150405.000Z")
+	var wrote []string
+	for _, k := range s.sinks {
+		sn, ok := k.(sinks.Snapshotter)
+		if !ok {
+			continue
+		}
+		names, err := sn.Snapshot(&sum, stamp)
+		wrote = append(wrote, names...)
+		if err != nil {
+			fmt.Fprintf(s.log, "tttrace: snapshot: %v\n", err)
+		}
+	}
+	if len(wrote) == 0 {
+		fmt.Fprintf(s.log, "tttrace: snapshot %s: no output takes snapshots\n", stamp)
+		return
+	}
+	fmt.Fprintf(s.log, "tttrace: snapshot %s written: %s\n", stamp, strings.Join(wrote, ", "))
 }
 
 func monotonicNow() uint64 {

@@ -20,6 +20,7 @@ type NDJSON struct {
 	w        *bufio.Writer
 	noEvents bool
 	buf      []byte
+	snap     OpenFunc // snapshots' own files (nil: in the stream)
 }
 
 // NewNDJSON writes to w. noEvents leaves out the event lines.
@@ -80,8 +81,14 @@ func (n *NDJSON) ProcessEnded(one *devices.Summary, more bool) {
 }
 
 // Summary writes the summary line.
-func (n *NDJSON) Summary(s *devices.Summary) error {
+func (n *NDJSON) Summary(s *devices.Summary) error { return n.summary("", s) }
+
+// summary writes s as a line of type typ ("": s.Type).
+func (n *NDJSON) summary(typ string, s *devices.Summary) error {
 	head := *s
+	if typ != "" {
+		head.Type = typ
+	}
 	head.Processes = nil
 	b, err := json.Marshal(&head)
 	if err != nil {

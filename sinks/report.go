@@ -40,7 +40,8 @@ func writeReport(w io.Writer, s *devices.Summary) error {
 // are traced, and the final report of everything when tracing ends.
 type Report struct {
 	Base
-	w *bufio.Writer
+	w    *bufio.Writer
+	snap OpenFunc // snapshots' own files (nil: in the stream)
 }
 
 // NewReport writes to w.

@@ -330,11 +330,9 @@ type Options struct {
 	Folded  io.Writer // folded stacks (nil: none)
 	// FoldedType is the sample type the folded stacks carry.
 	FoldedType string
-	// Open makes the file of a snapshot: the output's path with suffix
-	// (nil: no snapshots).
-	Open func(output, suffix string) (io.WriteCloser, error)
-	// ProfilePath and FoldedPath are the outputs' paths, for Open.
-	ProfilePath, FoldedPath string
+	// SnapshotProfile and SnapshotFolded open a snapshot's own files
+	// (nil: that output has no snapshots).
+	SnapshotProfile, SnapshotFolded sinks.OpenFunc
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -368,6 +366,43 @@ func (k *Sink) write(s *devices.Summary, prof, folded io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// Snapshot writes the profile and the folded stacks as of now, each to
+// a file of its own.
+func (k *Sink) Snapshot(s *devices.Summary, stamp string) ([]string, error) {
+	p := Build(s, k.opts.Now())
+	var names []string
+	if open := k.opts.SnapshotProfile; open != nil {
+		n, err := writeSnapshot(open, stamp, p.Write)
+		if err != nil {
+			return names, fmt.Errorf("pprof: %w", err)
+		}
+		names = append(names, n)
+	}
+	if open := k.opts.SnapshotFolded; open != nil {
+		n, err := writeSnapshot(open, stamp, func(w io.Writer) error { return WriteFolded(w, p, k.opts.FoldedType) })
+		if err != nil {
+			return names, fmt.Errorf("folded: %w", err)
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+func writeSnapshot(open sinks.OpenFunc, stamp string, write func(io.Writer) error) (string, error) {
+	w, name, err := open(stamp)
+	if err != nil {
+		return "", err
+	}
+	err = write(w)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return name, nil
 }
 
 // Close closes the outputs that are closers.

@@ -55,6 +55,8 @@ type Flags struct {
 	// --pprof: a pprof profile of device memory by site; --folded: folded
 	// stacks of the same, carrying the sample type FoldedType.
 	PProf, Folded, FoldedType string
+	// Snapshots: each value asks for a snapshot (SIGUSR1); set by Main.
+	Snapshots <-chan struct{}
 
 	// MetricsLabels: the per-process labels of the metrics (--metrics-labels).
 	MetricsLabels []string
@@ -91,6 +93,9 @@ Usage:
   tttrace doctor [LIB | -p PID] [--json]
                                         check a library: layout, probe plan,
                                         attach points, kernel features
+  tttrace snapshot PID                  ask the tttrace running as PID to
+                                        write its report, summary and profile
+                                        as of now (as kill -USR1 PID does)
 
 Examples:
   sudo tttrace -p 4242

@@ -45,6 +45,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "doctor" {
 		return Doctor(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "snapshot" {
+		return Snapshot(args[1:], stdout, stderr)
+	}
 	f, err := Parse(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
@@ -59,6 +62,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := stopOnSignals(f, stderr)
 	defer stop()
+	snaps, stopSnaps := snapshotsOnSignal()
+	defer stopSnaps()
+	f.Snapshots = snaps
 	code, err := Run(ctx, f, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
@@ -135,12 +141,7 @@ func (e *outputEnv) file(path string) (*outFile, error) {
 // output is one line here (and its flags).
 var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	liveOutput,
-	func(e *outputEnv) (sinks.Sink, error) {
-		if e.f.JSON {
-			return sinks.NewNDJSON(e.out, e.f.NoEvents), nil
-		}
-		return sinks.NewReport(e.out), nil
-	},
+	reportOutput,
 	perfettoOutput,
 	prometheusOutput,
 	pprofOutput,
@@ -152,22 +153,53 @@ func pprofOutput(e *outputEnv) (sinks.Sink, error) {
 	if f.PProf == "" && f.Folded == "" {
 		return nil, nil
 	}
-	o := pprofexport.Options{FoldedType: f.FoldedType, ProfilePath: f.PProf, FoldedPath: f.Folded}
+	o := pprofexport.Options{FoldedType: f.FoldedType}
 	if f.PProf != "" {
 		w, err := e.file(f.PProf)
 		if err != nil {
 			return nil, fail(ExitError, "--pprof: %w", err)
 		}
-		o.Profile = w
+		o.Profile, o.SnapshotProfile = w, snapshotFiles(f.PProf)
 	}
 	if f.Folded != "" {
 		w, err := e.file(f.Folded)
 		if err != nil {
 			return nil, fail(ExitError, "--folded: %w", err)
 		}
-		o.Folded = w
+		o.Folded, o.SnapshotFolded = w, snapshotFiles(f.Folded)
 	}
 	return pprofexport.New(o), nil
+}
+
+// snapshotFiles opens the file of a snapshot of the output at path:
+// PATH.STAMP, made as an output file is (never through a link, 0600, put
+// in place when complete).
+func snapshotFiles(path string) sinks.OpenFunc {
+	return func(stamp string) (io.WriteCloser, string, error) {
+		name := path + "." + stamp
+		o, err := newOutFile(name, false)
+		if err != nil {
+			return nil, name, err
+		}
+		return o, name, o.create()
+	}
+}
+
+// reportOutput is the report, or NDJSON with --json, on stdout or -o; a
+// snapshot goes into the stream on stdout, to a file of its own with -o.
+func reportOutput(e *outputEnv) (sinks.Sink, error) {
+	if e.f.JSON {
+		n := sinks.NewNDJSON(e.out, e.f.NoEvents)
+		if e.f.Output != "" {
+			n.SnapshotTo(snapshotFiles(e.f.Output))
+		}
+		return n, nil
+	}
+	r := sinks.NewReport(e.out)
+	if e.f.Output != "" {
+		r.SnapshotTo(snapshotFiles(e.f.Output))
+	}
+	return r, nil
 }
 
 // perfettoOutput is the --perfetto timeline file.
@@ -322,5 +354,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips:  f.MaxChips,
 		SiteUsage: f.PProf != "" || f.Folded != "",
+		Snapshots: f.Snapshots,
 	}
 }
