@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // DWARF call-frame information (DWARF 5 §6.4; LSB Core "Exception Frames"
@@ -49,19 +51,9 @@ type row struct {
 	regs    [numRegs]rule
 }
 
-// cie is a Common Information Entry, the part FDEs share.
-type cie struct {
-	codeAlign uint64
-	dataAlign int64
-	raReg     uint64
-	fdeEnc    byte
-	augZ      bool
-	initial   []byte
-}
-
 // fde is one function's entry.
 type fde struct {
-	cie          *cie
+	cie          *elfx.CIE
 	start, end   uint64
 	instructions []byte
 	enc          byte // pointer encoding for DW_CFA_set_loc
@@ -124,18 +116,18 @@ func (f *File) loadCFI() *cfiTable {
 // parseHdr returns the search table of .eh_frame_hdr when it has the
 // encoding every toolchain emits (DW_EH_PE_datarel|sdata4), else nil.
 func parseHdr(b []byte, addr uint64) ([]byte, uint64) {
-	if len(b) < 4 || b[0] != 1 || b[3] != 0x3b {
+	if len(b) < 4 || b[0] != 1 || b[3] != elfx.PEDataRel|elfx.PESdata4 {
 		return nil, 0
 	}
-	r := &reader{data: b, pos: 4, base: addr}
-	if _, err := r.pointer(b[1], 0); err != nil {
+	r := &elfx.Reader{Data: b, Pos: 4, Base: addr}
+	if _, err := r.Pointer(b[1], 0); err != nil {
 		return nil, 0
 	}
-	n, err := r.pointer(b[2], 0)
-	if err != nil || n == 0 || n > uint64(len(b))/8 || r.pos+n*8 > uint64(len(b)) {
+	n, err := r.Pointer(b[2], 0)
+	if err != nil || n == 0 || n > uint64(len(b))/8 || r.Pos+n*8 > uint64(len(b)) {
 		return nil, 0
 	}
-	return b[r.pos : r.pos+n*8], addr
+	return b[r.Pos : r.Pos+n*8], addr
 }
 
 // find returns the FDE covering addr (an ELF virtual address).
@@ -167,223 +159,80 @@ func (t *cfiTable) find(addr uint64) (*fde, error) {
 	return nil, errNoFDE
 }
 
-// entryHeader reads the length and id of the entry at off; body is the
-// entry's bytes after the id, idPos where the id was.
-func entryHeader(s *cfiSection, off uint64) (body []byte, bodyPos, idPos, id uint64, is64 bool, err error) {
-	d := s.data
-	if off+4 > uint64(len(d)) {
-		return nil, 0, 0, 0, false, errShort
-	}
-	length := uint64(binary.LittleEndian.Uint32(d[off:]))
-	pos := off + 4
-	if length == 0xffffffff {
-		if pos+8 > uint64(len(d)) {
-			return nil, 0, 0, 0, false, errShort
-		}
-		length = binary.LittleEndian.Uint64(d[pos:])
-		pos += 8
-		is64 = true
-	}
-	if length == 0 {
-		return nil, 0, 0, 0, false, errEnd
-	}
-	end := pos + length
-	idLen := uint64(4)
-	if is64 {
-		idLen = 8
-	}
-	if end > uint64(len(d)) || end < pos || length < idLen {
-		return nil, 0, 0, 0, false, errShort
-	}
-	idPos = pos
-	if is64 {
-		id = binary.LittleEndian.Uint64(d[pos:])
-	} else {
-		id = uint64(binary.LittleEndian.Uint32(d[pos:]))
-	}
-	pos += idLen
-	return d[:end], pos, idPos, id, is64, nil
-}
-
-var (
-	errShort = errors.New("truncated CFI")
-	errEnd   = errors.New("end of CFI")
-)
-
-// isCIE tells a CIE id from an FDE's CIE pointer.
-func isCIE(s *cfiSection, id uint64, is64 bool) bool {
-	if !s.debug {
-		return id == 0
-	}
-	return id == 0xffffffff || (is64 && id == ^uint64(0))
-}
-
-// cieOffset returns the section offset of the CIE an FDE names.
-func cieOffset(s *cfiSection, idPos, id uint64) (uint64, bool) {
-	if s.debug {
-		return id, true
-	}
-	if id > idPos {
-		return 0, false
-	}
-	return idPos - id, true
-}
+var errShort = elfx.ErrShort
 
 // scanFDEs lists every FDE of a section, stopping at the first malformed
 // entry (what came before stays usable).
 func scanFDEs(s *cfiSection) []fdeRef {
 	var out []fdeRef
-	cies := map[uint64]*cie{}
+	cies := map[uint64]*elfx.CIE{}
 	for off := uint64(0); off < uint64(len(s.data)); {
-		body, pos, idPos, id, is64, err := entryHeader(s, off)
-		if err == errEnd && !s.debug {
+		e, err := elfx.ReadCFIEntry(s.data, off, s.debug)
+		if err == elfx.ErrCFIEnd && !s.debug {
 			break
+		}
+		if err == elfx.ErrCFIEnd { // a zero length in .debug_frame: padding
+			off = e.End
+			continue
 		}
 		if err != nil {
-			if err == errEnd { // a zero length in .debug_frame: padding
-				off += 4
-				continue
-			}
 			break
 		}
-		next := uint64(len(body))
-		if !isCIE(s, id, is64) {
-			co, ok := cieOffset(s, idPos, id)
-			if ok {
+		if !e.CIE {
+			if co, ok := e.CIEOffset(s.debug); ok {
 				c, ok := cies[co]
 				if !ok {
-					if c, err = parseCIE(s, co); err == nil {
+					if c, err = elfx.ParseCIE(s.data, co, s.addr, s.debug); err == nil {
 						cies[co] = c
 					}
 				}
 				if c != nil {
-					r := &reader{data: body, pos: pos, base: s.addr}
-					start, err1 := r.pointer(c.fdeEnc, 0)
-					n, err2 := r.pointer(c.fdeEnc&0x0f, 0)
-					if err1 == nil && err2 == nil && n > 0 {
-						out = append(out, fdeRef{start: start, end: start + n, off: off, sec: s})
+					start, end, _, err := elfx.FDERange(s.data, e, c, s.addr)
+					if err == nil && end > start {
+						out = append(out, fdeRef{start: start, end: end, off: off, sec: s})
 					}
 				}
 			}
 		}
-		off = next
+		off = e.End
 	}
 	return out
 }
 
-// parseCIE parses the CIE at off.
-func parseCIE(s *cfiSection, off uint64) (*cie, error) {
-	body, pos, _, id, is64, err := entryHeader(s, off)
-	if err != nil {
-		return nil, err
-	}
-	if !isCIE(s, id, is64) {
-		return nil, fmt.Errorf("entry at %#x is not a CIE", off)
-	}
-	r := &reader{data: body, pos: pos, base: s.addr}
-	ver, err := r.u8()
-	if err != nil {
-		return nil, err
-	}
-	if ver != 1 && ver != 3 && ver != 4 {
-		return nil, fmt.Errorf("CIE version %d", ver)
-	}
-	aug := r.cstring()
-	c := &cie{fdeEnc: pePtr}
-	if aug == "eh" {
-		r.pos += 8
-	}
-	if ver == 4 {
-		asz, _ := r.u8()
-		ssz, _ := r.u8()
-		if asz != 8 || ssz != 0 {
-			return nil, fmt.Errorf("CIE address size %d, segment size %d", asz, ssz)
-		}
-	}
-	c.codeAlign = r.uleb()
-	c.dataAlign = r.sleb()
-	if ver == 1 {
-		b, _ := r.u8()
-		c.raReg = uint64(b)
-	} else {
-		c.raReg = r.uleb()
-	}
-	if len(aug) > 0 && aug[0] == 'z' {
-		c.augZ = true
-		n := r.uleb()
-		end := r.pos + n
-		for _, ch := range aug[1:] {
-			switch ch {
-			case 'L':
-				r.pos++
-			case 'P':
-				enc, err := r.u8()
-				if err != nil {
-					return nil, err
-				}
-				if _, err := r.pointer(enc&^peIndirect, 0); err != nil {
-					return nil, err
-				}
-			case 'R':
-				if c.fdeEnc, err = r.u8(); err != nil {
-					return nil, err
-				}
-			case 'S', 'B', 'G':
-			default:
-				r.pos = end // unknown letter: its data is within the length
-			}
-		}
-		r.pos = end
-	} else if aug != "" && aug != "eh" {
-		return nil, fmt.Errorf("CIE augmentation %q not understood", aug)
-	}
-	if r.pos > uint64(len(body)) {
-		return nil, errShort
-	}
-	c.initial = body[r.pos:]
-	return c, nil
-}
-
 // parseFDE parses the FDE at off and its CIE.
 func parseFDE(s *cfiSection, off uint64) (*fde, error) {
-	body, pos, idPos, id, is64, err := entryHeader(s, off)
+	e, err := elfx.ReadCFIEntry(s.data, off, s.debug)
 	if err != nil {
 		return nil, err
 	}
-	if isCIE(s, id, is64) {
+	if e.CIE {
 		return nil, fmt.Errorf("entry at %#x is a CIE", off)
 	}
-	co, ok := cieOffset(s, idPos, id)
+	co, ok := e.CIEOffset(s.debug)
 	if !ok {
 		return nil, fmt.Errorf("FDE at %#x: bad CIE pointer", off)
 	}
-	c, err := parseCIE(s, co)
+	c, err := elfx.ParseCIE(s.data, co, s.addr, s.debug)
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{data: body, pos: pos, base: s.addr}
-	start, err := r.pointer(c.fdeEnc, 0)
+	start, end, pos, err := elfx.FDERange(s.data, e, c, s.addr)
 	if err != nil {
 		return nil, err
 	}
-	n, err := r.pointer(c.fdeEnc&0x0f, 0)
-	if err != nil {
-		return nil, err
+	r := &elfx.Reader{Data: s.data[:e.End], Pos: pos}
+	if c.AugZ {
+		if err := r.Skip(r.ULEB()); err != nil {
+			return nil, err
+		}
 	}
-	if c.augZ {
-		l := r.uleb()
-		r.pos += l
-	}
-	if r.pos > uint64(len(body)) {
-		return nil, errShort
-	}
-	return &fde{cie: c, start: start, end: start + n, instructions: body[r.pos:], enc: c.fdeEnc, sec: s, instrPos: r.pos}, nil
+	return &fde{cie: c, start: start, end: end, instructions: s.data[r.Pos:e.End], enc: c.FDEEnc, sec: s, instrPos: r.Pos}, nil
 }
 
 // rowAt runs the CIE's and the FDE's instructions up to addr.
 func (e *fde) rowAt(addr uint64) (*row, error) {
 	var init row
-	if _, err := e.run(&init, nil, e.cie.initial, 0, ^uint64(0), 0); err != nil {
+	if _, err := e.run(&init, nil, e.cie.Initial, 0, ^uint64(0), 0); err != nil {
 		return nil, err
 	}
 	cur := init
@@ -398,7 +247,7 @@ func (e *fde) rowAt(addr uint64) (*row, error) {
 // is the instructions' offset in the section (pc-relative set_loc).
 func (e *fde) run(rw *row, init *row, ins []byte, loc, addr, base uint64) (uint64, error) {
 	c := e.cie
-	r := &reader{data: ins}
+	r := &elfx.Reader{Data: ins}
 	var stack [maxStates]row
 	depth := 0
 	setReg := func(reg uint64, ru rule) {
@@ -416,84 +265,84 @@ func (e *fde) run(rw *row, init *row, ins []byte, loc, addr, base uint64) (uint6
 		}
 	}
 	advance := func(delta uint64) bool {
-		loc += delta * c.codeAlign
+		loc += delta * c.CodeAlign
 		return loc > addr
 	}
-	for r.pos < uint64(len(ins)) {
-		op, _ := r.u8()
+	for r.Pos < uint64(len(ins)) {
+		op, _ := r.U8()
 		switch op & 0xc0 {
-		case 0x40: // DW_CFA_advance_loc
+		case elfx.CFAAdvanceLoc:
 			if advance(uint64(op & 0x3f)) {
 				return loc, nil
 			}
 			continue
-		case 0x80: // DW_CFA_offset
-			setReg(uint64(op&0x3f), rule{kind: ruleOffset, off: int64(r.uleb()) * c.dataAlign})
+		case elfx.CFAOffset:
+			setReg(uint64(op&0x3f), rule{kind: ruleOffset, off: int64(r.ULEB()) * c.DataAlign})
 			continue
-		case 0xc0: // DW_CFA_restore
+		case elfx.CFARestore:
 			restore(uint64(op & 0x3f))
 			continue
 		}
 		switch op {
-		case 0x00: // nop
-		case 0x01: // set_loc
-			sub := &reader{data: e.sec.data, pos: base + r.pos, base: e.sec.addr}
-			v, err := sub.pointer(e.enc, 0)
+		case elfx.CFANop:
+		case elfx.CFASetLoc:
+			sub := &elfx.Reader{Data: e.sec.data, Pos: base + r.Pos, Base: e.sec.addr}
+			v, err := sub.Pointer(e.enc, 0)
 			if err != nil {
 				return loc, err
 			}
-			r.pos = sub.pos - base
+			r.Pos = sub.Pos - base
 			if v > addr {
 				return loc, nil
 			}
 			loc = v
-		case 0x02:
-			b, err := r.u8()
+		case elfx.CFAAdvanceLoc1:
+			b, err := r.U8()
 			if err != nil {
 				return loc, err
 			}
 			if advance(uint64(b)) {
 				return loc, nil
 			}
-		case 0x03:
-			v, err := r.fixed(2)
+		case elfx.CFAAdvanceLoc2:
+			v, err := r.Fixed(2)
 			if err != nil {
 				return loc, err
 			}
 			if advance(v) {
 				return loc, nil
 			}
-		case 0x04:
-			v, err := r.fixed(4)
+		case elfx.CFAAdvanceLoc4:
+			v, err := r.Fixed(4)
 			if err != nil {
 				return loc, err
 			}
 			if advance(v) {
 				return loc, nil
 			}
-		case 0x05: // offset_extended
-			reg := r.uleb()
-			setReg(reg, rule{kind: ruleOffset, off: int64(r.uleb()) * c.dataAlign})
-		case 0x06: // restore_extended
-			restore(r.uleb())
-		case 0x07: // undefined
-			setReg(r.uleb(), rule{kind: ruleUndefined})
-		case 0x08: // same_value
-			setReg(r.uleb(), rule{kind: ruleSame})
-		case 0x09: // register
-			reg, reg2 := r.uleb(), r.uleb()
+		case elfx.CFAOffsetExtended:
+			reg := r.ULEB()
+			setReg(reg, rule{kind: ruleOffset, off: int64(r.ULEB()) * c.DataAlign})
+		case elfx.CFARestoreExtended:
+			restore(r.ULEB())
+		case elfx.CFAUndefined:
+			setReg(r.ULEB(), rule{kind: ruleUndefined})
+		case elfx.CFASameValue:
+			setReg(r.ULEB(), rule{kind: ruleSame})
+		case elfx.CFARegister:
+			reg, reg2 := r.ULEB(), r.ULEB()
 			if reg2 >= numRegs {
 				setReg(reg, rule{kind: ruleUndefined})
 			} else {
 				setReg(reg, rule{kind: ruleRegister, reg: uint8(reg2)})
 			}
-		case 0x0a: // remember_state
+		case elfx.CFARememberState:
 			if depth == maxStates {
 				return loc, errors.New("DW_CFA_remember_state nested too deep")
 			}
 			stack[depth] = *rw
 			depth++
-		case 0x0b: // restore_state: the whole row, CFA rule included (DWARF 5
+		case elfx.CFARestoreState: // the whole row, CFA rule included (DWARF 5
 			// §6.4.2.4; gcc's epilogues rely on it: remember, def_cfa rsp+8
 			// before ret, restore for the code after the ret)
 			if depth == 0 {
@@ -501,51 +350,51 @@ func (e *fde) run(rw *row, init *row, ins []byte, loc, addr, base uint64) (uint6
 			}
 			depth--
 			*rw = stack[depth]
-		case 0x0c: // def_cfa
-			rw.cfaReg, rw.cfaOff, rw.cfaExpr = r.uleb(), int64(r.uleb()), nil
-		case 0x0d: // def_cfa_register
-			rw.cfaReg, rw.cfaExpr = r.uleb(), nil
-		case 0x0e: // def_cfa_offset
-			rw.cfaOff = int64(r.uleb())
-		case 0x0f: // def_cfa_expression
-			b, err := r.block()
+		case elfx.CFADefCFA:
+			rw.cfaReg, rw.cfaOff, rw.cfaExpr = r.ULEB(), int64(r.ULEB()), nil
+		case elfx.CFADefCFARegister:
+			rw.cfaReg, rw.cfaExpr = r.ULEB(), nil
+		case elfx.CFADefCFAOffset:
+			rw.cfaOff = int64(r.ULEB())
+		case elfx.CFADefCFAExpression:
+			b, err := r.Block()
 			if err != nil {
 				return loc, err
 			}
 			rw.cfaExpr = b
-		case 0x10, 0x16: // expression, val_expression
-			reg := r.uleb()
-			b, err := r.block()
+		case elfx.CFAExpression, elfx.CFAValExpression:
+			reg := r.ULEB()
+			b, err := r.Block()
 			if err != nil {
 				return loc, err
 			}
 			k := ruleExpr
-			if op == 0x16 {
+			if op == elfx.CFAValExpression {
 				k = ruleValExpr
 			}
 			setReg(reg, rule{kind: k, expr: b})
-		case 0x11: // offset_extended_sf
-			reg := r.uleb()
-			setReg(reg, rule{kind: ruleOffset, off: r.sleb() * c.dataAlign})
-		case 0x12: // def_cfa_sf
-			rw.cfaReg, rw.cfaOff, rw.cfaExpr = r.uleb(), r.sleb()*c.dataAlign, nil
-		case 0x13: // def_cfa_offset_sf
-			rw.cfaOff = r.sleb() * c.dataAlign
-		case 0x14: // val_offset
-			reg := r.uleb()
-			setReg(reg, rule{kind: ruleValOffset, off: int64(r.uleb()) * c.dataAlign})
-		case 0x15: // val_offset_sf
-			reg := r.uleb()
-			setReg(reg, rule{kind: ruleValOffset, off: r.sleb() * c.dataAlign})
-		case 0x2e: // GNU_args_size
-			r.uleb()
-		case 0x2f: // GNU_negative_offset_extended
-			reg := r.uleb()
-			setReg(reg, rule{kind: ruleOffset, off: -int64(r.uleb()) * c.dataAlign})
+		case elfx.CFAOffsetExtendedSF:
+			reg := r.ULEB()
+			setReg(reg, rule{kind: ruleOffset, off: r.SLEB() * c.DataAlign})
+		case elfx.CFADefCFASF:
+			rw.cfaReg, rw.cfaOff, rw.cfaExpr = r.ULEB(), r.SLEB()*c.DataAlign, nil
+		case elfx.CFADefCFAOffsetSF:
+			rw.cfaOff = r.SLEB() * c.DataAlign
+		case elfx.CFAValOffset:
+			reg := r.ULEB()
+			setReg(reg, rule{kind: ruleValOffset, off: int64(r.ULEB()) * c.DataAlign})
+		case elfx.CFAValOffsetSF:
+			reg := r.ULEB()
+			setReg(reg, rule{kind: ruleValOffset, off: r.SLEB() * c.DataAlign})
+		case elfx.CFAGNUArgsSize:
+			r.ULEB()
+		case elfx.CFAGNUNegOffsetExtSF:
+			reg := r.ULEB()
+			setReg(reg, rule{kind: ruleOffset, off: -int64(r.ULEB()) * c.DataAlign})
 		default:
 			return loc, fmt.Errorf("CFA instruction %#x not understood", op)
 		}
-		if r.err {
+		if r.Short {
 			return loc, errShort
 		}
 	}

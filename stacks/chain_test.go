@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"bytes"
+	"github.com/tttrace/tttrace/procfs"
 
 	"encoding/binary"
 	"fmt"
@@ -145,7 +146,7 @@ func buildChainIn(t testing.TB, v chainVariant, dir string) *chainBuild {
 
 // capture runs the chain with CAPTURE_BYTES=n (0: the program's default)
 // into a new directory and returns what it wrote.
-func (b *chainBuild) capture(t testing.TB, n int, args ...string) (Regs, []byte, []Mapping) {
+func (b *chainBuild) capture(t testing.TB, n int, args ...string) (Regs, []byte, []procfs.Mapping) {
 	t.Helper()
 	out := t.TempDir()
 	var env []string
@@ -157,7 +158,7 @@ func (b *chainBuild) capture(t testing.TB, n int, args ...string) (Regs, []byte,
 }
 
 // readCapture reads what capture() wrote into out.
-func readCapture(t testing.TB, out string) (Regs, []byte, []Mapping) {
+func readCapture(t testing.TB, out string) (Regs, []byte, []procfs.Mapping) {
 	t.Helper()
 	hdr, err := os.ReadFile(filepath.Join(out, "regs"))
 	if err != nil || len(hdr) != 32 {
@@ -174,7 +175,7 @@ func readCapture(t testing.TB, out string) (Regs, []byte, []Mapping) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := ParseMaps(mapsText)
+	maps, err := procfs.ParseMaps(mapsText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func readCapture(t testing.TB, out string) (Regs, []byte, []Mapping) {
 
 // bindByPath binds maps to files by path (the process is gone; its files
 // are not).
-func bindByPath(c *Cache, maps []Mapping) *Modules {
-	return c.Bind(maps, func(m Mapping) (*os.File, error) { return os.Open(m.Path) })
+func bindByPath(c *Cache, maps []procfs.Mapping) *Modules {
+	return c.Bind(maps, func(m procfs.Mapping) (*os.File, error) { return os.Open(m.Path) })
 }
 
 // nmRange returns [start, end) of the function symbol named sym (mangled)

@@ -2,7 +2,6 @@ package stacks
 
 import (
 	"encoding/binary"
-	"os"
 	"testing"
 )
 
@@ -147,37 +146,4 @@ func FuzzUnwind(f *testing.F) {
 		}
 		Symbolize(locs)
 	})
-}
-
-// FuzzParseMaps: any text parses or errs, never panics.
-func FuzzParseMaps(f *testing.F) {
-	if b, err := os.ReadFile("/proc/self/maps"); err == nil {
-		f.Add(b)
-	}
-	f.Add([]byte("7f00-7f10 r-xp 00001000 fd:01 42   /a path/with spaces.so (deleted)\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ParseMaps(b)
-	})
-}
-
-func TestParseMaps(t *testing.T) {
-	m, err := ParseMaps([]byte("7f00-7f10 r-xp 00001000 fd:01 42   /a path/with spaces.so (deleted)\n" +
-		"7ffd0000-7ffd1000 rw-p 00000000 00:00 0                          [stack]\n" +
-		"1000-2000 ---p 00000000 00:00 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Mapping{
-		{Start: 0x7f00, End: 0x7f10, Offset: 0x1000, Perms: "r-xp", Dev: "fd:01", Inode: 42, Path: "/a path/with spaces.so (deleted)"},
-		{Start: 0x7ffd0000, End: 0x7ffd1000, Perms: "rw-p", Dev: "00:00", Path: "[stack]"},
-		{Start: 0x1000, End: 0x2000, Perms: "---p", Dev: "00:00"},
-	}
-	if len(m) != len(want) {
-		t.Fatalf("%+v", m)
-	}
-	for i := range want {
-		if m[i] != want[i] {
-			t.Errorf("line %d: %+v, want %+v", i, m[i], want[i])
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // Frame is one symbolized frame.
@@ -101,11 +102,13 @@ func (f *File) resolve(addr uint64) *Frame {
 	return fr
 }
 
-// symtab is a sorted function-symbol table whose names stay in the mapped
-// string table (a large C++ library has hundreds of thousands).
+// symtab is a sorted function-symbol table whose names stay in the file's
+// string table, read (pread) when a symbol is found (a large C++ library
+// has hundreds of thousands, and a string table of 100 MB).
 type symtab struct {
-	strs []byte
-	syms []sym
+	file            *elfx.File
+	strOff, strSize uint64
+	syms            []sym
 }
 
 type sym struct {
@@ -143,26 +146,32 @@ func (f *File) debug() *File {
 }
 
 func (f *File) readSymtab(name, strName string) *symtab {
-	s, b := f.section(name)
-	_, strs := f.section(strName)
-	if s == nil || strs == nil {
+	symOff, symSize, ok1, err1 := f.ef.Table(f.elf.Section(name))
+	strOff, strSize, ok2, err2 := f.ef.Table(f.elf.Section(strName))
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
 		return nil
 	}
-	st := &symtab{strs: strs}
-	for off := 24; off+24 <= len(b); off += 24 { // entry 0 is null
-		info := b[off+4]
-		shndx := binary.LittleEndian.Uint16(b[off+6:])
-		typ := elf.SymType(info & 0xf)
-		if (typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC) || shndx == uint16(elf.SHN_UNDEF) {
-			continue
+	st := &symtab{file: f.ef, strOff: strOff, strSize: strSize}
+	err := f.ef.Sweep(symOff, symSize, 1<<20, symSize64, 0, func(base int, b []byte) error {
+		for off := 0; off+symSize64 <= len(b); off += symSize64 {
+			if base == 0 && off == 0 {
+				continue // entry 0 is null
+			}
+			info := b[off+4]
+			shndx := binary.LittleEndian.Uint16(b[off+6:])
+			typ := elf.SymType(info & 0xf)
+			if (typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC) || shndx == uint16(elf.SHN_UNDEF) {
+				continue
+			}
+			v := binary.LittleEndian.Uint64(b[off+8:])
+			if v == 0 {
+				continue
+			}
+			st.syms = append(st.syms, sym{value: v, size: binary.LittleEndian.Uint64(b[off+16:]), name: binary.LittleEndian.Uint32(b[off:])})
 		}
-		v := binary.LittleEndian.Uint64(b[off+8:])
-		if v == 0 {
-			continue
-		}
-		st.syms = append(st.syms, sym{value: v, size: binary.LittleEndian.Uint64(b[off+16:]), name: binary.LittleEndian.Uint32(b[off:])})
-	}
-	if len(st.syms) == 0 {
+		return nil
+	})
+	if err != nil || len(st.syms) == 0 {
 		return nil
 	}
 	sort.Slice(st.syms, func(i, j int) bool {
@@ -174,6 +183,9 @@ func (f *File) readSymtab(name, strName string) *symtab {
 	})
 	return st
 }
+
+// symSize64 is the size of an Elf64_Sym.
+const symSize64 = 24
 
 // find returns the symbol covering addr. Among symbols at one address the
 // first sorted (largest) wins; a zero-size symbol covers up to the next.
@@ -192,30 +204,30 @@ func (st *symtab) find(addr uint64) (string, uint64, bool) {
 	return "", 0, false
 }
 
+// name reads a symbol's name (bounded by the name limit; "" when it
+// cannot be read).
 func (st *symtab) name(off uint32) string {
-	if int(off) >= len(st.strs) {
+	if uint64(off) >= st.strSize {
 		return ""
 	}
-	b := st.strs[off:]
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
+	n, err := st.file.CString(st.strOff+uint64(off), st.strOff+st.strSize)
+	if err != nil {
+		return ""
 	}
-	return string(b)
+	return n
 }
 
 // dwarfData returns the file's DWARF, else its debug file's, else nil.
 func (f *File) dwarfData() *dwarf.Data {
 	f.dwarfOnce.Do(func() {
 		if f.elf.Section(".debug_info") != nil {
-			if d, err := f.elf.DWARF(); err == nil {
+			if d, err := elfx.DWARF(f.elf, f.ef.Limits()); err == nil {
 				f.dwarf = d
 				return
 			}
 		}
 		if df := f.debug(); df != nil && df.elf.Section(".debug_info") != nil {
-			if d, err := df.elf.DWARF(); err == nil {
+			if d, err := elfx.DWARF(df.elf, df.ef.Limits()); err == nil {
 				f.dwarf = d
 			}
 		}

@@ -2,6 +2,8 @@ package stacks
 
 import (
 	"encoding/binary"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // Regs are the registers captured with a stack: the thread's pc, stack
@@ -240,21 +242,21 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 	if push {
 		pushv(cfa)
 	}
-	r := &reader{data: expr}
-	for steps := 0; r.pos < uint64(len(expr)); steps++ {
-		if steps > 256 || r.err {
+	r := &elfx.Reader{Data: expr}
+	for steps := 0; r.Pos < uint64(len(expr)); steps++ {
+		if steps > 256 || r.Short {
 			return 0, false
 		}
-		op, _ := r.u8()
+		op, _ := r.U8()
 		switch {
-		case op >= 0x30 && op <= 0x4f: // lit0..31
-			if !pushv(uint64(op - 0x30)) {
+		case op >= elfx.OpLit0 && op <= elfx.OpLit31:
+			if !pushv(uint64(op - elfx.OpLit0)) {
 				return 0, false
 			}
 			continue
-		case op >= 0x70 && op <= 0x8f: // breg0..31
-			v, ok := s.get(uint64(op - 0x70))
-			if !ok || !pushv(v+uint64(r.sleb())) {
+		case op >= elfx.OpBreg0 && op <= elfx.OpBreg31:
+			v, ok := s.get(uint64(op - elfx.OpBreg0))
+			if !ok || !pushv(v+uint64(r.SLEB())) {
 				return 0, false
 			}
 			continue
@@ -262,68 +264,68 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 		var v uint64
 		var err error
 		switch op {
-		case 0x08:
-			v, err = r.fixed(1)
-		case 0x09:
-			v, err = r.fixed(1)
+		case elfx.OpConst1u:
+			v, err = r.Fixed(1)
+		case elfx.OpConst1s:
+			v, err = r.Fixed(1)
 			v = uint64(int64(int8(v)))
-		case 0x0a:
-			v, err = r.fixed(2)
-		case 0x0b:
-			v, err = r.fixed(2)
+		case elfx.OpConst2u:
+			v, err = r.Fixed(2)
+		case elfx.OpConst2s:
+			v, err = r.Fixed(2)
 			v = uint64(int64(int16(v)))
-		case 0x0c:
-			v, err = r.fixed(4)
-		case 0x0d:
-			v, err = r.fixed(4)
+		case elfx.OpConst4u:
+			v, err = r.Fixed(4)
+		case elfx.OpConst4s:
+			v, err = r.Fixed(4)
 			v = uint64(int64(int32(v)))
-		case 0x0e, 0x0f, 0x03: // const8u, const8s, addr
-			v, err = r.fixed(8)
-		case 0x10:
-			v = r.uleb()
-		case 0x11:
-			v = uint64(r.sleb())
-		case 0x92: // bregx
-			reg := r.uleb()
+		case elfx.OpConst8u, elfx.OpConst8s, elfx.OpAddr:
+			v, err = r.Fixed(8)
+		case elfx.OpConstu:
+			v = r.ULEB()
+		case elfx.OpConsts:
+			v = uint64(r.SLEB())
+		case elfx.OpBregx:
+			reg := r.ULEB()
 			rv, ok := s.get(reg)
 			if !ok {
 				return 0, false
 			}
-			v = rv + uint64(r.sleb())
-		case 0x12: // dup
+			v = rv + uint64(r.SLEB())
+		case elfx.OpDup:
 			if sp == 0 {
 				return 0, false
 			}
 			v = st[sp-1]
-		case 0x14: // over
+		case elfx.OpOver:
 			if sp < 2 {
 				return 0, false
 			}
 			v = st[sp-2]
-		case 0x15: // pick
-			i, _ := r.u8()
+		case elfx.OpPick:
+			i, _ := r.U8()
 			if int(i) >= sp {
 				return 0, false
 			}
 			v = st[sp-1-int(i)]
-		case 0x13: // drop
+		case elfx.OpDrop:
 			if _, ok := pop(); !ok {
 				return 0, false
 			}
 			continue
-		case 0x16: // swap
+		case elfx.OpSwap:
 			if sp < 2 {
 				return 0, false
 			}
 			st[sp-1], st[sp-2] = st[sp-2], st[sp-1]
 			continue
-		case 0x17: // rot
+		case elfx.OpRot:
 			if sp < 3 {
 				return 0, false
 			}
 			st[sp-1], st[sp-2], st[sp-3] = st[sp-2], st[sp-3], st[sp-1]
 			continue
-		case 0x06: // deref
+		case elfx.OpDeref:
 			a, ok := pop()
 			if !ok {
 				return 0, false
@@ -331,26 +333,27 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 			if v, ok = s.read8(a); !ok {
 				return 0, false
 			}
-		case 0x19, 0x1f, 0x20, 0x23: // abs, neg, not, plus_uconst
+		case elfx.OpAbs, elfx.OpNeg, elfx.OpNot, elfx.OpPlusUconst:
 			a, ok := pop()
 			if !ok {
 				return 0, false
 			}
 			switch op {
-			case 0x19:
+			case elfx.OpAbs:
 				if int64(a) < 0 {
 					a = -a
 				}
-			case 0x1f:
+			case elfx.OpNeg:
 				a = -a
-			case 0x20:
+			case elfx.OpNot:
 				a = ^a
-			case 0x23:
-				a += r.uleb()
+			case elfx.OpPlusUconst:
+				a += r.ULEB()
 			}
 			v = a
-		case 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x21, 0x22, 0x24, 0x25, 0x26, 0x27,
-			0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e:
+		case elfx.OpAnd, elfx.OpDiv, elfx.OpMinus, elfx.OpMod, elfx.OpMul, elfx.OpOr, elfx.OpPlus,
+			elfx.OpShl, elfx.OpShr, elfx.OpShra, elfx.OpXor,
+			elfx.OpEq, elfx.OpGe, elfx.OpGt, elfx.OpLe, elfx.OpLt, elfx.OpNe:
 			b, ok1 := pop()
 			a, ok2 := pop()
 			if !ok1 || !ok2 {
@@ -360,13 +363,13 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 			if !ok1 {
 				return 0, false
 			}
-		case 0x28, 0x2f: // bra, skip
-			off, e := r.fixed(2)
+		case elfx.OpBra, elfx.OpSkip:
+			off, e := r.Fixed(2)
 			if e != nil {
 				return 0, false
 			}
 			jump := true
-			if op == 0x28 {
+			if op == elfx.OpBra {
 				c, ok := pop()
 				if !ok {
 					return 0, false
@@ -374,14 +377,14 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 				jump = c != 0
 			}
 			if jump {
-				np := int64(r.pos) + int64(int16(off))
+				np := int64(r.Pos) + int64(int16(off))
 				if np < 0 || np > int64(len(expr)) {
 					return 0, false
 				}
-				r.pos = uint64(np)
+				r.Pos = uint64(np)
 			}
 			continue
-		case 0x96: // nop
+		case elfx.OpNop:
 			continue
 		default:
 			return 0, false
@@ -390,7 +393,7 @@ func (s *unwindState) eval(expr []byte, cfa uint64, push bool) (uint64, bool) {
 			return 0, false
 		}
 	}
-	if r.err {
+	if r.Short {
 		return 0, false
 	}
 	return pop()
@@ -404,54 +407,54 @@ func binop(op byte, a, b uint64) (uint64, bool) {
 		return 0
 	}
 	switch op {
-	case 0x1a:
+	case elfx.OpAnd:
 		return a & b, true
-	case 0x1b:
+	case elfx.OpDiv:
 		if b == 0 || (int64(a) == -1<<63 && int64(b) == -1) {
 			return 0, false
 		}
 		return uint64(int64(a) / int64(b)), true
-	case 0x1c:
+	case elfx.OpMinus:
 		return a - b, true
-	case 0x1d:
+	case elfx.OpMod:
 		if b == 0 {
 			return 0, false
 		}
 		return a % b, true
-	case 0x1e:
+	case elfx.OpMul:
 		return a * b, true
-	case 0x21:
+	case elfx.OpOr:
 		return a | b, true
-	case 0x22:
+	case elfx.OpPlus:
 		return a + b, true
-	case 0x24:
+	case elfx.OpShl:
 		if b >= 64 {
 			return 0, true
 		}
 		return a << b, true
-	case 0x25:
+	case elfx.OpShr:
 		if b >= 64 {
 			return 0, true
 		}
 		return a >> b, true
-	case 0x26:
+	case elfx.OpShra:
 		if b >= 64 {
 			b = 63
 		}
 		return uint64(int64(a) >> b), true
-	case 0x27:
+	case elfx.OpXor:
 		return a ^ b, true
-	case 0x29:
+	case elfx.OpEq:
 		return t(a == b), true
-	case 0x2a:
+	case elfx.OpGe:
 		return t(int64(a) >= int64(b)), true
-	case 0x2b:
+	case elfx.OpGt:
 		return t(int64(a) > int64(b)), true
-	case 0x2c:
+	case elfx.OpLe:
 		return t(int64(a) <= int64(b)), true
-	case 0x2d:
+	case elfx.OpLt:
 		return t(int64(a) < int64(b)), true
-	case 0x2e:
+	case elfx.OpNe:
 		return t(a != b), true
 	}
 	return 0, false

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tttrace/tttrace/procfs"
 	"io"
 	"os"
 	"os/exec"
@@ -195,12 +196,12 @@ func TestCaptureUnwindsKnownChain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			maps, err := stacks.ParseMaps(mapsText)
+			maps, err := procfs.ParseMaps(mapsText)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := stacks.NewCache()
-			mods := c.Bind(maps, func(m stacks.Mapping) (*os.File, error) { return os.Open(m.Path) })
+			mods := c.Bind(maps, func(m procfs.Mapping) (*os.File, error) { return os.Open(m.Path) })
 			locs, trunc := stacks.Unwind(mods, stacks.Regs{IP: rec.ip, SP: rec.sp, BP: rec.bp}, rec.data, 0, nil)
 			frames := stacks.Symbolize(locs)
 			for i, f := range frames {
