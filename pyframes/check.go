@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/tttrace/tttrace/elfx"
 	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -59,7 +60,10 @@ func checkAccessors(ef *elf.File, minor int, runtime uint64, o Offsets) (int, er
 	for _, c := range checks {
 		names = append(names, c.fn)
 	}
-	syms := symbols(ef, names...)
+	syms, err := symbols(ef, names...)
+	if err != nil {
+		return 0, err
+	}
 	byName := map[string]int64{}
 	for _, f := range offsetFields(&o) {
 		byName[f.name] = *f.v
@@ -307,7 +311,7 @@ func relocSlot(ef *elf.File, section, name string, typ elf.R_X86_64) (uint64, bo
 	if err != nil {
 		return 0, false
 	}
-	syms, err := ef.DynamicSymbols()
+	syms, err := elfx.Symbols(ef, ".dynsym", limits)
 	if err != nil {
 		return 0, false
 	}
@@ -332,7 +336,7 @@ func gotSlotOf(ef *elf.File, slot uint64) string {
 	if err != nil {
 		return ""
 	}
-	syms, err := ef.DynamicSymbols()
+	syms, err := elfx.Symbols(ef, ".dynsym", limits)
 	if err != nil {
 		return ""
 	}

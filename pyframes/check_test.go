@@ -20,7 +20,11 @@ func TestCheckAccessors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ef.Close()
-			rt := symbols(ef, "_PyRuntime")["_PyRuntime"].Value
+			syms, err := symbols(ef, "_PyRuntime")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := syms["_PyRuntime"].Value
 			n, err := checkAccessors(ef, py.minor, rt, tables[py.minor])
 			if err != nil {
 				t.Fatalf("%s: %v", file, err)

@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
+	"github.com/tttrace/tttrace/elfx"
 	"strings"
 )
 
@@ -91,7 +92,7 @@ func offsetsFromDWARF(ef *elf.File, minor int, base Offsets) (*Offsets, error) {
 	if ef.Section(".debug_info") == nil {
 		return nil, nil
 	}
-	d, err := ef.DWARF()
+	d, err := elfx.DWARF(ef, limits)
 	if err != nil {
 		return nil, fmt.Errorf("read DWARF: %w", err)
 	}
@@ -130,7 +131,7 @@ func offsetsFromDWARF(ef *elf.File, minor int, base Offsets) (*Offsets, error) {
 				continue
 			}
 		}
-		t, err := d.Type(e.Offset)
+		t, err := elfx.Type(d, e.Offset) // bounded: a crafted chain can loop
 		if err != nil {
 			return nil, fmt.Errorf("DWARF type %s: %w", name, err)
 		}
@@ -161,18 +162,15 @@ func offsetsFromDWARF(ef *elf.File, minor int, base Offsets) (*Offsets, error) {
 	return &o, nil
 }
 
+// structOf is the struct t names through typedefs and qualifiers (at
+// most elfx.MaxTypeDepth of them: a crafted chain can loop), nil if none.
 func structOf(t dwarf.Type) *dwarf.StructType {
-	for t != nil {
-		switch v := t.(type) {
-		case *dwarf.StructType:
-			return v
-		case *dwarf.TypedefType:
-			t = v.Type
-		default:
-			return nil
-		}
+	u, err := elfx.Underlying(t)
+	if err != nil {
+		return nil
 	}
-	return nil
+	st, _ := u.(*dwarf.StructType)
+	return st
 }
 
 func memberOffset(st *dwarf.StructType, path string) (int64, bool) {

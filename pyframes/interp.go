@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tttrace/tttrace/elfx"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -49,22 +50,35 @@ func (in *Interpreter) Version() string {
 // without _PyRuntime; otherwise an Interpreter whose Err says why it is not
 // supported, if it is not.
 func Detect(path string) (*Interpreter, error) {
-	ef, err := elf.Open(path)
+	ef, err := elfx.Open(path, limits)
 	if err != nil {
 		return nil, err
 	}
 	defer ef.Close()
-	return detect(path, ef)
+	return detect(path, ef.File)
 }
 
+// limits bound the reading of an interpreter's file: every process's
+// executable is looked at under --all, and a python executable or
+// libpython has a few MB of symbols and a few tens of MB of DWARF.
+var limits = elfx.Limits{Section: 512 << 20, Table: 64 << 20}
+
 func detect(path string, ef *elf.File) (*Interpreter, error) {
-	syms := symbols(ef, "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
+	syms, err := symbols(ef, "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
+	if err != nil {
+		return nil, err
+	}
 	rt, ok := syms["_PyRuntime"]
 	if !ok {
 		return nil, ErrNotPython
 	}
 	if ef.Machine != elf.EM_X86_64 || ef.Class != elf.ELFCLASS64 {
 		return &Interpreter{Path: path, Err: fmt.Errorf("%s: only x86-64 is supported", ef.Machine)}, nil
+	}
+	// Every section read whole below (.rodata, relocations, PLT, DWARF)
+	// is within the limits.
+	if err := elfx.CheckSections(ef, limits); err != nil {
+		return &Interpreter{Path: path, Err: err}, nil
 	}
 	in := &Interpreter{Path: path, Runtime: rt.Value,
 		CodeType: syms["PyCode_Type"].Value, UnicodeType: syms["PyUnicode_Type"].Value, BytesType: syms["PyBytes_Type"].Value}
@@ -209,15 +223,19 @@ func offsetFields(o *Offsets) []namedOffset {
 	}
 }
 
-// symbols finds the named symbols in .dynsym, then .symtab.
-func symbols(ef *elf.File, names ...string) map[string]elf.Symbol {
+// symbols finds the named symbols in .dynsym, then .symtab (read under
+// the limits: a table too large is an error).
+func symbols(ef *elf.File, names ...string) (map[string]elf.Symbol, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	out := map[string]elf.Symbol{}
-	for _, get := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
-		syms, _ := get()
+	for _, tab := range []string{".dynsym", ".symtab"} {
+		syms, err := elfx.Symbols(ef, tab, limits)
+		if err != nil {
+			return nil, err
+		}
 		for _, s := range syms {
 			if want[s.Name] && s.Value != 0 {
 				if _, dup := out[s.Name]; !dup {
@@ -226,7 +244,7 @@ func symbols(ef *elf.File, names ...string) map[string]elf.Symbol {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // readVaddr reads n bytes of the file's initialised data at a link-time

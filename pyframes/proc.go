@@ -1,15 +1,15 @@
 package pyframes
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tttrace/tttrace/elfx"
+	"github.com/tttrace/tttrace/procfs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,55 +80,40 @@ func (o *Offsets) nameOffset() int64 {
 // ErrNoInterpreter when there is none; an unsupported interpreter gives an
 // error that says why (the Interpreter is still returned, for reports).
 func ForProcess(pid int) (*Process, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := procfs.Maps(pid)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	type mapping struct {
-		start, off uint64
-		rng, path  string
+		start uint64
+		m     procfs.Mapping
 	}
 	var cands []mapping
 	seen := map[string]bool{}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fld := strings.Fields(sc.Text())
-		if len(fld) < 6 || !strings.HasPrefix(fld[5], "/") {
+	exe, _ := procfs.Exe(pid)
+	for _, m := range maps {
+		if !m.File() || m.Offset != 0 || seen[m.Path] {
 			continue
 		}
-		path := strings.Join(fld[5:], " ")
-		base := filepath.Base(path)
-		if path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
+		base := filepath.Base(m.Path)
+		if m.Path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
 			continue
 		}
-		off, _ := strconv.ParseUint(fld[2], 16, 64)
-		if seen[path] || off != 0 {
-			continue
-		}
-		seen[path] = true
-		lo, hi, _ := strings.Cut(fld[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
-		// map_files names ranges without leading zeros.
-		cands = append(cands, mapping{start, off, fmt.Sprintf("%x-%x", start, end), path})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+		seen[m.Path] = true
+		cands = append(cands, mapping{m.Start, m})
 	}
 	for _, c := range cands {
 		// map_files opens the very file mapped, even if it was replaced
 		// or deleted on disk since.
-		in, lowest, err := detectCached(fmt.Sprintf("/proc/%d/map_files/%s", pid, c.rng), c.path)
+		in, lowest, err := detectCached(c.m.MapFile(pid), c.m.Path)
 		if errors.Is(err, ErrNotPython) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.path, err)
+			return nil, fmt.Errorf("%s: %w", c.m.Path, err)
 		}
 		if in.Err != nil {
-			return &Process{Pid: pid, Interp: in}, fmt.Errorf("%s: CPython %s unsupported: %w", c.path, in.Version(), in.Err)
+			return &Process{Pid: pid, Interp: in}, fmt.Errorf("%s: CPython %s unsupported: %w", c.m.Path, in.Version(), in.Err)
 		}
 		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 		if err != nil {
@@ -160,7 +145,12 @@ type detected struct {
 var detectCache sync.Map
 
 func detectCached(open, path string) (*Interpreter, uint64, error) {
-	st, err := os.Stat(open)
+	ef, err := elfx.Open(open, limits) // a regular file only, read with pread
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ef.Close()
+	st, err := ef.OS().Stat()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -172,12 +162,7 @@ func detectCached(open, path string) (*Interpreter, uint64, error) {
 		d := d.(detected)
 		return d.in, d.lowest, d.err
 	}
-	ef, err := elf.Open(open)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer ef.Close()
-	in, err := detect(path, ef)
+	in, err := detect(path, ef.File)
 	lowest := ^uint64(0)
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Vaddr&^0xfff < lowest {
