@@ -69,8 +69,11 @@ const maxLibs = 256
 // point's address; the library index is above them.
 const cookieAddrBits = 48
 
-// Load verifies and loads the BPF programs with the layout injected as
-// constants.
+// Load verifies and loads the BPF programs, with the run's knobs (pid
+// filter, following children, stacks, the ring's wakeup threshold) set as
+// constants. Layouts are not constants: each library's goes to the lib_info
+// map when AttachPlan attaches it, so one loaded program serves every
+// library.
 func Load(opts Options) (*Tracer, error) {
 	if opts.RingSize == 0 {
 		opts.RingSize = DefaultRingSize

@@ -26,8 +26,9 @@ type Sink interface {
 	// from the ledger). more says other traced processes go on (otherwise
 	// the Summary follows at once).
 	ProcessEnded(one *devices.Summary, more bool)
-	// Tick is called about every Config.Tick while tracing, also while
-	// records keep coming; v is valid only during the call.
+	// Tick is called about every 100 ms while tracing (the runtime's
+	// tick), also while records keep coming; v is valid only during the
+	// call.
 	Tick(v *View)
 	// Summary is called once, when tracing ends, with the final state.
 	Summary(s *devices.Summary) error

@@ -1,6 +1,7 @@
-// Package cli is tttrace's command line: flags, wiring of probes, events
-// and devices, output modes and exit codes. cmd/tttrace's main only parses
-// and calls Run.
+// Package cli is tttrace's command line: the flags, the choice of outputs
+// (package sinks), doctor, and the mapping of the runtime's results and
+// error kinds (package session) to exit statuses. cmd/tttrace's main only
+// parses and calls Run.
 package cli
 
 import (
