@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,16 +37,17 @@ const (
 
 // Flags are tttrace's options.
 type Flags struct {
-	PIDs      []int
-	Lib       string
-	Layout    string
-	Probes    ttmetal.ProbeMode
-	JSON      bool
-	Output    string
-	NoEvents  bool
-	Perfetto  string
-	NoStacks  bool // no allocation stacks
-	RingSize  string
+	PIDs     []int
+	Lib      string
+	Layout   string
+	Probes   ttmetal.ProbeMode
+	JSON     bool
+	Output   string
+	NoEvents bool
+	Perfetto string
+	NoStacks bool // no allocation stacks
+	// RingSize is --ring-size (a power of two).
+	RingSize  ByteSize
 	Wait      time.Duration
 	Interval  time.Duration
 	ReadyFile string
@@ -67,16 +67,15 @@ type Flags struct {
 	All      bool
 	NoMulti  bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
 	AtEntry  bool // hidden: entry probes on the first instruction, not placed (measurements)
-	// FailOnLeak is --fail-on-leak's threshold in bytes (-1: off).
-	FailOnLeak int64
-	failOnLeak string
-	// L1Warn is --l1-warn in bytes (0: off).
-	L1Warn    uint64
-	l1Warn    string
-	ShowHelp  bool
-	ShowVer   bool
-	Command   []string
-	ringBytes int
+	// FailOnLeak is --fail-on-leak's threshold, FailOnLeakSet whether the
+	// gate is on.
+	FailOnLeak    ByteSize
+	FailOnLeakSet bool
+	// L1Warn is --l1-warn (0: off).
+	L1Warn   ByteSize
+	ShowHelp bool
+	ShowVer  bool
+	Command  []string
 }
 
 const usageHead = `tttrace shows where Tenstorrent device memory goes in a program using
@@ -158,15 +157,16 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
 	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
-	fs.StringVar(&f.RingSize, "ring-size", "64M", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
+	f.RingSize = ByteSize{n: 64 << 20, powerOfTwo: true}
+	fs.Var(&f.RingSize, "ring-size", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
 	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
 	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
-	fs.StringVar(&f.failOnLeak, "fail-on-leak", "", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
+	fs.Var(&f.FailOnLeak, "fail-on-leak", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
-	fs.StringVar(&f.l1Warn, "l1-warn", "", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
+	fs.Var(&f.L1Warn, "l1-warn", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
@@ -187,6 +187,13 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		if errors.Is(err, pflag.ErrHelp) {
 			f.ShowHelp = true
 			return f, nil
+		}
+		var bad *pflag.InvalidValueError
+		if errors.As(err, &bad) {
+			if _, ok := bad.GetFlag().Value.(*ByteSize); ok {
+				// The size's own words: --ring-size: "6X" is not a number of bytes.
+				err = fmt.Errorf("--%s: %w", bad.GetFlag().Name, errors.Unwrap(bad))
+			}
 		}
 		return nil, usageError{err}
 	}
@@ -232,11 +239,6 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, usageError{fmt.Errorf("-p %d: not a process id", p)}
 		}
 	}
-	n, err := parseSize(f.RingSize)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--ring-size: %w", err)}
-	}
-	f.ringBytes = n
 	if !slices.Contains(pprofexport.SampleTypes, f.FoldedType) {
 		return nil, usageError{fmt.Errorf("--folded-type %q: one of %s", f.FoldedType, strings.Join(pprofexport.SampleTypes, ", "))}
 	}
@@ -246,21 +248,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	if f.NoEvents && !f.JSON {
 		return nil, usageError{errors.New("--no-events goes with --json")}
 	}
-	f.FailOnLeak = -1
-	if fs.Changed("fail-on-leak") {
-		n, err := parseBytes(f.failOnLeak)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--fail-on-leak: %w", err)}
-		}
-		f.FailOnLeak = n
-	}
-	if fs.Changed("l1-warn") {
-		n, err := parseBytes(f.l1Warn)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--l1-warn: %w", err)}
-		}
-		f.L1Warn = uint64(n)
-	}
+	f.FailOnLeakSet = fs.Changed("fail-on-leak")
 	if fs.Changed("listen") {
 		if err := promexport.CheckAddr(f.Listen); err != nil {
 			return nil, usageError{fmt.Errorf("--listen: %w", err)}
@@ -281,52 +269,6 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}
 	}
 	return f, nil
-}
-
-// parseSize reads "4096", "64K", "64M", "1G".
-func parseSize(s string) (int, error) {
-	mult := 1
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "B")
-	t = strings.TrimSuffix(t, "I")
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	v, err := strconv.Atoi(t)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	n := v * mult
-	if n&(n-1) != 0 {
-		return 0, fmt.Errorf("%s is not a power of two", s)
-	}
-	return n, nil
-}
-
-// parseBytes reads a whole number of bytes with an optional K, M or G
-// (binary) suffix: "0", "4096", "64K", "1G".
-func parseBytes(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a number of bytes", s)
-	}
-	return v * mult, nil
 }
 
 // usageError marks errors that deserve ExitUsage.

@@ -308,11 +308,11 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			status = ExitLost
 		}
 	}
-	if f.FailOnLeak >= 0 {
+	if f.FailOnLeakSet {
 		n, bytes := leaked(&res.Summary)
-		if bytes > uint64(f.FailOnLeak) {
+		if bytes > f.FailOnLeak.Bytes() {
 			fmt.Fprintf(stderr, "tttrace: %d leak(s), %d bytes of device memory left allocated: more than --fail-on-leak allows (%d)\n",
-				n, bytes, f.FailOnLeak)
+				n, bytes, f.FailOnLeak.Bytes())
 			if status == ExitOK {
 				status = ExitLeaks
 			}
@@ -351,7 +351,7 @@ func (f *Flags) config(log io.Writer) session.Config {
 	return session.Config{
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
-		RingSize: f.ringBytes, Wait: f.Wait, L1Warn: f.L1Warn, ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
+		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips:  f.MaxChips,
 		SiteUsage: f.PProf != "" || f.Folded != "",
 		Snapshots: f.Snapshots,
