@@ -6,7 +6,8 @@
 #   scripts/deps.sh bpf     clang + llvm-strip for make generate
 #   scripts/deps.sh bench   GNU time, taskset
 #   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view), Prometheus and
-#                           promtool (--listen), Debian python3 with pytest (leaks by test)
+#                           promtool (--listen), Debian python3 with pytest (leaks by test),
+#                           protoc (the Perfetto file checked against the official schema)
 set -euo pipefail
 want=()
 need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
@@ -14,7 +15,7 @@ for what in "${@:-build}"; do
 	case "$what" in
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
-	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest ;;
+	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler ;;
 	bench) need /usr/bin/time time; need taskset util-linux ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac

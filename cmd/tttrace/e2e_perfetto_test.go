@@ -135,3 +135,59 @@ func TestE2EPerfettoPid(t *testing.T) {
 		}
 	}
 }
+
+// The timelines of two real runs, decoded by Debian's protoc with
+// Perfetto's official perfetto_trace.proto (vendored): no unknown field, a
+// clock snapshot, the sparse chips (0, 2, 7, 15, 31, 35, 63, 100: by name
+// "chip 100" would come before "chip 15") and their memory types in
+// tttrace's order; the two files concatenated declare no uuid twice.
+func TestE2EPerfettoSchema(t *testing.T) {
+	pc := requireTool(t, "protoc", "protobuf-compiler")
+	var files [][]byte
+	var descs []map[uint64]*perfettotest.Desc
+	total := 0
+	for _, scenario := range []string{"sparse", "galaxy"} {
+		pf := filepath.Join(t.TempDir(), "trace.pftrace")
+		r := run{variant: "gcc-O2", mode: "cmd", scenario: scenario, args: []string{"--leak"}, flags: []string{"--perfetto", pf}}
+		_, tr := trace(t, r)
+		checkTimeline(t, r.name(), pf, tr)
+		b, err := os.ReadFile(pf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := perfettotest.Protoc(pc, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range perfettotest.CheckSchema(ps) {
+			t.Errorf("%s: %s", scenario, p)
+		}
+		chips := 0
+		for _, d := range perfettotest.Descriptors(ps) {
+			if strings.HasPrefix(d.Name, `"chip `) && !d.Counter {
+				chips++
+			}
+		}
+		if chips < len(tr.Devices) {
+			t.Errorf("%s: %d chip tracks, the truth has %d chips", scenario, chips, len(tr.Devices))
+		}
+		files = append(files, b)
+		descs = append(descs, perfettotest.Descriptors(ps))
+		total += len(ps)
+	}
+	for u := range descs[0] {
+		if descs[1][u] != nil {
+			t.Errorf("uuid %d is declared in both files", u)
+		}
+	}
+	ps, err := perfettotest.Protoc(pc, append(append([]byte{}, files[0]...), files[1]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != total {
+		t.Errorf("cat a b: %d packets, the files have %d", len(ps), total)
+	}
+	for _, p := range perfettotest.CheckSchema(ps) {
+		t.Errorf("cat a b: %s", p)
+	}
+}

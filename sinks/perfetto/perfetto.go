@@ -2,9 +2,21 @@
 // protobuf TracePacket stream ui.perfetto.dev and trace_processor open
 // (docs/perfetto.md).
 //
-// Per traced process there is a process track; under it one counter track
-// per chip and memory type (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB)
-// holding the exact bytes the ledger counts, a sample at every change.
+// Per traced process there is a process track; under it a "device memory"
+// track, under that one track per chip ("chip 3") and under each chip one
+// counter track per memory type (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY,
+// CB) holding the exact bytes the ledger counts, a sample at every change.
+// The intermediate tracks order their children explicitly (chips by id,
+// types in the order above): trace_processor ignores the ordering of a
+// process track's children and would sort them by name.
+//
+// Timestamps are CLOCK_MONOTONIC (the probes' bpf_ktime_get_ns): every
+// packet says so (timestamp_clock_id), and a ClockSnapshot of MONOTONIC,
+// BOOTTIME and REALTIME read together comes first (and again every
+// snapshotEvery), so trace_processor puts the samples on its BOOTTIME
+// timeline next to a system trace, suspend time included. Track uuids
+// start from a random 64-bit base and the sequence id is random, so two
+// files concatenated (cat a b) do not clash.
 // Instants mark device and mesh closes (on the closing thread), process
 // exits, lost records and the ledger's anomalies.
 //
@@ -19,11 +31,15 @@ package perfetto
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tttrace/tttrace/devices"
@@ -36,6 +52,8 @@ const (
 	fTracePacket = 1 // Trace.packet
 
 	// TracePacket
+	fPacketClockSnapshot   = 6
+	fPacketClockID         = 58 // timestamp_clock_id
 	fPacketTimestamp       = 8
 	fPacketSequenceID      = 10 // trusted_packet_sequence_id
 	fPacketTrackEvent      = 11
@@ -51,6 +69,15 @@ const (
 	fTrackChildOrdering = 11
 	fTrackSiblingRank   = 12
 	childOrderExplicit  = 3 // TrackDescriptor.ChildTracksOrdering.EXPLICIT
+
+	// ClockSnapshot, ClockSnapshot.Clock, BuiltinClock
+	fSnapshotClocks  = 1
+	fSnapshotPrimary = 2
+	fClockID         = 1
+	fClockTimestamp  = 2
+	clockRealtime    = 1
+	clockMonotonic   = 3
+	clockBoottime    = 6
 
 	// ProcessDescriptor
 	fProcessPid     = 1
@@ -83,10 +110,20 @@ const (
 	fAnnotationPointer = 7
 )
 
-// sequenceID is every packet's trusted_packet_sequence_id: one writer, and
-// no incremental state (interning, delta timestamps) that would make a
-// packet depend on the ones before it.
-const sequenceID = 1
+// snapshotEvery is how often a clock snapshot is repeated (from Tick): the
+// offset between MONOTONIC and BOOTTIME grows by every suspend.
+const snapshotEvery = 10 * time.Second
+
+// random64 is a random number from the kernel (never 0).
+func random64() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on Linux; the clock still differs
+		// between two runs.
+		return uint64(time.Now().UnixNano()) | 1
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
 
 // Memory types: the counter tracks of a chip, in display order.
 var memTypes = [...]struct {
@@ -126,8 +163,16 @@ type Writer struct {
 	procs    map[uint32][]*proc // by pid, incarnations in the order they lived
 	lastPid  uint32
 	last     *proc
-	nextUUID uint64
+	nextUUID uint64 // from a random base
 	global   uint64 // the "tttrace" track for lost records (0: not yet)
+	// seqID is every packet's trusted_packet_sequence_id: one writer, and
+	// no incremental state (interning, delta timestamps) that would make a
+	// packet depend on the ones before it. Random, as the uuids.
+	seqID uint64
+	// clock reads MONOTONIC, BOOTTIME and REALTIME (ns) for the clock
+	// snapshots; lastClock is when the last one was written (MONOTONIC).
+	clock     func() (mono, boot, real uint64)
+	lastClock uint64
 
 	ev, pk, td, sub, hdr []byte // scratch: track event, packet, descriptor, nested message, packet header
 }
@@ -136,9 +181,10 @@ type Writer struct {
 type proc struct {
 	pid     uint32
 	uuid    uint64
-	named   bool // its descriptor carried the command
-	ended   bool // its exit event was seen: a new event starts a new incarnation
-	doneAn  bool // its anomalies were written
+	mem     uint64 // its "device memory" track (0: not declared yet)
+	named   bool   // its descriptor carried the command
+	ended   bool   // its exit event was seen: a new event starts a new incarnation
+	doneAn  bool   // its anomalies were written
 	chips   map[int32]*chip
 	last    *chip
 	threads map[uint32]uint64 // tid -> thread track uuid
@@ -148,6 +194,7 @@ type proc struct {
 // chip is one chip of a process: its counter tracks and their last values.
 type chip struct {
 	id     int32
+	track  uint64           // its "chip N" track (0: not declared yet)
 	uuid   [NumTypes]uint64 // 0: track not declared yet
 	val    [NumTypes]uint64
 	lastTs uint64
@@ -172,10 +219,22 @@ func NewCloser(wc io.WriteCloser) *Writer {
 // New writes a trace to w.
 func New(w io.Writer) *Writer {
 	return &Writer{
-		w:     bufio.NewWriterSize(w, 1<<20),
-		Comm:  procComm,
-		procs: make(map[uint32][]*proc),
+		w:        bufio.NewWriterSize(w, 1<<20),
+		Comm:     procComm,
+		procs:    make(map[uint32][]*proc),
+		nextUUID: random64(),
+		seqID:    1 + random64()%(1<<31-1),
+		clock:    readClocks,
 	}
+}
+
+// readClocks reads the three clocks as close together as it can.
+func readClocks() (mono, boot, real uint64) {
+	var m, b, r unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &m)
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &b)
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+	return uint64(m.Nano()), uint64(b.Nano()), uint64(r.Nano())
 }
 
 func procComm(pid, tid uint32) string {
@@ -188,6 +247,9 @@ func procComm(pid, tid uint32) string {
 
 func (w *Writer) uuid() uint64 {
 	w.nextUUID++
+	if w.nextUUID == 0 { // 0 is "no track"
+		w.nextUUID++
+	}
 	return w.nextUUID
 }
 
@@ -298,8 +360,12 @@ func (w *Writer) lost(ts, n uint64) {
 		ann{name: "lost", kind: annUint, u: n})
 }
 
-// Tick names the processes that are not named yet.
+// Tick names the processes that are not named yet, and repeats the clock
+// snapshot every snapshotEvery.
 func (w *Writer) Tick(v *sinks.View) {
+	if mono, _, _ := w.clock(); w.lastClock != 0 && mono-w.lastClock >= uint64(snapshotEvery) {
+		w.clockSnapshot()
+	}
 	for _, vp := range v.Procs {
 		if ps := w.procs[vp.Pid]; len(ps) > 0 {
 			if p := ps[len(ps)-1]; !p.named && !p.ended && vp.Command != "" {
@@ -422,15 +488,50 @@ func (w *Writer) describeProcess(p *proc, ts uint64, command string) {
 	w.sub = w.sub[:0]
 	w.sub = appendUint(w.sub, fProcessPid, uint64(p.pid))
 	if command != "" {
-		w.sub = appendString(w.sub, fProcessCmdline, command)
+		// cmdline is argv, one string each.
+		for _, arg := range strings.Fields(command) {
+			w.sub = appendString(w.sub, fProcessCmdline, arg)
+		}
 		w.sub = appendString(w.sub, fProcessName, processName(command))
 		p.named = true
 	}
 	w.td = w.td[:0]
 	w.td = appendUint(w.td, fTrackUUID, p.uuid)
 	w.td = appendBytes(w.td, fTrackProcess, w.sub)
-	w.td = appendUint(w.td, fTrackChildOrdering, childOrderExplicit)
 	w.descriptor(ts)
+}
+
+// chipTrack declares, the first time, p's "device memory" track and c's
+// "chip N" track under it, and returns the latter.
+func (w *Writer) chipTrack(p *proc, c *chip, ts uint64) uint64 {
+	if c.track != 0 {
+		return c.track
+	}
+	if p.mem == 0 {
+		p.mem = w.uuid()
+		w.td = w.td[:0]
+		w.td = appendUint(w.td, fTrackUUID, p.mem)
+		w.td = appendUint(w.td, fTrackParent, p.uuid)
+		w.td = appendString(w.td, fTrackName, "device memory")
+		w.td = appendUint(w.td, fTrackChildOrdering, childOrderExplicit)
+		w.descriptor(ts)
+	}
+	c.track = w.uuid()
+	w.td = w.td[:0]
+	w.td = appendUint(w.td, fTrackUUID, c.track)
+	w.td = appendUint(w.td, fTrackParent, p.mem)
+	w.td = appendString(w.td, fTrackName, fmt.Sprintf("chip %d", c.id))
+	w.td = appendUint(w.td, fTrackChildOrdering, childOrderExplicit)
+	w.td = appendRank(w.td, int64(c.id)) // chips by id
+	w.descriptor(ts)
+	return c.track
+}
+
+// appendRank appends sibling_order_rank (an int32) v, clamped.
+func appendRank(b []byte, v int64) []byte {
+	v = max(min(v, 1<<31-1), -1<<31)
+	b = protowire.AppendTag(b, fTrackSiblingRank, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
 }
 
 // processName is the program of a command line: its first word's base name.
@@ -444,18 +545,15 @@ func processName(command string) string {
 
 // describeCounter declares counter track i of chip c.
 func (w *Writer) describeCounter(p *proc, c *chip, i int, ts uint64) {
+	parent := w.chipTrack(p, c, ts)
 	w.sub = w.sub[:0]
 	w.sub = appendUint(w.sub, fCounterUnit, unitSizeBytes)
 	w.td = w.td[:0]
 	w.td = appendUint(w.td, fTrackUUID, c.uuid[i])
-	w.td = appendUint(w.td, fTrackParent, p.uuid)
+	w.td = appendUint(w.td, fTrackParent, parent)
 	w.td = appendString(w.td, fTrackName, fmt.Sprintf("chip %d %s", c.id, memTypes[i].name))
 	w.td = appendBytes(w.td, fTrackCounter, w.sub)
-	// Chip by chip, types in display order; chip ids are small in practice.
-	rank := int64(c.id)*int64(NumTypes) + int64(i)
-	rank = max(min(rank, 1<<31-1), -1<<31)
-	w.td = protowire.AppendTag(w.td, fTrackSiblingRank, protowire.VarintType)
-	w.td = protowire.AppendVarint(w.td, uint64(rank))
+	w.td = appendRank(w.td, int64(i)) // types in display order
 	w.descriptor(ts)
 }
 
@@ -463,7 +561,8 @@ func (w *Writer) describeCounter(p *proc, c *chip, i int, ts uint64) {
 func (w *Writer) descriptor(ts uint64) {
 	w.pk = w.pk[:0]
 	w.pk = appendUint(w.pk, fPacketTimestamp, ts)
-	w.pk = appendUint(w.pk, fPacketSequenceID, sequenceID)
+	w.pk = appendUint(w.pk, fPacketClockID, clockMonotonic)
+	w.pk = appendUint(w.pk, fPacketSequenceID, w.seqID)
 	w.pk = appendBytes(w.pk, fPacketTrackDescriptor, w.td)
 	w.packet()
 }
@@ -523,14 +622,46 @@ func (w *Writer) instant(track, ts uint64, name string, args ...ann) {
 func (w *Writer) event(ts uint64) {
 	w.pk = w.pk[:0]
 	w.pk = appendUint(w.pk, fPacketTimestamp, ts)
-	w.pk = appendUint(w.pk, fPacketSequenceID, sequenceID)
+	w.pk = appendUint(w.pk, fPacketClockID, clockMonotonic)
+	w.pk = appendUint(w.pk, fPacketSequenceID, w.seqID)
 	w.pk = appendBytes(w.pk, fPacketTrackEvent, w.ev)
 	w.packet()
 }
 
-// packet appends the packet in w.pk to the trace. Write errors stick in
-// the bufio.Writer and come out of Summary or Close.
+// packet appends the packet in w.pk to the trace, after the first clock
+// snapshot. Write errors stick in the bufio.Writer and come out of Summary
+// or Close.
 func (w *Writer) packet() {
+	if w.lastClock == 0 {
+		pk := w.pk
+		w.pk = nil
+		w.clockSnapshot()
+		w.pk = pk
+	}
+	w.writePacket()
+}
+
+// clockSnapshot writes a ClockSnapshot packet: MONOTONIC (the stamps'
+// clock), BOOTTIME (the primary trace clock) and REALTIME, read now.
+func (w *Writer) clockSnapshot() {
+	mono, boot, real := w.clock()
+	w.lastClock = max(mono, 1)
+	w.sub = w.sub[:0]
+	for _, c := range [...]struct{ id, ts uint64 }{{clockMonotonic, mono}, {clockBoottime, boot}, {clockRealtime, real}} {
+		var cl []byte
+		cl = appendUint(cl, fClockID, c.id)
+		cl = appendUint(cl, fClockTimestamp, c.ts)
+		w.sub = appendBytes(w.sub, fSnapshotClocks, cl)
+	}
+	w.sub = appendUint(w.sub, fSnapshotPrimary, clockBoottime)
+	w.pk = w.pk[:0]
+	w.pk = appendUint(w.pk, fPacketTimestamp, boot)
+	w.pk = appendUint(w.pk, fPacketSequenceID, w.seqID)
+	w.pk = appendBytes(w.pk, fPacketClockSnapshot, w.sub)
+	w.writePacket()
+}
+
+func (w *Writer) writePacket() {
 	w.hdr = protowire.AppendTag(w.hdr[:0], fTracePacket, protowire.BytesType)
 	w.hdr = protowire.AppendVarint(w.hdr, uint64(len(w.pk)))
 	_, _ = w.w.Write(w.hdr)

@@ -209,7 +209,7 @@ func checkAgainstSummary(t *testing.T, tr *perfettotest.Trace, sum *devices.Summ
 			t.Fatalf("pid %d incarnation %d: no process track (%d)", sp.Pid, n, len(ps))
 		}
 		p := ps[n]
-		if want := sp.Command; p.ProcessName == "" || len(p.Cmdline) != 1 || p.Cmdline[0] != want ||
+		if want := sp.Command; p.ProcessName == "" || strings.Join(p.Cmdline, " ") != want ||
 			!strings.HasSuffix(strings.Fields(want)[0], p.ProcessName) {
 			t.Errorf("pid %d: process named %q %q, command %q", sp.Pid, p.ProcessName, p.Cmdline, want)
 		}

@@ -342,13 +342,26 @@ type ChipType struct {
 	Type string // DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB
 }
 
-// Counters returns the counter tracks under process track p, by chip and
-// type, from their names ("chip 3 DRAM"). Two tracks with one name are an
-// error.
+// Under says track tr descends from track p.
+func (t *Trace) Under(tr, p *Track) bool {
+	for a := t.Tracks[tr.Parent]; a != nil; a = t.Tracks[a.Parent] {
+		if a == p {
+			return true
+		}
+		if a.Parent == a.UUID {
+			return false
+		}
+	}
+	return false
+}
+
+// Counters returns the counter tracks under process track p (at any
+// depth), by chip and type, from their names ("chip 3 DRAM"). Two tracks
+// with one name are an error.
 func (t *Trace) Counters(p *Track) (map[ChipType]*Track, error) {
 	out := map[ChipType]*Track{}
 	for _, tr := range t.Tracks {
-		if !tr.IsCounter || tr.Parent != p.UUID {
+		if !tr.IsCounter || !t.Under(tr, p) {
 			continue
 		}
 		m := counterName.FindStringSubmatch(tr.Name)
