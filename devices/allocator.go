@@ -20,6 +20,7 @@ package devices
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 
 	"github.com/tttrace/tttrace/alloc"
@@ -194,7 +195,7 @@ func (p *proc) request(e *events.Event) {
 	if t.req != nil {
 		p.failRequest(t) // the thread's previous request threw
 	}
-	r := &allocReq{e: *e, chip: -1}
+	r := &allocReq{e: *e, chip: -1, typ: -1}
 	ref, ok := p.managers[e.Object]
 	switch {
 	case !ok:
@@ -258,11 +259,14 @@ func (p *proc) failRequest(t *thread) {
 	p.stats.AllocFailures++
 	f := AllocFailure{
 		Type: "alloc_failed", Pid: p.pid, Tid: r.e.Tid, Seq: r.e.Seq, TsNs: r.e.TsNs,
-		Manager: hex(r.e.Object), BufferType: r.typ.String(),
+		Manager: hex(r.e.Object), BufferType: "unknown",
 		Size: r.e.Size, PageSize: r.e.PageSize, BottomUp: r.e.BottomUp, NumShards: r.e.Shards,
 		Banks: r.need.Banks, SizePerBank: r.need.SizePerBank, BankSize: r.bank,
 		Site: r.e.Site, Holders: []Holder{}, HolderSites: []HolderSite{},
 		DeviceKind: events.DeviceNone.String(),
+	}
+	if r.typ.Valid() {
+		f.BufferType = r.typ.String()
 	}
 	if r.chip >= 0 {
 		f.DeviceKind = events.DeviceChip.String()
@@ -666,6 +670,7 @@ type AllocFailure struct {
 	TotalAllocated *uint64 `json:"total_allocated_bytes"`
 	TotalFree      *uint64 `json:"total_free_bytes"`
 	LargestFree    *uint64 `json:"largest_free_block_bytes"`
+	// BufferType is "unknown" when the bank manager was not seen made.
 	// Cause: exhausted, fragmented, larger_than_bank (below_address_limit
 	// never in 2025-2026 builds); "" with Why when the state is unknown.
 	Cause string `json:"cause,omitempty"`
@@ -757,6 +762,16 @@ func (a *Allocator) Type(t events.BufferType) *AllocatorType {
 		return a.Trace
 	}
 	return nil
+}
+
+// SatMul is a*b, saturating at the largest uint64 (a chip's bytes are
+// banks x per-bank bytes).
+func SatMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	return lo
 }
 
 // AllocatorTypes are the buffer types of Allocator's entries, in order.

@@ -132,6 +132,8 @@ func (o Options) withDefaults() Options {
 // chosen process labels.
 type descs struct {
 	mem, peak, live, chip, leaked, events, lost *prom.Desc
+	// The allocator's view (docs/prometheus.md).
+	capacity, free, largest, failures *prom.Desc
 }
 
 func newDescs(procLabels []string) descs {
@@ -158,6 +160,18 @@ func newDescs(procLabels []string) descs {
 		lost: prom.NewDesc("tttrace_lost_events_total",
 			"Events the BPF ring buffer could not take: while non-zero the numbers are incomplete.",
 			nil, nil),
+		capacity: prom.NewDesc("tttrace_device_capacity_bytes",
+			"Bytes TT-Metal's allocator can allocate on a chip, by type (dram, l1, l1_small, trace): banks x allocatable bytes per bank.",
+			[]string{"chip", "type"}, nil),
+		free: prom.NewDesc("tttrace_device_free_bytes",
+			"Bytes free in a traced process's allocator of a chip, by type: banks x free bytes per bank (get_statistics' total_free_bytes); absent while not known.",
+			with("chip", "type"), nil),
+		largest: prom.NewDesc("tttrace_device_largest_free_block_bytes",
+			"The largest interleaved allocation that fits now in a traced process's allocator of a chip, by type: banks x the largest free block per bank; absent while not known.",
+			with("chip", "type"), nil),
+		failures: prom.NewDesc("tttrace_alloc_failures_total",
+			"Failed device allocations (TT-Metal's Out of Memory) by chip, type and cause (exhausted, fragmented, larger_than_bank, unknown); 0 from a chip's first allocator.",
+			[]string{"chip", "type", "cause"}, nil),
 	}
 }
 
@@ -171,6 +185,10 @@ type Exporter struct {
 	chips  map[int32]bool // chips seen, whose leaked series exist (at 0 at first)
 	procs  []procSnap     // the last published processes
 	lost   uint64
+	// failed: failed allocations by chip, type and cause; allocChips: the
+	// chips whose failure series exist.
+	failed     map[failKey]uint64
+	allocChips map[string]bool
 
 	snap atomic.Pointer[snapshot] // what scrapes read; never changed once stored
 
@@ -183,12 +201,19 @@ type Exporter struct {
 
 type leakKey struct{ chip, typ string }
 
+type failKey struct{ chip, typ, cause string }
+
+// Causes of a failed allocation, the "cause" label values ("unknown": the
+// allocator's state was not known).
+var causes = [...]string{"exhausted", "fragmented", "larger_than_bank", "unknown"}
+
 // snapshot is the state a scrape turns into metrics.
 type snapshot struct {
 	procs  []procSnap
 	kinds  [256]uint64
 	lost   uint64
 	leaked map[leakKey]uint64
+	failed map[failKey]uint64
 }
 
 type procSnap struct {
@@ -298,7 +323,8 @@ func (c *capConn) Close() error {
 // CheckLabels.
 func New(o Options) *Exporter {
 	o = o.withDefaults()
-	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}, opt: o, d: newDescs(o.Labels)}
+	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}, failed: map[failKey]uint64{}, allocChips: map[string]bool{},
+		opt: o, d: newDescs(o.Labels)}
 	e.publish()
 	return e
 }
@@ -333,6 +359,9 @@ func (e *Exporter) Tick(v *sinks.View) {
 		}
 		for i := range ps.devs {
 			e.seeChip(ps.devs[i].Device)
+			if ps.devs[i].Allocator != nil {
+				e.seeAllocChip(e.leakChip(ps.devs[i].Device))
+			}
 		}
 		procs = append(procs, ps)
 	}
@@ -359,6 +388,42 @@ func (e *Exporter) seeChip(id int32) {
 	for t := events.BufferType(0); t < events.NumBufferTypes; t++ {
 		e.leaked[leakKey{chip, typeOf(t.String())}] += 0
 	}
+}
+
+// seeAllocChip creates the failure series of a chip (a leakChip label) at
+// 0, for the same reason as seeChip.
+func (e *Exporter) seeAllocChip(chip string) {
+	if e.allocChips[chip] {
+		return
+	}
+	e.allocChips[chip] = true
+	for _, t := range devices.AllocatorTypes() {
+		for _, c := range causes {
+			e.failed[failKey{chip, devices.AllocatorKey(t), c}] += 0
+		}
+	}
+}
+
+// Notice counts failed allocations.
+func (e *Exporter) Notice(n *devices.Notice) {
+	f := n.AllocFailed
+	if n.Type != devices.NoticeAllocFailed || f == nil {
+		return
+	}
+	chip := UnplacedChip
+	if f.Device != nil {
+		e.seeChip(*f.Device)
+		chip = e.leakChip(*f.Device)
+	}
+	e.seeAllocChip(chip)
+	cause := f.Cause
+	if cause == "" {
+		cause = "unknown"
+	}
+	typ := strings.ToLower(f.BufferType)
+	k := failKey{chip, typ, cause}
+	e.failed[k] = devices.SatAdd(e.failed[k], 1)
+	e.publish()
 }
 
 // leakChip is the chip label of chip id's leaked series.
@@ -432,13 +497,17 @@ func (e *Exporter) publish() {
 	for k, v := range e.leaked {
 		leaked[k] = v
 	}
-	e.snap.Store(&snapshot{procs: e.procs, kinds: e.kinds, lost: e.lost, leaked: leaked})
+	failed := make(map[failKey]uint64, len(e.failed))
+	for k, v := range e.failed {
+		failed[k] = v
+	}
+	e.snap.Store(&snapshot{procs: e.procs, kinds: e.kinds, lost: e.lost, leaked: leaked, failed: failed})
 }
 
 // Describe sends every metric's description.
 func (e *Exporter) Describe(ch chan<- *prom.Desc) {
 	d := &e.d
-	for _, d := range []*prom.Desc{d.mem, d.peak, d.live, d.chip, d.leaked, d.events, d.lost} {
+	for _, d := range []*prom.Desc{d.mem, d.peak, d.live, d.chip, d.leaked, d.events, d.lost, d.capacity, d.free, d.largest, d.failures} {
 		ch <- d
 	}
 }
@@ -459,6 +528,8 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	}
 	var chips []chipTotals // in order of first appearance
 	index := map[int32]int{}
+	capacity := map[leakKey]uint64{} // by chip and type, the most any process's allocator has
+	var capOrder []leakKey
 	labels := make([]string, 2, 2+len(e.opt.Labels))
 	for _, p := range s.procs {
 		for i := range p.devs {
@@ -473,6 +544,26 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 				gauge(dd.peak, peak[t], labels...)
 			}
 			gauge(dd.live, d.LiveBuffers, append([]string{chip}, p.labels...)...)
+			for _, t := range devices.AllocatorTypes() {
+				at := d.Allocator.Type(t)
+				if at == nil {
+					continue
+				}
+				typ := devices.AllocatorKey(t)
+				k := leakKey{chip, typ}
+				if _, seen := capacity[k]; !seen {
+					capOrder = append(capOrder, k)
+				}
+				capacity[k] = max(capacity[k], devices.SatMul(uint64(at.Banks), at.BankSize))
+				st, ok := at.Stats()
+				if !ok {
+					continue
+				}
+				labels = append(labels[:2], p.labels...)
+				labels[0], labels[1] = chip, typ
+				gauge(dd.free, devices.SatMul(uint64(at.Banks), st.TotalFree), labels...)
+				gauge(dd.largest, devices.SatMul(uint64(at.Banks), st.LargestFreeBlock), labels...)
+			}
 			j, ok := index[d.Device]
 			if !ok {
 				j = len(chips)
@@ -491,6 +582,12 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	}
 	for k, v := range s.leaked {
 		counter(dd.leaked, v, k.chip, k.typ)
+	}
+	for _, k := range capOrder {
+		gauge(dd.capacity, capacity[k], k.chip, k.typ)
+	}
+	for k, v := range s.failed {
+		counter(dd.failures, v, k.chip, k.typ, k.cause)
 	}
 	// A kind's series appears with its first event, as with a CounterVec.
 	for k, n := range s.kinds {

@@ -32,6 +32,7 @@ const (
 	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
 	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
 	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
+	ExitOOM         = 9   // --fail-on-oom: a traced process had a failed device allocation (caught or not)
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )
 
@@ -71,6 +72,8 @@ type Flags struct {
 	// gate is on.
 	FailOnLeak    ByteSize
 	FailOnLeakSet bool
+	// FailOnOOM: --fail-on-oom.
+	FailOnOOM bool
 	// L1Warn is --l1-warn (0: off).
 	L1Warn   ByteSize
 	ShowHelp bool
@@ -123,12 +126,16 @@ Exit status: in "-- CMD" mode, CMD's status (128+N if killed by signal N);
 otherwise 0. Errors of tttrace itself: 1 other, 2 usage, 3 permission,
 4 no such process, 5 library not found, 6 unsupported library, 7 events were
 lost (the ledger is incomplete), 8 more device memory left allocated than
---fail-on-leak allows, 127 CMD not found. In "-- CMD" mode 7 and 8 are
-reported only when CMD succeeded; 7 wins over 8 (an incomplete ledger
-cannot judge leaks).
+--fail-on-leak allows, 9 a failed device allocation with --fail-on-oom,
+127 CMD not found. In "-- CMD" mode 7 and 8 are reported only when CMD
+succeeded; 7 wins over 8 (an incomplete ledger cannot judge leaks); 9 wins
+over every other status, CMD's included (an allocation seen failing did
+fail).
 
 CI gate: sudo tttrace --fail-on-leak -- python -m pytest tests/  exits 8 if
-any test left device memory allocated (the report lists where).
+any test left device memory allocated (the report lists where);
+--fail-on-oom exits 9 if any allocation failed, even one the tests caught
+(the report says why each failed and what filled the chip).
 
 L1 clashes: when a program's circular buffers reach past the lowest L1 buffer
 of a chip (TT-Metal then throws "circular buffers ... clash with L1
@@ -166,6 +173,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
 	fs.Var(&f.FailOnLeak, "fail-on-leak", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
+	fs.BoolVar(&f.FailOnOOM, "fail-on-oom", false, "exit 9 when a traced process had any failed device allocation (TT-Metal's \"Out of Memory\"), even one it caught; a CI gate")
 	fs.Var(&f.L1Warn, "l1-warn", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")

@@ -288,6 +288,12 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			return 0, fail(ExitError, "output: %w", err)
 		}
 	}
+	return f.status(res, stderr), nil
+}
+
+// status is tttrace's exit status for a run that traced: the command's,
+// or what the gates and the run's own problems say.
+func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 	status := ExitOK
 	if c := res.Command; c != nil {
 		if c.Signal != 0 {
@@ -318,7 +324,17 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			}
 		}
 	}
-	return status, nil
+	if f.FailOnOOM {
+		var n uint64
+		for _, p := range res.Summary.Processes {
+			n += p.Stats.AllocFailures
+		}
+		if n > 0 {
+			fmt.Fprintf(stderr, "tttrace: %d failed device allocation(s) (--fail-on-oom); the report says why\n", n)
+			status = ExitOOM
+		}
+	}
+	return status
 }
 
 // leaked counts the leaks of every process and their bytes, a mesh buffer
