@@ -142,6 +142,7 @@ type session struct {
 
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
+	oomNotes      int // alloc_failed notes written to the log
 	followedQuiet int // followed processes that ended without using TT-Metal
 }
 
@@ -253,6 +254,10 @@ func (s *session) observe() {
 // exception TT-Metal is about to throw for it (the first few only; the
 // report and NDJSON have them all).
 func (s *session) noteClash(n *devices.Notice) {
+	if n.Type == devices.NoticeAllocFailed {
+		s.noteOOM(n.AllocFailed)
+		return
+	}
 	if n.Type != devices.NoticeL1Clash {
 		return
 	}
@@ -263,6 +268,28 @@ func (s *session) noteClash(n *devices.Notice) {
 			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.InTheWayCount)
 	case s.clashNotes == 11:
 		fmt.Fprintf(s.log, "tttrace: more L1 clashes: see the report\n")
+	}
+}
+
+// noteOOM tells people of a failed allocation as it is known, next to
+// TT-Metal's own message (the first few only; the report and NDJSON have
+// them all, with what filled the chip).
+func (s *session) noteOOM(f *devices.AllocFailure) {
+	s.oomNotes++
+	switch {
+	case s.oomNotes <= 10:
+		where := "a chip tttrace does not know"
+		if f.Device != nil {
+			where = fmt.Sprintf("chip %d", *f.Device)
+		}
+		cause := f.Cause
+		if cause == "" {
+			cause = "cause unknown: " + f.Why
+		}
+		fmt.Fprintf(s.log, "tttrace: pid %d tid %d: %s allocation of %d bytes on %s failed (%s); %d buffer(s) of %d bytes held it: see the report\n",
+			f.Pid, f.Tid, f.BufferType, f.Size, where, cause, f.HoldersCount, f.HoldersBytes)
+	case s.oomNotes == 11:
+		fmt.Fprintf(s.log, "tttrace: more failed allocations: see the report\n")
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 // Live redraws the traced processes' device memory in place on a
 // terminal, every interval, until a report replaces it: a header (events,
 // losses, libraries probed, processes and how many still wait for the
-// library), then per process and chip one bar per memory type in use and
-// the chip's L1 headroom while it has both L1 buffers and CBs, the
+// library), then per process and chip one bar per memory type in use,
+// the chip's L1 headroom while it has both L1 buffers and CBs, and its
+// allocator per type (used / capacity, percentage, largest free block:
+// the nvidia-smi view), the
 // bar's full length being that type's peak on the chip (TT-Metal's
 // capacities are not in the events, so the peak is the scale), and with
 // more than one process a per-chip total of them all.
@@ -116,6 +118,7 @@ func (v *Live) frame(view *View, width int) []string {
 			if i < len(hr) && hr[i].Device == d.Device && hr[i].HasHeadroom {
 				lines = append(lines, headroomLine(hr[i]))
 			}
+			lines = append(lines, allocatorLines(&d)...)
 			i, ok := at[d.Device]
 			if !ok {
 				i = len(all)
@@ -161,6 +164,37 @@ func bar(name string, cur, peak uint64, width int) string {
 		fill = 1
 	}
 	return fmt.Sprintf("    %-8s %s%s|%s", name, strings.Repeat("#", fill), strings.Repeat("-", n-fill), nums)
+}
+
+// allocatorLines are a chip's allocator as nvidia-smi shows a GPU's
+// memory: per buffer type, what the allocator holds of its capacity (banks
+// x per-bank bytes), the percentage, and the largest free block per bank.
+func allocatorLines(d *devices.DeviceSummary) []string {
+	if d.Allocator == nil {
+		return []string{"    allocator unknown: " + d.AllocatorWhy}
+	}
+	var out []string
+	for _, t := range devices.AllocatorTypes() {
+		at := d.Allocator.Type(t)
+		if at == nil || at.Banks == 0 || at.BankSize == 0 {
+			continue
+		}
+		name := t.String() + " alloc"
+		capacity := devices.SatMul(uint64(at.Banks), at.BankSize)
+		st, ok := at.Stats()
+		if !ok {
+			out = append(out, fmt.Sprintf("    %-14s ? / %s: unknown (%s)", name, human(capacity), at.Why))
+			continue
+		}
+		used := devices.SatMul(uint64(at.Banks), st.TotalAllocated)
+		line := fmt.Sprintf("    %-14s %10s / %-10s %5.1f%%  largest free block %s x %d bank(s)",
+			name, human(used), human(capacity), 100*float64(st.TotalAllocated)/float64(at.BankSize), human(st.LargestFreeBlock), at.Banks)
+		if at.Failures > 0 {
+			line += fmt.Sprintf("  %d FAILED", at.Failures)
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // headroomLine is a chip's L1 headroom: the room between the end of its

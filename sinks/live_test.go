@@ -80,3 +80,40 @@ func TestLiveFrame(t *testing.T) {
 		}
 	}
 }
+
+// The allocator's lines: used / capacity with its percentage and the
+// largest free block per type, from a chip whose bank managers were made
+// while traced; a chip without them says why.
+func TestLiveAllocator(t *testing.T) {
+	l := devices.NewLedger()
+	seq := uint64(0)
+	apply := func(e events.Event) {
+		seq++
+		e.Seq, e.TsNs, e.Pid, e.Tid = seq, seq*100, 10, 10
+		l.Apply(&e)
+	}
+	capacity := func(typ events.BufferType, mgr uint64, banks uint32, bank uint64) events.Event {
+		e := events.Event{Kind: events.KindAllocCapacity, Object: mgr, BufferType: typ, DeviceKind: events.DeviceChip, Chip: 1, Device: 0x7f01}
+		e.Banks, e.BankSize, e.Alignment = banks, bank, 32
+		return e
+	}
+	apply(capacity(events.DRAM, 0xd0, 12, 1<<30))
+	apply(capacity(events.L1, 0xd2, 64, 1<<20))
+	// 3 GiB of DRAM over 12 banks: 256 MiB per bank, a quarter of each.
+	req := events.Event{Kind: events.KindAllocRequest, Object: 0xd0, Size: 3 << 30, PageSize: 1 << 20, Chip: -1}
+	req.BottomUp = true
+	apply(req)
+	apply(*chipEv(events.KindAlloc, 10, 0xa, 1, events.DRAM, 3<<30))
+	apply(*chipEv(events.KindAlloc, 10, 0xb, 2, events.DRAM, 4096)) // chip 2: no allocator seen
+	view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: "w"}}}
+	text := strings.Join(NewLive(&bytes.Buffer{}, time.Millisecond, nil).frame(view, 200), "\n")
+	for _, re := range []string{
+		`DRAM alloc\s+3\.0 GiB / 12\.0 GiB\s+25\.0%  largest free block 768\.0 MiB x 12 bank\(s\)`,
+		`L1 alloc\s+0 B / 64\.0 MiB\s+0\.0%  largest free block 1\.0 MiB x 64 bank\(s\)`,
+		`chip 2 .*\n(.*\n)*    allocator unknown: tttrace saw no bank manager`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("frame lacks %s:\n%s", re, text)
+		}
+	}
+}

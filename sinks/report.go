@@ -134,8 +134,10 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.printf("  no device activity\n")
 	} else {
 		r.table(p.Devices)
+		r.allocator(p.Devices)
 	}
 
+	r.allocFailures(p)
 	r.l1(p)
 	r.leaks(p)
 	r.leakSites(p)
@@ -377,6 +379,160 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 			r.printf("      … %d more\n", n.InTheWayCount-len(n.InTheWay))
 		}
 	}
+}
+
+// allocator writes each chip's allocator per buffer type: what it holds
+// of a bank, every bank alike, and its largest free block; nothing when
+// no chip's allocator was seen made.
+func (r *reporter) allocator(devs []devices.DeviceSummary) {
+	seen := false
+	for i := range devs {
+		seen = seen || devs[i].Allocator != nil
+	}
+	if !seen {
+		return // no bank manager was seen made (the JSON summary says why per chip)
+	}
+	r.printf("  allocator (as TT-Metal's get_statistics: per bank, every bank of a type alike):\n")
+	for i := range devs {
+		d := &devs[i]
+		if d.Allocator == nil {
+			r.printf("    chip %d  unknown: %s\n", d.Device, d.AllocatorWhy)
+			continue
+		}
+		first := true
+		for _, t := range devices.AllocatorTypes() {
+			at := d.Allocator.Type(t)
+			if at == nil {
+				continue
+			}
+			lead := "            "
+			if first {
+				lead = fmt.Sprintf("    chip %-3d", d.Device)
+				first = false
+			}
+			r.printf("%s %-8s ", lead, t)
+			st, ok := at.Stats()
+			switch {
+			case !ok:
+				r.printf("%d bank(s) of %s: state unknown (%s)", at.Banks, human(at.BankSize), at.Why)
+			case at.BankSize == 0:
+				r.printf("%d bank(s) of 0 B", at.Banks)
+			default:
+				r.printf("%s of %s used (%.1f%%) x %d bank(s); free %s, largest free block %s",
+					human(st.TotalAllocated), human(at.BankSize), 100*float64(st.TotalAllocated)/float64(at.BankSize), at.Banks,
+					human(st.TotalFree), human(st.LargestFreeBlock))
+			}
+			if at.PerCoreBuffers > 0 {
+				r.printf("; %d per-core buffer(s), %s, not in these numbers", at.PerCoreBuffers, human(at.PerCoreBytes))
+			}
+			if at.Failures > 0 {
+				r.printf("; %d failed allocation(s)", at.Failures)
+			}
+			r.printf("\n")
+		}
+	}
+}
+
+// allocFailures writes a section per failed allocation: the request, the
+// allocator's state then, why it failed in words that say what to do, and
+// what filled the chip.
+func (r *reporter) allocFailures(p *devices.ProcessSummary) {
+	if len(p.AllocFailures) == 0 {
+		return
+	}
+	r.printf("  failed allocations: %d (TT-Metal threw \"Out of Memory\"; the process may have caught it)\n", p.Stats.AllocFailures)
+	for i := range p.AllocFailures {
+		f := &p.AllocFailures[i]
+		if i == reportAnomalies {
+			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.AllocFailures-uint64(i), devices.MaxAnomalies)
+			break
+		}
+		where := "no known chip"
+		if f.Device != nil {
+			where = fmt.Sprintf("chip %d", *f.Device)
+		}
+		r.printf("    %s %s, tid %d seq %d: %s across %d bank(s) needs %s per bank; a bank holds %s",
+			where, f.BufferType, f.Tid, f.Seq, human(f.Size), f.Banks, human(f.SizePerBank), human(f.BankSize))
+		if f.TotalAllocated != nil {
+			r.printf(" (%s allocated, %s free, largest free block %s)", human(*f.TotalAllocated), human(*f.TotalFree), human(*f.LargestFree))
+		}
+		r.printf("\n")
+		r.printf("      %s\n", failureAdvice(f))
+		if f.Site != 0 {
+			r.printf("      asked at site %d", f.Site)
+			if w := siteWhere(p, f.Site); w != "" {
+				r.printf(": %s", w)
+			}
+			r.printf("\n")
+		}
+		if f.HoldersCount == 0 {
+			if f.Device != nil {
+				r.printf("      nothing of this process held %s on %s then\n", f.BufferType, where)
+			}
+			continue
+		}
+		r.printf("      what held %s on %s then: %d buffer(s), %s; the largest:\n", f.BufferType, where, f.HoldersCount, human(f.HoldersBytes))
+		for j := range f.Holders {
+			h := &f.Holders[j]
+			r.printf("        %#x  %s", h.Address, human(h.Size))
+			if h.Span != nil {
+				r.printf(" (%s per bank)", human(*h.Span))
+			}
+			if h.Mesh {
+				r.printf("  mesh buffer %s on mesh %s", h.Buffer, h.MeshDevice)
+			} else {
+				r.printf("  buffer %s", h.Buffer)
+			}
+			r.printf("  tid %d seq %d", h.Tid, h.Seq)
+			if h.Site != 0 {
+				r.printf("  site %d", h.Site)
+				if w := siteWhere(p, h.Site); w != "" {
+					r.printf(": %s", w)
+				}
+			}
+			r.printf("\n")
+		}
+		if f.HoldersCount > len(f.Holders) {
+			r.printf("        … %d more\n", f.HoldersCount-len(f.Holders))
+		}
+		for j := range f.HolderSites {
+			s := &f.HolderSites[j]
+			r.printf("      site %d holds %d buffer(s), %s (%s per bank)", s.Site, s.Buffers, human(s.Bytes), human(s.SpanBytes))
+			if w := siteWhere(p, s.Site); w != "" {
+				r.printf(": %s", w)
+			}
+			r.printf("\n")
+		}
+	}
+}
+
+// failureAdvice says why an allocation failed and what would make it fit.
+func failureAdvice(f *devices.AllocFailure) string {
+	switch f.Cause {
+	case "exhausted":
+		need := uint64(0)
+		if f.Span != nil && f.TotalFree != nil && *f.Span > *f.TotalFree {
+			need = *f.Span - *f.TotalFree
+		}
+		return fmt.Sprintf("exhausted: not enough free memory; free at least %s per bank (%s over the chip's %d banks) of the buffers below, or allocate less",
+			human(need), human(devices.SatMul(need, uint64(f.Banks))), f.Banks)
+	case "fragmented":
+		return fmt.Sprintf("fragmented: %s per bank is free in all, but no free block holds %s (the largest is %s); free buffers next to the free holes, allocate the large buffers first, or split this one",
+			human(deref(f.TotalFree)), human(deref(f.Span)), human(deref(f.LargestFree)))
+	case "larger_than_bank":
+		return fmt.Sprintf("larger than a bank: one bank would need %s but holds %s; no freeing helps: spread it over more banks (shard over more cores) or split the tensor",
+			human(f.SizePerBank), human(f.BankSize))
+	case "":
+		return "cause unknown: " + f.Why
+	}
+	return f.Cause
+}
+
+func deref(p *uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // siteWhere says in one line where a site allocated: its innermost Python

@@ -204,3 +204,29 @@ func FuzzEvents(data []byte) []events.Event {
 	}
 	return out
 }
+
+// AllocPage is Alloc with a page size.
+func AllocPage(tid uint32, buf uint64, chip int32, t events.BufferType, addr, size, page uint64) events.Event {
+	e := Alloc(tid, buf, chip, t, addr, size)
+	e.PageSize = page
+	return e
+}
+
+// Capacity is a BankManager of chip made (chip -1: of no known chip):
+// banks of bank bytes at base, pages aligned to align.
+func Capacity(chip int32, t events.BufferType, mgr uint64, banks uint32, bank, align, base uint64) events.Event {
+	e := events.Event{Kind: events.KindAllocCapacity, Tid: 1, Object: mgr, BufferType: t, Chip: chip}
+	if chip >= 0 {
+		e.DeviceKind, e.Device = events.DeviceChip, ChipPtr(chip)
+	}
+	e.Banks, e.BankSize, e.Alignment, e.Base = banks, bank, align, base
+	return e
+}
+
+// Request is BankManager::allocate_buffer of mgr: size bytes in pages of
+// page (interleaved over every bank).
+func Request(tid uint32, mgr, size, page uint64, bottomUp bool) events.Event {
+	e := events.Event{Kind: events.KindAllocRequest, Tid: tid, Object: mgr, Size: size, PageSize: page, Chip: -1}
+	e.BottomUp = bottomUp
+	return e
+}
