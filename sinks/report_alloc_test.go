@@ -17,6 +17,7 @@ func TestReportAllocator(t *testing.T) {
 	const mib = 1 << 20
 	l := devices.NewLedger()
 	l.SetProcessInfo(1000, devices.ProcessInfo{Command: "python oom.py"})
+	l.SetSites(1000, pySites{})
 	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
 	ledgerOf(l,
 		dt.Capacity(0, events.DRAM, 0xd0, 12, 64*mib, 32, 0x40),
@@ -35,9 +36,6 @@ func TestReportAllocator(t *testing.T) {
 		dt.Exit(0, 0),
 	)
 	s := l.Summary()
-	s.Processes[0].AddSites(func(id uint32) (devices.Site, bool) {
-		return devices.Site{Site: id, Python: []devices.PyFrame{{Function: "f", File: "oom.py", Line: int(id) * 10}}}, true
-	})
 	text := report(t, &s)
 	golden(t, "report_alloc.golden", []byte(text))
 	for _, re := range []string{
@@ -57,3 +55,12 @@ func TestReportAllocator(t *testing.T) {
 		}
 	}
 }
+
+// pySites describes site N as line 10N of oom.py.
+type pySites struct{}
+
+func (pySites) Site(id uint32) (devices.Site, bool) {
+	return devices.Site{Site: id, Native: []devices.NativeFrame{}, Python: []devices.PyFrame{{Function: "f", File: "oom.py", Line: int(id) * 10}}}, true
+}
+
+func (pySites) Python() *devices.PythonInfo { return nil }
