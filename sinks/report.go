@@ -202,22 +202,59 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 		verb = "still allocated"
 	}
 	r.printf("  %s: %d buffer(s) on chips, %s\n", verb, n, human(bytes))
-	// The leaks come in group order (LeakGroups sums them).
+	// The leaks come in group order (LeakGroups sums them). A mesh buffer
+	// is one leak per chip of its mesh: its groups count it, and it is
+	// listed once, below, with its chips.
+	type meshLeak struct {
+		lk    devices.Leak
+		chips []int32
+	}
+	var meshes []*meshLeak
+	meshOf := map[meshKey]*meshLeak{}
 	next, stop := iter.Pull(p.AllLeaks())
 	defer stop()
 	for _, g := range p.LeakGroups {
 		r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
+		shown, own, inMesh := 0, uint64(0), uint64(0)
 		for i := uint64(0); i < g.Count; i++ {
 			lk, ok := next()
 			if !ok {
 				break
 			}
-			if i < reportLeaksPerGroup {
-				r.leak(lk)
+			if lk.Mesh {
+				inMesh++
+				k := meshKey{lk.Buffer, lk.Seq}
+				m := meshOf[k]
+				if m == nil {
+					m = &meshLeak{lk: *lk}
+					meshOf[k] = m
+					meshes = append(meshes, m)
+				}
+				m.chips = append(m.chips, lk.Device)
+				continue
+			}
+			own++
+			if shown < reportLeaksPerGroup {
+				r.leak(lk, "")
+				shown++
 			}
 		}
-		if g.Count > reportLeaksPerGroup {
-			r.printf("      … %d more\n", g.Count-reportLeaksPerGroup)
+		if own > uint64(shown) {
+			r.printf("      … %d more\n", own-uint64(shown))
+		}
+		if inMesh > 0 {
+			r.printf("      and %d mesh buffer(s), listed below\n", inMesh)
+		}
+	}
+	if len(meshes) > 0 {
+		r.printf("    mesh buffers (each counted on every chip of its mesh): %d\n", len(meshes))
+		for i, m := range meshes {
+			if i == reportLeaksPerGroup {
+				r.printf("      … %d more\n", len(meshes)-i)
+				break
+			}
+			sort.Slice(m.chips, func(a, b int) bool { return m.chips[a] < m.chips[b] })
+			r.leak(&m.lk, chipRanges(m.chips))
 		}
 	}
 	if n := p.UnplacedLeakCount(); n > 0 {
@@ -228,7 +265,7 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 				r.printf("      … %d more\n", n-j)
 				break
 			}
-			r.leak(lk)
+			r.leak(lk, "")
 			j++
 		}
 	}
@@ -314,7 +351,40 @@ func nativeString(f *devices.NativeFrame) string {
 	return s
 }
 
-func (r *reporter) leak(l *devices.Leak) {
+// meshKey is one mesh buffer among a process's leaks.
+type meshKey struct {
+	buffer string
+	seq    uint64
+}
+
+// chipRanges writes sorted chip ids as "chips 4-31" or "chips 0,2-3,7"
+// ("chip 5" for one).
+func chipRanges(ids []int32) string {
+	if len(ids) == 1 {
+		return fmt.Sprintf("chip %d", ids[0])
+	}
+	var b strings.Builder
+	b.WriteString("chips ")
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && int64(ids[j+1]) == int64(ids[j])+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", ids[i], ids[j])
+		} else {
+			fmt.Fprintf(&b, "%d", ids[i])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// leak writes one leak; chips, when not "", says where a mesh buffer is.
+func (r *reporter) leak(l *devices.Leak, chips string) {
 	r.printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
 	if l.Mesh {
 		r.printf("  mesh buffer %s on mesh %s", l.Buffer, l.MeshDevice)
@@ -324,6 +394,9 @@ func (r *reporter) leak(l *devices.Leak) {
 	r.printf("  tid %d seq %d", l.Tid, l.Seq)
 	if l.Site != 0 {
 		r.printf("  site %d", l.Site)
+	}
+	if chips != "" {
+		r.printf("  on %s", chips)
 	}
 	r.printf("\n")
 }

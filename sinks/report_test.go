@@ -3,6 +3,7 @@ package sinks
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -246,6 +247,35 @@ func TestHuman(t *testing.T) {
 	} {
 		if got := human(n); got != want {
 			t.Errorf("human(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A mesh buffer of a 28-chip mesh is listed once, with its chips, not 28
+// times; each chip's group still counts it.
+func TestReportMeshBufferOnce(t *testing.T) {
+	evs := []events.Event{dt.MeshAlloc(7, 0x1000, dt.MeshA, events.DRAM, 0x20000, 4096)}
+	for c := int32(4); c <= 31; c++ {
+		evs = append(evs, dt.View(7, c, 0x20000))
+	}
+	evs = append(evs, dt.Alloc(8, 0x2000, 9, events.L1, 0x1000, 64))
+	s := ledgerOf(nil, evs...).Summary()
+	out := report(t, &s)
+	if n := strings.Count(out, "mesh buffer 0x1000"); n != 1 || !strings.Contains(out, "on chips 4-31\n") {
+		t.Errorf("the mesh buffer is listed %d times, or not on chips 4-31:\n%s", n, out)
+	}
+	if n := strings.Count(out, "and 1 mesh buffer(s), listed below"); n != 28 {
+		t.Errorf("%d chip groups point at the mesh buffer, want 28:\n%s", n, out)
+	}
+	for ids, want := range map[string]string{"5": "chip 5", "0 2 3 7": "chips 0,2-3,7", "-2 -1 0 100": "chips -2-0,100"} {
+		var v []int32
+		for _, f := range strings.Fields(ids) {
+			var x int32
+			fmt.Sscan(f, &x)
+			v = append(v, x)
+		}
+		if got := chipRanges(v); got != want {
+			t.Errorf("chipRanges(%v) = %q, want %q", v, got, want)
 		}
 	}
 }
