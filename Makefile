@@ -6,7 +6,7 @@ GO        ?= go
 BIN       := bin/tttrace
 REPLICA   := build/replica
 GOFILES   := $(shell find . -name '*.go' -not -path './build/*')
-BPF_SRC   := bpf/tttrace.bpf.c bpf/tttrace.h $(wildcard bpf/headers/*.h bpf/headers/bpf/*.h)
+BPF_SRC   := $(wildcard bpf/*.c bpf/*.h) $(wildcard bpf/headers/*.h bpf/headers/bpf/*.h)
 # Replica variants the end-to-end tests run against (build/replica/NAME), as
 # NAME:MAKE_ARGS with the arguments of testdata/replica/Makefile separated by
 # commas. cmd/tttrace/e2e_variants_test.go says what each one checks.
@@ -51,6 +51,7 @@ generate:
 	cd probes && $(GO) generate ./...
 	cd events && $(GO) generate ./...
 	cd ttmetal && $(GO) generate ./...
+	cd pyframes && $(GO) generate .
 	cd pyframes/internal/pyprobe && $(GO) generate ./...
 	cd stacks/internal/stacktest && $(GO) generate ./...
 

@@ -21,8 +21,9 @@
  *    object gets another identity);
  *  - what a code object says (file, qualname, first line, line table) is
  *    copied at event time, once per (process, code object, identity), into
- *    a struct py_code record the caller sends before the stack: the
- *    process may be gone when user space reads the stack. py_code_new()
+ *    a struct py_code record the caller sends before the stack (the
+ *    records are in wire.h): the process may be gone when user space
+ *    reads the stack. py_code_new()
  *    says whether a frame's code object needs one, py_code_read() fills
  *    it, py_code_sent() marks it sent once it is submitted (a lost record
  *    is sent again with the next stack that names it);
@@ -35,9 +36,8 @@
 #ifndef TTTRACE_PYTHON_H
 #define TTTRACE_PYTHON_H
 
-#ifndef PY_MAX_FRAMES
-#define PY_MAX_FRAMES 64
-#endif
+#include "wire.h"
+
 /* Thread states examined per capture, over all interpreters: a process with
  * more Python threads than this may report PY_NO_THREAD for some. */
 #ifndef PY_MAX_THREADS
@@ -49,16 +49,6 @@
 enum py_thread_match {
 	PY_MATCH_TID = 0,    /* native_thread_id (3.11+) == the kernel tid */
 	PY_MATCH_FSBASE = 1, /* thread_id == pthread_self() == fs base (3.10) */
-};
-
-/* py_stack.flags */
-enum py_stack_flags {
-	PY_TRUNCATED = 1,   /* more frames than PY_MAX_FRAMES: the outermost were cut */
-	PY_NO_PROC = 2,     /* the process has no py_procs entry */
-	PY_NO_THREAD = 4,   /* no thread state of this thread found */
-	PY_READ_ERROR = 8,  /* a read failed: the stack stops there */
-	PY_THREADS_CUT = 16, /* more thread states than PY_MAX_THREADS: not all were seen */
-	PY_NO_ID = 32,       /* a code object's identity could not be read: code_id 0 */
 };
 
 /* Where the interpreter of one process keeps what the walk reads. All
@@ -98,65 +88,6 @@ struct py_proc {
 	__u8 instr_size;           /* 4 (f_lasti) or 8 (pointer) */
 	__u8 owner_skip;           /* owner of frames that are not Python code (C stack shims), 0xff none */
 	__u8 _pad;
-};
-
-/* One frame: the code object (described by a struct py_code) and where
- * in it the frame is; user space computes the line. */
-struct py_frame {
-	__u64 code;    /* PyCodeObject* */
-	__u64 instr;   /* f_lasti (3.10, code units) or the instruction pointer */
-	__u64 code_id; /* identity of the code object at that address */
-};
-
-/* Room for a file name or qualname, and for a line table: at most one
- * byte less is copied. Powers of two. */
-#ifndef PY_STR_MAX
-#define PY_STR_MAX 256
-#endif
-#ifndef PY_LINETABLE_MAX
-#define PY_LINETABLE_MAX 4096
-#endif
-
-/* struct py_code.flags */
-enum py_code_flags {
-	PY_CODE_READ_ERROR = 1, /* a read failed: some fields are empty */
-};
-
-/* What a code object says, copied at event time. The ob_type of each
- * object is copied too: user space checks every one against the
- * interpreter's PyCode_Type, PyUnicode_Type and PyBytes_Type. */
-struct py_code {
-	__u64 code;           /* PyCodeObject* */
-	__u64 code_id;        /* identity, as in struct py_frame */
-	__u64 code_type;      /* ob_type of the code object */
-	__u64 filename_type;  /* ob_type of co_filename */
-	__u64 name_type;      /* ob_type of co_qualname / co_name */
-	__u64 linetable_type; /* ob_type of co_linetable */
-	__u64 units;          /* bytecode length in code units */
-	__u64 units_type;     /* 3.10: ob_type of co_code; else the code's own type */
-	__u32 pid;
-	__s32 firstlineno;
-	__u32 filename_len;   /* bytes copied into filename: the str's last bytes */
-	__u32 filename_chars; /* the str's length in characters */
-	__u32 name_len;
-	__u32 name_chars;
-	__u32 linetable_len;  /* bytes copied into linetable */
-	__u32 linetable_size; /* the table's full size: more than copied when cut */
-	__u32 filename_state; /* PyASCIIObject.state: kind, compact, ascii bits */
-	__u32 name_state;
-	__u32 flags;          /* enum py_code_flags */
-	__u32 _pad;
-	__u8 filename[PY_STR_MAX];
-	__u8 name[PY_STR_MAX];
-	__u8 linetable[PY_LINETABLE_MAX];
-};
-
-/* A captured stack, innermost frame first. */
-struct py_stack {
-	__u64 tstate;  /* the PyThreadState* found, 0 if none */
-	__u32 nframes; /* frames[0..nframes) are valid */
-	__u32 flags;   /* enum py_stack_flags */
-	struct py_frame frames[PY_MAX_FRAMES];
 };
 
 /* Per traced process, keyed by tgid; user space writes an entry when it

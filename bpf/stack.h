@@ -12,13 +12,14 @@
  * Contract with the including program:
  *  - include after types.h, bpf_helpers.h and bpf_tracing.h (uprobe ctx is
  *    the user pt_regs);
- *  - call stack_capture() from a uprobe body, then emit the record it
+ *  - call stack_capture() from a uprobe body with the header of the record
+ *    the stack belongs to, then emit the record it
  *    returns with bpf_ringbuf_output(&ring, rec, size, flags) right after
  *    the record it belongs to, then stack_release(rec); a NULL record or a
  *    failed output is a lost stack (count it: the record it belongs to is
  *    still there, without a site);
- *  - user space decodes struct stack_record (bpf2go -type stack_record):
- *    the header, then `size` bytes of stack starting at `sp`.
+ *  - struct stack_record is in wire.h (the ring's records): user space
+ *    decodes its header, then `size` bytes of stack starting at `sp`.
  * The record is built in a per-CPU scratch map: the 512-byte BPF stack
  * cannot hold it, and a ring-buffer reservation would have to be of the
  * largest size every time.
@@ -26,37 +27,9 @@
 #ifndef TTTRACE_STACK_H
 #define TTTRACE_STACK_H
 
-/* Bytes of user stack copied from rsp up. A power of two, at most 16 KiB so
- * the per-CPU scratch stays within the kernel's per-CPU allocation limit
- * (32 KiB a value). 16 KiB holds 64 frames of TT-Metal/TT-NN/CPython
- * code in the measurements of docs/stacks.md. */
-#ifndef STACK_COPY_BYTES
-#define STACK_COPY_BYTES 16384
-#endif
+#include "wire.h"
+
 #define STACK_PAGE 4096
-
-/* stack_record.flags */
-enum stack_flags {
-	STACK_PARTIAL = 1,  /* the copy stopped before STACK_COPY_BYTES: at the end
-			     * of the stack's mapping, or at a page that could not
-			     * be read (not present) */
-	STACK_NO_STACK = 2, /* not even the first page could be read: size 0 */
-};
-
-struct stack_record {
-	__u64 seq; /* the seq of the record this stack belongs to (an alloc) */
-	__u64 ip;  /* user rip at the probe */
-	__u64 sp;  /* user rsp at the probe: data[0] is the byte at sp */
-	__u64 bp;  /* user rbp at the probe */
-	__u32 pid; /* tgid */
-	__u32 tid;
-	__u32 size; /* bytes of data that follow; the record is
-		     * offsetof(struct stack_record, data) + size bytes long */
-	__u8 kind;  /* the including program's record kind, from the caller */
-	__u8 flags; /* enum stack_flags */
-	__u8 _pad[2];
-	__u8 data[STACK_COPY_BYTES];
-};
 
 /* The scratch value: the record and one page of slack after it, so the
  * verifier can bound a page-sized read at any offset below the copy size
@@ -98,10 +71,12 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
 	return 0;
 }
 
-/* Fill the per-CPU record with the current thread's registers and stack;
- * *len receives the record's length to emit. NULL when this CPU's record is
- * owned by a preempted capture (count it as a lost stack). A non-NULL
- * record must be handed back with stack_release() once emitted.
+/* Fill the per-CPU record with the current thread's registers and stack,
+ * under the header of the record *of it belongs to (its seq, ts_ns, pid
+ * and tid; kind EV_STACK); *len receives the record's length to emit. NULL
+ * when this CPU's record is owned by a preempted capture (count it as a
+ * lost stack). A non-NULL record must be handed back with stack_release()
+ * once emitted.
  *
  * The copy is STACK_COPY_BYTES from rsp, or up to the end of the stack's
  * mapping when that is nearer (bpf_find_vma): a read that runs past the
@@ -109,10 +84,10 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
  * several microseconds. When the VMA cannot be had (mmap lock contended)
  * or the read still fails (a page swapped out), the copy is retried page
  * by page up to the first unreadable page. */
-static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx, __u64 seq, __u8 kind,
+static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
+							  const struct record_header *of,
 							  __u32 *len)
 {
-	__u64 id = bpf_get_current_pid_tgid();
 	struct stack_scratch *s;
 	struct stack_record *rec;
 	__u32 zero = 0, n = 0, chunk, want = STACK_COPY_BYTES;
@@ -124,16 +99,15 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx, _
 		return 0;
 	rec = &s->rec;
 	sp = PT_REGS_SP(ctx);
-	rec->seq = seq;
+	rec->hdr = *of;
+	rec->hdr.kind = EV_STACK;
 	rec->ip = PT_REGS_IP(ctx);
 	rec->sp = sp;
 	rec->bp = PT_REGS_FP(ctx);
-	rec->pid = id >> 32;
-	rec->tid = (__u32)id;
-	rec->kind = kind;
 	rec->flags = 0;
 	rec->_pad[0] = 0;
 	rec->_pad[1] = 0;
+	rec->_pad[2] = 0;
 	if (bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma_end, &end, 0) == 0 && end > sp &&
 	    end - sp < STACK_COPY_BYTES) {
 		want = end - sp;

@@ -37,13 +37,17 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Keep struct event and struct stack_record in BTF (bpf2go, genwire). */
+/* Keep every record of wire.h in BTF (events/internal/genwire), and what
+ * user space writes into maps: enum layout_field (bpf2go -type
+ * layout_field) and struct py_proc (pyframes). */
 const struct event *unused_event __attribute__((unused));
-/* Keep enum layout_field in BTF for bpf2go -type layout_field. */
-const enum layout_field *unused_layout_field __attribute__((unused));
 const struct stack_record *unused_stack_record __attribute__((unused));
 const struct py_stack_record *unused_py_stack_record __attribute__((unused));
 const struct py_code_record *unused_py_code_record __attribute__((unused));
+const enum stack_flags *unused_stack_flags __attribute__((unused));
+const enum py_stack_flags *unused_py_stack_flags __attribute__((unused));
+const enum py_code_flags *unused_py_code_flags __attribute__((unused));
+const enum layout_field *unused_layout_field __attribute__((unused));
 const struct py_proc *unused_py_proc __attribute__((unused));
 
 /* ---- knobs and layout, set from Go ----------------------------------- */
@@ -159,11 +163,11 @@ static __always_inline struct event *start(enum event_kind kind)
 		return 0;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	e->seq = seq;
-	e->ts_ns = bpf_ktime_get_ns();
-	e->pid = tgid;
-	e->tid = (__u32)id;
-	e->kind = kind;
+	e->hdr.seq = seq;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->hdr.pid = tgid;
+	e->hdr.tid = (__u32)id;
+	e->hdr.kind = kind;
 	e->chip = -1;
 	e->buffer_type = -1;
 	if (lc) {
@@ -378,31 +382,6 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 
 /* ---- allocation stacks ------------------------------------------------ */
 
-/* The Python records of an alloc share the header of struct stack_record
- * up to kind (offset 44): user space tells an event by its length and the
- * others by kind. */
-struct py_stack_record {
-	__u64 seq; /* the alloc's */
-	__u64 _r[3];
-	__u32 pid;
-	__u32 tid;
-	__u32 size; /* sizeof(struct py_stack) */
-	__u8 kind;  /* EV_PY_STACK */
-	__u8 _pad[3];
-	struct py_stack stack;
-};
-
-struct py_code_record {
-	__u64 seq; /* the alloc's */
-	__u64 _r[3];
-	__u32 pid;
-	__u32 tid;
-	__u32 size; /* sizeof(struct py_code) */
-	__u8 kind;  /* EV_PY_CODE */
-	__u8 _pad[3];
-	struct py_code code;
-};
-
 struct py_scratch {
 	struct py_stack_record rec;
 	__u32 busy; /* a capture owns rec until it is emitted (see stack.h) */
@@ -433,21 +412,16 @@ static long py_send_code(__u64 i, void *arg)
 	if (i >= PY_MAX_FRAMES || i >= w->rec->stack.nframes)
 		return 1;
 	f = &w->rec->stack.frames[i];
-	if (!py_code_new(w->rec->pid, f))
+	if (!py_code_new(w->rec->hdr.pid, f))
 		return 0;
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c)
 		return 1; /* sent again with the next stack naming it */
-	c->seq = w->rec->seq;
-	c->_r[0] = c->_r[1] = c->_r[2] = 0;
-	c->pid = w->rec->pid;
-	c->tid = w->rec->tid;
-	c->size = sizeof(c->code);
-	c->kind = EV_PY_CODE;
-	c->_pad[0] = c->_pad[1] = c->_pad[2] = 0;
-	py_code_read(&c->code, w->proc, w->rec->pid, f);
+	c->hdr = w->rec->hdr;
+	c->hdr.kind = EV_PY_CODE;
+	py_code_read(&c->code, w->proc, w->rec->hdr.pid, f);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
-	py_code_sent(w->rec->pid, f);
+	py_code_sent(w->rec->hdr.pid, f);
 	return 0;
 }
 
@@ -460,21 +434,16 @@ static __always_inline void attach_python(struct event *e)
 	struct py_scratch *s;
 	__u32 zero = 0;
 
-	w.proc = py_proc_lookup(e->pid);
+	w.proc = py_proc_lookup(e->hdr.pid);
 	if (!w.proc)
 		return;
 	s = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0)
 		return;
 	w.rec = &s->rec;
-	s->rec.seq = e->seq;
-	s->rec._r[0] = s->rec._r[1] = s->rec._r[2] = 0;
-	s->rec.pid = e->pid;
-	s->rec.tid = e->tid;
-	s->rec.size = sizeof(s->rec.stack);
-	s->rec.kind = EV_PY_STACK;
-	s->rec._pad[0] = s->rec._pad[1] = s->rec._pad[2] = 0;
-	py_capture(&s->rec.stack, e->pid, e->tid);
+	s->rec.hdr = e->hdr;
+	s->rec.hdr.kind = EV_PY_STACK;
+	py_capture(&s->rec.stack, e->hdr.pid, e->hdr.tid);
 	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
 	bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP);
 	*(volatile __u32 *)&s->busy = 0;
@@ -497,14 +466,9 @@ static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 		return;
 	/* The Python records first: the native one completes the alloc. */
 	attach_python(e);
-	rec = stack_capture(ctx, e->seq, EV_STACK, &len);
+	rec = stack_capture(ctx, &e->hdr, &len);
 	if (!rec)
 		return;
-	/* User space tells the two kinds of record apart by length: a stack
-	 * record never has the length of an event (the bytes past size are
-	 * ignored). */
-	if (len == sizeof(struct event))
-		len += 8;
 	if (len > sizeof(*rec))
 		len = sizeof(*rec);
 	if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
@@ -703,8 +667,8 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	e = start(EV_FORK);
 	if (!e)
 		return 0;
-	e->pid = ctgid;
-	e->tid = BPF_CORE_READ(child, pid);
+	e->hdr.pid = ctgid;
+	e->hdr.tid = BPF_CORE_READ(child, pid);
 	e->parent_pid = ptgid;
 	finish_now(e);
 	return 0;

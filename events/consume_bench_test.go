@@ -38,13 +38,13 @@ type streamGen struct {
 
 func (g *streamGen) add(w events.Wire) {
 	g.seq++
-	w.Seq = g.seq
-	w.TsNs = 1_000_000_000 + g.seq*250
-	w.Pid = benchPid
+	w.Hdr.Seq = g.seq
+	w.Hdr.TsNs = 1_000_000_000 + g.seq*250
+	w.Hdr.Pid = benchPid
 	if w.Chip == 0 && w.DeviceKind != events.DeviceChip {
 		w.Chip = -1
 	}
-	if w.Kind != events.KindAlloc && w.Kind != events.KindFree && w.Kind != events.KindView {
+	if w.Hdr.Kind != events.KindAlloc && w.Hdr.Kind != events.KindFree && w.Hdr.Kind != events.KindView {
 		w.BufferType = -1
 	}
 	raw := make([]byte, events.WireSize)
@@ -76,7 +76,7 @@ type liveBuf struct {
 }
 
 func (g *streamGen) buffer(kind events.Kind, tid uint32, b liveBuf) {
-	w := events.Wire{Kind: kind, Tid: tid, Object: b.ptr, BufferType: b.typ,
+	w := events.Wire{Hdr: events.Header{Kind: kind, Tid: tid}, Object: b.ptr, BufferType: b.typ,
 		Address: b.addr, Size: b.size, PageSize: 2048, OwnsData: 1, Status: 1}
 	if b.mesh {
 		g.onMesh(&w)
@@ -122,7 +122,7 @@ func workload(n int, mixed bool) [][]byte {
 			b.mesh = true
 			g.buffer(events.KindAlloc, tid, b)
 			for c := int32(0); c < benchChips; c++ {
-				w := events.Wire{Kind: events.KindView, Tid: tid, BufferType: b.typ,
+				w := events.Wire{Hdr: events.Header{Kind: events.KindView, Tid: tid}, BufferType: b.typ,
 					Address: b.addr, Size: b.size, PageSize: 2048}
 				g.onChip(&w, c)
 				g.add(w)
@@ -143,20 +143,20 @@ func workload(n int, mixed bool) [][]byte {
 			// every L1 buffer (from 0x10800), as in TT-Metal: no l1_clash.
 			prog += 0x1000
 			chip := int32(g.rng.IntN(benchChips))
-			w := events.Wire{Kind: events.KindCBLayout, Tid: tid, Object: prog}
+			w := events.Wire{Hdr: events.Header{Kind: events.KindCBLayout, Tid: tid}, Object: prog}
 			g.onChip(&w, chip)
 			g.add(w)
 			for i := 0; i < 4; i++ {
-				w := events.Wire{Kind: events.KindCBAlloc, Tid: tid, Address: 0x100 + uint64(i)*0x4000,
+				w := events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Tid: tid}, Address: 0x100 + uint64(i)*0x4000,
 					Size: uint64(1+g.rng.IntN(8)) * 2048}
 				g.onChip(&w, chip)
 				g.add(w)
 			}
-			g.add(events.Wire{Kind: events.KindCBTeardown, Tid: tid, Object: prog})
-			w = events.Wire{Kind: events.KindCBFree, Tid: tid}
+			g.add(events.Wire{Hdr: events.Header{Kind: events.KindCBTeardown, Tid: tid}, Object: prog})
+			w = events.Wire{Hdr: events.Header{Kind: events.KindCBFree, Tid: tid}}
 			g.onChip(&w, chip)
 			g.add(w)
-			g.add(events.Wire{Kind: events.KindProgramDestroy, Tid: tid, Object: prog})
+			g.add(events.Wire{Hdr: events.Header{Kind: events.KindProgramDestroy, Tid: tid}, Object: prog})
 		}
 	}
 	for _, tid := range tids {

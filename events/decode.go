@@ -5,19 +5,61 @@ import (
 	"unsafe"
 )
 
-// Decode fills e from one raw ring-buffer record. It checks the length and
-// allocates nothing.
-func Decode(raw []byte, e *Event) error {
-	if len(raw) < WireSize {
-		return fmt.Errorf("record of %d bytes, want %d", len(raw), WireSize)
+// The ring's records all start with a Header whose Kind says which struct
+// of bpf/wire.h the record is (wireOf, generated): a record is never told
+// apart by its length. Every view below aliases the raw record (the ring
+// buffer reader hands out 8-byte aligned samples) and allocates nothing.
+
+// Peek returns the header of a raw record after checking that its kind is
+// one BPF writes and that the record is at least as long as that kind's
+// struct.
+func Peek(raw []byte) (*Header, error) {
+	if len(raw) < HeaderSize {
+		return nil, fmt.Errorf("record of %d bytes, shorter than a header (%d)", len(raw), HeaderSize)
 	}
-	w := (*Wire)(unsafe.Pointer(unsafe.SliceData(raw)))
+	h := (*Header)(unsafe.Pointer(unsafe.SliceData(raw)))
+	if int(h.Kind) >= len(wireOf) || wireOf[h.Kind] == 0 {
+		return nil, fmt.Errorf("record seq %d: unknown kind %d", h.Seq, h.Kind)
+	}
+	if n := wireSize[h.Kind]; uint32(len(raw)) < n {
+		return nil, fmt.Errorf("record seq %d, kind %s: %d bytes, want at least %d", h.Seq, h.Kind, len(raw), n)
+	}
+	return h, nil
+}
+
+// wireType is a record struct of wire_gen.go.
+type wireType[T any] interface {
+	*T
+	wireID() uint8
+}
+
+// As views raw as a record of type T (Wire, StackWire, PyStackWire, ...),
+// checking its kind and length; the result aliases raw.
+func As[T any, P wireType[T]](raw []byte) (*T, error) {
+	h, err := Peek(raw)
+	if err != nil {
+		return nil, err
+	}
+	if wireOf[h.Kind] != P(nil).wireID() {
+		var zero T
+		return nil, fmt.Errorf("record seq %d: kind %s is not a %T", h.Seq, h.Kind, zero)
+	}
+	return (*T)(unsafe.Pointer(h)), nil
+}
+
+// Decode fills e from one raw record of a kind of struct event. It checks
+// the kind and length and allocates nothing.
+func Decode(raw []byte, e *Event) error {
+	w, err := As[Wire](raw)
+	if err != nil {
+		return err
+	}
 	*e = Event{
-		Seq:        w.Seq,
-		TsNs:       w.TsNs,
-		Pid:        w.Pid,
-		Tid:        w.Tid,
-		Kind:       w.Kind,
+		Seq:        w.Hdr.Seq,
+		TsNs:       w.Hdr.TsNs,
+		Pid:        w.Hdr.Pid,
+		Tid:        w.Hdr.Tid,
+		Kind:       w.Hdr.Kind,
 		Object:     w.Object,
 		Device:     w.Device,
 		DeviceVptr: w.DeviceVptr,
@@ -37,26 +79,7 @@ func Decode(raw []byte, e *Event) error {
 		WaitStatus: w.WaitStatus,
 		Stack:      w.Stack,
 	}
-	if e.Kind == 0 || e.Kind == KindStack || e.Kind == KindPyStack || e.Kind == KindPyCode || e.Kind.Synthesized() || int(e.Kind) >= len(kindNames) || kindNames[e.Kind] == "" {
-		return fmt.Errorf("record seq %d: unknown kind %d", e.Seq, w.Kind)
-	}
 	return nil
-}
-
-// RecordKind says what a raw record is: 0 for an event (BPF never gives
-// another record an event's length), else the kind of a record that
-// shares struct stack_record's header (KindStack, KindPyStack, KindPyCode).
-func RecordKind(raw []byte) Kind {
-	if len(raw) == WireSize || len(raw) < StackHeaderSize {
-		return 0
-	}
-	return Kind((*StackWire)(unsafe.Pointer(unsafe.SliceData(raw))).Kind)
-}
-
-// RecordSeq is the seq of a record of RecordKind != 0.
-func RecordSeq(raw []byte) (seq uint64, pid uint32) {
-	w := (*StackWire)(unsafe.Pointer(unsafe.SliceData(raw)))
-	return w.Seq, w.Pid
 }
 
 // StackRecord is a decoded stack record: the registers of the thread at the
@@ -73,17 +96,41 @@ type StackRecord struct {
 // DecodeStack decodes a stack record. It checks the lengths and allocates
 // nothing; s.Data aliases raw.
 func DecodeStack(raw []byte, s *StackRecord) error {
-	if len(raw) < StackHeaderSize {
-		return fmt.Errorf("stack record of %d bytes, want at least %d", len(raw), StackHeaderSize)
+	w, err := As[StackWire](raw)
+	if err != nil {
+		return err
 	}
-	w := (*StackWire)(unsafe.Pointer(unsafe.SliceData(raw)))
-	if Kind(w.Kind) != KindStack {
-		return fmt.Errorf("record of %d bytes, seq %d: neither an event nor a stack (kind %d)", len(raw), w.Seq, w.Kind)
+	if int(w.Size) > len(raw)-StackWireSize {
+		return fmt.Errorf("stack record seq %d: %d bytes of stack in a record of %d", w.Hdr.Seq, w.Size, len(raw))
 	}
-	if int(w.Size) > len(raw)-StackHeaderSize {
-		return fmt.Errorf("stack record seq %d: %d bytes of stack in a record of %d", w.Seq, w.Size, len(raw))
-	}
-	*s = StackRecord{Seq: w.Seq, IP: w.Ip, SP: w.Sp, BP: w.Bp, Pid: w.Pid, Tid: w.Tid, Flags: w.Flags,
-		Data: raw[StackHeaderSize : StackHeaderSize+int(w.Size)]}
+	*s = StackRecord{Seq: w.Hdr.Seq, IP: w.Ip, SP: w.Sp, BP: w.Bp, Pid: w.Hdr.Pid, Tid: w.Hdr.Tid, Flags: w.Flags,
+		Data: raw[StackWireSize : StackWireSize+int(w.Size)]}
 	return nil
+}
+
+// DecodePyStack views a Python stack record, checking its frame count: the
+// valid frames are Stack.Frames[:Stack.Nframes].
+func DecodePyStack(raw []byte) (*PyStackWire, error) {
+	w, err := As[PyStackWire](raw)
+	if err != nil {
+		return nil, err
+	}
+	if int(w.Stack.Nframes) > len(w.Stack.Frames) {
+		return nil, fmt.Errorf("py_stack record seq %d: %d frames, at most %d fit", w.Hdr.Seq, w.Stack.Nframes, len(w.Stack.Frames))
+	}
+	return w, nil
+}
+
+// DecodePyCode views a code-object record, checking the lengths of what it
+// copied against its arrays (package pyframes checks what they say).
+func DecodePyCode(raw []byte) (*PyCodeWire, error) {
+	w, err := As[PyCodeWire](raw)
+	if err != nil {
+		return nil, err
+	}
+	c := &w.Code
+	if int(c.FilenameLen) > len(c.Filename) || int(c.NameLen) > len(c.Name) || int(c.LinetableLen) > len(c.Linetable) {
+		return nil, fmt.Errorf("py_code record seq %d: lengths %d, %d, %d past the arrays", w.Hdr.Seq, c.FilenameLen, c.NameLen, c.LinetableLen)
+	}
+	return w, nil
 }

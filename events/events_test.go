@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // wire encodes w as the ring buffer holds it (little endian, bpf2go's
@@ -24,9 +25,10 @@ func wire(t testing.TB, w Wire) []byte {
 
 func TestDecode(t *testing.T) {
 	w := Wire{
-		Seq: 77, TsNs: 123456789, Object: 0x55d0c0ffee00, Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010,
-		Address: 0x10000, Size: 4096, PageSize: 1024, LostBefore: 3, Pid: 4242, Tid: 4243, ParentPid: 17, WaitStatus: 9, Chip: 35,
-		BufferType: int32(L1Small), Kind: KindAlloc, DeviceKind: DeviceChip,
+		Hdr:    Header{Seq: 77, TsNs: 123456789, Pid: 4242, Tid: 4243, Kind: KindAlloc},
+		Object: 0x55d0c0ffee00, Device: 0x7f00dead0000, DeviceVptr: 0x7f00beef0010,
+		Address: 0x10000, Size: 4096, PageSize: 1024, LostBefore: 3, ParentPid: 17, WaitStatus: 9, Chip: 35,
+		BufferType: int32(L1Small), DeviceKind: DeviceChip,
 		Hooked: 1, OwnsData: 1, Status: 1, Global: 1, ReadError: 1,
 	}
 	var e Event
@@ -43,7 +45,7 @@ func TestDecode(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good := wire(t, Wire{Kind: KindFree})
+	good := wire(t, Wire{Hdr: Header{Kind: KindFree}})
 	var e Event
 	if err := Decode(good[:len(good)-1], &e); err == nil {
 		t.Error("a short record was accepted")
@@ -52,21 +54,21 @@ func TestDecodeRejects(t *testing.T) {
 		t.Error("an empty record was accepted")
 	}
 	for _, k := range []Kind{0, KindStack, KindPyStack, KindPyCode, 63, KindLost, KindExit, 255} {
-		if err := Decode(wire(t, Wire{Kind: k}), &e); err == nil {
+		if err := Decode(wire(t, Wire{Hdr: Header{Kind: k}}), &e); err == nil {
 			t.Errorf("kind %d from the ring was accepted", k)
 		}
 	}
 }
 
-// Stack records: told from events by length, checked against their own
-// length, never taken for an event.
+// Stack records: told from events by their kind, checked against their
+// own length, never taken for an event.
 func TestDecodeStack(t *testing.T) {
 	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, StackWire{Seq: 7, Ip: 0x1000, Sp: 0x7ff0, Bp: 3, Pid: 9, Tid: 10, Size: 16, Kind: uint8(KindStack), Flags: 1})
+	binary.Write(&b, binary.LittleEndian, StackWire{Hdr: Header{Seq: 7, Pid: 9, Tid: 10, Kind: KindStack}, Ip: 0x1000, Sp: 0x7ff0, Bp: 3, Size: 16, Flags: 1})
 	b.Write([]byte("0123456789abcdefXX"))
 	raw := b.Bytes()
-	if k := RecordKind(raw); k != KindStack {
-		t.Fatalf("RecordKind = %v", k)
+	if h, err := Peek(raw); err != nil || h.Kind != KindStack {
+		t.Fatalf("Peek = %+v, %v", h, err)
 	}
 	var s StackRecord
 	if err := DecodeStack(raw, &s); err != nil {
@@ -75,16 +77,79 @@ func TestDecodeStack(t *testing.T) {
 	if s.Seq != 7 || s.IP != 0x1000 || s.SP != 0x7ff0 || s.BP != 3 || s.Pid != 9 || s.Tid != 10 || s.Flags != 1 || string(s.Data) != "0123456789abcdef" {
 		t.Errorf("decoded %+v", s)
 	}
-	if err := DecodeStack(raw[:StackHeaderSize+15], &s); err == nil {
+	if err := DecodeStack(raw[:StackWireSize+15], &s); err == nil {
 		t.Error("a stack longer than its record was accepted")
 	}
-	if RecordKind(wire(t, Wire{Kind: KindAlloc})) != 0 {
-		t.Error("an event was taken for another record")
+	var e Event
+	if err := Decode(raw, &e); err == nil {
+		t.Error("a stack was decoded as an event")
 	}
-	raw[44] = uint8(KindAlloc)
+	if err := DecodeStack(wire(t, Wire{Hdr: Header{Kind: KindAlloc}}), &s); err == nil {
+		t.Error("an event was decoded as a stack")
+	}
+	raw[unsafe.Offsetof(Header{}.Kind)] = uint8(KindAlloc)
 	if err := DecodeStack(raw, &s); err == nil {
 		t.Error("a record of another kind was decoded as a stack")
 	}
+}
+
+// Python records: their kind and their struct's length, and counts within
+// their arrays.
+func TestDecodePython(t *testing.T) {
+	st := PyStackWire{Hdr: Header{Seq: 5, Kind: KindPyStack}}
+	st.Stack.Nframes = 2
+	raw := recordBytes(&st)
+	if w, err := DecodePyStack(raw); err != nil || w.Hdr.Seq != 5 || w.Stack.Nframes != 2 {
+		t.Errorf("DecodePyStack = %+v, %v", w, err)
+	}
+	if _, err := DecodePyStack(raw[:PyStackWireSize-1]); err == nil {
+		t.Error("a short py_stack record was accepted")
+	}
+	st.Stack.Nframes = uint32(len(st.Stack.Frames) + 1)
+	if _, err := DecodePyStack(recordBytes(&st)); err == nil {
+		t.Error("a frame count beyond the array was accepted")
+	}
+	c := PyCodeWire{Hdr: Header{Kind: KindPyCode}}
+	c.Code.LinetableLen = uint32(len(c.Code.Linetable))
+	if _, err := DecodePyCode(recordBytes(&c)); err != nil {
+		t.Error(err)
+	}
+	c.Code.LinetableLen++
+	if _, err := DecodePyCode(recordBytes(&c)); err == nil {
+		t.Error("a line table longer than its array was accepted")
+	}
+	if _, err := DecodePyCode(raw); err == nil {
+		t.Error("a py_stack record was decoded as a py_code record")
+	}
+}
+
+// Every kind BPF writes has a name and a record type, and its size is that
+// type's.
+func TestWireTables(t *testing.T) {
+	sizes := map[uint8]uint32{(*Wire)(nil).wireID(): WireSize, (*StackWire)(nil).wireID(): StackWireSize,
+		(*PyStackWire)(nil).wireID(): PyStackWireSize, (*PyCodeWire)(nil).wireID(): PyCodeWireSize}
+	for k := KindAlloc; k <= KindGroupExit; k++ {
+		if wireOf[k] != (*Wire)(nil).wireID() {
+			t.Errorf("%s: not a struct event", k)
+		}
+	}
+	for _, k := range []Kind{KindStack, KindPyStack, KindPyCode} {
+		if wireOf[k] == 0 || wireOf[k] == (*Wire)(nil).wireID() {
+			t.Errorf("%s: record type %d", k, wireOf[k])
+		}
+	}
+	for k := range Kind(len(wireOf)) {
+		if wireOf[k] == 0 {
+			continue
+		}
+		if kindNames[k] == "" || sizes[wireOf[k]] != wireSize[k] {
+			t.Errorf("kind %d (%s): record type %d of %d bytes", k, k, wireOf[k], wireSize[k])
+		}
+	}
+}
+
+func recordBytes[T any](v *T) []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))...)
 }
 
 // Every kind encodes to one JSON object on one line, with its type, the
@@ -169,7 +234,7 @@ func TestAppendJSONAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { buf = AppendJSON(buf[:0], &e) }); n != 0 {
 		t.Errorf("AppendJSON allocates %v times per event", n)
 	}
-	raw := wire(t, Wire{Kind: KindFree})
+	raw := wire(t, Wire{Hdr: Header{Kind: KindFree}})
 	if n := testing.AllocsPerRun(100, func() { _ = Decode(raw, &e) }); n != 0 {
 		t.Errorf("Decode allocates %v times per event", n)
 	}
@@ -196,13 +261,13 @@ func TestBufferTypeNames(t *testing.T) {
 // FuzzDecode: any bytes either fail to decode or give an event whose NDJSON
 // line is valid JSON; nothing panics.
 func FuzzDecode(f *testing.F) {
-	f.Add(wire(f, Wire{Kind: KindAlloc, BufferType: 99, DeviceKind: DeviceKind(7)}))
-	f.Add(wire(f, Wire{Kind: KindFork, ParentPid: 1 << 31}))
+	f.Add(wire(f, Wire{Hdr: Header{Kind: KindAlloc}, BufferType: 99, DeviceKind: DeviceKind(7)}))
+	f.Add(wire(f, Wire{Hdr: Header{Kind: KindFork}, ParentPid: 1 << 31}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if RecordKind(raw) != 0 {
+		if h, err := Peek(raw); err == nil && h.Kind == KindStack {
 			var s StackRecord
-			if DecodeStack(raw, &s) == nil && StackHeaderSize+len(s.Data) > len(raw) {
+			if DecodeStack(raw, &s) == nil && StackWireSize+len(s.Data) > len(raw) {
 				t.Fatalf("stack data past the record")
 			}
 		}

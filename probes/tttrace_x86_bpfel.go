@@ -111,14 +111,16 @@ type tttracePyProc struct {
 type tttracePyScratch struct {
 	_   structs.HostLayout
 	Rec struct {
-		_     structs.HostLayout
-		Seq   uint64
-		R     [3]uint64
-		Pid   uint32
-		Tid   uint32
-		Size  uint32
-		Kind  uint8
-		Pad   [3]uint8
+		_   structs.HostLayout
+		Hdr struct {
+			_    structs.HostLayout
+			Seq  uint64
+			TsNs uint64
+			Pid  uint32
+			Tid  uint32
+			Kind uint8
+			Pad  [7]uint8
+		}
 		Stack struct {
 			_       structs.HostLayout
 			Tstate  uint64
@@ -139,17 +141,22 @@ type tttracePyScratch struct {
 type tttraceStackScratch struct {
 	_   structs.HostLayout
 	Rec struct {
-		_     structs.HostLayout
-		Seq   uint64
+		_   structs.HostLayout
+		Hdr struct {
+			_    structs.HostLayout
+			Seq  uint64
+			TsNs uint64
+			Pid  uint32
+			Tid  uint32
+			Kind uint8
+			Pad  [7]uint8
+		}
 		Ip    uint64
 		Sp    uint64
 		Bp    uint64
-		Pid   uint32
-		Tid   uint32
 		Size  uint32
-		Kind  uint8
 		Flags uint8
-		Pad   [2]uint8
+		Pad   [3]uint8
 		Data  [16384]uint8
 	}
 	Slack [4096]uint8
@@ -249,9 +256,12 @@ type tttraceVariableSpecs struct {
 	NextSeq             *ebpf.VariableSpec `ebpf:"next_seq"`
 	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedLayoutField   *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedPyCodeFlags   *ebpf.VariableSpec `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord  *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
 	UnusedPyProc        *ebpf.VariableSpec `ebpf:"unused_py_proc"`
+	UnusedPyStackFlags  *ebpf.VariableSpec `ebpf:"unused_py_stack_flags"`
 	UnusedPyStackRecord *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
+	UnusedStackFlags    *ebpf.VariableSpec `ebpf:"unused_stack_flags"`
 	UnusedStackRecord   *ebpf.VariableSpec `ebpf:"unused_stack_record"`
 	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -313,9 +323,12 @@ type tttraceVariables struct {
 	NextSeq             *ebpf.Variable `ebpf:"next_seq"`
 	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
 	UnusedLayoutField   *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedPyCodeFlags   *ebpf.Variable `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord  *ebpf.Variable `ebpf:"unused_py_code_record"`
 	UnusedPyProc        *ebpf.Variable `ebpf:"unused_py_proc"`
+	UnusedPyStackFlags  *ebpf.Variable `ebpf:"unused_py_stack_flags"`
 	UnusedPyStackRecord *ebpf.Variable `ebpf:"unused_py_stack_record"`
+	UnusedStackFlags    *ebpf.Variable `ebpf:"unused_stack_flags"`
 	UnusedStackRecord   *ebpf.Variable `ebpf:"unused_stack_record"`
 	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

@@ -2,7 +2,6 @@ package pyframes
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,9 +109,8 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	defer objs.Procs().Delete(&key)
 	fmt.Fprintln(stdin, "go")
 
-	stacks := map[int64]RawStack{}
-	tids := map[int64]uint32{}
-	var codes [][]byte
+	recs := newProbeRecords(pid)
+	stacks, tids := recs.stacks, recs.tids
 	deadline := time.Now().Add(30 * time.Second)
 	for len(stacks) < scriptCalls {
 		rd.SetDeadline(deadline)
@@ -123,24 +121,7 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := rec.RawSample
-		switch binary.LittleEndian.Uint32(b) {
-		case 2: // a code record
-			if binary.LittleEndian.Uint32(b[8+8*8:]) == uint32(pid) {
-				codes = append(codes, append([]byte(nil), b[8:]...))
-			}
-		case 1:
-			if binary.LittleEndian.Uint32(b[4:]) != uint32(pid) {
-				continue
-			}
-			tag := int64(binary.LittleEndian.Uint64(b[16:]))
-			raw, err := DecodeStack(b[24:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			stacks[tag] = raw
-			tids[tag] = binary.LittleEndian.Uint32(b[8:])
-		}
+		recs.add(t, rec.RawSample)
 	}
 	if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
 		t.Fatalf("script: %q, %v", line, err)
@@ -171,12 +152,12 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("script: %v", err)
 	}
-	for _, c := range codes {
-		if err := proc.AddCode(c); err != nil {
+	for i := range recs.codes {
+		if err := proc.AddCode(&recs.codes[i]); err != nil {
 			t.Errorf("code record: %v", err)
 		}
 	}
-	t.Logf("%d code records", len(codes))
+	t.Logf("%d code records", len(recs.codes))
 	compareStacks(t, "after exit", proc, stacks, truth)
 }
 

@@ -1,41 +1,41 @@
 package pyframes
 
 import (
-	"bytes"
 	"encoding/binary"
 	"testing"
 	"unicode/utf16"
+	"unsafe"
 
-	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+	"github.com/tttrace/tttrace/events"
 )
 
-func encodeStack(t testing.TB, s pyprobe.Stack) []byte {
-	var b bytes.Buffer
-	if err := binary.Write(&b, binary.LittleEndian, &s); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+// recordBytes is a record as BPF writes it (the Go types of package events
+// have the C layout).
+func recordBytes[T any](v *T) []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))...)
 }
 
-func TestDecodeStack(t *testing.T) {
-	var s pyprobe.Stack
+func stackRecord(s events.PyStack) []byte {
+	return recordBytes(&events.PyStackWire{Hdr: events.Header{Pid: 1, Kind: events.KindPyStack}, Stack: s})
+}
+
+func TestNewRawStack(t *testing.T) {
+	var s events.PyStack
 	s.Tstate, s.Nframes, s.Flags = 0x1000, 2, FlagTruncated
-	s.Frames[0].Code, s.Frames[0].Instr, s.Frames[0].CodeId = 1, 2, 3
-	s.Frames[1].Code, s.Frames[1].Instr, s.Frames[1].CodeId = 4, 5, 6
-	raw, err := DecodeStack(encodeStack(t, s))
+	s.Frames[0].Code, s.Frames[0].Instr, s.Frames[0].CodeID = 1, 2, 3
+	s.Frames[1].Code, s.Frames[1].Instr, s.Frames[1].CodeID = 4, 5, 6
+	w, err := events.DecodePyStack(stackRecord(s))
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw := NewRawStack(&w.Stack)
 	if raw.TState != 0x1000 || raw.Flags != FlagTruncated || len(raw.Frames) != 2 ||
 		raw.Frames[0] != (RawFrame{1, 2, 3}) || raw.Frames[1] != (RawFrame{4, 5, 6}) {
 		t.Errorf("decoded %+v", raw)
 	}
-	if _, err := DecodeStack(encodeStack(t, s)[:StackSize-1]); err == nil {
-		t.Error("a short record decodes")
-	}
 	s.Nframes = uint32(MaxFrames + 1)
-	if _, err := DecodeStack(encodeStack(t, s)); err == nil {
-		t.Error("a frame count beyond the array decodes")
+	if raw := NewRawStack(&s); len(raw.Frames) != MaxFrames {
+		t.Errorf("%d frames from a count beyond the array", len(raw.Frames))
 	}
 }
 
@@ -105,8 +105,8 @@ func fuzzProcess(t testing.TB) *Process {
 // seedRecords are a code record and a stack naming it, as BPF writes
 // them for a 3.12 process whose types are at fuzzProcess's addresses.
 func seedRecords(t testing.TB) (stack, code []byte) {
-	var c pyprobe.Code
-	c.Code, c.CodeId = 0x5000, 7
+	var c events.PyCode
+	c.Code, c.CodeID = 0x5000, 7
 	c.CodeType, c.UnitsType, c.FilenameType, c.NameType, c.LinetableType = 0x1000, 0x1000, 0x2000, 0x2000, 0x3000
 	c.Units, c.Firstlineno = 8, 42
 	ascii := uint32(1<<2 | 1<<5 | 1<<6)
@@ -117,23 +117,38 @@ func seedRecords(t testing.TB) (stack, code []byte) {
 	// One 3.11+ location entry: no columns (13), 8 code units, line +0.
 	c.Linetable[0], c.Linetable[1] = 0x80|13<<3|7, 0
 	c.LinetableLen, c.LinetableSize = 2, 2
-	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, &c)
-	var s pyprobe.Stack
+	var s events.PyStack
 	s.Nframes = 1
-	s.Frames[0].Code, s.Frames[0].CodeId = 0x5000, 7
+	s.Frames[0].Code, s.Frames[0].CodeID = 0x5000, 7
 	s.Frames[0].Instr = 0x5000 + uint64(tables[12].CodeAdaptive) + 4
-	return encodeStack(t, s), b.Bytes()
+	return stackRecord(s), recordBytes(&events.PyCodeWire{Hdr: events.Header{Pid: 1, Kind: events.KindPyCode}, Code: c})
+}
+
+// decodeRecords decodes a stack record and a code record as the runtime
+// does, adding the code to p.
+func decodeRecords(p *Process, stack, code []byte) (RawStack, error) {
+	if w, err := events.DecodePyCode(code); err == nil {
+		p.AddCode(&w.Code)
+	}
+	w, err := events.DecodePyStack(stack)
+	if err != nil {
+		return RawStack{}, err
+	}
+	return NewRawStack(&w.Stack), nil
 }
 
 func TestSeedRecords(t *testing.T) {
 	p := fuzzProcess(t)
 	defer p.Close()
 	stack, code := seedRecords(t)
-	if err := p.AddCode(code); err != nil {
+	w, err := events.DecodePyCode(code)
+	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := DecodeStack(stack)
+	if err := p.AddCode(&w.Code); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := decodeRecords(p, stack, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,12 +175,11 @@ func TestSeedRecords(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	stack, code := seedRecords(f)
 	f.Add(stack, code)
-	f.Add(make([]byte, StackSize), make([]byte, CodeSize))
+	f.Add(stackRecord(events.PyStack{}), recordBytes(&events.PyCodeWire{Hdr: events.Header{Kind: events.KindPyCode}}))
 	f.Fuzz(func(t *testing.T, stack, code []byte) {
 		p := fuzzProcess(t)
 		defer p.Close()
-		p.AddCode(code)
-		raw, err := DecodeStack(stack)
+		raw, err := decodeRecords(p, stack, code)
 		if err != nil {
 			return
 		}

@@ -56,19 +56,19 @@ func TestCaptureGarbage(t *testing.T) {
 	script := filepath.Join(filepath.Dir(self), "../testdata/pyframes/stacks.py")
 	corruptions := []struct {
 		name string
-		f    func(*pyprobe.Proc)
+		f    func(*procWire)
 	}{
 		// Not garbage: the frame fields read one by one, the path taken
 		// when a frame's window crosses into unmapped memory. Every
 		// stack must be complete.
-		{"no frame window", func(v *pyprobe.Proc) { v.FrameWindow = -1 }},
-		{"runtime+8", func(v *pyprobe.Proc) { v.Runtime += 8 }},
-		{"runtime unmapped", func(v *pyprobe.Proc) { v.Runtime = 8 }},
-		{"tstate.thread+8", func(v *pyprobe.Proc) { v.TsThread += 8 }},
-		{"frame.previous+8", func(v *pyprobe.Proc) { v.FramePrevious += 8 }},
-		{"frame.code+8", func(v *pyprobe.Proc) { v.FrameCode += 8 }},
-		{"frame.instr+8", func(v *pyprobe.Proc) { v.FrameInstr += 8 }},
-		{"code.linetable+8", func(v *pyprobe.Proc) { v.CodeLinetable += 8 }},
+		{"no frame window", func(v *procWire) { v.FrameWindow = -1 }},
+		{"runtime+8", func(v *procWire) { v.Runtime += 8 }},
+		{"runtime unmapped", func(v *procWire) { v.Runtime = 8 }},
+		{"tstate.thread+8", func(v *procWire) { v.TsThread += 8 }},
+		{"frame.previous+8", func(v *procWire) { v.FramePrevious += 8 }},
+		{"frame.code+8", func(v *procWire) { v.FrameCode += 8 }},
+		{"frame.instr+8", func(v *procWire) { v.FrameInstr += 8 }},
+		{"code.linetable+8", func(v *procWire) { v.CodeLinetable += 8 }},
 	}
 	for _, py := range interps {
 		for _, c := range corruptions {
@@ -90,7 +90,7 @@ func TestCaptureGarbage(t *testing.T) {
 
 // garbageOne runs the script with corrupted offsets and returns how many
 // of its stacks came back complete.
-func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Objects, rd *ringbuf.Reader, corrupt func(*pyprobe.Proc)) int {
+func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Objects, rd *ringbuf.Reader, corrupt func(*procWire)) int {
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
 	cmd := exec.Command(py.path, script, so, truthFile)
 	stdin, _ := cmd.StdinPipe()
@@ -122,8 +122,8 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	}
 	defer objs.Procs().Delete(&key)
 	fmt.Fprintln(stdin, "go")
-	stacks := map[int64]RawStack{}
-	var codes [][]byte
+	recs := newProbeRecords(pid)
+	stacks, codes := recs.stacks, &recs.codes
 	deadline := time.Now().Add(30 * time.Second)
 	for len(stacks) < scriptCalls {
 		rd.SetDeadline(deadline)
@@ -134,21 +134,7 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := rec.RawSample
-		switch binary.LittleEndian.Uint32(b) {
-		case 2:
-			if binary.LittleEndian.Uint32(b[8+8*8:]) == uint32(pid) {
-				codes = append(codes, append([]byte(nil), b[8:]...))
-			}
-		case 1:
-			if binary.LittleEndian.Uint32(b[4:]) == uint32(pid) {
-				raw, err := DecodeStack(b[24:])
-				if err != nil {
-					t.Fatal(err)
-				}
-				stacks[int64(binary.LittleEndian.Uint64(b[16:]))] = raw
-			}
-		}
+		recs.add(t, rec.RawSample)
 	}
 	if line, _ := out.ReadString('\n'); line != "done\n" {
 		t.Fatalf("script: %q", line)
@@ -163,8 +149,8 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		t.Fatal(err)
 	}
 	rejected := 0
-	for _, c := range codes {
-		if proc.AddCode(c) != nil {
+	for i := range *codes {
+		if proc.AddCode(&(*codes)[i]) != nil {
 			rejected++
 		}
 	}
@@ -188,6 +174,6 @@ func garbageOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 		}
 		t.Logf("call %d: flags %#x, %d raw frames, %d symbolized, err %v", tag, raw.Flags, len(raw.Frames), len(s.Frames), s.Err)
 	}
-	t.Logf("%d code records, %d rejected; %d of %d stacks complete", len(codes), rejected, good, scriptCalls)
+	t.Logf("%d code records, %d rejected; %d of %d stacks complete", len(*codes), rejected, good, scriptCalls)
 	return good
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tttrace/tttrace/events"
 )
 
 type testInterp struct {
@@ -76,4 +78,46 @@ func runtimeFile(t *testing.T, exe string) string {
 	}
 	t.Fatalf("%s: no _PyRuntime in it or a libpython it links", exe)
 	return ""
+}
+
+// probeRecords sorts the records of the test program (pyprobe, the records
+// of bpf/wire.h) of process pid: its code records, and its stacks by the
+// tag of the call (the records' seq).
+type probeRecords struct {
+	pid    uint32
+	codes  []events.PyCode
+	stacks map[int64]RawStack
+	tids   map[int64]uint32
+}
+
+func newProbeRecords(pid int) *probeRecords {
+	return &probeRecords{pid: uint32(pid), stacks: map[int64]RawStack{}, tids: map[int64]uint32{}}
+}
+
+func (r *probeRecords) add(t testing.TB, b []byte) {
+	t.Helper()
+	h, err := events.Peek(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Pid != r.pid {
+		return
+	}
+	switch h.Kind {
+	case events.KindPyCode:
+		w, err := events.DecodePyCode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.codes = append(r.codes, w.Code)
+	case events.KindPyStack:
+		w, err := events.DecodePyStack(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.stacks[int64(h.Seq)] = NewRawStack(&w.Stack)
+		r.tids[int64(h.Seq)] = h.Tid
+	default:
+		t.Fatalf("record of kind %s", h.Kind)
+	}
 }

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
 
 // ErrNoInterpreter is returned by ForProcess for a process that has no
@@ -187,20 +185,20 @@ func (p *Process) ProcValue() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func (p *Process) procValue() (pyprobe.Proc, error) {
+func (p *Process) procValue() (procWire, error) {
 	if p.Interp == nil || p.Interp.Err != nil {
-		return pyprobe.Proc{}, errors.New("no supported interpreter")
+		return procWire{}, errors.New("no supported interpreter")
 	}
 	o := p.Interp.Offsets
 	fsbase := int64(-1)
 	if o.ThreadMatch == matchFSBase {
 		off, err := taskFSBase()
 		if err != nil {
-			return pyprobe.Proc{}, fmt.Errorf("CPython 3.10 threads are told apart by their fs base: %w", err)
+			return procWire{}, fmt.Errorf("CPython 3.10 threads are told apart by their fs base: %w", err)
 		}
 		fsbase = off
 	}
-	v := pyprobe.Proc{
+	v := procWire{
 		Runtime:           p.Bias + p.Interp.Runtime,
 		RuntimeInterpHead: o.RuntimeInterpHead,
 		InterpNext:        o.InterpNext,
@@ -215,7 +213,7 @@ func (p *Process) procValue() (pyprobe.Proc, error) {
 		FrameOwner:        o.FrameOwner,
 		TaskFsbase:        fsbase,
 		FrameWindow:       frameWindow(&o),
-		CodeId:            codeIDStart(&o),
+		CodeID:            codeIDStart(&o),
 		CodeFilename:      o.CodeFilename,
 		CodeName:          o.nameOffset(),
 		CodeFirstlineno:   o.CodeFirstLine,

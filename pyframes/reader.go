@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 
-	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+	"github.com/tttrace/tttrace/events"
 )
 
-// Flags of a captured stack (enum py_stack_flags of bpf/python.h).
+// Flags of a captured stack (enum py_stack_flags of bpf/wire.h).
 const (
-	FlagTruncated   = 1  // more frames than were kept: the outermost were cut
-	FlagNoProc      = 2  // the process had no py_procs entry
-	FlagNoThread    = 4  // the thread has no Python thread state
-	FlagReadError   = 8  // a read failed: the stack stops there
-	FlagThreadsCut  = 16 // too many thread states to look at them all
+	FlagTruncated   = events.PyTruncated  // more frames than were kept: the outermost were cut
+	FlagNoProc      = events.PyNoProc     // the process had no py_procs entry
+	FlagNoThread    = events.PyNoThread   // the thread has no Python thread state
+	FlagReadError   = events.PyReadError  // a read failed: the stack stops there
+	FlagThreadsCut  = events.PyThreadsCut // too many thread states to look at them all
 	maxStringChars  = 4096
 	maxLineTable    = 1 << 20
 	maxCodeInfoKeep = 1 << 16 // code objects cached per process
@@ -38,52 +37,27 @@ type RawStack struct {
 	Frames []RawFrame // innermost first
 }
 
-// StackSize is the size of struct py_stack in bytes.
-var StackSize = binary.Size(pyprobe.Stack{})
-
 // MaxFrames is PY_MAX_FRAMES: the frames a record holds.
-var MaxFrames = len(pyprobe.Stack{}.Frames)
+var MaxFrames = len(events.PyStack{}.Frames)
 
-// DecodeStack decodes a struct py_stack (bpf/python.h) from its bytes. It
-// checks the length and the frame count, never trusting the record.
-func DecodeStack(b []byte) (RawStack, error) {
-	if len(b) < StackSize {
-		return RawStack{}, fmt.Errorf("py_stack: %d bytes, want %d", len(b), StackSize)
+// NewRawStack copies the valid frames of a captured stack (a record
+// events.DecodePyStack checked).
+func NewRawStack(w *events.PyStack) RawStack {
+	n := min(int(w.Nframes), len(w.Frames))
+	s := RawStack{TState: w.Tstate, Flags: w.Flags, Frames: make([]RawFrame, n)}
+	for i, f := range w.Frames[:n] {
+		s.Frames[i] = RawFrame{f.Code, f.Instr, f.CodeID}
 	}
-	var s RawStack
-	s.TState = binary.LittleEndian.Uint64(b)
-	n := binary.LittleEndian.Uint32(b[8:])
-	s.Flags = binary.LittleEndian.Uint32(b[12:])
-	if int(n) > MaxFrames {
-		return RawStack{}, fmt.Errorf("py_stack: %d frames, at most %d fit", n, MaxFrames)
-	}
-	s.Frames = make([]RawFrame, n)
-	for i := range s.Frames {
-		at := 16 + frameSize*i
-		s.Frames[i] = RawFrame{binary.LittleEndian.Uint64(b[at:]), binary.LittleEndian.Uint64(b[at+8:]), binary.LittleEndian.Uint64(b[at+16:])}
-	}
-	return s, nil
+	return s
 }
 
-// frameSize is the size of struct py_frame.
-var frameSize = binary.Size(pyprobe.Stack{}.Frames[0])
-
-// CodeSize is the size of struct py_code in bytes.
-const CodeSize = int(unsafe.Sizeof(pyprobe.Code{}))
-
-// AddCode takes a struct py_code record (what a code object said at event
-// time, bpf/python.h) of this process. Objects of the wrong type, failed
-// reads and cut line tables are checked here: such a record is not kept,
-// and the code object is then read from the process if it still runs.
-func (p *Process) AddCode(b []byte) error {
-	if len(b) < CodeSize {
-		return fmt.Errorf("py_code: %d bytes, want %d", len(b), CodeSize)
-	}
-	// bpf2go's type has the C layout (HostLayout), and the record is in
-	// this host's byte order: a copy decodes it.
-	var c pyprobe.Code
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), unsafe.Sizeof(c)), b)
-	if c.Flags&codeReadError != 0 {
+// AddCode takes what a code object of this process said at event time (the
+// struct py_code of a record, events.DecodePyCode). Objects of the wrong
+// type, failed reads and cut line tables are checked here: such a record
+// is not kept, and the code object is then read from the process if it
+// still runs.
+func (p *Process) AddCode(c *events.PyCode) error {
+	if c.Flags&events.PyCodeReadError != 0 {
 		return fmt.Errorf("code object %#x: a read failed at event time", c.Code)
 	}
 	in := p.Interp
@@ -119,12 +93,9 @@ func (p *Process) AddCode(b []byte) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.keep(codeKey{c.Code, c.CodeId}, ci)
+	p.keep(codeKey{c.Code, c.CodeID}, ci)
 	return nil
 }
-
-// codeReadError is PY_CODE_READ_ERROR.
-const codeReadError = 1
 
 func (p *Process) keep(k codeKey, ci *codeInfo) {
 	if len(p.codes) >= maxCodeInfoKeep {

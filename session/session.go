@@ -469,9 +469,15 @@ func (s *session) drain() {
 	}
 }
 
+// handle dispatches one raw record on its kind (events.Peek checks the
+// kind and the length of its struct).
 func (s *session) handle(raw []byte) {
-	switch events.RecordKind(raw) {
-	case 0:
+	h, err := events.Peek(raw)
+	if err != nil {
+		s.badRecord(err)
+		return
+	}
+	switch h.Kind {
 	case events.KindStack:
 		s.sites.onStack(raw)
 		return
@@ -480,9 +486,6 @@ func (s *session) handle(raw []byte) {
 		return
 	case events.KindPyCode:
 		s.sites.onPyCode(raw)
-		return
-	default:
-		s.badRecord(fmt.Errorf("record of %d bytes: neither an event nor a stack", len(raw)))
 		return
 	}
 	var ev events.Event

@@ -123,11 +123,11 @@ func (b *fakeBackend) Read(deadline time.Time) ([]byte, bool, error) {
 		}
 		// What the BPF fork and exit hooks do to the pid filter.
 		b.mu.Lock()
-		switch st.rec.Kind {
+		switch st.rec.Hdr.Kind {
 		case events.KindFork:
-			b.pids[st.rec.Pid] = true
+			b.pids[st.rec.Hdr.Pid] = true
 		case events.KindGroupExit:
-			delete(b.pids, st.rec.Pid)
+			delete(b.pids, st.rec.Hdr.Pid)
 		}
 		b.mu.Unlock()
 		b.buf.Reset()
@@ -278,32 +278,34 @@ var seq uint64
 
 func rec(w events.Wire) step {
 	seq++
-	w.Seq = seq
-	w.TsNs = seq * 1000
-	if w.Tid == 0 {
-		w.Tid = w.Pid
+	w.Hdr.Seq = seq
+	w.Hdr.TsNs = seq * 1000
+	if w.Hdr.Tid == 0 {
+		w.Hdr.Tid = w.Hdr.Pid
 	}
 	return step{rec: &w}
 }
 
 func alloc(pid uint32, buf uint64, chip int32, t events.BufferType, addr, size uint64) step {
-	return rec(events.Wire{Kind: events.KindAlloc, Pid: pid, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
+	return rec(events.Wire{Hdr: events.Header{Kind: events.KindAlloc, Pid: pid}, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
 		Chip: chip, BufferType: int32(t), Address: addr, Size: size, OwnsData: 1, Status: 1})
 }
 
 func free(pid uint32, buf uint64, chip int32) step {
-	return rec(events.Wire{Kind: events.KindFree, Pid: pid, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
+	return rec(events.Wire{Hdr: events.Header{Kind: events.KindFree, Pid: pid}, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
 		Chip: chip, BufferType: -1, OwnsData: 1, Status: 1})
 }
 
-func linkMap(pid uint32) step { return rec(events.Wire{Kind: events.KindLinkMap, Pid: pid, Chip: -1}) }
+func linkMap(pid uint32) step {
+	return rec(events.Wire{Hdr: events.Header{Kind: events.KindLinkMap, Pid: pid}, Chip: -1})
+}
 
 func groupExit(pid uint32) step {
-	return rec(events.Wire{Kind: events.KindGroupExit, Pid: pid, Chip: -1})
+	return rec(events.Wire{Hdr: events.Header{Kind: events.KindGroupExit, Pid: pid}, Chip: -1})
 }
 
 func fork(parent, child uint32) step {
-	return rec(events.Wire{Kind: events.KindFork, Pid: child, ParentPid: parent, Chip: -1})
+	return rec(events.Wire{Hdr: events.Header{Kind: events.KindFork, Pid: child}, ParentPid: parent, Chip: -1})
 }
 
 func do(f func()) step { return step{action: f} }
@@ -491,7 +493,7 @@ func TestRunFollow(t *testing.T) {
 func TestRunLostAndBadRecords(t *testing.T) {
 	h := newFakeHost()
 	h.child = 500
-	bad := rec(events.Wire{Kind: events.KindLost, Pid: 500}) // synthesized kinds never come from the ring
+	bad := rec(events.Wire{Hdr: events.Header{Kind: events.KindLost, Pid: 500}}) // synthesized kinds never come from the ring
 	be := newFakeBackend(alloc(500, 0xd1, 0, events.DRAM, 0, 64), bad, do(h.end(500, 0, 0)))
 	be.attach["/l.so"] = nil
 	be.lost = 7
@@ -650,8 +652,8 @@ func TestNoticesReachSinks(t *testing.T) {
 	be := newFakeBackend(
 		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
 		alloc(100, 0xb2, 0, events.L1Small, 0x1000, 4096),
-		rec(events.Wire{Kind: events.KindCBLayout, Pid: 100, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
-		rec(events.Wire{Kind: events.KindCBAlloc, Pid: 100, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBLayout, Pid: 100}, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
+		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Pid: 100}, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
 		do(h.end(100, 134, 0)),
 	)
 	be.attach["/opt/tt/libtt_metal.so"] = nil
@@ -715,8 +717,8 @@ func TestQuietLayoutIsChecked(t *testing.T) {
 	h.child = 100
 	be := newFakeBackend(
 		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
-		rec(events.Wire{Kind: events.KindCBLayout, Pid: 100, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
-		rec(events.Wire{Kind: events.KindCBAlloc, Pid: 100, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBLayout, Pid: 100}, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
+		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Pid: 100}, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
 	)
 	be.attach["/opt/tt/libtt_metal.so"] = nil
 	k := &endOnClash{end: h.end(100, 0, 0)}

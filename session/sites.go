@@ -183,25 +183,30 @@ func warmPython(command []string) {
 
 // onPyCode keeps what a code object said at event time.
 func (a *allocSites) onPyCode(raw []byte) {
-	_, pid := events.RecordSeq(raw)
-	if ps := a.procs[pid]; ps != nil && ps.py != nil {
-		_ = ps.py.AddCode(raw[events.StackHeaderSize:])
+	w, err := events.DecodePyCode(raw)
+	if err != nil {
+		a.bad(err)
+		return
+	}
+	if ps := a.procs[w.Hdr.Pid]; ps != nil && ps.py != nil {
+		_ = ps.py.AddCode(&w.Code)
 	}
 }
 
 // onPyStack interns the Python stack of a held alloc; the native stack
 // that follows completes it.
 func (a *allocSites) onPyStack(raw []byte) {
-	seq, pid := events.RecordSeq(raw)
-	ps := a.procs[pid]
-	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
-		return // not waiting: its native stack was lost, so is the site
-	}
-	rs, err := pyframes.DecodeStack(raw[events.StackHeaderSize:])
+	w, err := events.DecodePyStack(raw)
 	if err != nil {
 		a.bad(err)
 		return
 	}
+	seq, pid := w.Hdr.Seq, w.Hdr.Pid
+	ps := a.procs[pid]
+	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
+		return // not waiting: its native stack was lost, so is the site
+	}
+	rs := pyframes.NewRawStack(&w.Stack)
 	// The identity of a Python stack: its frames as captured, and flags.
 	k := ps.pyKey[:0]
 	k = fmt.Appendf(k, "%x;", rs.Flags)

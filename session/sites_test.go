@@ -20,7 +20,7 @@ import (
 // seq: registers and a copy of the stack (here: nothing to unwind).
 func stackRec(seq uint64, pid uint32, ip uint64) step {
 	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, events.StackWire{Seq: seq, Ip: ip, Sp: 0x7ffd0000, Pid: pid, Tid: pid, Size: 64, Kind: uint8(events.KindStack)})
+	binary.Write(&b, binary.LittleEndian, events.StackWire{Hdr: events.Header{Seq: seq, Pid: pid, Tid: pid, Kind: events.KindStack}, Ip: ip, Sp: 0x7ffd0000, Size: 64})
 	b.Write(make([]byte, 64))
 	return step{raw: b.Bytes()}
 }
@@ -41,7 +41,7 @@ func TestRunStacks(t *testing.T) {
 	between := alloc(pid, 0xb3, 0, events.L1, 0x40000, 256) // another CPU's, reserved after a1
 	be := newFakeBackend(
 		a1, between, a2,
-		stackRec(a1.rec.Seq, pid, ip),
+		stackRec(a1.rec.Hdr.Seq, pid, ip),
 		do(h.end(int(pid), 0, 0)),
 	)
 	be.attach["/opt/tt/libtt_metal.so"] = nil
@@ -63,7 +63,7 @@ func TestRunStacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		types = append(types, head.Type)
-		if head.Type == "alloc" && (head.Seq == a1.rec.Seq) != (head.Site == 1) {
+		if head.Type == "alloc" && (head.Seq == a1.rec.Hdr.Seq) != (head.Site == 1) {
 			t.Errorf("alloc seq %d has site %d: only the one whose stack came has site 1", head.Seq, head.Site)
 		}
 	}
@@ -103,7 +103,7 @@ func TestRunStacksPidReused(t *testing.T) {
 		a.rec.Stack = events.StackFollows
 		// Its end is applied when the ring is found empty (and empty
 		// again by the drain before the end), before the pid's reuse.
-		script = append(script, fork(900, self), a, stackRec(a.rec.Seq, self, ip), groupExit(self), idle, idle)
+		script = append(script, fork(900, self), a, stackRec(a.rec.Hdr.Seq, self, ip), groupExit(self), idle, idle)
 	}
 	script = append(script, do(h.end(900, 0, 0)), groupExit(900))
 	be := newFakeBackend(script...)

@@ -4,9 +4,12 @@
  * Test-only program for package pyframes: a uprobe that captures the
  * calling thread's Python stack with bpf/python.h and sends, through one
  * ring buffer, a py_code_record for each code object of the stack not yet
- * described, then the stack itself. It proves python.h passes the verifier
- * and reads the right fields, and shows the order tttrace's probes follow:
- * capture into per-CPU scratch, send the code records, then the stack.
+ * described, then the stack itself as a py_stack_record: the records of
+ * bpf/wire.h that tttrace sends, decoded by package events. It proves
+ * python.h passes the verifier and reads the right fields, and shows the
+ * order tttrace's probes follow: capture into per-CPU scratch, send the
+ * code records, then the stack. The records' seq is the probed function's
+ * argument (the test script numbers its calls).
  */
 #include "types.h"
 #include "bpf/bpf_helpers.h"
@@ -15,28 +18,6 @@
 #include "python.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-enum { REC_STACK = 1, REC_CODE = 2 };
-
-struct py_record {
-	__u32 type; /* REC_STACK */
-	__u32 pid;
-	__u32 tid;
-	__u32 _pad;
-	__u64 arg; /* the probed function's first argument */
-	struct py_stack stack;
-};
-
-struct py_code_record {
-	__u32 type; /* REC_CODE */
-	__u32 _pad;
-	struct py_code code;
-};
-
-/* Keep the records' types in BTF for bpf2go -type. */
-const struct py_record *unused_py_record __attribute__((unused));
-const struct py_code_record *unused_py_code_record __attribute__((unused));
-const struct py_proc *unused_py_proc __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -48,7 +29,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct py_record);
+	__type(value, struct py_stack_record);
 } scratch SEC(".maps");
 
 /* For the cost measurement: 0 sends an empty stack record, the rest of
@@ -62,7 +43,7 @@ const volatile __u8 send_codes = 1;
 __u64 lost = 0;
 
 struct code_walk {
-	struct py_record *rec;
+	struct py_stack_record *rec;
 	struct py_proc *proc;
 };
 
@@ -75,17 +56,18 @@ static long send_code(__u64 i, void *arg)
 	if (i >= PY_MAX_FRAMES || i >= w->rec->stack.nframes)
 		return 1;
 	f = &w->rec->stack.frames[i];
-	if (!py_code_new(w->rec->pid, f))
+	if (!py_code_new(w->rec->hdr.pid, f))
 		return 0;
 	c = bpf_ringbuf_reserve(&records, sizeof(*c), 0);
 	if (!c) {
 		__sync_fetch_and_add(&lost, 1);
 		return 0;
 	}
-	c->type = REC_CODE;
-	py_code_read(&c->code, w->proc, w->rec->pid, f);
+	c->hdr = w->rec->hdr;
+	c->hdr.kind = EV_PY_CODE;
+	py_code_read(&c->code, w->proc, w->rec->hdr.pid, f);
 	bpf_ringbuf_submit(c, no_wakeup ? BPF_RB_NO_WAKEUP : 0);
-	py_code_sent(w->rec->pid, f);
+	py_code_sent(w->rec->hdr.pid, f);
 	return 0;
 }
 
@@ -95,21 +77,24 @@ int py_stack_probe(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct code_walk w;
-	struct py_record *s, *r;
+	struct py_stack_record *s, *r;
 	__u32 zero = 0;
 
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
-	s->type = REC_STACK;
-	s->pid = id >> 32;
-	s->tid = (__u32)id;
-	s->arg = PT_REGS_PARM1(ctx);
+	__builtin_memset(&s->hdr, 0, sizeof(s->hdr));
+	s->hdr.seq = PT_REGS_PARM1(ctx);
+	s->hdr.ts_ns = bpf_ktime_get_ns();
+	s->hdr.pid = id >> 32;
+	s->hdr.tid = (__u32)id;
+	s->hdr.kind = EV_PY_STACK;
 	s->stack.nframes = 0;
+	s->stack.flags = 0;
 	if (capture) {
-		py_capture(&s->stack, s->pid, s->tid);
+		py_capture(&s->stack, s->hdr.pid, s->hdr.tid);
 		w.rec = s;
-		w.proc = py_proc_lookup(s->pid);
+		w.proc = py_proc_lookup(s->hdr.pid);
 		if (w.proc && send_codes)
 			bpf_loop(PY_MAX_FRAMES, send_code, &w, 0);
 	}

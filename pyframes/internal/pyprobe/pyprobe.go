@@ -7,21 +7,6 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
-// Proc is struct py_proc of bpf/python.h: one value of the py_procs map.
-type Proc = pyprobePyProc
-
-// Stack is struct py_stack of bpf/python.h: a captured stack.
-type Stack = pyprobePyStack
-
-// Code is struct py_code of bpf/python.h: what a code object says.
-type Code = pyprobePyCode
-
-// Record is a stack record of the test program (type 1).
-type Record = pyprobePyRecord
-
-// CodeRecord is a code record of the test program (type 2).
-type CodeRecord = pyprobePyCodeRecord
-
 // Objects are the loaded program and maps.
 type Objects struct {
 	pyprobeObjects
@@ -30,10 +15,11 @@ type Objects struct {
 // Program is the uprobe program that captures a stack.
 func (o *Objects) Program() *ebpf.Program { return o.PyStackProbe }
 
-// Procs is the py_procs map (tgid -> Proc).
+// Procs is the py_procs map (tgid -> struct py_proc).
 func (o *Objects) Procs() *ebpf.Map { return o.PyProcs }
 
-// Records is the ring buffer of Records.
+// Records is the ring buffer: struct py_code_record and py_stack_record
+// of bpf/wire.h (package events decodes them).
 func (o *Objects) Records() *ebpf.Map { return o.pyprobeObjects.Records }
 
 // Options are the test program's knobs.

@@ -13,46 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type pyprobePyCode struct {
-	_             structs.HostLayout
-	Code          uint64
-	CodeId        uint64
-	CodeType      uint64
-	FilenameType  uint64
-	NameType      uint64
-	LinetableType uint64
-	Units         uint64
-	UnitsType     uint64
-	Pid           uint32
-	Firstlineno   int32
-	FilenameLen   uint32
-	FilenameChars uint32
-	NameLen       uint32
-	NameChars     uint32
-	LinetableLen  uint32
-	LinetableSize uint32
-	FilenameState uint32
-	NameState     uint32
-	Flags         uint32
-	Pad           uint32
-	Filename      [256]uint8
-	Name          [256]uint8
-	Linetable     [4096]uint8
-}
-
 type pyprobePyCodeKey struct {
 	_      structs.HostLayout
 	Code   uint64
 	CodeId uint64
 	Pid    uint32
 	Pad    uint32
-}
-
-type pyprobePyCodeRecord struct {
-	_    structs.HostLayout
-	Type uint32
-	Pad  uint32
-	Code pyprobePyCode
 }
 
 type pyprobePyProc struct {
@@ -91,26 +57,28 @@ type pyprobePyProc struct {
 	Pad               uint8
 }
 
-type pyprobePyRecord struct {
-	_     structs.HostLayout
-	Type  uint32
-	Pid   uint32
-	Tid   uint32
-	Pad   uint32
-	Arg   uint64
-	Stack pyprobePyStack
-}
-
-type pyprobePyStack struct {
-	_       structs.HostLayout
-	Tstate  uint64
-	Nframes uint32
-	Flags   uint32
-	Frames  [64]struct {
-		_      structs.HostLayout
-		Code   uint64
-		Instr  uint64
-		CodeId uint64
+type pyprobePyStackRecord struct {
+	_   structs.HostLayout
+	Hdr struct {
+		_    structs.HostLayout
+		Seq  uint64
+		TsNs uint64
+		Pid  uint32
+		Tid  uint32
+		Kind uint8
+		Pad  [7]uint8
+	}
+	Stack struct {
+		_       structs.HostLayout
+		Tstate  uint64
+		Nframes uint32
+		Flags   uint32
+		Frames  [64]struct {
+			_      structs.HostLayout
+			Code   uint64
+			Instr  uint64
+			CodeId uint64
+		}
 	}
 }
 
@@ -173,13 +141,10 @@ type pyprobeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeVariableSpecs struct {
-	Capture            *ebpf.VariableSpec `ebpf:"capture"`
-	Lost               *ebpf.VariableSpec `ebpf:"lost"`
-	NoWakeup           *ebpf.VariableSpec `ebpf:"no_wakeup"`
-	SendCodes          *ebpf.VariableSpec `ebpf:"send_codes"`
-	UnusedPyCodeRecord *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
-	UnusedPyProc       *ebpf.VariableSpec `ebpf:"unused_py_proc"`
-	UnusedPyRecord     *ebpf.VariableSpec `ebpf:"unused_py_record"`
+	Capture   *ebpf.VariableSpec `ebpf:"capture"`
+	Lost      *ebpf.VariableSpec `ebpf:"lost"`
+	NoWakeup  *ebpf.VariableSpec `ebpf:"no_wakeup"`
+	SendCodes *ebpf.VariableSpec `ebpf:"send_codes"`
 }
 
 // pyprobeObjects contains all objects after they have been loaded into the kernel.
@@ -221,13 +186,10 @@ func (m *pyprobeMaps) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeVariables struct {
-	Capture            *ebpf.Variable `ebpf:"capture"`
-	Lost               *ebpf.Variable `ebpf:"lost"`
-	NoWakeup           *ebpf.Variable `ebpf:"no_wakeup"`
-	SendCodes          *ebpf.Variable `ebpf:"send_codes"`
-	UnusedPyCodeRecord *ebpf.Variable `ebpf:"unused_py_code_record"`
-	UnusedPyProc       *ebpf.Variable `ebpf:"unused_py_proc"`
-	UnusedPyRecord     *ebpf.Variable `ebpf:"unused_py_record"`
+	Capture   *ebpf.Variable `ebpf:"capture"`
+	Lost      *ebpf.Variable `ebpf:"lost"`
+	NoWakeup  *ebpf.Variable `ebpf:"no_wakeup"`
+	SendCodes *ebpf.Variable `ebpf:"send_codes"`
 }
 
 // pyprobePrograms contains all programs after they have been loaded into the kernel.

@@ -4,7 +4,7 @@
  * Test-only BPF programs around bpf/stack.h: they prove that the capture
  * helper passes the verifier, that what it captures unwinds to the known
  * chain (stacktest_test.go), and measure its cost against a probe that
- * emits a plain record and one that does nothing.
+ * emits a plain record (a struct event) and one that does nothing.
  */
 #include "types.h"
 #include "bpf/bpf_helpers.h"
@@ -13,7 +13,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Keep struct stack_record in BTF for bpf2go -type stack_record. */
+/* Keep struct stack_record (bpf/wire.h) in BTF for bpf2go -type stack_record. */
 const struct stack_record *unused_stack_record __attribute__((unused));
 
 /* Only this process is captured (0: every process). */
@@ -35,13 +35,24 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* A plain record the size of tttrace's struct event (96 bytes). */
-struct plain {
-	__u64 seq;
-	__u64 words[11];
-};
-
 __u64 next_seq;
+
+/* A struct event of bpf/wire.h with its header filled, as tttrace's alloc. */
+static __always_inline struct event *plain_record(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct event *p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
+
+	if (!p)
+		return 0;
+	__builtin_memset(p, 0, sizeof(*p));
+	p->hdr.seq = __sync_fetch_and_add(&next_seq, 1);
+	p->hdr.ts_ns = bpf_ktime_get_ns();
+	p->hdr.pid = id >> 32;
+	p->hdr.tid = (__u32)id;
+	p->hdr.kind = EV_ALLOC;
+	return p;
+}
 
 static __always_inline int mine(void)
 {
@@ -67,23 +78,21 @@ static __always_inline void count_lost(void)
 SEC("uprobe")
 int record_with_stack(struct pt_regs *ctx)
 {
+	struct record_header hdr;
 	struct stack_record *rec;
-	struct plain *p;
+	struct event *p;
 	__u32 len;
-	__u64 seq;
 
 	if (!mine())
 		return 0;
-	seq = __sync_fetch_and_add(&next_seq, 1);
-	p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
+	p = plain_record();
 	if (!p) {
 		count_lost();
 		return 0;
 	}
-	__builtin_memset(p, 0, sizeof(*p));
-	p->seq = seq;
+	hdr = p->hdr;
 	bpf_ringbuf_submit(p, wakeup());
-	rec = stack_capture(ctx, seq, 1, &len);
+	rec = stack_capture(ctx, &hdr, &len);
 	if (!rec) {
 		count_lost();
 		return 0;
@@ -98,17 +107,15 @@ int record_with_stack(struct pt_regs *ctx)
 SEC("uprobe")
 int record_only(struct pt_regs *ctx)
 {
-	struct plain *p;
+	struct event *p;
 
 	if (!mine())
 		return 0;
-	p = bpf_ringbuf_reserve(&events, sizeof(*p), 0);
+	p = plain_record();
 	if (!p) {
 		count_lost();
 		return 0;
 	}
-	__builtin_memset(p, 0, sizeof(*p));
-	p->seq = __sync_fetch_and_add(&next_seq, 1);
 	bpf_ringbuf_submit(p, wakeup());
 	return 0;
 }
@@ -127,20 +134,21 @@ __u32 guard_result;
 SEC("uprobe")
 int capture_guard(struct pt_regs *ctx)
 {
+	struct record_header hdr = {};
 	struct stack_record *a, *b;
 	__u32 len, r = 0;
 
-	a = stack_capture(ctx, 0, 1, &len);
+	a = stack_capture(ctx, &hdr, &len);
 	if (a)
 		r |= 1;
-	b = stack_capture(ctx, 0, 1, &len);
+	b = stack_capture(ctx, &hdr, &len);
 	if (!b)
 		r |= 2;
 	else
 		stack_release(b);
 	if (a)
 		stack_release(a);
-	b = stack_capture(ctx, 0, 1, &len);
+	b = stack_capture(ctx, &hdr, &len);
 	if (b) {
 		r |= 4;
 		stack_release(b);

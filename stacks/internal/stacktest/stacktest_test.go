@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/stacks"
 )
 
@@ -78,8 +79,8 @@ func load(t testing.TB) *stacktestObjects {
 // The record layout Go decodes is the C one.
 func TestRecordLayout(t *testing.T) {
 	var r stacktestStackRecord
-	if off := unsafe.Offsetof(r.Data); off != 48 {
-		t.Errorf("data at %d, header is 48 bytes", off)
+	if off := unsafe.Offsetof(r.Data); off != events.StackWireSize {
+		t.Errorf("data at %d, header is %d bytes", off, events.StackWireSize)
 	}
 	if n := len(r.Data); n != 16384 {
 		t.Errorf("copy size %d", n)
@@ -127,19 +128,19 @@ type record struct {
 	data            []byte
 }
 
+// decodeStack decodes a stack record with package events, as tttrace
+// does, and checks that the record is exactly as long as it says.
 func decodeStack(b []byte) (record, error) {
-	const hdr = int(unsafe.Offsetof(stacktestStackRecord{}.Data))
-	if len(b) < hdr {
-		return record{}, fmt.Errorf("stack record of %d bytes", len(b))
+	var s events.StackRecord
+	if err := events.DecodeStack(b, &s); err != nil {
+		return record{}, err
 	}
-	le := binary.LittleEndian
-	r := record{seq: le.Uint64(b), ip: le.Uint64(b[8:]), sp: le.Uint64(b[16:]), bp: le.Uint64(b[24:]),
-		pid: le.Uint32(b[32:]), tid: le.Uint32(b[36:]), size: le.Uint32(b[40:]), kind: b[44], flags: b[45]}
-	if int(r.size) != len(b)-hdr {
-		return record{}, fmt.Errorf("stack record of %d bytes says %d of stack", len(b), r.size)
+	if len(s.Data) != len(b)-events.StackWireSize {
+		return record{}, fmt.Errorf("stack record of %d bytes says %d of stack", len(b), len(s.Data))
 	}
-	r.data = b[hdr:]
-	return r, nil
+	h, _ := events.Peek(b)
+	return record{seq: s.Seq, ip: s.IP, sp: s.SP, bp: s.BP, pid: s.Pid, tid: s.Tid, size: uint32(len(s.Data)),
+		kind: uint8(h.Kind), flags: s.Flags, data: s.Data}, nil
 }
 
 // A uprobe on chain::capture's entry captures a stack that unwinds to
@@ -184,7 +185,7 @@ func TestCaptureUnwindsKnownChain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if seq := binary.LittleEndian.Uint64(plain.RawSample); rec.seq != seq || rec.kind != 1 {
+			if seq := binary.LittleEndian.Uint64(plain.RawSample); rec.seq != seq || rec.kind != uint8(events.KindStack) {
 				t.Errorf("stack seq %d kind %d, its record's seq %d", rec.seq, rec.kind, seq)
 			}
 			if int(rec.pid) != cmd.Process.Pid || rec.tid != rec.pid {
@@ -261,7 +262,7 @@ func readOwn(t *testing.T, dir string) ownCapture {
 }
 
 // BenchmarkProbeCost measures, per call of a probed function, the uprobe
-// doing nothing, emitting a 96-byte record, and emitting the record plus a
+// doing nothing, emitting a struct event (bpf/wire.h), and emitting it plus a
 // stack: the call is 80 frames of 256 bytes deep (a full 16 KiB copy) or
 // at main's depth (the partial, page-by-page copy up to the stack's end).
 // ns/call is the traced loop's own time per call; prog-ns/hit the BPF
@@ -464,7 +465,7 @@ rec(40)
 				if err != nil {
 					break
 				}
-				if len(r.RawSample) == 96 {
+				if h, err := events.Peek(r.RawSample); err == nil && h.Kind == events.KindAlloc {
 					continue // the plain record
 				}
 				rec, err := decodeStack(r.RawSample)

@@ -14,17 +14,22 @@ import (
 )
 
 type stacktestStackRecord struct {
-	_     structs.HostLayout
-	Seq   uint64
+	_   structs.HostLayout
+	Hdr struct {
+		_    structs.HostLayout
+		Seq  uint64
+		TsNs uint64
+		Pid  uint32
+		Tid  uint32
+		Kind uint8
+		Pad  [7]uint8
+	}
 	Ip    uint64
 	Sp    uint64
 	Bp    uint64
-	Pid   uint32
-	Tid   uint32
 	Size  uint32
-	Kind  uint8
 	Flags uint8
-	Pad   [2]uint8
+	Pad   [3]uint8
 	Data  [16384]uint8
 }
 

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * tttrace wire format: every record the BPF programs write to the ring
+ * buffer. This header is the one definition; Go gets every type below from
+ * the BTF of the compiled object (events/internal/genwire writes
+ * events/wire_gen.go), never from a hand-written mirror.
+ *
+ * Rules:
+ *  - every record starts with struct record_header: its kind says which
+ *    struct the rest of the record is (never its length);
+ *  - the record of kind EV_NAME is struct name_record (EV_STACK: struct
+ *    stack_record) when there is one, else struct event;
+ *  - u64 fields first, explicit padding, no holes: the Go view is the C
+ *    layout byte for byte;
+ *  - a record may end in `__u8 data[N]` after a `__u32 size` member: a
+ *    variable-length tail of size bytes (the record is emitted only that
+ *    long).
+ *
+ * A new record kind: one EV_ value, one struct name_record starting with
+ * struct record_header, kept in BTF (a `const struct name_record *unused_...`
+ * in tttrace.bpf.c), `make generate`; then its consumer in session
+ * (docs/architecture.md, "Where to add things").
+ */
+#ifndef TTTRACE_WIRE_H
+#define TTTRACE_WIRE_H
+
+/*
+ * Enums with a fixed one-byte underlying type (a clang extension in C) so
+ * the records' fields carry them directly: their names and values reach Go
+ * through the object's BTF, never a hand mirror.
+ */
+
+/* What happened. One value per probed TT-Metal function or kernel hook;
+ * the values from 64 on are records user space synthesizes (never in the
+ * ring). The NDJSON "type" of a kind is its name without EV_, in lower
+ * case. */
+enum event_kind : __u8 {
+	EV_ALLOC = 1,             /* GraphTracker::track_allocate(const Buffer*) */
+	EV_FREE = 2,              /* GraphTracker::track_deallocate(Buffer*) */
+	EV_VIEW = 3,              /* Buffer::create(IDevice*, DeviceAddr address, ...): a pre-allocated view */
+	EV_CB_ALLOC = 4,          /* GraphTracker::track_allocate_cb(ranges, addr, size, global, device) */
+	EV_CB_FREE = 5,           /* GraphTracker::track_deallocate_cb(const IDevice*) */
+	EV_CB_LAYOUT = 6,         /* ProgramImpl::allocate_circular_buffers(const IDevice*) */
+	EV_CB_TEARDOWN = 7,       /* ProgramImpl::deallocate_circular_buffers() */
+	EV_PROGRAM_DESTROY = 8,   /* ProgramImpl::~ProgramImpl() */
+	EV_DEVICE_CLOSE = 9,      /* Device::close() */
+	EV_MESH_CLOSE = 10,       /* distributed::MeshDevice::close() */
+	EV_MARK_DEALLOCATED = 11, /* Buffer::mark_as_deallocated() */
+	EV_LINK_MAP = 12,         /* ld.so _dl_debug_state(): the link map changed (dlopen) */
+	EV_FORK = 13,             /* a traced process forked: pid is the child, parent_pid its parent */
+	EV_MAIN_EXIT = 14,        /* a traced process's main thread exited: wait_status says how */
+	EV_GROUP_EXIT = 15,       /* the last thread of a traced process exited: the process ended */
+	EV_STACK = 16,            /* struct stack_record: the native stack of the alloc with the same seq */
+	EV_PY_STACK = 17,         /* struct py_stack_record: the Python stack of that alloc */
+	EV_PY_CODE = 18,          /* struct py_code_record: a code object the next
+				   * EV_PY_STACK names, described once */
+	EV_LOST = 64,             /* user space: records the ring buffer could not take */
+	EV_EXIT = 65,             /* user space: a traced process has ended */
+};
+
+/* Kinds BPF writes are below this: the per-kind loss counters are indexed
+ * by kind. */
+#define EV_RING_KINDS 64
+
+/* What the IDevice* of an event points at, told apart by its vptr. */
+enum device_kind : __u8 {
+	DEV_NONE = 0,    /* the event has no device */
+	DEV_CHIP = 1,    /* tt::tt_metal::Device: chip holds Device::id_ */
+	DEV_MESH = 2,    /* distributed::MeshDevice: its id() is NOT a chip id */
+	DEV_UNKNOWN = 3, /* a vptr that is neither vtable (or unreadable) */
+};
+
+/* event.stack of an alloc. */
+enum stack_state : __u8 {
+	STACK_NONE = 0,    /* stacks are off, or the kind has none */
+	STACK_FOLLOWS = 1, /* an EV_STACK record with this seq is in the ring after this one */
+	STACK_LOST = 2,    /* the stack could not be captured or emitted (ring full, scratch busy) */
+};
+
+/* The first bytes of every record. */
+struct record_header {
+	__u64 seq;   /* global sequence, taken before the reservation: gaps are
+		      * losses. A record that describes another (stack, Python
+		      * stack, code object) carries the seq of that one */
+	__u64 ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC; a describing record:
+		      * that of the record it describes */
+	__u32 pid;   /* tgid of the traced process */
+	__u32 tid;   /* thread that made the call */
+	enum event_kind kind;
+	__u8 _pad[7];
+};
+
+/* ---- calls and process records: struct event ---------------------------- */
+
+/* Every field has one meaning, whatever the kind; a field a kind does not
+ * set is zero (chip and buffer_type: -1). */
+struct event {
+	struct record_header hdr;
+	__u64 object;      /* the C++ object the call is about: Buffer* (alloc, free,
+			    * mark_deallocated) or ProgramImpl* (cb_layout, cb_teardown,
+			    * program_destroy) */
+	__u64 device;      /* the IDevice* the event names */
+	__u64 device_vptr; /* *(u64 *)device, for diagnosis of DEV_UNKNOWN */
+	__u64 address;     /* Buffer::address_, view address, CB address */
+	__u64 size;        /* Buffer::size_, view size, CB per-core size */
+	__u64 page_size;   /* Buffer::page_size_, view page size */
+	__u64 lost_before; /* records this CPU failed to reserve since its previous event */
+	__u32 parent_pid;  /* EV_FORK: tgid of the forking process */
+	__u32 wait_status; /* EV_MAIN_EXIT: the main thread's exit_code (a wait status) */
+	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */
+	__s32 buffer_type; /* BufferType (DRAM 0, L1 1, SYSTEM_MEMORY 2, L1_SMALL 3, TRACE 4) */
+	enum device_kind device_kind;
+	__u8 hooked;     /* Buffer::hooked_allocation_ */
+	__u8 owns_data;  /* Buffer::owns_data_ */
+	__u8 status;     /* Buffer::allocation_status_ */
+	__u8 global;     /* CB is globally allocated (backed by an L1 Buffer) */
+	__u8 read_error; /* a user-memory read failed: fields may be zero */
+	enum stack_state stack; /* alloc: whether a stack record follows */
+	__u8 _pad[1];
+};
+
+/* ---- native stacks: struct stack_record (bpf/stack.h fills it) ---------- */
+
+/* Bytes of user stack copied from rsp up. A power of two, at most 16 KiB so
+ * the per-CPU scratch stays within the kernel's per-CPU allocation limit
+ * (32 KiB a value). 16 KiB holds 64 frames of TT-Metal/TT-NN/CPython
+ * code in the measurements of docs/stacks.md. */
+#ifndef STACK_COPY_BYTES
+#define STACK_COPY_BYTES 16384
+#endif
+
+/* stack_record.flags */
+enum stack_flags : __u8 {
+	STACK_PARTIAL = 1,  /* the copy stopped before STACK_COPY_BYTES: at the end
+			     * of the stack's mapping, or at a page that could not
+			     * be read (not present) */
+	STACK_NO_STACK = 2, /* not even the first page could be read: size 0 */
+};
+
+/* The registers of the thread at the probe and the top of its user stack:
+ * user space unwinds it (package stacks). */
+struct stack_record {
+	struct record_header hdr; /* seq, ts_ns: those of the alloc it belongs to */
+	__u64 ip;   /* user rip at the probe */
+	__u64 sp;   /* user rsp at the probe: data[0] is the byte at sp */
+	__u64 bp;   /* user rbp at the probe */
+	__u32 size; /* bytes of data that follow; the record is
+		     * offsetof(struct stack_record, data) + size bytes long */
+	__u8 flags; /* enum stack_flags */
+	__u8 _pad[3];
+	__u8 data[STACK_COPY_BYTES];
+};
+
+/* ---- Python stacks: struct py_stack_record, py_code_record -------------- */
+
+#ifndef PY_MAX_FRAMES
+#define PY_MAX_FRAMES 64
+#endif
+/* Room for a file name or qualname, and for a line table: at most one
+ * byte less is copied. Powers of two. */
+#ifndef PY_STR_MAX
+#define PY_STR_MAX 256
+#endif
+#ifndef PY_LINETABLE_MAX
+#define PY_LINETABLE_MAX 4096
+#endif
+
+/* py_stack.flags */
+enum py_stack_flags {
+	PY_TRUNCATED = 1,    /* more frames than PY_MAX_FRAMES: the outermost were cut */
+	PY_NO_PROC = 2,      /* the process has no py_procs entry */
+	PY_NO_THREAD = 4,    /* no thread state of this thread found */
+	PY_READ_ERROR = 8,   /* a read failed: the stack stops there */
+	PY_THREADS_CUT = 16, /* more thread states than PY_MAX_THREADS: not all were seen */
+	PY_NO_ID = 32,       /* a code object's identity could not be read: code_id 0 */
+};
+
+/* py_code.flags */
+enum py_code_flags {
+	PY_CODE_READ_ERROR = 1, /* a read failed: some fields are empty */
+};
+
+/* One frame: the code object (described by a struct py_code) and where
+ * in it the frame is; user space computes the line. */
+struct py_frame {
+	__u64 code;    /* PyCodeObject* */
+	__u64 instr;   /* f_lasti (3.10, code units) or the instruction pointer */
+	__u64 code_id; /* identity of the code object at that address */
+};
+
+/* A captured stack, innermost frame first. */
+struct py_stack {
+	__u64 tstate;  /* the PyThreadState* found, 0 if none */
+	__u32 nframes; /* frames[0..nframes) are valid */
+	__u32 flags;   /* enum py_stack_flags */
+	struct py_frame frames[PY_MAX_FRAMES];
+};
+
+/* What a code object says, copied at event time. The ob_type of each
+ * object is copied too: user space checks every one against the
+ * interpreter's PyCode_Type, PyUnicode_Type and PyBytes_Type. */
+struct py_code {
+	__u64 code;           /* PyCodeObject* */
+	__u64 code_id;        /* identity, as in struct py_frame */
+	__u64 code_type;      /* ob_type of the code object */
+	__u64 filename_type;  /* ob_type of co_filename */
+	__u64 name_type;      /* ob_type of co_qualname / co_name */
+	__u64 linetable_type; /* ob_type of co_linetable */
+	__u64 units;          /* bytecode length in code units */
+	__u64 units_type;     /* 3.10: ob_type of co_code; else the code's own type */
+	__u32 pid;
+	__s32 firstlineno;
+	__u32 filename_len;   /* bytes copied into filename: the str's last bytes */
+	__u32 filename_chars; /* the str's length in characters */
+	__u32 name_len;
+	__u32 name_chars;
+	__u32 linetable_len;  /* bytes copied into linetable */
+	__u32 linetable_size; /* the table's full size: more than copied when cut */
+	__u32 filename_state; /* PyASCIIObject.state: kind, compact, ascii bits */
+	__u32 name_state;
+	__u32 flags;          /* enum py_code_flags */
+	__u32 _pad;
+	__u8 filename[PY_STR_MAX];
+	__u8 name[PY_STR_MAX];
+	__u8 linetable[PY_LINETABLE_MAX];
+};
+
+/* The Python stack of an alloc, sent before its native stack. */
+struct py_stack_record {
+	struct record_header hdr; /* seq, ts_ns: those of the alloc */
+	struct py_stack stack;
+};
+
+/* A code object a following py_stack_record names, described once per
+ * process (bpf/python.h). */
+struct py_code_record {
+	struct record_header hdr; /* seq, ts_ns: those of the alloc whose stack names it */
+	struct py_code code;
+};
+
+#endif /* TTTRACE_WIRE_H */
