@@ -114,12 +114,17 @@ struct {
 } traced_pids SEC(".maps");
 
 struct lost_counter {
-	__u64 total;   /* failed reservations on this CPU, ever */
-	__u64 pending; /* failed since this CPU's last delivered record */
+	__u64 total;   /* struct event records this CPU could not reserve, ever */
+	__u64 pending; /* of those, since this CPU's last delivered event */
+	/* Records of each kind this CPU could not deliver, ever: the struct
+	 * event kinds (their sum is total), and the records that describe an
+	 * alloc (EV_STACK, EV_PY_STACK, EV_PY_CODE: the alloc itself is
+	 * there). */
+	__u64 kinds[EV_RING_KINDS];
 };
 
 /* Per-CPU loss counters: no atomics needed, a uprobe program does not
- * migrate while it runs. User space sums total at the end. */
+ * migrate while it runs. User space sums them at the end. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -159,6 +164,7 @@ static __always_inline struct event *start(enum event_kind kind)
 		if (lc) {
 			lc->total++;
 			lc->pending++;
+			lc->kinds[kind & (EV_RING_KINDS - 1)]++;
 		}
 		return 0;
 	}
@@ -175,6 +181,17 @@ static __always_inline struct event *start(enum event_kind kind)
 		lc->pending = 0;
 	}
 	return e;
+}
+
+/* Count a record of kind that describes an alloc (a stack, a Python
+ * stack, a code object) as not delivered. */
+static __always_inline void lost_record(enum event_kind kind)
+{
+	__u32 zero = 0;
+	struct lost_counter *lc = bpf_map_lookup_elem(&lost, &zero);
+
+	if (lc)
+		lc->kinds[kind & (EV_RING_KINDS - 1)]++;
 }
 
 /* Waking the reader costs an interrupt-work round trip per record; it is
@@ -415,8 +432,10 @@ static long py_send_code(__u64 i, void *arg)
 	if (!py_code_new(w->rec->hdr.pid, f))
 		return 0;
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
-	if (!c)
+	if (!c) {
+		lost_record(EV_PY_CODE);
 		return 1; /* sent again with the next stack naming it */
+	}
 	c->hdr = w->rec->hdr;
 	c->hdr.kind = EV_PY_CODE;
 	py_code_read(&c->code, w->proc, w->rec->hdr.pid, f);
@@ -438,14 +457,17 @@ static __always_inline void attach_python(struct event *e)
 	if (!w.proc)
 		return;
 	s = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0)
+	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0) {
+		lost_record(EV_PY_STACK);
 		return;
+	}
 	w.rec = &s->rec;
 	s->rec.hdr = e->hdr;
 	s->rec.hdr.kind = EV_PY_STACK;
 	py_capture(&s->rec.stack, e->hdr.pid, e->hdr.tid);
 	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
-	bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP);
+	if (bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP))
+		lost_record(EV_PY_STACK);
 	*(volatile __u32 *)&s->busy = 0;
 }
 
@@ -462,17 +484,23 @@ static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 	 * the ring, so a burst the reader cannot keep up with loses stacks
 	 * (counted, the ledger stays exact) before it loses events. */
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct stack_record) >
-	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2)
+	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+		lost_record(EV_STACK);
 		return;
+	}
 	/* The Python records first: the native one completes the alloc. */
 	attach_python(e);
 	rec = stack_capture(ctx, &e->hdr, &len);
-	if (!rec)
+	if (!rec) {
+		lost_record(EV_STACK);
 		return;
+	}
 	if (len > sizeof(*rec))
 		len = sizeof(*rec);
 	if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
 		e->stack = STACK_FOLLOWS;
+	else
+		lost_record(EV_STACK);
 	stack_release(rec);
 }
 

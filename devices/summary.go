@@ -13,11 +13,17 @@ import (
 // encoding/json to the NDJSON "summary" line; field names are a public
 // interface (docs/ndjson.md): add, never rename.
 type Summary struct {
-	Type       string           `json:"type"`        // always "summary"
-	LostEvents uint64           `json:"lost_events"` // records the ring buffer could not take
-	Complete   bool             `json:"complete"`    // no record was lost: the ledger saw everything
-	Events     uint64           `json:"events"`      // events applied
-	Processes  []ProcessSummary `json:"processes"`   // sorted by pid
+	Type       string `json:"type"`        // always "summary"
+	LostEvents uint64 `json:"lost_events"` // records the ring buffer could not take
+	Complete   bool   `json:"complete"`    // no record was lost: the ledger saw everything
+	// LostRecords: records the ring buffer could not take, by kind (its
+	// NDJSON name; only kinds with losses): the events, whose sum is
+	// LostEvents, and the records that describe an alloc ("stack",
+	// "py_stack", "py_code"), which leave the ledger exact. Filled by the
+	// runtime.
+	LostRecords map[string]uint64 `json:"lost_records,omitempty"`
+	Events      uint64            `json:"events"`    // events applied
+	Processes   []ProcessSummary  `json:"processes"` // sorted by pid
 }
 
 // ProcessSummary is one traced process.

@@ -495,17 +495,39 @@ func (t *Tracer) Traced(pid uint32) bool {
 // Reader is the ring buffer's reader. Only one goroutine may read.
 func (t *Tracer) Reader() *ringbuf.Reader { return t.rd }
 
-// LostTotal sums the failed reservations of every CPU.
-func (t *Tracer) LostTotal() (uint64, error) {
+// Losses are the records the ring buffer could not take, summed over the
+// CPUs.
+type Losses struct {
+	// Events: struct event records (calls and process records), the
+	// ledger's; the sum of their kinds in ByKind.
+	Events uint64
+	// ByKind: records not delivered, by kind (events.Kind): the struct
+	// event kinds, and the records that describe an alloc (stack, Python
+	// stack, code object).
+	ByKind [64]uint64
+}
+
+// Losses sums the loss counters of every CPU.
+func (t *Tracer) Losses() (Losses, error) {
 	var per []tttraceLostCounter
+	var l Losses
 	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
-		return 0, fmt.Errorf("read lost counters: %w", err)
+		return l, fmt.Errorf("read lost counters: %w", err)
 	}
-	var n uint64
 	for _, c := range per {
-		n += c.Total
+		l.Events += c.Total
+		for k, n := range c.Kinds {
+			l.ByKind[k] += n
+		}
 	}
-	return n, nil
+	return l, nil
+}
+
+// LostTotal sums the failed reservations of struct event records of every
+// CPU.
+func (t *Tracer) LostTotal() (uint64, error) {
+	l, err := t.Losses()
+	return l.Events, err
 }
 
 // Detach removes every uprobe; the ring buffer stays readable.

@@ -62,6 +62,7 @@ type tttraceLostCounter struct {
 	_       structs.HostLayout
 	Total   uint64
 	Pending uint64
+	Kinds   [64]uint64
 }
 
 type tttracePyCodeKey struct {

@@ -46,8 +46,9 @@ type Backend interface {
 	Read(deadline time.Time) (rec []byte, ok bool, err error)
 	// Wake makes a blocked Read return. Safe from any goroutine.
 	Wake()
-	// Lost is how many records the ring buffer could not take, in all.
-	Lost() (uint64, error)
+	// Lost is how many records the ring buffer could not take, in all
+	// and by kind.
+	Lost() (probes.Losses, error)
 	// Detach removes the probes; records already written stay readable.
 	Detach() error
 	Close() error
@@ -135,11 +136,11 @@ func (b *bpfBackend) Traced(pid uint32) bool { return b.t.Traced(pid) }
 func (b *bpfBackend) SetPython(pid uint32, value []byte) error {
 	return b.t.SetPython(pid, value)
 }
-func (b *bpfBackend) ClearPython(pid uint32) { b.t.ClearPython(pid) }
-func (b *bpfBackend) Wake()                  { _ = b.t.Reader().Flush() }
-func (b *bpfBackend) Lost() (uint64, error)  { return b.t.LostTotal() }
-func (b *bpfBackend) Detach() error          { return b.t.Detach() }
-func (b *bpfBackend) Close() error           { return b.t.Close() }
+func (b *bpfBackend) ClearPython(pid uint32)       { b.t.ClearPython(pid) }
+func (b *bpfBackend) Wake()                        { _ = b.t.Reader().Flush() }
+func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
+func (b *bpfBackend) Detach() error                { return b.t.Detach() }
+func (b *bpfBackend) Close() error                 { return b.t.Close() }
 
 func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rd := b.t.Reader()

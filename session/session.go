@@ -558,10 +558,11 @@ func (s *session) finish() (devices.Summary, error) {
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
 	}
-	total, err := s.be.Lost()
+	losses, err := s.be.Lost()
 	if err != nil {
 		return devices.Summary{}, errorf(ErrInternal, "%w", err)
 	}
+	total := losses.Events
 	// Clash checks still waiting for a layout's end: the threads did
 	// nothing since (TT-Metal's check threw, or tracing stopped).
 	s.ledger.Flush()
@@ -572,6 +573,12 @@ func (s *session) finish() (devices.Summary, error) {
 	// The leak lists stay in the ledger, which no longer changes: the
 	// sinks stream them (a million leaks are ~140 MB as a list).
 	sum := s.ledger.SummaryStreamed()
+	sum.LostRecords = map[string]uint64{}
+	for k, n := range losses.ByKind {
+		if n > 0 {
+			sum.LostRecords[events.Kind(k).String()] = n
+		}
+	}
 	for _, k := range s.sinks {
 		if err := k.Summary(&sum); err != nil {
 			return sum, errorf(ErrInternal, "write summary: %w", err)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -31,16 +33,17 @@ type step struct {
 }
 
 type fakeBackend struct {
-	mu      sync.Mutex
-	script  []step
-	wake    chan struct{}
-	attach  map[string]error // TT-Metal libraries and what attaching them gives
-	gone    map[string]int   // how many more times a path does not resolve
-	libs    int
-	pids    map[uint32]bool
-	lost    uint64
-	buf     bytes.Buffer
-	loaders []string
+	mu        sync.Mutex
+	script    []step
+	wake      chan struct{}
+	attach    map[string]error // TT-Metal libraries and what attaching them gives
+	gone      map[string]int   // how many more times a path does not resolve
+	libs      int
+	pids      map[uint32]bool
+	lost      uint64
+	lostKinds [64]uint64
+	buf       bytes.Buffer
+	loaders   []string
 }
 
 func newFakeBackend(script ...step) *fakeBackend {
@@ -92,7 +95,9 @@ func (b *fakeBackend) Wake() {
 	default:
 	}
 }
-func (b *fakeBackend) Lost() (uint64, error) { return b.lost, nil }
+func (b *fakeBackend) Lost() (probes.Losses, error) {
+	return probes.Losses{Events: b.lost, ByKind: b.lostKinds}, nil
+}
 func (b *fakeBackend) Traced(pid uint32) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -511,6 +516,25 @@ func TestRunLostAndBadRecords(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "bad record: record seq") {
 		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// The kernel's per-kind loss counters reach the summary by kind name.
+func TestRunLostByKind(t *testing.T) {
+	h := newFakeHost()
+	h.child = 500
+	be := newFakeBackend(alloc(500, 0xd1, 0, events.DRAM, 0, 64), do(h.end(500, 0, 0)))
+	be.attach["/l.so"] = nil
+	be.lost = 5
+	be.lostKinds[events.KindAlloc], be.lostKinds[events.KindFree] = 3, 2
+	be.lostKinds[events.KindStack], be.lostKinds[events.KindPyCode] = 9, 1
+	res, err := run(context.Background(), Config{Command: []string{"x"}, Lib: "/l.so", Log: io.Discard}, be, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"alloc": 3, "free": 2, "stack": 9, "py_code": 1}
+	if !reflect.DeepEqual(res.Summary.LostRecords, want) || res.Summary.LostEvents != 5 {
+		t.Errorf("lost_records %v lost_events %d, want %v and 5", res.Summary.LostRecords, res.Summary.LostEvents, want)
 	}
 }
 
