@@ -44,7 +44,7 @@ type procStacks struct {
 
 // sitePair is a site: native stack, Python stack (0: none).
 type sitePair struct {
-	native stacks.SiteID
+	native stacks.StackID
 	py     uint32
 }
 
@@ -224,7 +224,7 @@ func (a *allocSites) onPyStack(raw []byte) {
 }
 
 // site interns the pair (native, py) as a site of ps.
-func (ps *procStacks) site(native stacks.SiteID, py uint32) uint32 {
+func (ps *procStacks) site(native stacks.StackID, py uint32) uint32 {
 	k := sitePair{native, py}
 	id := ps.siteIDs[k]
 	if id == 0 {
@@ -402,12 +402,12 @@ func (ps *procStacks) Site(id uint32) (devices.Site, bool) {
 		return devices.Site{}, false
 	}
 	pair := ps.sites[id-1]
-	site, ok := ps.tab.Site(pair.native)
+	stk, ok := ps.tab.Stack(pair.native)
 	if !ok {
 		return devices.Site{}, false
 	}
-	frames := stacks.Symbolize(site.Locs)
-	d := devices.Site{Site: id, Native: make([]devices.NativeFrame, len(frames)), Python: []devices.PyFrame{}, Truncated: site.Truncated}
+	frames := stacks.Symbolize(stk.Locs)
+	d := devices.Site{Site: id, Native: make([]devices.NativeFrame, len(frames)), Python: []devices.PyFrame{}, Truncated: stk.Truncated}
 	for i, f := range frames {
 		d.Native[i] = devices.NativeFrame{PC: f.PC, Module: f.Module, Function: f.Function, Offset: f.Offset, File: f.File, Line: f.Line}
 	}

@@ -379,7 +379,7 @@ func TestUnwindGarbage(t *testing.T) {
 }
 
 // Interning: the same stack captured twice (two runs of one build) is one
-// site per run's map; repeated adds do not grow the table.
+// stack per run's map; repeated adds do not grow the table.
 func TestTableInterns(t *testing.T) {
 	b := buildChain(t, chainVariants[0])
 	regs, stack, maps := b.capture(t, 0)
@@ -388,23 +388,23 @@ func TestTableInterns(t *testing.T) {
 	tab := NewTable()
 	id, trunc := tab.Add(mods, regs, stack)
 	if id == 0 || trunc {
-		t.Fatalf("site %d truncated %v", id, trunc)
+		t.Fatalf("stack %d truncated %v", id, trunc)
 	}
 	for i := 0; i < 100; i++ {
 		if got, _ := tab.Add(mods, regs, stack); got != id {
-			t.Fatalf("add %d: site %d, want %d", i, got, id)
+			t.Fatalf("add %d: stack %d, want %d", i, got, id)
 		}
 	}
 	short, _ := tab.Add(mods, regs, stack[:4400])
 	if short == id || tab.Len() != 2 {
-		t.Errorf("short stack site %d (full %d), %d sites", short, id, tab.Len())
+		t.Errorf("short stack %d (full %d), %d stacks", short, id, tab.Len())
 	}
 	if allocs := testing.AllocsPerRun(100, func() { tab.Add(mods, regs, stack) }); allocs != 0 {
 		t.Errorf("a repeated stack allocates %v times", allocs)
 	}
 	fr := tab.Frames(id)
 	if len(fr) == 0 || fr[0].Function != chainFrames[0].name {
-		t.Errorf("site frames %v", fr)
+		t.Errorf("stack frames %v", fr)
 	}
 	// A second Cache sees the same files as new: file identity is per
 	// cache, and the files stay open.
@@ -413,8 +413,8 @@ func TestTableInterns(t *testing.T) {
 	}
 }
 
-func fr0File(tab *Table, id SiteID) *File {
-	s, _ := tab.Site(id)
+func fr0File(tab *Table, id StackID) *File {
+	s, _ := tab.Stack(id)
 	return s.Locs[0].File
 }
 

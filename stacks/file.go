@@ -2,8 +2,9 @@
 // registers, captured in BPF (bpf/stack.h), into a native call stack: it
 // unwinds with the DWARF call-frame information of every module the stack
 // passes through (.eh_frame, .eh_frame_hdr, .debug_frame), interns identical
-// stacks into one site, and symbolizes each distinct pc once, lazily, with
-// ELF symbols, demangled C++ names and DWARF lines when present.
+// stacks into one (an allocation site names one), and symbolizes each
+// distinct pc once, lazily, with ELF symbols, demangled C++ names and DWARF
+// lines when present.
 //
 // The traced process may be gone when its stacks are symbolized, so
 // everything is kept per file, not per process: a Cache holds each ELF file

@@ -5,17 +5,17 @@ import (
 	"sync"
 )
 
-// SiteID names an interned stack within a Table; 0 means no stack.
-type SiteID uint32
+// StackID names an interned stack within a Table; 0 means no stack.
+type StackID uint32
 
-// Site is one distinct stack: frames innermost first.
-type Site struct {
+// Stack is one distinct stack: frames innermost first.
+type Stack struct {
 	Locs      []Loc
 	Truncated bool
 }
 
 // Table interns stacks: identical frame lists (same pcs in the same files,
-// same truncation) get one SiteID, so memory grows with distinct stacks,
+// same truncation) get one StackID, so memory grows with distinct stacks,
 // not with events. A table serves one address space (one process): its
 // pcs mean something only under that process's module maps. Safe for
 // concurrent use.
@@ -24,17 +24,17 @@ type Table struct {
 	MaxFrames int
 
 	mu      sync.Mutex
-	byHash  map[uint64][]SiteID
-	sites   []Site
+	byHash  map[uint64][]StackID
+	stacks  []Stack
 	scratch []Loc
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{byHash: map[uint64][]SiteID{}} }
+func NewTable() *Table { return &Table{byHash: map[uint64][]StackID{}} }
 
 // Add unwinds a captured stack (see Unwind) and interns it. A stack whose
-// first pc is in no module still gets a site (of that one pc).
-func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (SiteID, bool) {
+// first pc is in no module is still a stack (of that one pc).
+func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (StackID, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var trunc bool
@@ -42,53 +42,53 @@ func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (SiteID, bool) {
 	return t.internLocked(t.scratch, trunc), trunc
 }
 
-// Intern returns the site of locs (copied when new).
-func (t *Table) Intern(locs []Loc, truncated bool) SiteID {
+// Intern returns the id of the stack locs (copied when new).
+func (t *Table) Intern(locs []Loc, truncated bool) StackID {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.internLocked(locs, truncated)
 }
 
-func (t *Table) internLocked(locs []Loc, truncated bool) SiteID {
+func (t *Table) internLocked(locs []Loc, truncated bool) StackID {
 	if t.byHash == nil {
-		t.byHash = map[uint64][]SiteID{}
+		t.byHash = map[uint64][]StackID{}
 	}
 	h := hashLocs(locs, truncated)
 	for _, id := range t.byHash[h] {
-		if s := &t.sites[id-1]; s.Truncated == truncated && sameLocs(s.Locs, locs) {
+		if s := &t.stacks[id-1]; s.Truncated == truncated && sameLocs(s.Locs, locs) {
 			return id
 		}
 	}
-	t.sites = append(t.sites, Site{Locs: append([]Loc(nil), locs...), Truncated: truncated})
-	id := SiteID(len(t.sites))
+	t.stacks = append(t.stacks, Stack{Locs: append([]Loc(nil), locs...), Truncated: truncated})
+	id := StackID(len(t.stacks))
 	t.byHash[h] = append(t.byHash[h], id)
 	return id
 }
 
-// Site returns the stack of id.
-func (t *Table) Site(id SiteID) (Site, bool) {
+// Stack returns the stack of id.
+func (t *Table) Stack(id StackID) (Stack, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id == 0 || int(id) > len(t.sites) {
-		return Site{}, false
+	if id == 0 || int(id) > len(t.stacks) {
+		return Stack{}, false
 	}
-	return t.sites[id-1], true
+	return t.stacks[id-1], true
 }
 
 // Frames symbolizes the stack of id (nil for an unknown id).
-func (t *Table) Frames(id SiteID) []Frame {
-	s, ok := t.Site(id)
+func (t *Table) Frames(id StackID) []Frame {
+	s, ok := t.Stack(id)
 	if !ok {
 		return nil
 	}
 	return Symbolize(s.Locs)
 }
 
-// Len is the number of distinct sites.
+// Len is the number of distinct stacks.
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.sites)
+	return len(t.stacks)
 }
 
 func sameLocs(a, b []Loc) bool {
