@@ -564,7 +564,7 @@ func (ca *chipAlloc) typeOf(t events.BufferType) *typeAlloc {
 
 // joinAlloc places the live buffers of mesh m on chip c, which joined it.
 func (p *proc) joinAlloc(m *meshState, midx uint32, c *chipState, e *events.Event) {
-	if c.alloc == nil || m.tot[cLive] == 0 {
+	if c.alloc == nil || m.tot[CounterLiveBuffers] == 0 {
 		return
 	}
 	for i := range p.bufs.slots.len() {

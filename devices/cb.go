@@ -61,9 +61,9 @@ func (p *proc) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *events.E
 	if mesh == 0 {
 		c := p.chip(chip)
 		if add {
-			p.add(c, cCB, v, e.TsNs)
+			p.add(c, CounterCB, v, e.TsNs)
 		} else {
-			p.sub(c, cCB, v, e)
+			p.sub(c, CounterCB, v, e)
 		}
 		return
 	}
@@ -72,16 +72,16 @@ func (p *proc) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *events.E
 		return
 	}
 	if add {
-		m.tot[cCB] += v
+		m.tot[CounterCB] += v
 	} else {
-		m.tot[cCB] -= v
+		m.tot[CounterCB] -= v
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
 		if add {
-			p.add(c, cCB, v, e.TsNs)
+			p.add(c, CounterCB, v, e.TsNs)
 		} else {
-			p.sub(c, cCB, v, e)
+			p.sub(c, CounterCB, v, e)
 		}
 	}
 }

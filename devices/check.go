@@ -90,7 +90,7 @@ func (c *checker) buffers() {
 		} else if !ok || idx != uint32(i) {
 			c.bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
 		}
-		if int(b.btype) >= cCB || b.size == 0 || b.size > maxSize {
+		if Counter(b.btype) >= CounterCB || b.size == 0 || b.size > maxSize {
 			c.bad("slot %d: type %d size %d", i, b.btype, b.size)
 			continue
 		}
@@ -98,7 +98,7 @@ func (c *checker) buffers() {
 		if b.mesh == 0 {
 			w := c.at(b.chip)
 			w[b.btype] += b.size
-			w[cLive]++
+			w[CounterLiveBuffers]++
 			continue
 		}
 		if int(b.mesh) >= len(c.p.meshes) || c.p.meshes[b.mesh] == nil {
@@ -106,7 +106,7 @@ func (c *checker) buffers() {
 			continue
 		}
 		c.meshTot[b.mesh][b.btype] += b.size
-		c.meshTot[b.mesh][cLive]++
+		c.meshTot[b.mesh][CounterLiveBuffers]++
 	}
 	if live != t.live || free != len(t.free) {
 		c.bad("%d live and %d free slots, table says %d live and %d free", live, free, t.live, len(t.free))
@@ -135,14 +135,14 @@ func (c *checker) programs() {
 			}
 			c.held += g.bytes
 			if g.mesh == 0 {
-				c.at(g.chip)[cCB] += g.bytes
+				c.at(g.chip)[CounterCB] += g.bytes
 				continue
 			}
 			if int(g.mesh) >= len(c.p.meshes) || c.p.meshes[g.mesh] == nil {
 				c.bad("program %#x: CB group of a gone mesh %d", prog, g.mesh)
 				continue
 			}
-			c.meshTot[g.mesh][cCB] += g.bytes
+			c.meshTot[g.mesh][CounterCB] += g.bytes
 		}
 	}
 }
@@ -233,7 +233,7 @@ func (c *checker) l1() {
 	inHeaps := 0
 	for i := range s.len() {
 		b := s.at(uint32(i))
-		if !b.live || b.btype != uint8(cL1) {
+		if !b.live || b.btype != uint8(CounterL1) {
 			continue
 		}
 		h := heapOf(b)
@@ -253,7 +253,7 @@ func (c *checker) l1() {
 	for _, h := range heaps {
 		inHeaps += len(h.h)
 		for j, idx := range h.h {
-			if int(idx) >= s.len() || !s.at(idx).live || s.at(idx).btype != uint8(cL1) || heapOf(s.at(idx)) != h {
+			if int(idx) >= s.len() || !s.at(idx).live || s.at(idx).btype != uint8(CounterL1) || heapOf(s.at(idx)) != h {
 				c.bad("L1 heap holds slot %d, not a live L1 buffer of its target", idx)
 				continue
 			}
@@ -264,7 +264,7 @@ func (c *checker) l1() {
 	}
 	live := 0
 	for i := range s.len() {
-		if b := s.at(uint32(i)); b.live && b.btype == uint8(cL1) {
+		if b := s.at(uint32(i)); b.live && b.btype == uint8(CounterL1) {
 			live++
 		}
 	}
@@ -302,7 +302,7 @@ func (c *checker) l1() {
 		end := chipEnd[id]
 		for i := range s.len() {
 			b := s.at(uint32(i))
-			if !b.live || b.btype != uint8(cL1) {
+			if !b.live || b.btype != uint8(CounterL1) {
 				continue
 			}
 			on := b.mesh == 0 && b.chip == id

@@ -22,40 +22,29 @@ import (
 	"github.com/tttrace/tttrace/events"
 )
 
-// Counter indexes. The first five equal events.BufferType values.
-const (
-	cDRAM    = int(events.DRAM)
-	cL1      = int(events.L1)
-	cSysMem  = int(events.SystemMemory)
-	cL1Small = int(events.L1Small)
-	cTrace   = int(events.Trace)
-	cCB      = 5
-	cLive    = 6
-	nCounter = 7
-)
-
 // Totals are one chip's current counters, indexed by Counter: what a
 // counter track or a gauge shows.
-type Totals [nCounter]uint64
+type Totals [NumCounters]uint64
 
 // Counter indexes Totals.
 type Counter int
 
-// The counters of a chip. The first five equal events.BufferType values.
+// The counters of a chip, each named after its summary field
+// (Counter.String). The first five equal events.BufferType values.
 const (
-	CounterDRAM         = Counter(cDRAM)
-	CounterL1           = Counter(cL1)
-	CounterSystemMemory = Counter(cSysMem)
-	CounterL1Small      = Counter(cL1Small)
-	CounterTrace        = Counter(cTrace)
-	CounterCB           = Counter(cCB)
-	CounterLiveBuffers  = Counter(cLive)
-	NumCounters         = nCounter
+	CounterDRAM         = Counter(events.DRAM)
+	CounterL1           = Counter(events.L1)
+	CounterSystemMemory = Counter(events.SystemMemory)
+	CounterL1Small      = Counter(events.L1Small)
+	CounterTrace        = Counter(events.Trace)
+	CounterCB           = Counter(5)
+	CounterLiveBuffers  = Counter(6)
+	NumCounters         = 7
 )
 
 // String is the counter's summary field name ("dram_bytes", ...).
 func (c Counter) String() string {
-	if c >= 0 && int(c) < nCounter {
+	if c >= 0 && int(c) < NumCounters {
 		return counterNames[c]
 	}
 	return "counter(?)"

@@ -599,15 +599,15 @@ func TestSummaryDeterministic(t *testing.T) {
 // tests rely on is not vacuous.
 func TestCheckDetectsCorruption(t *testing.T) {
 	corruptions := map[string]func(p *proc){
-		"chip total":   func(p *proc) { p.chips[0].cur[cDRAM]++ },
-		"live count":   func(p *proc) { p.chips[1].cur[cLive]-- },
-		"mesh total":   func(p *proc) { p.meshes[1].tot[cL1] += 5 },
+		"chip total":   func(p *proc) { p.chips[0].cur[CounterDRAM]++ },
+		"live count":   func(p *proc) { p.chips[1].cur[CounterLiveBuffers]-- },
+		"mesh total":   func(p *proc) { p.meshes[1].tot[CounterL1] += 5 },
 		"cb group":     func(p *proc) { p.progs[progP].groups[0].bytes++ },
 		"index":        func(p *proc) { p.bufs.index[0xa0] = slotFreed },
-		"peak":         func(p *proc) { p.chips[0].peak[cDRAM] = 0 },
+		"peak":         func(p *proc) { p.chips[0].peak[CounterDRAM] = 0 },
 		"closed chip":  func(p *proc) { p.chips[0].closed = true },
 		"mesh chip":    func(p *proc) { p.meshes[1].chips = append(p.meshes[1].chips, 0) },
-		"wrap":         func(p *proc) { p.chips[5].cur[cDRAM] -= 10; p.chips[5].peak[cDRAM] -= 10 },
+		"wrap":         func(p *proc) { p.chips[5].cur[CounterDRAM] -= 10; p.chips[5].peak[CounterDRAM] -= 10 },
 		"accounting":   func(p *proc) { p.anomalies.counts[anAccounting]++ },
 		"free slots":   func(p *proc) { p.bufs.live++ },
 		"orphan group": func(p *proc) { p.progs[progQ] = &progCBs{} },

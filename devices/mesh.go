@@ -12,7 +12,7 @@ import (
 type meshState struct {
 	ptr   uint64  // MeshDevice*
 	chips []int32 // in the order learned
-	tot   [nCounter]uint64
+	tot   [NumCounters]uint64
 	l1    l1Heap                // live L1 mesh buffers
 	cbEnd cbEnds                // of the CB groups aimed at the mesh
 	sites map[siteKey]*meshSite // per-site accounting, when on
@@ -54,7 +54,7 @@ func (p *proc) joinMesh(m *meshState, idx uint32, chip int32, e *events.Event) {
 	}
 	for i, v := range m.tot {
 		if v != 0 {
-			p.add(c, i, v, ts)
+			p.add(c, Counter(i), v, ts)
 		}
 	}
 	p.joinAlloc(m, idx, c, e)
@@ -73,7 +73,7 @@ func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
 			p.siteUncharge(c, k, s.bytes, s.objs)
 		}
 		for j, v := range m.tot {
-			p.sub(c, j, v, e)
+			p.sub(c, Counter(j), v, e)
 		}
 		return
 	}
@@ -87,7 +87,7 @@ func (p *proc) leaveMesh(m *meshState, chip int32, e *events.Event) {
 // again.
 func (p *proc) closeChip(id int32, e *events.Event) {
 	c := p.chip(id)
-	if c.cur[cLive] != 0 { // else no buffer is charged here: skip the scan
+	if c.cur[CounterLiveBuffers] != 0 { // else no buffer is charged here: skip the scan
 		for i := range p.bufs.slots.len() {
 			b := p.bufs.slots.at(uint32(i))
 			if b.live && b.mesh == 0 && b.chip == id {

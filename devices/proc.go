@@ -88,7 +88,7 @@ type chipState struct {
 }
 
 // add adds v to counter i of c.
-func (p *proc) add(c *chipState, i int, v, ts uint64) {
+func (p *proc) add(c *chipState, i Counter, v, ts uint64) {
 	c.cur[i] += v
 	if c.cur[i] > c.peak[i] {
 		c.peak[i] = c.cur[i]
@@ -186,7 +186,7 @@ func (p *proc) thread(tid uint32) *thread {
 
 // sub takes v from counter i of c. An underflow means the ledger's own
 // bookkeeping is wrong: it is recorded, never wrapped.
-func (p *proc) sub(c *chipState, i int, v uint64, e *events.Event) {
+func (p *proc) sub(c *chipState, i Counter, v uint64, e *events.Event) {
 	p.changed(c)
 	if c.cur[i] < v {
 		p.anomaly(anAccounting, e, "chip %d counter %s: %d - %d", c.id, counterNames[i], c.cur[i], v)
@@ -383,14 +383,14 @@ func (p *proc) alloc(e *events.Event) {
 	}
 	p.allocPlace(idx, e, req)
 	placed = true
-	t := int(e.BufferType)
+	t := Counter(e.BufferType)
 	sk := siteKey{e.Site, uint8(t)}
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
 		p.siteCharge(c, sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
-		p.add(c, cLive, 1, e.TsNs)
-		if t == cL1 {
+		p.add(c, CounterLiveBuffers, 1, e.TsNs)
+		if t == CounterL1 {
 			c.l1.push(&p.bufs.slots, idx)
 			p.l1TouchChip(c)
 		}
@@ -398,17 +398,17 @@ func (p *proc) alloc(e *events.Event) {
 	}
 	m := p.meshes[meshIndex]
 	m.tot[t] += e.Size
-	m.tot[cLive]++
+	m.tot[CounterLiveBuffers]++
 	p.meshSiteAdd(m, sk, e.Size, false)
-	if t == cL1 {
+	if t == CounterL1 {
 		m.l1.push(&p.bufs.slots, idx)
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
 		p.siteCharge(c, sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
-		p.add(c, cLive, 1, e.TsNs)
-		if t == cL1 {
+		p.add(c, CounterLiveBuffers, 1, e.TsNs)
+		if t == CounterL1 {
 			p.l1TouchChip(c)
 		}
 	}
@@ -442,30 +442,30 @@ func (p *proc) free(e *events.Event) {
 // charged and leaves its key in state (slotFreed or slotReleased).
 func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	b := p.bufs.slots.at(idx)
-	t := int(b.btype)
+	t := Counter(b.btype)
 	sk := siteKey{b.site, b.btype}
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
 		p.siteUncharge(c, sk, b.size, 1)
 		p.sub(c, t, b.size, e)
-		p.sub(c, cLive, 1, e)
-		if t == cL1 {
+		p.sub(c, CounterLiveBuffers, 1, e)
+		if t == CounterL1 {
 			c.l1.remove(&p.bufs.slots, idx)
 			p.l1TouchChip(c)
 		}
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
-		m.tot[cLive]--
+		m.tot[CounterLiveBuffers]--
 		p.meshSiteAdd(m, sk, b.size, true)
-		if t == cL1 {
+		if t == CounterL1 {
 			m.l1.remove(&p.bufs.slots, idx)
 		}
 		for _, id := range m.chips {
 			c := p.chip(id)
 			p.siteUncharge(c, sk, b.size, 1)
 			p.sub(c, t, b.size, e)
-			p.sub(c, cLive, 1, e)
-			if t == cL1 {
+			p.sub(c, CounterLiveBuffers, 1, e)
+			if t == CounterL1 {
 				p.l1TouchChip(c)
 			}
 		}

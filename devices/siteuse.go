@@ -34,7 +34,7 @@ type siteAcct struct {
 type chipSites struct {
 	accts map[siteKey]*siteAcct
 	// touched[t]: accounts of type t changed since that type's last peak.
-	touched [cCB][]*siteAcct
+	touched [CounterCB][]*siteAcct
 }
 
 // meshSite is what a mesh's buffers of one site and type hold (on each
@@ -72,7 +72,7 @@ func (cs *chipSites) touch(a *siteAcct, t uint8) {
 // siteCharge puts bytes and objs of site k on chip c: before the chip's
 // counters, so that a new peak sees them.
 func (p *proc) siteCharge(c *chipState, k siteKey, bytes, objs uint64) {
-	if !p.sitesOn || int(k.btype) >= cCB {
+	if !p.sitesOn || Counter(k.btype) >= CounterCB {
 		return
 	}
 	a := c.siteAcct(k)
@@ -85,7 +85,7 @@ func (p *proc) siteCharge(c *chipState, k siteKey, bytes, objs uint64) {
 
 // siteUncharge takes them off again.
 func (p *proc) siteUncharge(c *chipState, k siteKey, bytes, objs uint64) {
-	if !p.sitesOn || int(k.btype) >= cCB {
+	if !p.sitesOn || Counter(k.btype) >= CounterCB {
 		return
 	}
 	a := c.siteAcct(k)
@@ -96,8 +96,8 @@ func (p *proc) siteUncharge(c *chipState, k siteKey, bytes, objs uint64) {
 
 // sitePeak is called when counter t of c reached a new peak: every site
 // changed since the previous peak now holds at the peak what it holds now.
-func (c *chipState) sitePeak(t int) {
-	if c.sites == nil || t >= cCB {
+func (c *chipState) sitePeak(t Counter) {
+	if c.sites == nil || t >= CounterCB {
 		return
 	}
 	for _, a := range c.sites.touched[t] {
@@ -121,7 +121,7 @@ func (c *chipState) siteClear() {
 // meshSiteAdd adds (or, with neg, takes) one buffer of site k to mesh m's
 // holdings.
 func (p *proc) meshSiteAdd(m *meshState, k siteKey, size uint64, neg bool) {
-	if !p.sitesOn || int(k.btype) >= cCB {
+	if !p.sitesOn || Counter(k.btype) >= CounterCB {
 		return
 	}
 	if m.sites == nil {

@@ -321,7 +321,7 @@ func (ll *leakList) sortRefs(refs []leakRef) {
 	})
 }
 
-var counterNames = [nCounter]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
+var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
 
 // Summary returns a snapshot of the whole ledger. It does not change the
 // ledger and depends only on the events applied (and SetProcessInfo).
@@ -397,25 +397,25 @@ func (p *proc) devices() []DeviceSummary {
 	out := make([]DeviceSummary, 0, len(ids))
 	for _, id := range ids {
 		c := p.chips[id]
-		pk := func(i int) Peak { return Peak{Value: c.peak[i], TsNs: c.peakTs[i]} }
+		pk := func(i Counter) Peak { return Peak{Value: c.peak[i], TsNs: c.peakTs[i]} }
 		out = append(out, DeviceSummary{
 			Device:            id,
-			DRAMBytes:         c.cur[cDRAM],
-			L1Bytes:           c.cur[cL1],
-			L1SmallBytes:      c.cur[cL1Small],
-			TraceBytes:        c.cur[cTrace],
-			SystemMemoryBytes: c.cur[cSysMem],
-			CBBytes:           c.cur[cCB],
-			LiveBuffers:       c.cur[cLive],
+			DRAMBytes:         c.cur[CounterDRAM],
+			L1Bytes:           c.cur[CounterL1],
+			L1SmallBytes:      c.cur[CounterL1Small],
+			TraceBytes:        c.cur[CounterTrace],
+			SystemMemoryBytes: c.cur[CounterSystemMemory],
+			CBBytes:           c.cur[CounterCB],
+			LiveBuffers:       c.cur[CounterLiveBuffers],
 			Closed:            c.closed,
 			Peaks: Peaks{
-				DRAMBytes:         pk(cDRAM),
-				L1Bytes:           pk(cL1),
-				L1SmallBytes:      pk(cL1Small),
-				TraceBytes:        pk(cTrace),
-				SystemMemoryBytes: pk(cSysMem),
-				CBBytes:           pk(cCB),
-				LiveBuffers:       pk(cLive),
+				DRAMBytes:         pk(CounterDRAM),
+				L1Bytes:           pk(CounterL1),
+				L1SmallBytes:      pk(CounterL1Small),
+				TraceBytes:        pk(CounterTrace),
+				SystemMemoryBytes: pk(CounterSystemMemory),
+				CBBytes:           pk(CounterCB),
+				LiveBuffers:       pk(CounterLiveBuffers),
 			},
 		})
 		d := &out[len(out)-1]
