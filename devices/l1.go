@@ -480,6 +480,30 @@ func (p *proc) pendCheck(t *thread, prog uint64, mesh uint32, chip int32, e *eve
 	p.nchecks++
 }
 
+// rerunCheck: TT-Metal validates a program's CB region each time it is
+// compiled for a run (allocate_circular_buffers, then
+// validate_circular_buffer_region), also when its CBs are already laid out
+// and allocate_circular_buffers tracks none. So a layout of a program that
+// holds CBs on the target waits for its check as a new one does: if CBs
+// follow, they replace the group and the check uses them; if none follow,
+// the check runs against the group already held.
+func (p *proc) rerunCheck(t *thread, e *events.Event) {
+	pc := p.progs[e.Object]
+	if pc == nil {
+		return
+	}
+	mesh, chip, ok := p.cbTarget(e, false)
+	if !ok {
+		return
+	}
+	for i := range pc.groups {
+		if g := &pc.groups[i]; g.mesh == mesh && g.chip == chip && g.end != 0 {
+			p.pendCheck(t, e.Object, mesh, chip, e)
+			return
+		}
+	}
+}
+
 func (p *proc) flushChecks() {
 	if p.nchecks == 0 {
 		return

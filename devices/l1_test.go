@@ -363,3 +363,52 @@ func TestL1BookkeepingAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestL1ClashAtEveryRun: TT-Metal validates a program's CB region each
+// time the program is compiled for a run, also when its CBs are cached
+// (allocate_circular_buffers tracks none). An L1 buffer allocated under
+// the CBs of a program laid out earlier is no clash until the program
+// runs again; then it is, at that run's cb_layout, on every chip of its
+// target; a run with nothing in the way is none.
+func TestL1ClashAtEveryRun(t *testing.T) {
+	const mesh = 0x5500a0000000
+	r := newL1Rec(t, 0)
+	r.apply(
+		evCBLayout(1, 0x9000, 0), evCB(1, 0, 0x10000, 0x3000), // CBs end at 0x13000
+		evAlloc(1, 0xa0, 0, events.L1, 0x20000, 0x1000), // laid out: checked, no clash
+		evAlloc(2, 0xa1, 0, events.L1, 0x12000, 0x1000), // under the CBs: no check now
+	)
+	if n := r.take(NoticeL1Clash); len(n) != 0 {
+		t.Fatalf("clash before the program runs again: %+v", n)
+	}
+	if h, _ := headroomOf(t, r.rec, 0); h != -0x1000 {
+		t.Fatalf("headroom %d", h)
+	}
+	// The program runs again: a cached layout, no CBs.
+	r.apply(evCBLayout(1, 0x9000, 0), evFree(1, 0xa0, 0))
+	n := r.take(NoticeL1Clash)
+	if len(n) != 1 || n[0].Seq != 5 || n[0].Tid != 1 || n[0].Program != "0x9000" || n[0].CBRegionEnd != 0x13000 ||
+		n[0].LowestL1Address != 0x12000 || n[0].Headroom != -0x1000 || way(n[0]) != "0xa1@0x12000+4096" {
+		t.Fatalf("clash at the second run: %+v", n)
+	}
+	// The buffer goes; the next run clashes with nothing.
+	r.apply(evFree(2, 0xa1, 0), evCBLayout(1, 0x9000, 0), evAlloc(1, 0xa2, 0, events.DRAM, 0, 64))
+	if n := r.take(NoticeL1Clash); len(n) != 1 {
+		t.Fatalf("a run with nothing in the way clashed: %+v", n)
+	}
+	// A new layout of the same program (CBs follow) is checked with its new CBs.
+	r.apply(evAlloc(2, 0xa3, 0, events.L1, 0x11000, 0x1000), evCBLayout(1, 0x9000, 0), evCB(1, 0, 0x10000, 0x800), evFree(1, 0xa2, 0))
+	if n := r.take(NoticeL1Clash); len(n) != 1 {
+		t.Fatalf("a relayout below the buffer clashed: %+v", r.notes)
+	}
+	// A mesh program runs again: one clash per chip of the mesh.
+	r.apply(evMeshAlloc(3, 0xb0, mesh, events.DRAM, 0x40, 4096), evView(3, 4, 0x40), evView(3, 5, 0x40),
+		evCBLayoutMesh(3, 0x9100, mesh), evCBMesh(3, mesh, 0x10000, 0x4000), evFree(3, 0xb0, 4))
+	r.apply(evMeshAlloc(3, 0xb1, mesh, events.L1, 0x12000, 4096), evView(3, 4, 0x12000), evView(3, 5, 0x12000))
+	before := len(r.take(NoticeL1Clash))
+	r.apply(evCBLayoutMesh(3, 0x9100, mesh), evExit(0, 0))
+	clashes := r.take(NoticeL1Clash)[before:]
+	if len(clashes) != 2 || clashes[0].Chip != 4 || clashes[1].Chip != 5 || clashes[0].CBRegionEnd != 0x14000 {
+		t.Fatalf("mesh run: %+v", clashes)
+	}
+}

@@ -263,6 +263,7 @@ func (p *proc) apply(e *events.Event) {
 		p.stats.CBLayouts++
 		t := p.thread(e.Tid)
 		t.hasLayout, t.layoutProg, t.layoutID = true, e.Object, e.Seq
+		p.rerunCheck(t, e)
 	case events.KindCBAlloc:
 		p.cbAlloc(e)
 	case events.KindCBTeardown:
