@@ -94,6 +94,7 @@ type Ledger struct {
 	sites   bool // TrackSites
 	// allocObserve hears of allocator state changes (allocator.go).
 	allocObserve AllocObserver
+	ret          retention
 }
 
 // NewLedger returns an empty ledger.
@@ -232,7 +233,11 @@ func (l *Ledger) Apply(e *events.Event) {
 		l.lastTs = e.TsNs
 	}
 	p := l.proc(e.Pid)
+	wasExited := p.exited
 	p.apply(e)
+	if p.exited && !wasExited {
+		l.processEnded(p)
+	}
 	if len(p.l1dirty) > 0 {
 		p.headrooms(&l.hooks, e)
 	}

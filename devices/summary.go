@@ -22,8 +22,12 @@ type Summary struct {
 	// "py_stack", "py_code"), which leave the ledger exact. Filled by the
 	// runtime.
 	LostRecords map[string]uint64 `json:"lost_records,omitempty"`
-	Events      uint64            `json:"events"`    // events applied
-	Processes   []ProcessSummary  `json:"processes"` // sorted by pid
+	Events      uint64            `json:"events"` // events applied
+	// DroppedProcesses: ended processes past the retention limits
+	// (Ledger.SetRetention), summed; absent when none.
+	DroppedProcesses *DroppedProcesses `json:"dropped_processes,omitempty"`
+	// Processes stays the last field (sinks.NDJSON streams it).
+	Processes []ProcessSummary `json:"processes"` // sorted by pid
 }
 
 // ProcessSummary is one traced process.
@@ -72,6 +76,9 @@ type ProcessSummary struct {
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
 	Anomalies     []Anomaly         `json:"anomalies"`      // the first 100, in stream order
+	// Trimmed: an ended process kept as totals only (past the retention
+	// limit): its lists are empty, their sizes here; absent otherwise.
+	Trimmed *Trimmed `json:"trimmed,omitempty"`
 
 	// SiteUsage: per site, chip and type, what was held, allocated and
 	// held at the peak (Ledger.TrackSites; nil when off). Not in NDJSON:
@@ -339,7 +346,10 @@ func (l *Ledger) SummaryStreamed() Summary {
 
 func (l *Ledger) summary(streamed bool) Summary {
 	s := l.header()
-	s.Processes = make([]ProcessSummary, 0, len(l.procs)+len(l.retired))
+	trimmed := l.ret.trimmed[l.ret.trimmedHead:]
+	s.Processes = make([]ProcessSummary, 0, len(trimmed)+len(l.procs)+len(l.retired))
+	// A pid's trimmed incarnations ended before its others began.
+	s.Processes = append(s.Processes, trimmed...)
 	for _, p := range l.retired {
 		s.Processes = append(s.Processes, p.summary(streamed))
 	}
@@ -375,7 +385,12 @@ func (l *Ledger) processSummary(pid uint32, streamed bool) (s Summary, ok bool) 
 }
 
 func (l *Ledger) header() Summary {
-	return Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events}
+	s := Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events}
+	if l.ret.dropped.Processes > 0 {
+		d := l.ret.dropped
+		s.DroppedProcesses = &d
+	}
+	return s
 }
 
 // Devices returns the current totals of every chip pid touched, sorted by

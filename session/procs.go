@@ -254,6 +254,19 @@ func (s *session) reapExits() {
 		for _, k := range s.sinks {
 			k.ProcessEnded(&one, more)
 		}
+		s.trim()
+	}
+}
+
+// trim keeps the ledger's ended processes within Config.KeepEnded (and
+// KeepEndedTotals); a trimmed process takes its stack state with it (the
+// ledger held it as its site source).
+func (s *session) trim() {
+	for _, t := range s.ledger.Trim() {
+		if t.Current {
+			s.sites.forget(t.Pid)
+			delete(s.ended, t.Pid) // the ledger no longer knows it: a new process there starts afresh
+		}
 	}
 }
 

@@ -57,6 +57,11 @@ type Config struct {
 	// Snapshots: each value received asks every sinks.Snapshotter for the
 	// state as of now; tracing goes on (nil: never).
 	Snapshots <-chan struct{}
+	// KeepEnded: ended processes kept in full (their leak lists, sites,
+	// anomalies); KeepEndedTotals: older ones kept as totals only; older
+	// still are summed in the summary's dropped_processes. 0: the ledger's
+	// defaults.
+	KeepEnded, KeepEndedTotals int
 	// SingleUprobes attaches classic uprobes even where the kernel has
 	// uprobe_multi links (tests of the fallback).
 	SingleUprobes bool
@@ -222,6 +227,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 func (s *session) observe() {
 	s.ledger.SetL1Warn(s.cfg.L1Warn)
 	s.ledger.SetMaxChips(s.cfg.MaxChips)
+	s.ledger.SetRetention(s.cfg.KeepEnded, s.cfg.KeepEndedTotals)
 	var ns []sinks.NoticeSink
 	for _, k := range s.sinks {
 		if n, ok := k.(sinks.NoticeSink); ok {

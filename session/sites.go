@@ -61,6 +61,10 @@ type allocSites struct {
 	ledger   *devices.Ledger
 	dispatch func(*events.Event) // handles a released record
 	bad      func(error)         // counts and notes a bad record
+	// reborn starts the new process a pid names if its process ended:
+	// before a stack record of it is interned (its held alloc meets the
+	// new process only when released).
+	reborn func(pid uint32)
 
 	cache   *stacks.Cache
 	procs   map[uint32]*procStacks // by pid: the current incarnation's
@@ -78,6 +82,7 @@ func newAllocSites(s *session) *allocSites {
 		ledger:   s.ledger,
 		dispatch: s.dispatch,
 		bad:      s.badRecord,
+		reborn:   s.reborn,
 		cache:    stacks.NewCache(),
 		procs:    map[uint32]*procStacks{},
 		pyOf:     map[uint64]uint32{},
@@ -188,6 +193,7 @@ func (a *allocSites) onPyCode(raw []byte) {
 		a.bad(err)
 		return
 	}
+	a.reborn(w.Hdr.Pid)
 	if ps := a.procs[w.Hdr.Pid]; ps != nil && ps.py != nil {
 		_ = ps.py.AddCode(&w.Code)
 	}
@@ -202,6 +208,7 @@ func (a *allocSites) onPyStack(raw []byte) {
 		return
 	}
 	seq, pid := w.Hdr.Seq, w.Hdr.Pid
+	a.reborn(pid)
 	ps := a.procs[pid]
 	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
 		return // not waiting: its native stack was lost, so is the site
@@ -245,6 +252,9 @@ func (a *allocSites) retire(pid uint32) {
 	}
 }
 
+// forget drops pid's stack state: its process left the ledger (trimmed).
+func (a *allocSites) forget(pid uint32) { delete(a.procs, pid) }
+
 // enter gives the process pid now names in the ledger its stack state as
 // its site source.
 func (a *allocSites) enter(pid uint32) {
@@ -277,6 +287,7 @@ func (a *allocSites) onStack(raw []byte) {
 	if ev == nil {
 		return // its alloc was not held (cannot happen: BPF says so in the alloc)
 	}
+	a.reborn(rec.Pid)
 	ps := a.procStacksOf(rec.Pid)
 	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
 		// First stack of the process, or a library mapped without a

@@ -95,6 +95,10 @@ func (r *reporter) summary(s *devices.Summary) {
 		r.printf("\n")
 		r.process(&s.Processes[i])
 	}
+	if d := s.DroppedProcesses; d != nil {
+		r.printf("\n%d earlier ended process(es) not listed (past --keep-ended-totals): %d event(s), %d leak(s) of %s, %d anomalies\n",
+			d.Processes, d.Events, d.Leaks, human(d.LeakedBytes), d.Anomalies)
+	}
 	if !s.Complete || s.LostEvents > 0 {
 		r.printf("\nINCOMPLETE: %d events lost\n", s.LostEvents)
 	}
@@ -187,7 +191,34 @@ func (r *reporter) table(devs []devices.DeviceSummary) {
 	}
 }
 
+// trimmedLeaks reports the leaks of a process kept as totals only.
+func (r *reporter) trimmedLeaks(p *devices.ProcessSummary) {
+	t := p.Trimmed
+	var n, bytes uint64
+	for _, g := range p.LeakGroups {
+		n += g.Count
+		bytes = devices.SatAdd(bytes, g.Bytes)
+	}
+	if n == 0 && t.UnplacedLeaks == 0 {
+		r.printf("  no leaks\n")
+	} else {
+		r.printf("  leaked: %d buffer(s) on chips, %s\n", n, human(bytes))
+		for _, g := range p.LeakGroups {
+			r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
+		}
+		if t.UnplacedLeaks > 0 {
+			r.printf("  leaked on chips never learned: %d mesh buffer(s), %s\n", t.UnplacedLeaks, human(t.UnplacedBytes))
+		}
+	}
+	r.printf("  kept as totals only (more than --keep-ended processes ended after it): %d leak entries, %d site(s), %d anomaly detail(s) not kept\n",
+		t.Leaks+t.UnplacedLeaks, t.Sites, t.Anomalies)
+}
+
 func (r *reporter) leaks(p *devices.ProcessSummary) {
+	if p.Trimmed != nil {
+		r.trimmedLeaks(p)
+		return
+	}
 	if p.LeakCount() == 0 && p.UnplacedLeakCount() == 0 {
 		r.printf("  no leaks\n")
 		return

@@ -64,10 +64,12 @@ type Flags struct {
 	MetricsLabels []string
 	// MaxChips: distinct chips a process may touch (--max-chips).
 	MaxChips int
-	Follow   bool
-	All      bool
-	NoMulti  bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
-	AtEntry  bool // hidden: entry probes on the first instruction, not placed (measurements)
+	// KeepEnded, KeepEndedTotals: retention of ended processes.
+	KeepEnded, KeepEndedTotals int
+	Follow                     bool
+	All                        bool
+	NoMulti                    bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
+	AtEntry                    bool // hidden: entry probes on the first instruction, not placed (measurements)
 	// FailOnLeak is --fail-on-leak's threshold, FailOnLeakSet whether the
 	// gate is on.
 	FailOnLeak    ByteSize
@@ -171,6 +173,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
 	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
 	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
+	fs.IntVar(&f.KeepEnded, "keep-ended", devices.DefaultKeepEnded, "keep the last `N` ended processes in full (leak lists, sites, anomalies) for the final report; older ones keep only their totals and counters")
+	fs.IntVar(&f.KeepEndedTotals, "keep-ended-totals", devices.DefaultKeepEndedTotals, "keep `N` more ended processes as totals only; older ones are only summed (dropped_processes); bounds tttrace's memory under --all")
 	fs.Var(&f.FailOnLeak, "fail-on-leak", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.BoolVar(&f.FailOnOOM, "fail-on-oom", false, "exit 9 when a traced process had any failed device allocation (TT-Metal's \"Out of Memory\"), even one it caught; a CI gate")
@@ -272,6 +276,9 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	}
 	if f.MaxChips <= 0 {
 		return nil, usageError{errors.New("--max-chips must be at least 1")}
+	}
+	if f.KeepEnded <= 0 || f.KeepEndedTotals <= 0 {
+		return nil, usageError{errors.New("--keep-ended and --keep-ended-totals must be at least 1")}
 	}
 	if f.Wait < 0 || f.Interval < 0 {
 		return nil, usageError{errors.New("--wait and --interval cannot be negative")}

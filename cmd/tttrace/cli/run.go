@@ -349,6 +349,14 @@ func leaked(s *devices.Summary) (n int, bytes uint64) {
 			n++
 			bytes = devices.SatAdd(bytes, l.Size)
 		}
+		if t := p.Trimmed; t != nil { // kept as totals only
+			n += int(t.UnplacedLeaks)
+			bytes = devices.SatAdd(bytes, t.UnplacedBytes)
+		}
+	}
+	if d := s.DroppedProcesses; d != nil {
+		n += int(d.Leaks)
+		bytes = devices.SatAdd(bytes, d.LeakedBytes)
 	}
 	return n, bytes
 }
@@ -371,5 +379,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 		MaxChips:  f.MaxChips,
 		SiteUsage: f.PProf != "" || f.Folded != "",
 		Snapshots: f.Snapshots,
+		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals,
 	}
 }
