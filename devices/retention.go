@@ -30,6 +30,10 @@ type Trimmed struct {
 	LeakSites     uint64 `json:"leak_sites"`     // entries of leak_sites past the first 10
 	Anomalies     uint64 `json:"anomalies"`      // entries of anomalies (still counted in anomaly_counts)
 	L1Clashes     uint64 `json:"l1_clashes"`     // entries of l1_clashes (still counted in stats)
+	AllocFailures uint64 `json:"alloc_failures"` // entries of alloc_failures (still counted in stats)
+	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
+	// lacks the process).
+	SiteUsage uint64 `json:"site_usage"`
 }
 
 // DroppedProcesses sums the ended processes folded away entirely.
@@ -134,6 +138,9 @@ func (ps *ProcessSummary) trim() {
 		Sites:     uint64(len(ps.Sites)),
 		Anomalies: uint64(len(ps.Anomalies)),
 		L1Clashes: uint64(len(ps.L1Clashes)),
+
+		AllocFailures: uint64(len(ps.AllocFailures)),
+		SiteUsage:     uint64(len(ps.SiteUsage)),
 	}
 	for lk := range ps.AllUnplacedLeaks() {
 		t.UnplacedLeaks++
@@ -144,6 +151,7 @@ func (ps *ProcessSummary) trim() {
 		ps.LeakSites = append([]LeakSite(nil), ps.LeakSites[:keptLeakSites]...)
 	}
 	ps.Leaks, ps.UnplacedLeaks, ps.Sites, ps.Anomalies, ps.L1Clashes = []Leak{}, []Leak{}, []Site{}, []Anomaly{}, []Notice{}
+	ps.AllocFailures, ps.SiteUsage = []AllocFailure{}, nil
 	ps.leaks = nil
 	ps.Trimmed = t
 }
