@@ -23,10 +23,10 @@ func TestRunRetention(t *testing.T) {
 	var script []step
 	for i := range uint64(3) {
 		a := alloc(pid, 0xb0+i, 0, events.DRAM, 0x1000*(i+1), 4096*(i+1))
-		a.rec.Seq = 100 + i
+		a.rec.Hdr.Seq = 100 + i
 		a.rec.Stack = events.StackFollows
 		// Two idle reads: one ends the loop's read, one the drain before the reap.
-		script = append(script, a, stackRec(a.rec.Seq, pid, ip), groupExit(pid), step{idle: true}, step{idle: true})
+		script = append(script, a, stackRec(a.rec.Hdr.Seq, pid, ip), groupExit(pid), step{idle: true}, step{idle: true})
 	}
 	be := newFakeBackend(script...)
 	r := &recorder{}
