@@ -22,9 +22,25 @@ type accessor struct {
 	method string // for people
 	name   string // mangled (without the v0 namespace)
 	size   int    // bytes the field has; 0: an enum, 1, 2 or 4 bytes (the evidence says which)
+	// predicate: the function returns field == constant (or (field & mask)
+	// == constant), not the field: Buffer::is_trace() const compiles to
+	// "cmp BYTE PTR [rdi+0x20],0x4; sete al" in a build whose BufferType is
+	// one byte, "cmp DWORD PTR ..." where it is an int.
+	predicate bool
 }
 
-// bufferAccessors are the accessors of the field table's rows, in its order.
+// typePredicates are Buffer's out-of-line tests of buffer_type_, out of
+// line in every upstream design (docs/ttmetal.md §3) while buffer_type()
+// itself is inline before the pimpl: in a build without DWARF they are
+// where buffer_type_'s offset and width can be read.
+var typePredicates = []accessor{
+	{field: "buffer_type", method: "Buffer::is_trace() const", name: "_ZNK2tt8tt_metal6Buffer8is_traceEv", predicate: true},
+	{field: "buffer_type", method: "Buffer::is_dram() const", name: "_ZNK2tt8tt_metal6Buffer7is_dramEv", predicate: true},
+	{field: "buffer_type", method: "Buffer::is_l1() const", name: "_ZNK2tt8tt_metal6Buffer5is_l1Ev", predicate: true},
+}
+
+// bufferAccessors are the accessors of the field table's rows, in its
+// order, then the predicates on buffer_type_.
 var bufferAccessors = func() []accessor {
 	var out []accessor
 	for _, f := range layoutFields {
@@ -34,7 +50,7 @@ var bufferAccessors = func() []accessor {
 			out = append(out, a)
 		}
 	}
-	return out
+	return append(out, typePredicates...)
 }()
 
 // Evidence is what one source says about one field.
@@ -69,6 +85,7 @@ const (
 	exAddr                    // base + off (an address, not loaded)
 	exCmp                     // flags of base compared with off
 	exSet                     // setCC of a cmp
+	exAnd                     // base & off
 )
 
 // evalAccessor evaluates the straight-line code at addr and returns what it
@@ -159,6 +176,21 @@ func (l *Library) evalAccessor(addr uint64) (*expr, string, error) {
 				return nil, "", fmt.Errorf("%s: not understood", in.String())
 			}
 			flags = &expr{op: exCmp, base: lhs, off: rhs.off}
+		case in.Op == x86asm.TEST:
+			// test x, imm sets the flags of (x & imm) compared with 0.
+			lhs, ok1 := operand(in.Args[0], in.MemBytes)
+			rhs, ok2 := operand(in.Args[1], in.MemBytes)
+			if !ok1 || !ok2 || rhs.op != exConst {
+				return nil, "", fmt.Errorf("%s: not understood", in.String())
+			}
+			flags = &expr{op: exCmp, base: &expr{op: exAnd, base: lhs, off: rhs.off}}
+		case in.Op == x86asm.AND:
+			dst, ok1 := in.Args[0].(x86asm.Reg)
+			rhs, ok2 := operand(in.Args[1], in.MemBytes)
+			if !ok1 || !ok2 || rhs.op != exConst || regs[canonReg(dst)] == nil {
+				return nil, "", fmt.Errorf("%s: not understood", in.String())
+			}
+			regs[canonReg(dst)] = &expr{op: exAnd, base: regs[canonReg(dst)], off: rhs.off}
 		case in.Op == x86asm.SETE || in.Op == x86asm.SETNE:
 			dst, ok := in.Args[0].(x86asm.Reg)
 			if !ok || flags == nil {
@@ -229,7 +261,17 @@ func accessorEvidence(lib *Library, syms *Symbols) (ev []Evidence, notes []strin
 			continue
 		}
 		allocated := int64(-1)
-		if a.field == "allocation_status" {
+		if a.predicate {
+			// field == c or (field & mask) == c: the load inside.
+			if e.op != exSet || e.cond != x86asm.SETE || e.base == nil || e.base.op != exCmp || e.base.base == nil {
+				notes = append(notes, fmt.Sprintf("%s: not read (%s)", where, text))
+				continue
+			}
+			e = e.base.base
+			if e.op == exAnd {
+				e = e.base
+			}
+		} else if a.field == "allocation_status" {
 			// is_allocated() is status == ALLOCATED: sete of a compare.
 			if e.op != exSet || e.cond != x86asm.SETE || e.base == nil || e.base.op != exCmp {
 				notes = append(notes, fmt.Sprintf("%s: not read (%s)", where, text))
@@ -312,7 +354,8 @@ var knownNames, knownPrefixes = func() ([]string, []string) {
 	}
 	names = append(names, symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
-		symProgramImplD2, symProgramImplD1)
+		symProgramImplD2, symProgramImplD1, symImplAllocateImpl, symImplDeallocateImpl, symImplDeallocate,
+		symNotifyAllocated, symNotifyDeallocated)
 	callerNames, callerPrefixes := knownCallerNames()
 	names = withV0(names...)
 	return append(names, callerNames...), append(append(withV0(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)

@@ -65,15 +65,25 @@ type LayoutSource struct {
 	Corrections []string `json:"corrections,omitempty"`
 	// Unknown names fields the layout lacks and what that costs.
 	Unknown []string `json:"unknown"`
+	// Fields says, for each value of the layout, where it came from and
+	// whether the library's code or DWARF verifies it.
+	Fields []FieldCheck `json:"fields"`
 }
 
 // disagreements compares a layout with the library's own code. With fill,
 // fields the layout lacks (-1) are taken from the code instead.
 func disagreements(l *Layout, ev []Evidence, fill bool) (diffs, filled []string) {
+	width := map[string]Evidence{} // the first width the code gave each field
 	for _, e := range ev {
 		f := fieldByJSON(e.Field)
 		if f == nil {
 			continue
+		}
+		if w, ok := width[e.Field]; !ok {
+			width[e.Field] = e
+		} else if w.Width != e.Width {
+			diffs = append(diffs, fmt.Sprintf("the library's code reads %s at %d byte(s) (%s) and at %d (%s)",
+				f.member, w.Width, w.Source, e.Width, e.Source))
 		}
 		p := f.get(l)
 		if f.buffer && e.ImplPtr != l.BufferImplPtr {
@@ -166,6 +176,7 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 		src.Layout, src.From = *l, "file "+layoutFile
 		src.Checked = []string{"--layout " + layoutFile + ": used as given", disasm}
 		src.Unknown = unknownFields(l)
+		src.Fields = fieldChecks(l, ev, originFile, nil)
 		return src, nil
 	}
 	src.Checked = append(src.Checked, "--layout: not given")
@@ -194,6 +205,7 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 				src.From += fmt.Sprintf(" (agrees with the code of %d accessors)", len(ev))
 			}
 			src.Unknown = unknownFields(l)
+			src.Fields = fieldChecks(l, ev, originDWARF, nil)
 			return src, nil
 		}
 	}
@@ -231,6 +243,7 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 		}
 		src.Checked = append(src.Checked, tried...)
 		src.Unknown = unknownFields(&l)
+		src.Fields = fieldChecks(&l, ev, originProfile, filled)
 		return src, nil
 	}
 	src.Checked = append(src.Checked, tried...)

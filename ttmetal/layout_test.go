@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,12 @@ import (
 // -DLAYOUT_V0 (with -Dtt_metal=tt_metal::v0), -DLAYOUT_V2 (pimpl),
 // -DLAYOUT_SHUFFLED). The static_asserts make the compiler check the
 // offsets the tests expect. -DTRACKER_INLINED inlines the tracker into
-// Buffer as LTO can.
+// Buffer as LTO can. -DPIMPL2 (with -DLAYOUT_V2) moves allocate_impl and
+// deallocate_impl into BufferImpl, taking the Buffer&, as the 2026 pimpl-2
+// design does. -DTYPE_U8 makes BufferType one byte (enum class
+// BufferType : uint8_t, as upstream's allocator header declares it) and
+// -DTYPE_PREDICATES adds upstream's out-of-line Buffer::is_trace(),
+// is_dram() and is_l1() const.
 const fixtureSrc = `
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +31,11 @@ const fixtureSrc = `
 #include <atomic>
 
 namespace tt::tt_metal {
-enum class BufferType : int { DRAM = 0, L1 = 1 };
+#ifdef TYPE_U8
+enum class BufferType : uint8_t { DRAM = 0, L1 = 1, SYSTEM_MEMORY = 2, L1_SMALL = 3, TRACE = 4 };
+#else
+enum class BufferType : int { DRAM = 0, L1 = 1, SYSTEM_MEMORY = 2, L1_SMALL = 3, TRACE = 4 };
+#endif
 #ifdef LAYOUT_V0
 enum class AllocationStatus : uint8_t { ALLOCATION_REQUESTED = 0, ALLOCATION_FAILED = 1, ALLOCATED = 2, DEALLOCATED = 3 };
 #else
@@ -54,6 +64,10 @@ public:
 };
 
 struct BufferImpl {
+#ifdef PIMPL2
+    void allocate_impl(Buffer& self);
+    void deallocate_impl(Buffer& self);
+#endif
     IDevice* device_; uint64_t size_; BufferType buffer_type_; int layout_; bool bottom_up_;
     std::optional<uint8_t> sub_device_id_; bool owns_data_; std::optional<uint64_t> sdm_; void* allocator_;
     AllocationStatus allocation_status_; bool hooked_allocation_; uint64_t address_; uint64_t page_size_;
@@ -68,6 +82,11 @@ public:
     uint64_t address() const;
     bool is_allocated() const;
     uint64_t page_size() const;
+#ifdef TYPE_PREDICATES
+    bool is_trace() const;
+    bool is_dram() const;
+    bool is_l1() const;
+#endif
 #ifdef LAYOUT_V2
     uint64_t size() const;
     IDevice* device() const;
@@ -131,11 +150,36 @@ void GraphTracker::track_deallocate(Buffer* buffer) { if (buffer) last = buffer;
 uint64_t Buffer::address() const { return F(address_); }
 bool Buffer::is_allocated() const { return F(allocation_status_) == AllocationStatus::ALLOCATED; }
 uint64_t Buffer::page_size() const { return F(page_size_); }
+#ifdef TYPE_PREDICATES
+bool Buffer::is_trace() const { return F(buffer_type_) == BufferType::TRACE; }
+bool Buffer::is_dram() const { return F(buffer_type_) == BufferType::DRAM || F(buffer_type_) == BufferType::TRACE; }
+bool Buffer::is_l1() const { return F(buffer_type_) == BufferType::L1 || F(buffer_type_) == BufferType::L1_SMALL; }
+#endif
 #ifdef LAYOUT_V2
 uint64_t Buffer::size() const { return impl_->size_; }
 IDevice* Buffer::device() const { return impl_->device_; }
 #endif
 
+#ifdef PIMPL2
+__attribute__((noinline)) void BufferImpl::allocate_impl(Buffer& self) {
+    address_ = 4096;
+    allocation_status_ = AllocationStatus::ALLOCATED;
+#ifdef TRACKER_INLINED
+    tracker.last = &self;
+#else
+    tracker.track_allocate(&self);
+#endif
+}
+__attribute__((noinline)) void BufferImpl::deallocate_impl(Buffer& self) {
+    if (allocation_status_ != AllocationStatus::ALLOCATED) return;
+#ifdef TRACKER_INLINED
+    tracker.last = &self;
+#else
+    tracker.track_deallocate(&self);
+#endif
+    allocation_status_ = AllocationStatus::DEALLOCATED;
+}
+#else
 __attribute__((noinline)) void Buffer::allocate_impl() {
     F(address_) = 4096;
     F(allocation_status_) = AllocationStatus::ALLOCATED;
@@ -154,6 +198,7 @@ __attribute__((noinline)) void Buffer::deallocate_impl() {
 #endif
     F(allocation_status_) = AllocationStatus::DEALLOCATED;
 }
+#endif
 }  // namespace tt::tt_metal
 `
 
@@ -225,6 +270,78 @@ func TestLayoutProfileConfirmedByCode(t *testing.T) {
 	}
 	if e := got["allocation_status"]; e.Allocated != 1 {
 		t.Errorf("ALLOCATED from is_allocated(): %d, want 1", e.Allocated)
+	}
+}
+
+// A build without DWARF whose buffer_type() is inline: buffer_type_'s
+// width is read off the out-of-line is_trace(), is_dram() and is_l1()
+// (cmp BYTE PTR vs cmp DWORD PTR, for gcc and clang), corrects the
+// profile's int width where BufferType is one byte, and doctor's field
+// checks say it is verified and by what. Without the predicates the width
+// is the profile's default, said to be unverified.
+func TestTypeWidthFromPredicates(t *testing.T) {
+	for _, cc := range []string{"g++", "clang++"} {
+		for _, c := range []struct {
+			flags    []string
+			width    int64
+			verified bool
+		}{
+			{[]string{"-DTYPE_U8", "-DTYPE_PREDICATES"}, 1, true},
+			{[]string{"-DTYPE_PREDICATES"}, 4, true},
+			{[]string{"-DTYPE_U8"}, 4, false},
+		} {
+			name := cc + strings.Join(c.flags, "")
+			so := compile(t, cc, "fixture.cpp", fixtureSrc, "libtt_metal.so",
+				append([]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id", "-DLAYOUT_V1"}, c.flags...))
+			src, err := resolveLayoutOf(t, so, "")
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if src.Layout.Name != "V1" || src.Layout.Type != 32 || src.Layout.TypeWidth != c.width {
+				t.Errorf("%s: layout %s, buffer_type_ at %d, %d byte(s); want V1, 32, %d", name, src.Layout.Name,
+					src.Layout.Type, src.Layout.TypeWidth, c.width)
+			}
+			preds := 0
+			for _, e := range src.Evidence {
+				if e.Field == "buffer_type" {
+					preds++
+					if e.Offset != 32 || e.Width != c.width || e.ImplPtr != -1 {
+						t.Errorf("%s: evidence %+v", name, e)
+					}
+				}
+			}
+			if want := map[bool]int{true: 3}[slices.Contains(c.flags, "-DTYPE_PREDICATES")]; preds != want {
+				t.Errorf("%s: %d pieces of evidence for buffer_type_, want %d: %+v", name, preds, want, src.Evidence)
+			}
+			corrected := len(src.Corrections) > 0
+			if corrected != (c.width == 1) {
+				t.Errorf("%s: corrections %q", name, src.Corrections)
+			}
+			var w *FieldCheck
+			for i := range src.Fields {
+				if src.Fields[i].Field == "buffer_type_width" {
+					w = &src.Fields[i]
+				}
+			}
+			if w == nil || w.Value != c.width || w.Verified != c.verified ||
+				c.verified != strings.Contains(w.How, "Buffer::is_trace() const") {
+				t.Errorf("%s: width check %+v, want %d verified %v by is_trace()", name, w, c.width, c.verified)
+			}
+		}
+	}
+}
+
+// Two accessors that read one field at different widths: the layout is
+// not trusted.
+func TestConflictingWidthsDisagree(t *testing.T) {
+	l := LayoutV1
+	ev := []Evidence{
+		{Field: "buffer_type", Offset: 32, ImplPtr: -1, Width: 1, Source: "a"},
+		{Field: "buffer_type", Offset: 32, ImplPtr: -1, Width: 4, Source: "b"},
+	}
+	diffs, _ := disagreements(&l, ev, true)
+	if len(diffs) != 1 || !strings.Contains(diffs[0], "at 1 byte(s) (a) and at 4 (b)") {
+		t.Errorf("diffs %q", diffs)
 	}
 }
 
@@ -402,6 +519,37 @@ func TestDisagreementsAreErrors(t *testing.T) {
 	diffs, filled := disagreements(&l, []Evidence{{Field: "page_size", Offset: 72, ImplPtr: -1, Allocated: -1, Source: "p"}}, true)
 	if len(diffs) != 0 || len(filled) != 1 || l.PageSize != 72 {
 		t.Errorf("fill: %v %v %+v", diffs, filled, l)
+	}
+}
+
+// The 2026 pimpl-2 design: with the tracker called, the tracker plan,
+// with a note; where the lifecycle plan would be needed (tracker inlined,
+// or asked for), a refusal that names BufferImpl's functions.
+func TestPimpl2Plans(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		mode  ProbeMode
+		err   bool
+	}{
+		{[]string{"-DLAYOUT_V2", "-DPIMPL2"}, ProbesAuto, false},
+		{[]string{"-DLAYOUT_V2", "-DPIMPL2"}, ProbesLifecycle, true},
+		{[]string{"-DLAYOUT_V2", "-DPIMPL2", "-DTRACKER_INLINED"}, ProbesAuto, true},
+	} {
+		lib, syms := openResolved(t, buildFixture(t, c.flags...))
+		src, err := ResolveLayout(lib, syms, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ChoosePlan(lib, syms, src.Layout, Options{Mode: c.mode})
+		switch {
+		case c.err && (err == nil || !strings.Contains(err.Error(), "BufferImpl::allocate_impl(Buffer&)") ||
+			!strings.Contains(err.Error(), "--probes tracker")):
+			t.Errorf("%v %s: %v; want a refusal naming BufferImpl::allocate_impl(Buffer&)", c.flags, c.mode, err)
+		case !c.err && err != nil:
+			t.Errorf("%v %s: %v", c.flags, c.mode, err)
+		case !c.err && (p.Kind != PlanTracker || !strings.Contains(strings.Join(p.Notes, " "), "2026 pimpl design")):
+			t.Errorf("%v %s: plan %s, notes %q", c.flags, c.mode, p.Kind, p.Notes)
+		}
 	}
 }
 

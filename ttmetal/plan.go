@@ -190,6 +190,9 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 		p.CallSites[demangledName(n)] = callCount(fns[n], sites)
 	}
 	p.choose(opts.Mode, p.CallSites[demangledName(symTrackAllocate)], p.CallSites[demangledName(symTrackDeallocate)], unconfirmed)
+	if err := p.pimpl2(lib, fns); err != nil {
+		return nil, err
+	}
 	if err := p.attachTable(lib, syms); err != nil {
 		return nil, err
 	}
@@ -228,7 +231,8 @@ func planFunctions(lib *Library, c *codeIndex) (fns map[string][]Symbol, sites m
 	callerNames, callerPrefixes := knownCallerNames()
 	fns, err = lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
-		symProgramImplD2, symProgramImplD1), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
+		symProgramImplD2, symProgramImplD1, symImplAllocateImpl, symImplDeallocateImpl, symImplDeallocate,
+		symNotifyAllocated, symNotifyDeallocated), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -264,6 +268,39 @@ func (p *Plan) choose(mode ProbeMode, nAlloc, nFree, unconfirmed int) {
 	default:
 		p.Kind, p.Why = PlanLifecycle, why+": their bodies are inlined into their callers, so Buffer's lifecycle functions are probed instead"
 	}
+}
+
+// pimpl2 handles the 2026 pimpl-2 design, where Buffer's lifecycle lives
+// in BufferImpl (BufferImpl::create, allocate_impl(Buffer&),
+// deallocate(Buffer&), deallocate_impl(Buffer&); mark_as_deallocated
+// inline). The tracker plan is unaffected: GraphTracker::track_* are still
+// called with the Buffer*. The lifecycle plan's functions are gone (and
+// BufferImpl's take BufferImpl* and Buffer& where its programs read a
+// Buffer*): it is refused, saying so, rather than attached to an owning
+// Buffer::create that no longer holds the allocation.
+func (p *Plan) pimpl2(lib *Library, fns map[string][]Symbol) error {
+	var moved []string
+	for _, n := range []string{symImplAllocateImpl, symImplDeallocateImpl, symImplDeallocate} {
+		if first(fns, n) != nil {
+			moved = append(moved, demangledName(n))
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	if p.Kind == PlanLifecycle {
+		return fmt.Errorf("%s: the 2026 pimpl design moved Buffer's lifecycle into BufferImpl (%s take a Buffer&): "+
+			"the lifecycle probe plan (%s) does not probe them, and only the tracker plan can trace this build; "+
+			"GraphTracker::track_allocate/track_deallocate must be called (not inlined): use --probes tracker",
+			lib.Path, strings.Join(moved, ", "), p.Why)
+	}
+	note := "2026 pimpl design (" + strings.Join(moved, ", ") + " in BufferImpl): the tracker plan sees every buffer " +
+		"through GraphTracker::track_*, called with the Buffer*"
+	if first(fns, symNotifyAllocated) != nil || first(fns, symNotifyDeallocated) != nil {
+		note += "; notify_buffer_allocated/notify_buffer_deallocated (buffer-allocation observers, called after track_*) are not needed"
+	}
+	p.Notes = append(p.Notes, note)
+	return nil
 }
 
 // attachTable puts the attach table's points in the plan, both plans,
@@ -782,6 +819,8 @@ func demangledName(name string) string {
 		symAllocateImpl: "Buffer::allocate_impl", symDeallocateImpl: "Buffer::deallocate_impl",
 		symDeallocate: "Buffer::deallocate", symBufferD2: "Buffer::~Buffer", symBufferD1: "Buffer::~Buffer (D1)",
 		symDeallocateCBs: "ProgramImpl::deallocate_circular_buffers", symProgramImplD2: "ProgramImpl::~ProgramImpl",
+		symImplAllocateImpl: "BufferImpl::allocate_impl(Buffer&)", symImplDeallocateImpl: "BufferImpl::deallocate_impl(Buffer&)",
+		symImplDeallocate: "BufferImpl::deallocate(Buffer&)",
 	}
 	for k, v := range known {
 		if name == k || name == v0Name(k) {

@@ -39,6 +39,16 @@ const (
 	// BufferType, ...): the owning overload (one address argument fewer than
 	// the view's).
 	symBufferCreateOwningPrefix = "_ZN2tt8tt_metal6Buffer6createEPNS0_7IDeviceEmmNS0_10BufferTypeE"
+
+	// The 2026 pimpl-2 design (docs/ttmetal.md §1): Buffer's lifecycle
+	// moved into BufferImpl, with the Buffer passed by reference.
+	symImplAllocateImpl   = "_ZN2tt8tt_metal10BufferImpl13allocate_implERNS0_6BufferE"
+	symImplDeallocateImpl = "_ZN2tt8tt_metal10BufferImpl15deallocate_implERNS0_6BufferE"
+	symImplDeallocate     = "_ZN2tt8tt_metal10BufferImpl10deallocateERNS0_6BufferE"
+	// The buffer-allocation observers, notified after track_allocate and
+	// track_deallocate in the newest buffer.cpp.
+	symNotifyAllocated   = "_ZN2tt8tt_metal23notify_buffer_allocatedEPKNS0_6BufferE"
+	symNotifyDeallocated = "_ZN2tt8tt_metal25notify_buffer_deallocatedEPNS0_6BufferE"
 )
 
 // v0Name is name as it is mangled when tt::tt_metal's contents live in the

@@ -118,6 +118,11 @@ var variantCases = []variantCase{
 	{name: "v2-u8-gcc-O2", plan: "tracker", from: "built-in profile V2", layout: replicaV2, typeWidth: 1, corrected: true,
 		scenarios: basicSet()},
 	{name: "u8-gcc-O2-dwarf", plan: "tracker", from: "DWARF of", layout: replicaV1, typeWidth: 1, scenarios: basicSet()},
+	// The same without DWARF, non-pimpl, buffer_type() inline: the width
+	// comes from the out-of-line Buffer::is_trace(), is_dram() and is_l1()
+	// (cmp BYTE PTR), which corrects the V1 profile's int.
+	{name: "u8-gcc-O2", plan: "tracker", from: "built-in profile V1", layout: replicaV1, typeWidth: 1, corrected: true,
+		scenarios: basicSet()},
 	// -fcf-protection=full: every function starts with endbr64, which the
 	// kernel single-steps; entry probes move to the first instruction of
 	// the prologue it emulates (push, or the je after a test of the
@@ -200,6 +205,12 @@ type doctorJSON struct {
 		From        string   `json:"from"`
 		Checked     []string `json:"checked"`
 		Corrections []string `json:"corrections"`
+		Fields      []struct {
+			Field    string `json:"field"`
+			Value    int64  `json:"value"`
+			Verified bool   `json:"verified"`
+			How      string `json:"how"`
+		} `json:"fields"`
 	} `json:"layout"`
 	Plan *struct {
 		Kind   string `json:"kind"`
@@ -286,6 +297,25 @@ func checkDoctor(t *testing.T, v variantCase, lib string) {
 	}
 	if v.corrected && !strings.Contains(rep.Layout.From, "corrected by the library's code") {
 		t.Errorf("layout from %q: a corrected profile is not simply confirmed", rep.Layout.From)
+	}
+	// Every variant has DWARF or the out-of-line is_trace/is_dram/is_l1
+	// (nm says which): doctor must say the width is verified, and how.
+	dynsym, err := exec.Command("nm", "-D", "--defined-only", lib).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	predicates := regexp.MustCompile(`Buffer8is_traceEv`).Match(dynsym)
+	var width string
+	for _, f := range rep.Layout.Fields {
+		if f.Field == "buffer_type_width" {
+			width = fmt.Sprintf("%d verified=%v: %s", f.Value, f.Verified, f.How)
+			if f.Value != wantWidth || !f.Verified || predicates && !strings.Contains(f.How, "Buffer::is_trace() const") && !strings.Contains(f.How, "DWARF") {
+				t.Errorf("doctor's width check %s; want %d, verified (is_trace in .dynsym: %v)", width, wantWidth, predicates)
+			}
+		}
+	}
+	if width == "" {
+		t.Errorf("doctor says nothing of buffer_type_'s width: %+v", rep.Layout.Fields)
 	}
 	// Plan and attach points.
 	if rep.Plan.Kind != v.plan {

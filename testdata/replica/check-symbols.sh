@@ -36,6 +36,9 @@ exact=(
   _ZNK2tt8tt_metal6Buffer7addressEv
   _ZNK2tt8tt_metal6Buffer12is_allocatedEv
   _ZNK2tt8tt_metal6Buffer9page_sizeEv
+  _ZNK2tt8tt_metal6Buffer8is_traceEv
+  _ZNK2tt8tt_metal6Buffer7is_dramEv
+  _ZNK2tt8tt_metal6Buffer5is_l1Ev
   _ZN2tt8tt_metal6detail11ProgramImpl25allocate_circular_buffersEPKNS0_7IDeviceE
   _ZN2tt8tt_metal6detail11ProgramImpl27deallocate_circular_buffersEv
   _ZN2tt8tt_metal6detail11ProgramImplD2Ev

@@ -315,6 +315,13 @@ func (r *DoctorReport) write(w io.Writer) {
 				p("  %-10s %s\n", head, line)
 			}
 		}
+		for _, c := range s.Fields {
+			mark := "unverified"
+			if c.Verified {
+				mark = "verified"
+			}
+			p("  %-10s %s %d: %s\n", mark, c.Field, c.Value, c.How)
+		}
 		for _, c := range s.Checked {
 			p("  checked    %s\n", c)
 		}

@@ -256,6 +256,11 @@ std::optional<uint32_t> Buffer::num_cores() const {
     if (f().buffer_layout_ == TensorMemoryLayout::INTERLEAVED || f().shard_cores_ == 0) return std::nullopt;
     return f().shard_cores_;
 }
+// Out of line in every upstream design, also where buffer_type() is inline (V0, V1): their
+// compares read buffer_type_ at its width (tttrace learns the width there without DWARF).
+bool Buffer::is_trace() const { return f().buffer_type_ == BufferType::TRACE; }
+bool Buffer::is_dram() const { return f().buffer_type_ == BufferType::DRAM || f().buffer_type_ == BufferType::TRACE; }
+bool Buffer::is_l1() const { return f().buffer_type_ == BufferType::L1 || f().buffer_type_ == BufferType::L1_SMALL; }
 #if defined(TT_REPLICA_LAYOUT_V2)
 DeviceAddr Buffer::size() const { return impl_->size_; }
 IDevice* Buffer::device() const { return impl_->device_; }

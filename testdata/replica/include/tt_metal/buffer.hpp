@@ -87,6 +87,9 @@ public:
     // Cores of the shard grid for a sharded buffer, nullopt for an interleaved one (upstream:
     // the allocator passes it to BankManager::allocate_buffer as num_shards).
     std::optional<uint32_t> num_cores() const;
+    bool is_trace() const;
+    bool is_dram() const;
+    bool is_l1() const;
 
 #ifdef TT_REPLICA_LAYOUT_V2
     // Pimpl: every accessor is out of line; Buffer::size() const and Buffer::device() const
