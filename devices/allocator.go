@@ -99,7 +99,7 @@ type allocReq struct {
 // AllocObserver is told of every change of a chip's allocator state for a
 // type: after each applied event, once per chip and type it changed. st is
 // nil when the state is not exact. Valid only during the call.
-type AllocObserver func(pid uint32, chip int32, tsNs uint64, typ events.BufferType, st *alloc.Statistics)
+type AllocObserver func(pid uint32, chip int32, tsNs uint64, typ events.BufferType, banks uint32, st *alloc.Statistics)
 
 // SetAllocObserver installs o (nil: none).
 func (l *Ledger) SetAllocObserver(o AllocObserver) {
@@ -631,9 +631,9 @@ func (p *proc) allocNotify(o AllocObserver, ts uint64) {
 		ta.dirty = false
 		if ta.exact() {
 			st := ta.m.Stats()
-			o(p.pid, d.c.id, ts, d.t, &st)
+			o(p.pid, d.c.id, ts, d.t, ta.cfg.Banks, &st)
 		} else {
-			o(p.pid, d.c.id, ts, d.t, nil)
+			o(p.pid, d.c.id, ts, d.t, ta.cfg.Banks, nil)
 		}
 	}
 	p.adirty = p.adirty[:0]

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	allocmodel "github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
@@ -240,6 +241,19 @@ func (s *session) observe() {
 			k.Notice(n)
 		}
 	})
+	var aobs []sinks.AllocObserver
+	for _, k := range s.sinks {
+		if o, ok := k.(sinks.AllocObserver); ok {
+			aobs = append(aobs, o)
+		}
+	}
+	if len(aobs) > 0 {
+		s.ledger.SetAllocObserver(func(pid uint32, chip int32, ts uint64, typ events.BufferType, banks uint32, st *allocmodel.Statistics) {
+			for _, o := range aobs {
+				o.AllocState(pid, chip, ts, typ, banks, st)
+			}
+		})
+	}
 	var obs []sinks.ChipObserver
 	for _, k := range s.sinks {
 		if o, ok := k.(sinks.ChipObserver); ok {

@@ -9,6 +9,8 @@ package sinks
 import (
 	"time"
 
+	"github.com/tttrace/tttrace/alloc"
+
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 )
@@ -42,6 +44,14 @@ type Sink interface {
 // ledger's observer. See devices.Observer for the contract.
 type ChipObserver interface {
 	ChipTotals(pid uint32, chip int32, tsNs uint64, t *devices.Totals)
+}
+
+// AllocObserver is implemented by sinks that follow every change of a
+// chip's allocator state for a buffer type (devices.AllocObserver): st is
+// per bank, nil while the state is not known; banks is the type's bank
+// count. st is valid only during the call.
+type AllocObserver interface {
+	AllocState(pid uint32, chip int32, tsNs uint64, typ events.BufferType, banks uint32, st *alloc.Statistics)
 }
 
 // NoticeSink is implemented by sinks that want the records the ledger

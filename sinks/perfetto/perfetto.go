@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/sinks"
@@ -198,6 +199,11 @@ type chip struct {
 	uuid   [NumTypes]uint64 // 0: track not declared yet
 	val    [NumTypes]uint64
 	lastTs uint64
+	// The allocator's tracks, by buffer type: free bytes and the largest
+	// free block (banks x per bank), their uuids (0: not declared) and
+	// last values.
+	freeUUID, bigUUID [events.NumBufferTypes]uint64
+	free, big         [events.NumBufferTypes]uint64
 }
 
 // Create writes a trace to the file path.
@@ -277,15 +283,7 @@ func (w *Writer) proc(pid uint32, ts uint64) *proc {
 // changed. It allocates nothing once the chip's tracks are declared.
 func (w *Writer) ChipTotals(pid uint32, chipID int32, ts uint64, t *devices.Totals) {
 	p := w.proc(pid, ts)
-	c := p.last
-	if c == nil || c.id != chipID {
-		c = p.chips[chipID]
-		if c == nil {
-			c = &chip{id: chipID}
-			p.chips[chipID] = c
-		}
-		p.last = c
-	}
+	c := p.chipOf(chipID)
 	// Ring order is the ledger's order; CPUs' clocks may disagree by a few
 	// ns. A chip's samples move forward just enough to keep that order.
 	if ts <= c.lastTs {
@@ -309,6 +307,104 @@ func (w *Writer) ChipTotals(pid uint32, chipID int32, ts uint64, t *devices.Tota
 		c.lastTs = ts
 		p.lastTs = max(p.lastTs, ts)
 	}
+}
+
+// chipOf returns chip id of p, creating it.
+func (p *proc) chipOf(id int32) *chip {
+	c := p.last
+	if c == nil || c.id != id {
+		c = p.chips[id]
+		if c == nil {
+			c = &chip{id: id}
+			p.chips[id] = c
+		}
+		p.last = c
+	}
+	return c
+}
+
+// AllocState writes the allocator's free bytes and largest free block of
+// a chip and type (banks x the per-bank numbers) when they changed; while
+// the state is not known the tracks keep their last sample.
+func (w *Writer) AllocState(pid uint32, chipID int32, ts uint64, typ events.BufferType, banks uint32, st *alloc.Statistics) {
+	if st == nil || !typ.Valid() {
+		return
+	}
+	p := w.proc(pid, ts)
+	c := p.chipOf(chipID)
+	if ts <= c.lastTs {
+		ts = c.lastTs + 1
+	}
+	free, big := devices.SatMul(uint64(banks), st.TotalFree), devices.SatMul(uint64(banks), st.LargestFreeBlock)
+	if c.freeUUID[typ] == 0 {
+		c.freeUUID[typ], c.bigUUID[typ] = w.uuid(), w.uuid()
+		w.describeAlloc(p, c, c.freeUUID[typ], fmt.Sprintf("chip %d %s free", c.id, typ), NumTypes+2*int(typ), ts)
+		w.describeAlloc(p, c, c.bigUUID[typ], fmt.Sprintf("chip %d %s largest free block", c.id, typ), NumTypes+2*int(typ)+1, ts)
+	} else if free == c.free[typ] && big == c.big[typ] {
+		return
+	}
+	c.free[typ], c.big[typ] = free, big
+	w.counter(c.freeUUID[typ], ts, free)
+	w.counter(c.bigUUID[typ], ts, big)
+	c.lastTs = ts
+	p.lastTs = max(p.lastTs, ts)
+}
+
+// describeAlloc declares an allocator counter track of chip c.
+func (w *Writer) describeAlloc(p *proc, c *chip, uuid uint64, name string, rank int, ts uint64) {
+	parent := w.chipTrack(p, c, ts)
+	w.sub = w.sub[:0]
+	w.sub = appendUint(w.sub, fCounterUnit, unitSizeBytes)
+	w.td = w.td[:0]
+	w.td = appendUint(w.td, fTrackUUID, uuid)
+	w.td = appendUint(w.td, fTrackParent, parent)
+	w.td = appendString(w.td, fTrackName, name)
+	w.td = appendBytes(w.td, fTrackCounter, w.sub)
+	w.td = appendRank(w.td, int64(rank))
+	w.descriptor(ts)
+}
+
+// Notice writes an instant per failed allocation, on the thread that
+// asked, with its numbers as arguments.
+func (w *Writer) Notice(n *devices.Notice) {
+	f := n.AllocFailed
+	if n.Type != devices.NoticeAllocFailed || f == nil {
+		return
+	}
+	p := w.proc(f.Pid, f.TsNs)
+	cause := f.Cause
+	if cause == "" {
+		cause = "cause unknown"
+	}
+	name := fmt.Sprintf("alloc_failed %s (%s)", f.BufferType, cause)
+	args := []ann{
+		{name: "buffer_type", kind: annString, s: f.BufferType},
+		{name: "cause", kind: annString, s: f.Cause},
+		{name: "size", kind: annUint, u: f.Size},
+		{name: "page_size", kind: annUint, u: f.PageSize},
+		{name: "banks", kind: annUint, u: uint64(f.Banks)},
+		{name: "size_per_bank", kind: annUint, u: f.SizePerBank},
+		{name: "bank_size", kind: annUint, u: f.BankSize},
+		{name: "seq", kind: annUint, u: f.Seq},
+		{name: "holders_count", kind: annUint, u: uint64(f.HoldersCount)},
+		{name: "holders_bytes", kind: annUint, u: f.HoldersBytes},
+	}
+	if f.Device != nil {
+		name = fmt.Sprintf("alloc_failed chip %d %s (%s)", *f.Device, f.BufferType, cause)
+		args = append(args, ann{name: "chip", kind: annInt, i: int64(*f.Device)})
+	}
+	if f.TotalAllocated != nil {
+		args = append(args, ann{name: "total_allocated_bytes", kind: annUint, u: *f.TotalAllocated},
+			ann{name: "total_free_bytes", kind: annUint, u: *f.TotalFree},
+			ann{name: "largest_free_block_bytes", kind: annUint, u: *f.LargestFree})
+	}
+	if f.Why != "" {
+		args = append(args, ann{name: "why", kind: annString, s: f.Why})
+	}
+	if f.Site != 0 {
+		args = append(args, ann{name: "site", kind: annUint, u: uint64(f.Site)})
+	}
+	w.instant(w.thread(p, f.Tid, f.TsNs), f.TsNs, name, args...)
 }
 
 // Event writes the instants: device and mesh closes, exits, lost records.

@@ -336,6 +336,39 @@ func (tr *Track) Max() int64 {
 
 var counterName = regexp.MustCompile(`^chip (-?\d+) (\S+)$`)
 
+// allocName is the name of an allocator counter track: "chip 3 DRAM free",
+// "chip 3 DRAM largest free block".
+var allocName = regexp.MustCompile(`^chip (-?\d+) (\S+) (free|largest free block)$`)
+
+// AllocCounters returns the allocator counter tracks under process track
+// p, by chip, buffer type and what they count ("free", "largest free
+// block").
+func (t *Trace) AllocCounters(p *Track) (map[ChipType]map[string]*Track, error) {
+	out := map[ChipType]map[string]*Track{}
+	for _, tr := range t.Tracks {
+		if !tr.IsCounter || !t.Under(tr, p) {
+			continue
+		}
+		m := allocName.FindStringSubmatch(tr.Name)
+		if m == nil {
+			continue
+		}
+		chip, err := strconv.ParseInt(m[1], 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		k := ChipType{int32(chip), m[2]}
+		if out[k] == nil {
+			out[k] = map[string]*Track{}
+		}
+		if out[k][m[3]] != nil {
+			return nil, fmt.Errorf("two counter tracks %q in process %d", tr.Name, p.Pid)
+		}
+		out[k][m[3]] = tr
+	}
+	return out, nil
+}
+
 // ChipType names a counter track: a chip and a memory type.
 type ChipType struct {
 	Chip int32
@@ -363,6 +396,9 @@ func (t *Trace) Counters(p *Track) (map[ChipType]*Track, error) {
 	for _, tr := range t.Tracks {
 		if !tr.IsCounter || !t.Under(tr, p) {
 			continue
+		}
+		if allocName.MatchString(tr.Name) {
+			continue // an allocator track (AllocCounters)
 		}
 		m := counterName.FindStringSubmatch(tr.Name)
 		if m == nil {

@@ -1,0 +1,141 @@
+package perfetto_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	allocmodel "github.com/tttrace/tttrace/alloc"
+	"github.com/tttrace/tttrace/devices"
+	dt "github.com/tttrace/tttrace/devices/devicestest"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/sinks/perfetto/perfettotest"
+)
+
+// The allocator's tracks and instants: random allocations and frees on
+// two DRAM and L1 bank managers, placed by an independent alloc.Manager;
+// each chip and type's "free" and "largest free block" tracks end at the
+// truth's numbers x banks, and each failed request is one instant with its
+// numbers as arguments.
+func TestAllocatorTracks(t *testing.T) {
+	var out bytes.Buffer
+	s := newStream(t, &out, 3)
+	s.l.SetAllocObserver(s.w.AllocState)
+	s.l.SetNotify(s.w.Notice)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const pid = 4242
+	type mgr struct {
+		chip  int32
+		typ   events.BufferType
+		ptr   uint64
+		banks uint32
+		m     *allocmodel.Manager
+	}
+	var mgrs []*mgr
+	for i, chip := range []int32{0, 9} {
+		for j, spec := range []struct {
+			typ   events.BufferType
+			banks uint32
+			bank  uint64
+		}{{events.DRAM, 12, 1 << 20}, {events.L1, 64, 0xe8000}} {
+			g := &mgr{chip: chip, typ: spec.typ, ptr: 0xd0 + uint64(i*4+j), banks: spec.banks}
+			c := dt.Capacity(chip, spec.typ, g.ptr, spec.banks, spec.bank, 32, 0x40)
+			c.Pid, c.Tid = pid, pid
+			s.emit(c)
+			var err error
+			if g.m, err = allocmodel.New(allocmodel.Config{Banks: spec.banks, BankSize: spec.bank, Offset: 0x40, Alignment: 32, BlockAlign: 32}); err != nil {
+				t.Fatal(err)
+			}
+			mgrs = append(mgrs, g)
+		}
+	}
+	type live struct {
+		g    *mgr
+		addr uint64
+	}
+	bufs := map[uint64]live{}
+	failures := 0
+	next := uint64(0x1000)
+	for range 400 {
+		g := mgrs[rng.IntN(len(mgrs))]
+		if rng.IntN(3) == 0 && len(bufs) > 0 {
+			for k, b := range bufs {
+				b.g.m.Free(b.addr)
+				delete(bufs, k)
+				e := dt.Free(pid, k, b.g.chip)
+				e.Pid = pid
+				s.emit(e)
+				break
+			}
+			continue
+		}
+		page := uint64(1024 << rng.IntN(6))
+		req := allocmodel.Request{PageSize: page, Size: page * uint64(1+rng.IntN(300)), BottomUp: g.typ == events.DRAM}
+		addr, f := g.m.Allocate(req)
+		r := dt.Request(pid, g.ptr, req.Size, req.PageSize, req.BottomUp)
+		r.Pid = pid
+		s.emit(r)
+		if f != nil {
+			failures++
+			continue // the thread's next event shows it threw
+		}
+		next++
+		bufs[next] = live{g, addr}
+		a := dt.AllocPage(pid, next, g.chip, g.typ, addr, req.Size, req.PageSize)
+		a.Pid = pid
+		s.emit(a)
+	}
+	s.emit(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	sum := s.l.Summary()
+	if err := s.w.Summary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := perfettotest.Decode(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := tr.ProcessesOf(pid)
+	if len(ps) != 1 {
+		t.Fatalf("%d process tracks", len(ps))
+	}
+	tracks, err := tr.AllocCounters(ps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Counters(ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range mgrs {
+		st := g.m.Stats()
+		k := perfettotest.ChipType{Chip: g.chip, Type: g.typ.String()}
+		free, big := tracks[k]["free"], tracks[k]["largest free block"]
+		if free == nil || big == nil {
+			t.Fatalf("chip %d %s: tracks %v", g.chip, g.typ, tracks[k])
+		}
+		if free.Last() != int64(st.TotalFree)*int64(g.banks) || big.Last() != int64(st.LargestFreeBlock)*int64(g.banks) || free.Unit != 3 {
+			t.Errorf("chip %d %s: free track ends at %d, largest at %d; truth %d x %d, %d x %d",
+				g.chip, g.typ, free.Last(), big.Last(), st.TotalFree, g.banks, st.LargestFreeBlock, g.banks)
+		}
+	}
+	got := 0
+	fails := sum.Processes[0].AllocFailures
+	for _, in := range tr.Instants {
+		if len(in.Name) < 12 || in.Name[:12] != "alloc_failed" {
+			continue
+		}
+		if got < len(fails) {
+			f := fails[got]
+			if in.Args["cause"] != f.Cause || in.Args["size"] != itoa(f.Size) || in.Args["total_free_bytes"] != itoa(*f.TotalFree) ||
+				in.Args["largest_free_block_bytes"] != itoa(*f.LargestFree) || in.Args["size_per_bank"] != itoa(f.SizePerBank) {
+				t.Errorf("instant %d: %v; record %+v", got, in.Args, f)
+			}
+		}
+		got++
+	}
+	if got != failures || failures == 0 || len(fails) != min(failures, devices.MaxAnomalies) {
+		t.Fatalf("%d alloc_failed instants, %d records, %d failures", got, len(fails), failures)
+	}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
