@@ -538,6 +538,9 @@ func (p *proc) hold(e *events.Event, what string, obj uint64) bool {
 // anomaly records one anomaly of kind k for event e.
 func (p *proc) anomaly(k anomalyKind, e *events.Event, format string, args ...any) {
 	p.anomalies.counts[k]++
+	if k == anInvalidBufferType || k == anImplausibleSize {
+		p.hooks.layoutBad++
+	}
 	if len(p.anomalies.list) >= MaxAnomalies {
 		return
 	}

@@ -16,6 +16,10 @@ type Summary struct {
 	Type       string `json:"type"`        // always "summary"
 	LostEvents uint64 `json:"lost_events"` // records the ring buffer could not take
 	Complete   bool   `json:"complete"`    // no record was lost: the ledger saw everything
+	// LayoutAnomalies: invalid_buffer_type and implausible_size anomalies
+	// of every process (Ledger.LayoutAnomalies): non-zero means the layout
+	// does not fit the library and the numbers cannot be trusted.
+	LayoutAnomalies uint64 `json:"layout_anomalies"`
 	// LostRecords: records the ring buffer could not take, by kind (its
 	// NDJSON name; only kinds with losses): the events, whose sum is
 	// LostEvents, and the records that describe an alloc ("stack",
@@ -385,7 +389,7 @@ func (l *Ledger) processSummary(pid uint32, streamed bool) (s Summary, ok bool) 
 }
 
 func (l *Ledger) header() Summary {
-	s := Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events}
+	s := Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events, LayoutAnomalies: l.hooks.layoutBad}
 	if l.ret.dropped.Processes > 0 {
 		d := l.ret.dropped
 		s.DroppedProcesses = &d

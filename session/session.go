@@ -146,6 +146,7 @@ type session struct {
 
 	sites *allocSites // allocation sites
 
+	layoutSaid    bool // the first layout anomaly was told on the log
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
 	oomNotes      int // alloc_failed notes written to the log
@@ -558,6 +559,11 @@ func (s *session) dispatch(ev *events.Event) {
 func (s *session) emit(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
+		if s.ledger.LayoutAnomalies() != 0 && !s.layoutSaid {
+			s.layoutSaid = true
+			fmt.Fprintf(s.log, "tttrace: pid %d: a %s with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit this library, "+
+				"so its numbers cannot be trusted (tttrace exits 9; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
+		}
 	}
 	s.sites.announceSite(ev)
 	for _, k := range s.sinks {

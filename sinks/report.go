@@ -91,6 +91,9 @@ func (r *reporter) summary(s *devices.Summary) {
 	if !s.Complete || s.LostEvents > 0 {
 		r.printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
 	}
+	if s.LayoutAnomalies > 0 {
+		r.printf("UNTRUSTED: %d buffer(s) read with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit the library, so the numbers below cannot be trusted\n", s.LayoutAnomalies)
+	}
 	for i := range s.Processes {
 		r.printf("\n")
 		r.process(&s.Processes[i])

@@ -32,6 +32,7 @@ const (
 	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
 	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
 	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
+	ExitBadLayout   = 9   // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
 	ExitOOM         = 9   // --fail-on-oom: a traced process had a failed device allocation (caught or not)
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )

@@ -314,6 +314,12 @@ func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 			status = ExitLost
 		}
 	}
+	if n := res.Summary.LayoutAnomalies; n > 0 {
+		fmt.Fprintf(stderr, "tttrace: %d buffer(s) read with an impossible buffer type or size: the layout does not fit the library and the numbers cannot be trusted (see tttrace doctor, or give the right --layout)\n", n)
+		if status == ExitOK {
+			status = ExitBadLayout
+		}
+	}
 	if f.FailOnLeakSet {
 		n, bytes := leaked(&res.Summary)
 		if bytes > f.FailOnLeak.Bytes() {
