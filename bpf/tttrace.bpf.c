@@ -647,14 +647,95 @@ int mesh_device_close(struct pt_regs *ctx)
 
 /* ---- processes --------------------------------------------------------- */
 
+/* A process may call _dl_debug_state as fast as it can (dlopen/dlclose
+ * in a loop), and each record makes user space read its maps: each process
+ * has a budget of link-map records, a token bucket of DL_BURST records
+ * refilled one every DL_REFILL_NS. A call over the budget is dropped and
+ * counted (per process in dl_drops, in all in dl_dropped); user space
+ * reads the maps of such a process again at its next record or at its
+ * next look at the counters, whichever comes first, so no load is missed
+ * for long. */
+#define DL_BURST 256
+#define DL_REFILL_NS 10000000ULL /* 100 records a second */
+
+struct dl_budget {
+	__u64 last_ns; /* when the tokens were last counted */
+	__u32 tokens;
+	__u32 _pad;
+};
+
+/* Per process (tgid): its budget. LRU: a process that ended is forgotten
+ * when room is needed (a new entry starts with a full budget). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct dl_budget);
+} dl_budgets SEC(".maps");
+
+/* Per process (tgid): calls dropped since user space last took the entry
+ * (user space deletes what it reads). A process whose entry cannot be
+ * made (the map full) is still counted in dl_dropped: user space then
+ * looks at every process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} dl_drops SEC(".maps");
+
+/* Calls dropped over the budget, in all. */
+__u64 dl_dropped = 0;
+
+/* Whether process tgid may send one more link-map record now. Threads of a
+ * process racing here may let a few more through: the budget bounds the
+ * rate, it is not exact. */
+static __always_inline int dl_allow(__u32 tgid)
+{
+	struct dl_budget *b = bpf_map_lookup_elem(&dl_budgets, &tgid);
+	__u64 now = bpf_ktime_get_ns(), n, one = 1, *d;
+
+	if (!b) {
+		struct dl_budget fresh = { .last_ns = now, .tokens = DL_BURST - 1 };
+
+		bpf_map_update_elem(&dl_budgets, &tgid, &fresh, BPF_NOEXIST);
+		return 1;
+	}
+	if (now > b->last_ns) {
+		n = (now - b->last_ns) / DL_REFILL_NS;
+		if (n >= DL_BURST - b->tokens) {
+			b->tokens = DL_BURST;
+			b->last_ns = now;
+		} else if (n) {
+			b->tokens += n;
+			b->last_ns += n * DL_REFILL_NS;
+		}
+	}
+	if (b->tokens) {
+		b->tokens--;
+		return 1;
+	}
+	__sync_fetch_and_add(&dl_dropped, 1);
+	d = bpf_map_lookup_elem(&dl_drops, &tgid);
+	if (d)
+		__sync_fetch_and_add(d, 1);
+	else
+		bpf_map_update_elem(&dl_drops, &tgid, &one, BPF_NOEXIST);
+	return 0;
+}
+
 /* void _dl_debug_state(void) in ld.so: called after each change of the link
  * map (dlopen/dlclose and the start-up load). User space looks for a newly
  * mapped TT-Metal library and attaches to it. */
 SEC("uprobe.multi")
 int dl_debug_state(struct pt_regs *ctx)
 {
-	struct event *e = start(EV_LINK_MAP);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct event *e;
 
+	if (!traced(tgid) || !dl_allow(tgid))
+		return 0;
+	e = start(EV_LINK_MAP);
 	if (!e)
 		return 0;
 	finish_now(e);

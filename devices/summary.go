@@ -26,7 +26,10 @@ type Summary struct {
 	// "py_stack", "py_code"), which leave the ledger exact. Filled by the
 	// runtime.
 	LostRecords map[string]uint64 `json:"lost_records,omitempty"`
-	Events      uint64            `json:"events"` // events applied
+	// LoaderCallsDropped: calls of ld.so's _dl_debug_state over their
+	// process's budget, not recorded (filled by the runtime).
+	LoaderCallsDropped uint64 `json:"loader_calls_dropped,omitempty"`
+	Events             uint64 `json:"events"` // events applied
 	// DroppedProcesses: ended processes past the retention limits
 	// (Ledger.SetRetention), summed; absent when none.
 	DroppedProcesses *DroppedProcesses `json:"dropped_processes,omitempty"`
@@ -64,6 +67,11 @@ type ProcessSummary struct {
 	// LostStacks: allocations whose stack could not be captured or
 	// delivered (their buffers have no site).
 	LostStacks uint64 `json:"lost_stacks"`
+	// LoaderCallsDropped: this process's calls of ld.so's _dl_debug_state
+	// over its budget (dlopen/dlclose faster than tttrace needs to look),
+	// not recorded; its maps were read again instead (filled by the
+	// runtime).
+	LoaderCallsDropped uint64 `json:"loader_calls_dropped,omitempty"`
 	// Python: the process's CPython interpreter, when it has one.
 	Python *PythonInfo `json:"python,omitempty"`
 

@@ -530,6 +530,38 @@ func (t *Tracer) LostTotal() (uint64, error) {
 	return l.Events, err
 }
 
+// LoaderDrops reads how many _dl_debug_state calls were over their
+// process's budget (bpf/tttrace.bpf.c, dl_allow) in all, then takes the
+// per-process counts made since the last call (they are deleted: each drop
+// is returned once). A drop made after the total was read may already be
+// in byPid; one whose process had no room in the map is only in total.
+func (t *Tracer) LoaderDrops() (total uint64, byPid map[uint32]uint64, err error) {
+	if err := t.objs.DlDropped.Get(&total); err != nil {
+		return 0, nil, fmt.Errorf("read dl_dropped: %w", err)
+	}
+	var (
+		pid  uint32
+		n    uint64
+		pids []uint32
+	)
+	byPid = map[uint32]uint64{}
+	it := t.objs.DlDrops.Iterate()
+	for it.Next(&pid, &n) {
+		pids = append(pids, pid)
+	}
+	if err := it.Err(); err != nil {
+		return total, byPid, fmt.Errorf("read dl_drops: %w", err)
+	}
+	// Take each entry with its count as of the take: lookup and delete in
+	// one step, so a drop counted between them is not lost.
+	for _, pid := range pids {
+		if err := t.objs.DlDrops.LookupAndDelete(&pid, &n); err == nil {
+			byPid[pid] += n
+		}
+	}
+	return total, byPid, nil
+}
+
 // Detach removes every uprobe; the ring buffer stays readable.
 func (t *Tracer) Detach() error {
 	if t == nil {

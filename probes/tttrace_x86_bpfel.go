@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tttraceDlBudget struct {
+	_      structs.HostLayout
+	LastNs uint64
+	Tokens uint32
+	Pad    uint32
+}
+
 type tttraceLayoutField uint8
 
 const (
@@ -235,6 +242,8 @@ type tttraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
+	DlBudgets    *ebpf.MapSpec `ebpf:"dl_budgets"`
+	DlDrops      *ebpf.MapSpec `ebpf:"dl_drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	LcCalls      *ebpf.MapSpec `ebpf:"lc_calls"`
 	LcLibs       *ebpf.MapSpec `ebpf:"lc_libs"`
@@ -252,6 +261,7 @@ type tttraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
 	CaptureStacks       *ebpf.VariableSpec `ebpf:"capture_stacks"`
+	DlDropped           *ebpf.VariableSpec `ebpf:"dl_dropped"`
 	FilterPids          *ebpf.VariableSpec `ebpf:"filter_pids"`
 	FollowChildren      *ebpf.VariableSpec `ebpf:"follow_children"`
 	NextSeq             *ebpf.VariableSpec `ebpf:"next_seq"`
@@ -287,6 +297,8 @@ func (o *tttraceObjects) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
+	DlBudgets    *ebpf.Map `ebpf:"dl_budgets"`
+	DlDrops      *ebpf.Map `ebpf:"dl_drops"`
 	Events       *ebpf.Map `ebpf:"events"`
 	LcCalls      *ebpf.Map `ebpf:"lc_calls"`
 	LcLibs       *ebpf.Map `ebpf:"lc_libs"`
@@ -301,6 +313,8 @@ type tttraceMaps struct {
 
 func (m *tttraceMaps) Close() error {
 	return _TttraceClose(
+		m.DlBudgets,
+		m.DlDrops,
 		m.Events,
 		m.LcCalls,
 		m.LcLibs,
@@ -319,6 +333,7 @@ func (m *tttraceMaps) Close() error {
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
 	CaptureStacks       *ebpf.Variable `ebpf:"capture_stacks"`
+	DlDropped           *ebpf.Variable `ebpf:"dl_dropped"`
 	FilterPids          *ebpf.Variable `ebpf:"filter_pids"`
 	FollowChildren      *ebpf.Variable `ebpf:"follow_children"`
 	NextSeq             *ebpf.Variable `ebpf:"next_seq"`

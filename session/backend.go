@@ -49,6 +49,10 @@ type Backend interface {
 	// Lost is how many records the ring buffer could not take, in all
 	// and by kind.
 	Lost() (probes.Losses, error)
+	// LoaderDrops is how many _dl_debug_state calls were over their
+	// process's budget in all, and takes the per-process counts made since
+	// the last call (probes.Tracer.LoaderDrops).
+	LoaderDrops() (total uint64, byPid map[uint32]uint64, err error)
 	// Detach removes the probes; records already written stay readable.
 	Detach() error
 	Close() error
@@ -140,7 +144,10 @@ func (b *bpfBackend) ClearPython(pid uint32)       { b.t.ClearPython(pid) }
 func (b *bpfBackend) Wake()                        { _ = b.t.Reader().Flush() }
 func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
 func (b *bpfBackend) Detach() error                { return b.t.Detach() }
-func (b *bpfBackend) Close() error                 { return b.t.Close() }
+func (b *bpfBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
+	return b.t.LoaderDrops()
+}
+func (b *bpfBackend) Close() error { return b.t.Close() }
 
 func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rd := b.t.Reader()

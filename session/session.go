@@ -145,6 +145,7 @@ type session struct {
 	timeout chan struct{}
 
 	sites *allocSites // allocation sites
+	dl    loaderDrops // _dl_debug_state calls over their budget
 
 	layoutSaid    bool // the first layout anomaly was told on the log
 	decodeErrors  uint64
@@ -436,6 +437,7 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 			s.takeSnapshot()
 		default:
 		}
+		s.takeLoaderDrops(true)
 		s.tick()
 		deadline = time.Now().Add(tick)
 	}
@@ -605,6 +607,7 @@ func (s *session) finish() (devices.Summary, error) {
 			sum.LostRecords[events.Kind(k).String()] = n
 		}
 	}
+	s.addLoaderDrops(&sum)
 	for _, k := range s.sinks {
 		if err := k.Summary(&sum); err != nil {
 			return sum, errorf(ErrInternal, "write summary: %w", err)

@@ -42,6 +42,8 @@ type fakeBackend struct {
 	pids      map[uint32]bool
 	lost      uint64
 	lostKinds [64]uint64
+	dlTotal   uint64            // _dl_debug_state calls dropped in all
+	dlPids    map[uint32]uint64 // and by process, not yet taken
 	buf       bytes.Buffer
 	loaders   []string
 }
@@ -98,6 +100,30 @@ func (b *fakeBackend) Wake() {
 func (b *fakeBackend) Lost() (probes.Losses, error) {
 	return probes.Losses{Events: b.lost, ByKind: b.lostKinds}, nil
 }
+func (b *fakeBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	taken := b.dlPids
+	b.dlPids = nil
+	return b.dlTotal, taken, nil
+}
+
+// dropLinkMap is a _dl_debug_state call of pid over its budget: BPF counts
+// it and writes no record. named: BPF had room to name the process.
+func (b *fakeBackend) dropLinkMap(pid uint32, named bool) func() {
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.dlTotal++
+		if named {
+			if b.dlPids == nil {
+				b.dlPids = map[uint32]uint64{}
+			}
+			b.dlPids[pid]++
+		}
+	}
+}
+
 func (b *fakeBackend) Traced(pid uint32) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -434,6 +460,49 @@ func TestRunAttachLoadsLater(t *testing.T) {
 	}
 	if len(be.pids) != 0 {
 		t.Errorf("pids still in the filter: %v", be.pids)
+	}
+}
+
+// A process's _dl_debug_state calls over its budget leave no record: a
+// library mapped before one of them is still found, at the next look at
+// the drop counters, whether BPF could name the process or not; the
+// summary counts the drops.
+func TestRunLoaderCallsDropped(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		t.Run(fmt.Sprintf("named=%v", named), func(t *testing.T) {
+			h := newFakeHost()
+			be := newFakeBackend()
+			be.script = []step{
+				linkMap(300), // within the budget: nothing mapped yet
+				do(h.load(300, "/venv/ttnn/libtt_metal.so")),
+				do(be.dropLinkMap(300, named)),
+				do(be.dropLinkMap(300, named)),
+				{idle: true},
+				do(func() { time.Sleep(3 * tick) }), // ticks without a record
+				do(h.end(300, 0, 0)),
+			}
+			be.attach["/venv/ttnn/libtt_metal.so"] = nil
+			var log bytes.Buffer
+			res, err := run(context.Background(), Config{PIDs: []int{300}, Log: &log}, be, h, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if be.libs != 1 || res.NoLibrary {
+				t.Errorf("library attached %d times, NoLibrary %v: the load behind the dropped calls was missed\n%s", be.libs, res.NoLibrary, log.String())
+			}
+			if res.Summary.LoaderCallsDropped != 2 {
+				t.Errorf("summary: %d calls dropped, want 2", res.Summary.LoaderCallsDropped)
+			}
+			if named {
+				p := res.Summary.Processes
+				if len(p) != 1 || p[0].LoaderCallsDropped != 2 {
+					t.Errorf("processes %+v: want pid 300 with 2 calls dropped", p)
+				}
+				if !strings.Contains(log.String(), "pid 300 calls the dynamic loader's _dl_debug_state faster than its budget") {
+					t.Errorf("log:\n%s", log.String())
+				}
+			}
+		})
 	}
 }
 

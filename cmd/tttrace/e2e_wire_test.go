@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestE2ELostByKind: with a ring far too small for a burst, the summary's
@@ -47,4 +54,83 @@ func TestE2ELostByKind(t *testing.T) {
 	if events != sum.LostEvents {
 		t.Errorf("the event kinds of lost_records sum to %d, lost_events is %d", events, sum.LostEvents)
 	}
+}
+
+// loaderFloodC calls dlopen and dlclose of one library in a loop until
+// killed: each pair makes ld.so call _dl_debug_state four times.
+const loaderFloodC = `#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+	unsigned long n = 0;
+	for (;;) {
+		void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+		if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+		dlclose(h);
+		if (++n == 1000) { puts("flooding"); fflush(stdout); }
+	}
+}
+`
+
+// TestE2ELoaderFlood: under --all, a process calls dlopen/dlclose (so
+// _dl_debug_state) as fast as it can beside a legitimate workload. Its
+// calls over the per-process budget are dropped in BPF and counted, the
+// ring keeps up (nothing lost, with a 1 MiB ring), and the legitimate
+// workload, started mid-flood without --lib, is found and its ledger is
+// exact against the replica's truth.
+func TestE2ELoaderFlood(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	lib, flood := filepath.Join(tmp, "libempty.so"), filepath.Join(tmp, "flood")
+	src := filepath.Join(tmp, "flood.c")
+	if err := os.WriteFile(src, []byte(loaderFloodC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(tmp, "empty.c")
+	if err := os.WriteFile(empty, []byte("int empty_symbol = 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-shared", "-fPIC", "-o", lib, empty}, {"-O2", "-o", flood, src, "-ldl"}} {
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	ready, out, truthPath := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
+	tt, tout := start(t, bin, "--all", "--json", "--no-events", "--no-stacks", "--ring-size", "1M", "-o", out, "--ready-file", ready)
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	f, fout := start(t, flood, lib)
+	waitFor(t, func() bool { return strings.Contains(fout.String(), "flooding") }, "the flood")
+	time.Sleep(time.Second) // past its budget's burst
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "threads", "--threads", "3", "--leak", "--truth", truthPath)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout)
+	}
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Contains(b, []byte(`"process_summary"`))
+	}, "the workload's report")
+	f.Process.Kill()
+	f.Wait()
+	tt.Process.Signal(syscall.SIGINT)
+	if err := tt.Wait(); err != nil {
+		t.Fatalf("tttrace: %v\n%s", err, tout)
+	}
+	sum, tr := lastSummary(t, out), readTruth(t, truthPath)
+	t.Logf("loader calls dropped %d, lost_events %d, lost_records %v", sum.LoaderCallsDropped, sum.LostEvents, sum.LostRecords)
+	if sum.LostEvents != 0 || !sum.Complete {
+		t.Errorf("%d records lost under the flood", sum.LostEvents)
+	}
+	if sum.LoaderCallsDropped == 0 {
+		t.Error("no _dl_debug_state call was dropped: the flood was not limited")
+	}
+	if p := process(sum, uint32(f.Process.Pid)); p != nil && p.LoaderCallsDropped == 0 {
+		t.Errorf("the flooding process %d is reported with no dropped call", f.Process.Pid)
+	}
+	if p := process(sum, tr.Pid); p != nil && p.LoaderCallsDropped != 0 {
+		t.Errorf("the workload had %d calls dropped", p.LoaderCallsDropped)
+	}
+	if !strings.Contains(tout.String(), fmt.Sprintf("pid %d calls the dynamic loader's _dl_debug_state faster than its budget", f.Process.Pid)) {
+		t.Errorf("tttrace does not say the flooding process was limited:\n%s", tout)
+	}
+	wantExact(t, "--all beside a _dl_debug_state flood", false, sum, tr)
 }
