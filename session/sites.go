@@ -314,11 +314,18 @@ func (a *allocSites) onStack(raw []byte) {
 	a.release()
 }
 
+// waitsForStack: e carries a stack that follows in its own record: an
+// alloc, or an allocator request (the site of an allocation that may
+// fail).
+func waitsForStack(e *events.Event) bool {
+	return (e.Kind == events.KindAlloc || e.Kind == events.KindAllocRequest) && e.Stack == events.StackFollows
+}
+
 // heldAlloc is the held alloc seq of pid that waits for its stack, or nil.
 func (a *allocSites) heldAlloc(seq uint64, pid uint32) *events.Event {
 	for i := range a.held {
 		h := &a.held[i]
-		if h.Seq == seq && h.Kind == events.KindAlloc && h.Stack == events.StackFollows && h.Pid == pid {
+		if h.Seq == seq && waitsForStack(h) && h.Pid == pid {
 			return h
 		}
 	}
@@ -333,7 +340,7 @@ func inModule(m *stacks.Modules, pc uint64) bool {
 // hold keeps ev behind an alloc waiting for its stack; it reports false
 // when ev can be handled now.
 func (a *allocSites) hold(ev *events.Event) bool {
-	waits := ev.Kind == events.KindAlloc && ev.Stack == events.StackFollows
+	waits := waitsForStack(ev)
 	if !waits && len(a.held) == 0 {
 		return false
 	}
@@ -358,7 +365,7 @@ func (a *allocSites) release() {
 	n := 0
 	for ; n < len(a.held); n++ {
 		h := &a.held[n]
-		if h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+		if waitsForStack(h) {
 			break
 		}
 		a.dispatch(h)
@@ -371,7 +378,7 @@ func (a *allocSites) release() {
 // not come (it always does: BPF commits it before its alloc) is given up.
 func (a *allocSites) releaseAll() {
 	for i := range a.held {
-		if h := &a.held[i]; h.Kind == events.KindAlloc && h.Stack == events.StackFollows {
+		if h := &a.held[i]; waitsForStack(h) {
 			h.Stack = events.StackNone
 		}
 	}
