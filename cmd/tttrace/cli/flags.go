@@ -24,17 +24,20 @@ import (
 // CMD's status instead, unless tracing failed or lost events.
 const (
 	ExitOK          = 0
-	ExitError       = 1   // anything not listed below
-	ExitUsage       = 2   // bad flags or arguments
-	ExitPermission  = 3   // not root / BPF refused
-	ExitNoProcess   = 4   // -p PID does not exist
-	ExitNoLibrary   = 5   // library not found, or not mapped within --wait
-	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
-	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
-	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
-	ExitBadLayout   = 9   // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
-	ExitOOM         = 9   // --fail-on-oom: a traced process had a failed device allocation (caught or not)
-	ExitNotFound    = 127 // CMD not found (as a shell reports it)
+	ExitError       = 1 // anything not listed below
+	ExitUsage       = 2 // bad flags or arguments
+	ExitPermission  = 3 // not root / BPF refused
+	ExitNoProcess   = 4 // -p PID does not exist
+	ExitNoLibrary   = 5 // library not found, or not mapped within --wait
+	ExitUnsupported = 6 // library lacks symbols tttrace needs, or its layout is unknown
+	ExitLost        = 7 // tracing worked but events were lost: the ledger is incomplete
+	ExitLeaks       = 8 // --fail-on-leak: more device memory was left allocated than allowed
+	ExitBadLayout   = 9 // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
+	// ExitOOM: --fail-on-oom: a traced process had a failed device
+	// allocation (caught or not); issue 22 gives it 9, which ExitBadLayout
+	// took at the same time: one of the two is to move.
+	ExitOOM      = 9
+	ExitNotFound = 127 // CMD not found (as a shell reports it)
 )
 
 // Flags are tttrace's options.
