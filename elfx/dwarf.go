@@ -218,3 +218,32 @@ func Type(d *dwarf.Data, off dwarf.Offset) (dwarf.Type, error) {
 	}
 	return d.Type(off)
 }
+
+// TypeName names t as people read it ("*const T"), walking at most
+// MaxTypeDepth pointers and qualifiers (debug/dwarf's String recurses
+// through them without a limit: a pointer to itself never ends). A
+// struct, union or class is named by its tag name, never by its members.
+func TypeName(t dwarf.Type) string {
+	var b strings.Builder
+	for i := 0; i < MaxTypeDepth && t != nil; i++ {
+		switch v := t.(type) {
+		case *dwarf.PtrType:
+			b.WriteString("*")
+			t = v.Type
+			continue
+		case *dwarf.QualType:
+			b.WriteString(v.Qual + " ")
+			t = v.Type
+			continue
+		case *dwarf.StructType:
+			b.WriteString(v.Kind + " " + v.StructName)
+		default:
+			b.WriteString(t.Common().Name)
+		}
+		return b.String()
+	}
+	if t == nil {
+		return b.String() + "void"
+	}
+	return b.String() + "..."
+}

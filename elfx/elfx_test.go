@@ -108,16 +108,16 @@ func TestSectionLimits(t *testing.T) {
 		{Name: ".liar", Type: elf.SHT_PROGBITS, Size: 1 << 40},
 	}})
 	f := open(t, p)
-	if _, _, err := f.Section(".debug_str"); err == nil || !strings.Contains(err.Error(), "times") {
+	if _, _, err := f.ReadSection(".debug_str"); err == nil || !strings.Contains(err.Error(), "times") {
 		t.Errorf("compressed 64 MiB from about 64 KiB: %v", err)
 	}
 	if _, err := DWARF(f.File, Limits{}); err == nil {
 		t.Error("DWARF read a section the limits refuse")
 	}
-	if _, b, err := f.Section(".data"); err != nil || string(b) != "0123456789" {
+	if _, b, err := f.ReadSection(".data"); err != nil || string(b) != "0123456789" {
 		t.Errorf(".data: %q %v", b, err)
 	}
-	if _, _, err := f.Section(".liar"); err == nil {
+	if _, _, err := f.ReadSection(".liar"); err == nil {
 		t.Error("a section larger than the file was read")
 	}
 	if _, err := SectionData(f.File.Section(".debug_str"), Limits{Ratio: 2000}); err != nil {
@@ -135,7 +135,7 @@ func TestTruncated(t *testing.T) {
 	if err := os.Truncate(p, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Section(".eh_frame"); err == nil {
+	if _, _, err := f.ReadSection(".eh_frame"); err == nil {
 		t.Error("a truncated section was read")
 	}
 	off, size, ok, err := f.Table(f.File.Section(".dynstr"))

@@ -324,9 +324,9 @@ func (f *File) Table(s *elf.Section) (off, size uint64, ok bool, err error) {
 	return s.Offset, s.Size, true, nil
 }
 
-// Section reads the named section under the limits (SectionData); nil
+// ReadSection reads the named section under the limits (SectionData); nil
 // and no error when it is absent or empty.
-func (f *File) Section(name string) (*elf.Section, []byte, error) {
+func (f *File) ReadSection(name string) (*elf.Section, []byte, error) {
 	s := f.File.Section(name)
 	if s == nil || s.Type == elf.SHT_NOBITS || s.Size == 0 {
 		return nil, nil, nil

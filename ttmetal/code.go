@@ -134,7 +134,8 @@ type execSection struct {
 	name string
 	addr uint64
 	off  uint64 // file offset
-	data []byte
+	size uint64
+	data []byte // the bytes, read for PLT sections only (the rest is swept)
 }
 
 type rela struct {
@@ -166,12 +167,15 @@ func (l *Library) buildCode() (*codeIndex, error) {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
 			continue
 		}
-		d, err := l.slice(s.Offset, s.Size)
+		off, size, _, err := l.ef.Table(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
+			return nil, err
 		}
-		es := execSection{name: s.Name, addr: s.Addr, off: s.Offset, data: d}
+		es := execSection{name: s.Name, addr: s.Addr, off: off, size: size}
 		if strings.HasPrefix(s.Name, ".plt") {
+			if es.data, err = l.readAt(off, int(size)); err != nil {
+				return nil, err
+			}
 			c.plt = append(c.plt, es)
 		} else {
 			c.exec = append(c.exec, es)
@@ -184,9 +188,9 @@ func (l *Library) buildCode() (*codeIndex, error) {
 	if err := c.readRelocs(); err != nil {
 		return nil, err
 	}
-	for _, p := range c.plt {
-		c.scanPLT(p)
-		l.release(p.off, uint64(len(p.data)))
+	for i := range c.plt {
+		c.scanPLT(c.plt[i])
+		c.plt[i].data = nil
 	}
 	return c, nil
 }
@@ -196,58 +200,73 @@ func (c *codeIndex) readRelocs() error {
 	l := c.lib
 	dynsym := l.file.Section(".dynsym")
 	dynstr := l.file.Section(".dynstr")
-	var syms, strs []byte
+	var t symTable
 	if dynsym != nil && dynstr != nil {
 		var err error
-		if syms, err = l.slice(dynsym.Offset, dynsym.Size); err != nil {
-			return err
-		}
-		if strs, err = l.slice(dynstr.Offset, dynstr.Size); err != nil {
+		if t, _, err = l.tableSections(".dynsym", ".dynstr"); err != nil {
 			return err
 		}
 	}
 	// Names are read with pread (readAt): the symbols relocations name are
-	// scattered over .dynsym and .dynstr.
+	// scattered over .dynsym and .dynstr. One name per symbol index, made
+	// once: relocations that name the same symbol share it.
+	names := map[uint64]string{}
 	name := func(idx uint64) (string, error) {
+		if n, ok := names[idx]; ok {
+			return n, nil
+		}
 		off := idx * sym64Size
-		if idx == 0 || off+sym64Size > uint64(len(syms)) {
+		if idx == 0 || idx > t.symSize/sym64Size || off+sym64Size > t.symSize {
 			return "", nil
 		}
-		ent, err := l.readAt(dynsym.Offset+off, sym64Size)
+		ent, err := l.readAt(t.symOff+off, sym64Size)
 		if err != nil {
 			return "", err
 		}
-		n := uint64(binary.LittleEndian.Uint32(ent))
-		if n >= uint64(len(strs)) {
+		n := binary.LittleEndian.Uint32(ent)
+		if uint64(n) >= t.strSize {
 			return "", nil
 		}
-		return l.cstring(dynstr.Offset+n, dynstr.Offset+dynstr.Size)
+		s, err := l.name(&t, n)
+		if err != nil {
+			return "", err
+		}
+		names[idx] = s
+		return s, nil
 	}
 	for _, s := range l.file.Sections {
 		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
-		d, err := l.slice(s.Offset, s.Size)
+		off, size, ok, err := l.ef.Table(s)
 		if err != nil {
-			return fmt.Errorf("%s: %w", s.Name, err)
+			return err
 		}
-		for off := 0; off+24 <= len(d); off += 24 {
-			at := binary.LittleEndian.Uint64(d[off:])
-			info := binary.LittleEndian.Uint64(d[off+8:])
-			r := rela{typ: uint32(info), addend: int64(binary.LittleEndian.Uint64(d[off+16:]))}
-			switch r.typ {
-			case rX8664_64, rX8664GlobDat, rX8664JumpSlot:
-				if r.sym, err = name(info >> 32); err != nil {
-					return err
+		if !ok {
+			continue
+		}
+		var nameErr error
+		err = l.sweep(off, size, 24, 0, func(_ int, d []byte) {
+			for off := 0; off+24 <= len(d) && nameErr == nil; off += 24 {
+				at := binary.LittleEndian.Uint64(d[off:])
+				info := binary.LittleEndian.Uint64(d[off+8:])
+				r := rela{typ: uint32(info), addend: int64(binary.LittleEndian.Uint64(d[off+16:]))}
+				switch r.typ {
+				case rX8664_64, rX8664GlobDat, rX8664JumpSlot:
+					if r.sym, nameErr = name(info >> 32); nameErr != nil {
+						return
+					}
+					c.slots[at] = r.sym
+				case rX8664Relative, rX8664IRelative:
+				default:
+					continue
 				}
-				c.slots[at] = r.sym
-			case rX8664Relative, rX8664IRelative:
-			default:
-				continue
+				c.relocs[at] = r
 			}
-			c.relocs[at] = r
+		})
+		if err = errors.Join(err, nameErr); err != nil {
+			return err
 		}
-		l.release(s.Offset, s.Size)
 	}
 	return nil
 }
@@ -465,7 +484,9 @@ func (c *codeIndex) branchCandidates(byAddr, bySlot map[uint64]string) []branchC
 	// All the code is swept, a chunk at a time (symscan.go's sweep), so
 	// that none of it stays resident. A branch is at most 6 bytes.
 	for _, s := range c.exec {
-		c.lib.sweep(s.off, uint64(len(s.data)), 1, 6, func(base int, d []byte) {
+		// A read error leaves the rest of the section unswept: fewer
+		// candidates, and a plan that then finds too few call sites.
+		_ = c.lib.sweep(s.off, s.size, 1, 6, func(base int, d []byte) {
 			for i := 0; i < min(len(d), chunkSize); i++ {
 				var t uint64
 				switch branchOps[d[i]] {
@@ -722,15 +743,18 @@ func (l *Library) symbolsAt(addrs []uint64) (map[uint64][]Symbol, error) {
 				continue
 			}
 			var hits [][sym64Size]byte
-			l.eachSym(&t, func(ent []byte) {
+			err = l.eachSym(&t, func(ent []byte) {
 				v := binary.LittleEndian.Uint64(ent[8:])
 				if v < lo || v > hi || !vs.has(v) || binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
 					return
 				}
-				if int(binary.LittleEndian.Uint32(ent[0:])) < len(t.str) {
+				if uint64(binary.LittleEndian.Uint32(ent[0:])) < t.strSize {
 					hits = append(hits, [sym64Size]byte(ent))
 				}
 			})
+			if err != nil {
+				return nil, err
+			}
 			for _, ent := range hits {
 				name, err := l.name(&t, binary.LittleEndian.Uint32(ent[0:]))
 				if err != nil {

@@ -1,16 +1,12 @@
 package ttmetal
 
 import (
-	"bytes"
 	"debug/dwarf"
-	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // Field offsets from DWARF: the definitions of tt::tt_metal::Buffer (and
@@ -26,10 +22,11 @@ type debugFile struct {
 }
 
 // findDebugInfo returns the file that holds lib's DWARF: the library
-// itself, or a separate debug file under one of roots (Options.DebugRoots)
-// whose build-id (or debuglink CRC) matches it. A debug file that does not
-// match is never used: its offsets could be another build's.
-func findDebugInfo(lib *Library, roots []string) debugFile {
+// itself, or a separate debug file (elfx.Debug.FindDebug: by build-id,
+// then .gnu_debuglink, under Options.Debug's roots) whose build-id (and
+// debuglink CRC) matches it. A debug file that does not match is never
+// used: its offsets could be another build's.
+func findDebugInfo(lib *Library, dbg elfx.Debug) debugFile {
 	var d debugFile
 	if lib.HasDWARF {
 		d.path = lib.Path
@@ -37,92 +34,10 @@ func findDebugInfo(lib *Library, roots []string) debugFile {
 		return d
 	}
 	d.checked = append(d.checked, lib.Path+": no .debug_info")
-	if lib.BuildID != "" && len(lib.BuildID) > 2 {
-		for _, root := range roots {
-			p := filepath.Join(root, ".build-id", lib.BuildID[:2], lib.BuildID[2:]+".debug")
-			switch ok, why := debugMatches(p, lib.BuildID, 0, false); {
-			case ok:
-				d.path = p
-				d.checked = append(d.checked, p+": build-id matches")
-				return d
-			default:
-				d.checked = append(d.checked, p+": "+why)
-			}
-		}
-	} else {
-		d.checked = append(d.checked, "no build-id note: no .build-id look-up")
-	}
-	if name, crc, ok := debugLink(lib); ok {
-		dir := filepath.Dir(lib.Path)
-		cands := []string{filepath.Join(dir, name), filepath.Join(dir, ".debug", name)}
-		for _, root := range roots {
-			cands = append(cands, filepath.Join(root, dir, name))
-		}
-		for _, p := range cands {
-			if p == lib.Path {
-				continue
-			}
-			ok, why := debugMatches(p, lib.BuildID, crc, true)
-			if ok {
-				d.path = p
-				d.checked = append(d.checked, p+": .gnu_debuglink CRC matches")
-				return d
-			}
-			d.checked = append(d.checked, p+": "+why)
-		}
-	} else {
-		d.checked = append(d.checked, "no .gnu_debuglink")
-	}
+	p, checked := dbg.FindDebug(lib.file, lib.Path, lib.BuildID, ".debug_info")
+	d.path = p
+	d.checked = append(d.checked, checked...)
 	return d
-}
-
-// debugMatches checks that path is a debug file for the library: same
-// build-id (when the library has one) and, for a debuglink, the CRC32 the
-// link records.
-func debugMatches(path, wantID string, crc uint32, checkCRC bool) (bool, string) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return false, "absent"
-		}
-		return false, err.Error()
-	}
-	ef, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		return false, "not ELF: " + err.Error()
-	}
-	defer ef.Close()
-	if ef.Section(".debug_info") == nil {
-		return false, "has no .debug_info"
-	}
-	if id := buildID(ef); wantID != "" && id != wantID {
-		return false, fmt.Sprintf("build-id %s, the library's is %s: another build, not used", id, wantID)
-	}
-	if checkCRC && crc32.ChecksumIEEE(b) != crc {
-		return false, "CRC32 differs from .gnu_debuglink's: another build, not used"
-	}
-	return true, ""
-}
-
-// debugLink reads .gnu_debuglink: a file name, padding, a CRC32.
-func debugLink(lib *Library) (string, uint32, bool) {
-	s := lib.file.Section(".gnu_debuglink")
-	if s == nil {
-		return "", 0, false
-	}
-	b, err := s.Data()
-	if err != nil {
-		return "", 0, false
-	}
-	end := bytes.IndexByte(b, 0)
-	if end <= 0 {
-		return "", 0, false
-	}
-	off := (end + 4) &^ 3
-	if off+4 > len(b) {
-		return "", 0, false
-	}
-	return string(b[:end]), binary.LittleEndian.Uint32(b[off:]), true
 }
 
 // dwarfTypes are the definitions tttrace reads.
@@ -144,12 +59,12 @@ type dwarfMember struct {
 // path. It returns an error saying what is missing when the types are not
 // there in full.
 func dwarfLayout(path string) (*Layout, string, error) {
-	ef, err := elf.Open(path)
+	ef, err := elfx.Open(path, elfx.Limits{})
 	if err != nil {
 		return nil, "", err
 	}
 	defer ef.Close()
-	d, err := ef.DWARF()
+	d, err := elfx.DWARF(ef.File, ef.Limits())
 	if err != nil {
 		return nil, "", fmt.Errorf("read DWARF: %w", err)
 	}
@@ -227,25 +142,22 @@ func dwarfMemberOf(t *dwarfTypes, fields map[string]int64, f *field) (int64, boo
 	return 0, false
 }
 
-// dwarfTypeName names the type at off (through typedefs and cv) and its size.
+// dwarfTypeName names the type at off (through typedefs and cv) and its
+// size. The type's graph is checked first (elfx.Type) and every walk down
+// it is bounded: a crafted chain can loop.
 func dwarfTypeName(d *dwarf.Data, off dwarf.Offset) (string, int64) {
-	typ, err := d.Type(off)
+	typ, err := elfx.Type(d, off)
 	if err != nil {
 		return "", -1
 	}
-	for {
-		switch t := typ.(type) {
-		case *dwarf.TypedefType:
-			typ = t.Type
-			continue
-		case *dwarf.QualType:
-			typ = t.Type
-			continue
-		case *dwarf.PtrType:
-			return "*" + t.Type.String(), t.Size()
-		}
-		return typ.String(), typ.Size()
+	u, err := elfx.Underlying(typ)
+	if err != nil || u == nil {
+		return "", -1
 	}
+	if p, ok := u.(*dwarf.PtrType); ok {
+		return "*" + elfx.TypeName(p.Type), p.Size()
+	}
+	return elfx.TypeName(u), elfx.TypeSize(u)
 }
 
 // dwarfClasses are the classes scanDWARF collects (in namespace

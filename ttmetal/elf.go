@@ -3,29 +3,26 @@ package ttmetal
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
 
-	"golang.org/x/sys/unix"
+	"github.com/tttrace/tttrace/elfx"
 )
 
-// Library is an ELF shared object opened for symbol look-ups. Its file is
-// mapped read-only; the symbol tables and the code are swept through the
-// mapping a chunk at a time and each chunk's pages dropped after, and the
-// scattered small reads go through the file (symscan.go). Look-ups
-// allocate only for the symbols they match, so memory does not grow with
-// the library's symbol count (a real libtt_metal.so has hundreds of
-// thousands).
+// Library is an ELF shared object opened for symbol look-ups. It is read
+// with pread through elfx, never mapped (a file its owner truncates gives
+// read errors, not a SIGBUS): the symbol tables and the code are swept a
+// chunk at a time through one buffer, and the scattered small reads go
+// through the file (symscan.go). Look-ups allocate only for the symbols
+// they match, so memory does not grow with the library's symbol count (a
+// real libtt_metal.so has hundreds of thousands).
 type Library struct {
 	Path    string
 	BuildID string // hex of NT_GNU_BUILD_ID, "" when absent
 
-	data  []byte   // the whole file, mapped
-	f     *os.File // the file, for the scattered small reads (readAt)
-	file  *elf.File
+	ef    *elfx.File       // the open file, read with pread under elfx's limits
+	file  *elf.File        // ef's headers
 	loads []elf.ProgHeader // PT_LOAD segments, for address -> file offset
 	// HasSymtab reports whether the file still has a .symtab section.
 	HasSymtab bool
@@ -50,33 +47,14 @@ type Symbol struct {
 	Dynamic bool
 }
 
-// OpenLibrary maps path and reads its ELF headers.
+// OpenLibrary opens path (a regular file only: a FIFO named like the
+// library must not block the tracer) and reads its ELF headers.
 func OpenLibrary(path string) (*Library, error) {
-	f, err := os.Open(path)
+	ef, err := elfx.Open(path, elfx.Limits{})
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if st.Size() < 64 {
-		f.Close()
-		return nil, fmt.Errorf("%s: not an ELF file (%d bytes)", path, st.Size())
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("map %s: %w", path, err)
-	}
-	lib := &Library{Path: path, data: data, f: f}
-	ef, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		lib.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	lib.file = ef
+	lib := &Library{Path: path, ef: ef, file: ef.File}
 	if ef.Class != elf.ELFCLASS64 || ef.Machine != elf.EM_X86_64 {
 		lib.Close()
 		return nil, fmt.Errorf("%s: %s %s object, tttrace reads x86-64 ELF only", path, ef.Class, ef.Machine)
@@ -88,7 +66,7 @@ func OpenLibrary(path string) (*Library, error) {
 	}
 	lib.HasSymtab = ef.Section(".symtab") != nil
 	lib.HasDWARF = ef.Section(".debug_info") != nil
-	lib.BuildID = buildID(ef)
+	lib.BuildID = elfx.BuildID(ef.File, ef.Limits())
 	return lib, nil
 }
 
@@ -98,57 +76,24 @@ func OpenLibrary(path string) (*Library, error) {
 // possibly between reading the file and attaching to it; the uprobes must
 // still go on the inode that was read (AttachPlan).
 func (l *Library) Pinned() string {
-	return fmt.Sprintf("/proc/self/fd/%d", l.f.Fd())
+	return fmt.Sprintf("/proc/self/fd/%d", l.ef.OS().Fd())
 }
 
 // Stat describes the open file.
-func (l *Library) Stat() (os.FileInfo, error) { return l.f.Stat() }
+func (l *Library) Stat() (os.FileInfo, error) { return l.ef.OS().Stat() }
 
-// Close unmaps and closes the file. It is safe on a nil Library and
-// idempotent.
+// Close closes the file. It is safe on a nil Library and idempotent.
 func (l *Library) Close() error {
-	if l == nil || l.data == nil {
+	if l == nil || l.ef == nil {
 		return nil
 	}
-	err := unix.Munmap(l.data)
-	l.data = nil
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
+	err := l.ef.Close()
+	l.ef = nil
 	return err
 }
 
 // ELF exposes the parsed headers (sections, program headers).
 func (l *Library) ELF() *elf.File { return l.file }
-
-func buildID(ef *elf.File) string {
-	for _, s := range ef.Sections {
-		if s.Type != elf.SHT_NOTE {
-			continue
-		}
-		b, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for len(b) >= 12 {
-			nameSz := binary.LittleEndian.Uint32(b[0:])
-			descSz := binary.LittleEndian.Uint32(b[4:])
-			typ := binary.LittleEndian.Uint32(b[8:])
-			nameEnd := 12 + align4(nameSz)
-			descEnd := nameEnd + align4(descSz)
-			if uint64(descEnd) > uint64(len(b)) {
-				break
-			}
-			if typ == 3 /* NT_GNU_BUILD_ID */ && nameSz == 4 && string(b[12:15]) == "GNU" {
-				return fmt.Sprintf("%x", b[nameEnd:nameEnd+descSz])
-			}
-			b = b[descEnd:]
-		}
-	}
-	return ""
-}
-
-func align4(n uint32) uint32 { return (n + 3) &^ 3 }
 
 // ScanSymbols calls fn for every defined symbol of .dynsym and then .symtab
 // whose name has one of the given prefixes. Names that do not match are
@@ -191,13 +136,6 @@ func hasAnyPrefix(name []byte, ps [][]byte) bool {
 	return i < len(ps) && len(name) >= len(ps[i]) && bytes.Equal(name[:len(ps[i])], ps[i])
 }
 
-func (l *Library) slice(off, size uint64) ([]byte, error) {
-	if off > uint64(len(l.data)) || size > uint64(len(l.data))-off {
-		return nil, errors.New("section lies outside the file")
-	}
-	return l.data[off : off+size], nil
-}
-
 // FileOffset converts a link-time virtual address of code into the file
 // offset the kernel's uprobe interface takes.
 func (l *Library) FileOffset(vaddr uint64) (uint64, error) {
@@ -220,34 +158,10 @@ func (l *Library) Bytes(vaddr uint64, n int) ([]byte, error) {
 
 // readAt reads up to n bytes at file offset off (fewer at the end of the
 // file). The scattered small reads of the analysis (names, instructions,
-// pointers) go through the file, not its mapping: a fault on the mapping
-// maps the pages around it too (fault-around), and each would leave tens
-// of KiB resident.
-func (l *Library) readAt(off uint64, n int) ([]byte, error) {
-	if off > uint64(len(l.data)) {
-		return nil, errors.New("offset outside the file")
-	}
-	b := make([]byte, min(uint64(n), uint64(len(l.data))-off))
-	if _, err := l.f.ReadAt(b, int64(off)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", l.Path, err)
-	}
-	return b, nil
-}
+// pointers) go through here.
+func (l *Library) readAt(off uint64, n int) ([]byte, error) { return l.ef.Bytes(off, n) }
 
 // cstring reads the NUL-terminated string at file offset off; it ends at
-// file offset end if no NUL comes first.
-func (l *Library) cstring(off, end uint64) (string, error) {
-	var s []byte
-	for off < end {
-		b, err := l.readAt(off, int(min(end-off, 256)))
-		if err != nil {
-			return "", err
-		}
-		if i := bytes.IndexByte(b, 0); i >= 0 {
-			return string(append(s, b[:i]...)), nil
-		}
-		s = append(s, b...)
-		off += uint64(len(b))
-	}
-	return string(s), nil
-}
+// file offset end if no NUL comes first. A string longer than elfx's name
+// limit (64 KiB) is an error.
+func (l *Library) cstring(off, end uint64) (string, error) { return l.ef.CString(off, end) }

@@ -3,7 +3,7 @@ package ttmetal
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"github.com/tttrace/tttrace/procfs"
 	"strings"
 )
 
@@ -138,7 +138,7 @@ func implDesc(p int64) string {
 // fingerprint matches. DWARF and profiles are checked against the library's
 // own code (disassembly of out-of-line accessors), which also supplies
 // offsets a profile lacks; any disagreement refuses the library with what
-// was checked. opts.LayoutFile and opts.DebugRoots are used.
+// was checked. opts.LayoutFile and opts.Debug are used.
 func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, error) {
 	layoutFile := opts.LayoutFile
 	src := &LayoutSource{}
@@ -181,7 +181,7 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 	}
 	src.Checked = append(src.Checked, "--layout: not given")
 
-	dbg := findDebugInfo(lib, opts.DebugRoots)
+	dbg := findDebugInfo(lib, opts.Debug)
 	dwarfNote := "DWARF: " + strings.Join(dbg.checked, "; ")
 	if dbg.path != "" {
 		l, where, err := dwarfLayout(dbg.path)
@@ -266,7 +266,7 @@ func (e *LayoutError) Error() string {
 // table (docs/layout.md). Every field must be present but allocated_value
 // and buffer_type_width: a missing offset is an error, not 0.
 func ReadLayoutFile(path string) (*Layout, error) {
-	b, err := os.ReadFile(path)
+	b, err := procfs.ReadFile(path, 1<<20) // a regular file, never a FIFO
 	if err != nil {
 		return nil, fmt.Errorf("layout file: %w", err)
 	}

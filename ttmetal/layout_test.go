@@ -2,6 +2,7 @@ package ttmetal
 
 import (
 	"errors"
+	"github.com/tttrace/tttrace/elfx"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,7 +228,7 @@ func resolveLayoutOf(t *testing.T, so, layoutFile string, roots ...string) (*Lay
 	if err := syms.Check(lib); err != nil {
 		t.Fatalf("fixture fails Check: %v", err)
 	}
-	return ResolveLayout(lib, syms, Options{LayoutFile: layoutFile, DebugRoots: roots})
+	return ResolveLayout(lib, syms, Options{LayoutFile: layoutFile, Debug: elfx.Debug{Roots: append([]string{}, roots...)}})
 }
 
 func checkOffsets(t *testing.T, got Layout, want map[string]int64) {

@@ -1,15 +1,20 @@
 package ttmetal
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tttrace/tttrace/elfx"
+)
 
 // Options are the choices that shape the analysis of a library, passed
 // down from the command line (there are no package-level knobs).
 type Options struct {
 	// LayoutFile is a layout given by the user ("": find it).
 	LayoutFile string
-	// DebugRoots are the directories searched for separate debug files
-	// (ROOT/.build-id/xx/yyyy.debug, ROOT/<library dir>/<debuglink>).
-	DebugRoots []string
+	// Debug is where separate debug files are looked for (its Roots:
+	// ROOT/.build-id/xx/yyyy.debug, ROOT/<library dir>/<debuglink>; nil
+	// means /usr/lib/debug): elfx's one look-up, shared with stacks.
+	Debug elfx.Debug
 	// Mode selects the probe plan.
 	Mode ProbeMode
 	// AtEntry keeps every entry probe on its function's first instruction
@@ -17,13 +22,8 @@ type Options struct {
 	AtEntry bool
 }
 
-// DefaultDebugRoot is where distributions install separate debug files.
-const DefaultDebugRoot = "/usr/lib/debug"
-
 // DefaultOptions are the options of a run without flags.
-func DefaultOptions() Options {
-	return Options{DebugRoots: []string{DefaultDebugRoot}}
-}
+func DefaultOptions() Options { return Options{} }
 
 // Prepared is a TT-Metal library's analysis: what attaching to it needs.
 type Prepared struct {

@@ -8,58 +8,40 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
-// Symbol tables (and code, code.go's callSites) are swept through the
-// file's mapping a chunk at a time, and each chunk's pages are dropped from
-// the mapping once swept: a 200+ MB libtt_metal.so has over 100 MB of
-// symbol and string tables, and every page touched would otherwise stay
-// counted in tttrace's resident memory (they stay in the page cache). A
-// table is swept in two sequential passes, so the string table is never
-// read at random: first the string table, for the offsets where a wanted
-// prefix starts (a name may start inside another string: linkers merge
-// suffixes), then the symbol table, for the entries whose name starts at
-// one of those offsets. Only the matching symbols become strings.
+// Symbol tables (and code, code.go's callSites) are swept from the file a
+// chunk at a time with pread into one buffer (elfx.File.Sweep): a 200+ MB
+// libtt_metal.so has over 100 MB of symbol and string tables, and none of
+// it stays in tttrace's memory. A table is swept in two sequential passes,
+// so the string table is never read at random: first the string table, for
+// the offsets where a wanted prefix starts (a name may start inside
+// another string: linkers merge suffixes), then the symbol table, for the
+// entries whose name starts at one of those offsets. Only the matching
+// symbols become strings, each at most elfx's name limit (64 KiB), all of
+// them together at most the string table's size plus 16 MiB: a crafted
+// table whose names overlap (every name running on to the table's end)
+// is refused instead of copied once per symbol. Tables larger than elfx's
+// table limit (1 GiB: a sparse file can claim gigabytes of zeros) are
+// refused before they are read.
 
-// chunkSize is how much of a sweep is resident at a time (a variable for
+// chunkSize is how much of a sweep is read at a time (a variable for
 // tests, which make chunk boundaries fall everywhere).
 var chunkSize = 1 << 20
 
-// release drops the pages of file range [off, off+n) from the mapping (not
-// from the page cache): they no longer count as tttrace's memory, and are
-// read again from the page cache if touched. Best effort.
-func (l *Library) release(off, n uint64) {
-	page := uint64(unix.Getpagesize())
-	start := off &^ (page - 1)
-	end := min((off+n+page-1)&^(page-1), uint64(len(l.data)))
-	if start < end {
-		_ = unix.Madvise(l.data[start:end], unix.MADV_DONTNEED)
-	}
-}
-
-// faultAround is how far around a faulting address the kernel may map
-// pages already in the page cache: fault_around_bytes (64 KiB by default),
-// or a whole large folio of the page cache, up to 2 MiB.
-const faultAround = 2 << 20
-
 // sweep calls fn with consecutive chunks of file range [off, off+n) (whole
 // units of unit bytes), each followed by up to extra bytes of the next, for
-// what straddles the boundary, and drops each chunk's pages once fn
-// returns, with the pages the kernel mapped around them.
-func (l *Library) sweep(off, n uint64, unit, extra int, fn func(base int, chunk []byte)) {
-	size := uint64(max(chunkSize/unit, 1) * unit)
-	for base := uint64(0); base < n; base += size {
-		end := min(base+size+uint64(extra), n)
-		fn(int(base), l.data[off+base:off+end])
-		from := max(off+base, faultAround) - faultAround
-		l.release(from, off+end+faultAround-from)
-	}
-	// What a fault mapped beyond a chunk released before it.
-	from := max(off, faultAround) - faultAround
-	l.release(from, off+n+faultAround-from)
+// what straddles the boundary. The chunk is reused: fn must not keep it.
+func (l *Library) sweep(off, n uint64, unit, extra int, fn func(base int, chunk []byte)) error {
+	return l.ef.Sweep(off, n, chunkSize, unit, extra, func(base int, b []byte) error {
+		fn(base, b)
+		return nil
+	})
 }
+
+// nameBudget is how many bytes of names a scan of a string table of size
+// bytes may make.
+func nameBudget(size uint64) uint64 { return size + 16<<20 }
 
 // attachPrefixes is every name and prefix the attach path looks up
 // (IsTTMetal, ResolveSymbols, the layout's accessors and the probe plan):
@@ -144,11 +126,11 @@ func (l *Library) scanStream(pfx [][]byte, fn func(Symbol)) error {
 	return nil
 }
 
-// symTable is a symbol table and its string table.
+// symTable is a symbol table and its string table (file ranges).
 type symTable struct {
 	symOff, symSize uint64
-	str             []byte // the string table, mapped
-	strOff          uint64
+	strOff, strSize uint64
+	names           uint64 // bytes of names read from it so far
 }
 
 // tableSections returns a symbol table and its string table; ok is false
@@ -162,19 +144,33 @@ func (l *Library) tableSections(symName, strName string) (t symTable, ok bool, e
 	if st == nil {
 		return t, false, fmt.Errorf("%s: %s without %s", l.Path, symName, strName)
 	}
-	if _, err := l.slice(ss.Offset, ss.Size); err != nil {
-		return t, false, fmt.Errorf("%s: %w", symName, err)
+	symOff, symSize, ok, err := l.ef.Table(ss)
+	if !ok || err != nil {
+		return t, false, err
 	}
-	str, err := l.slice(st.Offset, st.Size)
+	strOff, strSize, ok, err := l.ef.Table(st)
 	if err != nil {
-		return t, false, fmt.Errorf("%s: %w", strName, err)
+		return t, false, err
 	}
-	return symTable{symOff: ss.Offset, symSize: ss.Size, str: str, strOff: st.Offset}, true, nil
+	if !ok {
+		return t, false, fmt.Errorf("%s: %s without %s", l.Path, symName, strName)
+	}
+	return symTable{symOff: symOff, symSize: symSize, strOff: strOff, strSize: strSize}, true, nil
 }
 
-// name is the NUL-terminated string at off of t's string table.
+// name is the NUL-terminated string at off of t's string table, within
+// the table's name budget.
 func (l *Library) name(t *symTable, off uint32) (string, error) {
-	return l.cstring(t.strOff+uint64(off), t.strOff+uint64(len(t.str)))
+	n, err := l.cstring(t.strOff+uint64(off), t.strOff+t.strSize)
+	if err != nil {
+		return "", err
+	}
+	t.names += uint64(len(n))
+	if t.names > nameBudget(t.strSize) {
+		return "", fmt.Errorf("%s: the symbols' names run to more than %d bytes from a %d-byte string table: "+
+			"names overlap, refused", l.Path, nameBudget(t.strSize), t.strSize)
+	}
+	return n, nil
 }
 
 func (l *Library) streamTable(symName, strName string, dyn bool, pfx [][]byte, fn func(Symbol)) error {
@@ -182,14 +178,14 @@ func (l *Library) streamTable(symName, strName string, dyn bool, pfx [][]byte, f
 	if !ok || err != nil {
 		return err
 	}
-	starts := l.prefixStarts(&t, pfx)
-	if len(starts) == 0 {
-		return nil
+	starts, err := l.prefixStarts(&t, pfx)
+	if err != nil || len(starts) == 0 {
+		return err
 	}
 	// The names are read once the sweep is over, not to touch the string
 	// table again through the mapping.
 	var hits [][sym64Size]byte
-	l.eachSym(&t, func(ent []byte) {
+	err = l.eachSym(&t, func(ent []byte) {
 		if binary.LittleEndian.Uint16(ent[6:]) == uint16(elf.SHN_UNDEF) {
 			return
 		}
@@ -197,6 +193,9 @@ func (l *Library) streamTable(symName, strName string, dyn bool, pfx [][]byte, f
 			hits = append(hits, [sym64Size]byte(ent))
 		}
 	})
+	if err != nil {
+		return err
+	}
 	for _, ent := range hits {
 		name, err := l.name(&t, binary.LittleEndian.Uint32(ent[0:]))
 		if err != nil {
@@ -218,8 +217,8 @@ func symbolOf(ent []byte, name string, dyn bool) Symbol {
 }
 
 // eachSym calls fn with every 24-byte entry of a symbol table, in order.
-func (l *Library) eachSym(t *symTable, fn func(ent []byte)) {
-	l.sweep(t.symOff, t.symSize, sym64Size, 0, func(_ int, d []byte) {
+func (l *Library) eachSym(t *symTable, fn func(ent []byte)) error {
+	return l.sweep(t.symOff, t.symSize, sym64Size, 0, func(_ int, d []byte) {
 		for i := 0; i+sym64Size <= len(d); i += sym64Size {
 			fn(d[i : i+sym64Size])
 		}
@@ -231,9 +230,9 @@ func (l *Library) eachSym(t *symTable, fn func(ent []byte)) {
 // end). Candidates are found by the last byte of the prefixes' common head
 // (the "Z" of "_Z" for the attach path's: rarer in mangled names than
 // "_"), each then compared in full.
-func (l *Library) prefixStarts(t *symTable, pfx [][]byte) []uint32 {
+func (l *Library) prefixStarts(t *symTable, pfx [][]byte) ([]uint32, error) {
 	if len(pfx) == 0 {
-		return nil
+		return nil, nil
 	}
 	head, longest := pfx[0], 0
 	for _, p := range pfx {
@@ -246,7 +245,7 @@ func (l *Library) prefixStarts(t *symTable, pfx [][]byte) []uint32 {
 	}
 	m := newMatcher(pfx)
 	var out []uint32
-	l.sweep(t.strOff, uint64(len(t.str)), 1, longest, func(base int, d []byte) {
+	err := l.sweep(t.strOff, t.strSize, 1, longest, func(base int, d []byte) {
 		// Starts at or past the chunk's end belong to the next chunk; the
 		// extra bytes are only for comparing across the boundary.
 		limit := min(len(d), chunkSize)
@@ -271,7 +270,7 @@ func (l *Library) prefixStarts(t *symTable, pfx [][]byte) []uint32 {
 			}
 		}
 	})
-	return out
+	return out, err
 }
 
 // valueSet is a set of addresses, for symbolsAt.
