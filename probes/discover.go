@@ -1,8 +1,8 @@
 package probes
 
 import (
-	"bytes"
 	"fmt"
+	"github.com/tttrace/tttrace/procfs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,7 +28,8 @@ import (
 // FileKey identifies a file by device and inode.
 type FileKey struct{ Dev, Ino uint64 }
 
-// KeyOf returns the FileKey of path.
+// KeyOf returns the FileKey of path (a stat: it never blocks, whatever
+// path names).
 func KeyOf(path string) (FileKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -44,13 +45,13 @@ func KeyOf(path string) (FileKey, error) {
 // MappedObjects returns the distinct shared objects pid maps, as paths valid
 // from this mount namespace, and the dynamic loader among them ("" if none).
 func MappedObjects(pid int) (objs []string, loader string, err error) {
-	maps, err := Maps(pid)
+	maps, err := procfs.Maps(pid)
 	if err != nil {
 		return nil, "", err
 	}
 	seen := map[string]bool{}
 	for _, m := range maps {
-		if seen[m.Path] || strings.HasSuffix(m.Path, " (deleted)") {
+		if !m.File() || seen[m.Path] || m.Deleted() {
 			continue
 		}
 		seen[m.Path] = true
@@ -58,7 +59,7 @@ func MappedObjects(pid int) (objs []string, loader string, err error) {
 		if !strings.Contains(base, ".so") {
 			continue
 		}
-		p := procRootPath(pid, m.Path)
+		p := procfs.Path(pid, m.Path)
 		if strings.HasPrefix(base, "ld-linux") {
 			loader = p
 		}
@@ -78,11 +79,11 @@ func CandidateLibraries(pid int, command []string) []string {
 	cwd, _ := os.Getwd()
 	root := ""
 	if pid > 0 {
-		env = procEnviron(pid)
-		cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		root = fmt.Sprintf("/proc/%d/root", pid)
-		command = strings.Split(Cmdline(pid), " ")
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		env, _ = procfs.Environ(pid)
+		cwd, _ = procfs.Cwd(pid)
+		root = procfs.Root(pid)
+		command, _ = procfs.Cmdline(pid)
+		if exe, err := procfs.Exe(pid); err == nil {
 			command = append(command, exe)
 		}
 	}
@@ -140,7 +141,7 @@ func CandidateLibraries(pid int, command []string) []string {
 			matches, _ := filepath.Glob(filepath.Join(root+d, sub, "libtt_metal.so*"))
 			for _, m := range matches {
 				k, err := KeyOf(m)
-				if err != nil || seen[k] {
+				if err != nil || seen[k] || !procfs.IsRegular(m) {
 					continue
 				}
 				seen[k] = true
@@ -161,54 +162,21 @@ func sitePackages(prefix string, add func(string)) {
 	}
 }
 
-func procEnviron(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil
-	}
-	var env []string
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if len(kv) > 0 {
-			env = append(env, string(kv))
-		}
-	}
-	return env
-}
-
 // NsPid returns pid's id in its own (innermost) pid namespace, or 0 when it
 // is the same as pid or unknown.
 func NsPid(pid int) uint32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	f := strings.Fields(procfs.Status(pid, "NSpid"))
+	if len(f) < 2 {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) < 2 {
-				return 0
-			}
-			n, _ := strconv.Atoi(f[len(f)-1])
-			return uint32(n)
-		}
-	}
-	return 0
+	n, _ := strconv.Atoi(f[len(f)-1])
+	return uint32(n)
 }
 
 // ParentPid returns pid's parent, 0 if unknown.
 func ParentPid(pid int) uint32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
+	f, err := procfs.Stat(pid) // state ppid ...
+	if err != nil || len(f) < 2 {
 		return 0
 	}
 	n, _ := strconv.Atoi(f[1])
@@ -216,13 +184,4 @@ func ParentPid(pid int) uint32 {
 }
 
 // AllPids lists the processes in /proc.
-func AllPids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
-			pids = append(pids, n)
-		}
-	}
-	return pids
-}
+func AllPids() []int { return procfs.Pids() }
