@@ -307,3 +307,13 @@ func TestTypeLoops(t *testing.T) {
 		t.Errorf("%v %v %d", u, err, TypeSize(ty))
 	}
 }
+
+func TestRecover(t *testing.T) {
+	parse := func(b []byte) (n int, err error) {
+		defer Recover(&err, "crafted.so")
+		return int(b[len(b)]), nil // a parser's out-of-range read
+	}
+	if _, err := parse([]byte{1}); err == nil || !strings.Contains(err.Error(), "crafted.so: malformed input") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -337,3 +337,18 @@ func (f *File) ReadSection(name string) (*elf.Section, []byte, error) {
 	}
 	return s, b, nil
 }
+
+// Recover, deferred by a function that parses outside input (a library,
+// a process's maps, its memory), turns a panic in it into an error in
+// *errp: that one input is refused with a clear line, and the caller (a
+// tracer serving every process) goes on. Fatal errors that are not panics
+// (stack overflow, out of memory) cannot be recovered: the parsers bound
+// depth and sizes instead.
+//
+//	func parse(path string) (err error) {
+//		defer elfx.Recover(&err, path)
+func Recover(errp *error, what string) {
+	if r := recover(); r != nil {
+		*errp = fmt.Errorf("%s: malformed input, refused (internal error: %v)", what, r)
+	}
+}

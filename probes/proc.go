@@ -57,13 +57,7 @@ func FindMappedLibrary(pid int) (string, error) {
 	}
 	for _, c := range candidates {
 		p := procfs.Path(pid, c)
-		lib, err := ttmetal.OpenLibrary(p)
-		if err != nil {
-			continue
-		}
-		ok := ttmetal.IsTTMetal(lib)
-		lib.Close()
-		if ok {
+		if isTTMetal(p) {
 			return p, nil
 		}
 	}
@@ -77,4 +71,21 @@ func Cmdline(pid int) string {
 		return ""
 	}
 	return strings.TrimSpace(strings.Join(args, " "))
+}
+
+// isTTMetal reports whether the file at path is a TT-Metal library. A
+// file that makes the reader panic is not one (elfx.Recover's rule: one
+// bad file is refused, the search goes on).
+func isTTMetal(path string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	lib, err := ttmetal.OpenLibrary(path)
+	if err != nil {
+		return false
+	}
+	defer lib.Close()
+	return ttmetal.IsTTMetal(lib)
 }

@@ -77,7 +77,8 @@ func (o *Offsets) nameOffset() int64 {
 // or a mapped libpython) and where it is loaded. It returns
 // ErrNoInterpreter when there is none; an unsupported interpreter gives an
 // error that says why (the Interpreter is still returned, for reports).
-func ForProcess(pid int) (*Process, error) {
+func ForProcess(pid int) (_ *Process, err error) {
+	defer elfx.Recover(&err, fmt.Sprintf("pid %d: its interpreter", pid))
 	maps, err := procfs.Maps(pid)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -56,7 +57,8 @@ func NewRawStack(w *events.PyStack) RawStack {
 // type, failed reads and cut line tables are checked here: such a record
 // is not kept, and the code object is then read from the process if it
 // still runs.
-func (p *Process) AddCode(c *events.PyCode) error {
+func (p *Process) AddCode(c *events.PyCode) (err error) {
+	defer elfx.Recover(&err, "py_code record") // from the traced process
 	if c.Flags&events.PyCodeReadError != 0 {
 		return fmt.Errorf("code object %#x: a read failed at event time", c.Code)
 	}
@@ -192,8 +194,14 @@ type codeInfo struct {
 // Symbolize turns a captured stack into lines, reading the code objects
 // from the process's memory (once per code object). A frame whose code
 // object or instruction does not check out ends the stack there.
-func (p *Process) Symbolize(raw RawStack) Stack {
-	var s Stack
+func (p *Process) Symbolize(raw RawStack) (s Stack) {
+	defer func() {
+		// Code objects come from the traced process's memory: a panic on
+		// one ends this stack, not the tracer (elfx.Recover's rule).
+		if r := recover(); r != nil {
+			s = Stack{Truncated: true, Err: fmt.Errorf("Python stack: malformed input (internal error: %v)", r)}
+		}
+	}()
 	switch {
 	case raw.Flags&FlagNoProc != 0:
 		s.Err = errors.New("the process was not registered for Python stacks")

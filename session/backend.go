@@ -161,7 +161,14 @@ func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	return b.rec.RawSample, true, nil
 }
 
-func (b *bpfBackend) Library(path string, recognise bool) (Verdict, error) {
+func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error) {
+	// One library's file is parsed here (any process may map a crafted
+	// one): a panic refuses that library with one line, tracing goes on.
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = LibRefused, errorf(ErrUnsupported, "%s: malformed library, refused (internal error: %v)", path, r)
+		}
+	}()
 	lib, err := ttmetal.OpenLibrary(path)
 	if err != nil {
 		if recognise {

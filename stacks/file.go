@@ -163,7 +163,7 @@ func newFile(f *os.File, path string, lim elfx.Limits) (*File, error) {
 // section returns the bytes of a present section read under the
 // limits, or nil (absent, empty, too large, unreadable).
 func (f *File) section(name string) (*elf.Section, []byte) {
-	s, b, err := f.ef.Section(name)
+	s, b, err := f.ef.ReadSection(name)
 	if err != nil || len(b) == 0 {
 		return nil, nil
 	}

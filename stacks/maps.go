@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/procfs"
 )
 
@@ -29,7 +30,8 @@ type Modules struct {
 // Snapshot reads /proc/PID/maps (procfs) and binds every executable file mapping to
 // a cached File, opened through /proc/PID/map_files (which reaches files in
 // other mount namespaces and deleted ones), else /proc/PID/root/PATH.
-func (c *Cache) Snapshot(pid int) (*Modules, error) {
+func (c *Cache) Snapshot(pid int) (_ *Modules, err error) {
+	defer elfx.Recover(&err, fmt.Sprintf("pid %d: its mapped files", pid))
 	maps, err := procfs.Maps(pid)
 	if err != nil {
 		return nil, err

@@ -88,8 +88,15 @@ func (l Loc) Symbolize(caller bool) Frame {
 	return out
 }
 
-func (f *File) resolve(addr uint64) *Frame {
-	fr := &Frame{Module: f.Path}
+func (f *File) resolve(addr uint64) (fr *Frame) {
+	defer func() {
+		// A panic on this file's symbols or DWARF leaves the frame
+		// unnamed (module+offset), not the tracer ended.
+		if recover() != nil {
+			fr = &Frame{Module: f.Path}
+		}
+	}()
+	fr = &Frame{Module: f.Path}
 	if st := f.symbols(); st != nil {
 		if name, start, ok := st.find(addr); ok {
 			fr.Function = demangle.Filter(name)

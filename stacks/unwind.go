@@ -36,6 +36,13 @@ const DefaultMaxFrames = 128
 // frame that does not move up the stack. It never fails otherwise: garbage
 // gives a short stack.
 func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_ []Loc, truncated bool) {
+	defer func() {
+		// The CFI comes from files of the traced processes: a panic on
+		// one ends this stack, not the tracer (elfx.Recover's rule).
+		if recover() != nil {
+			truncated = true
+		}
+	}()
 	if maxFrames <= 0 {
 		maxFrames = DefaultMaxFrames
 	}
