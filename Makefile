@@ -97,6 +97,11 @@ fuzz:
 	$(GO) test ./devices -run '^$$' -fuzz FuzzLedger -fuzztime 60s
 	$(GO) test ./events -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./pyframes -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./elfx -run '^$$' -fuzz '^FuzzFile$$' -fuzztime 30s
+	$(GO) test ./elfx -run '^$$' -fuzz '^FuzzNotes$$' -fuzztime 15s
+	$(GO) test ./elfx -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 15s
+	$(GO) test ./ttmetal -run '^$$' -fuzz '^FuzzLibrary$$' -fuzztime 30s
+	$(GO) test ./procfs -run '^$$' -fuzz '^FuzzParseMaps$$' -fuzztime 15s
 
 # Performance and loss against the floor and the alternatives (root, about
 # 10 minutes; not part of make test): one table, see docs/bench.md.

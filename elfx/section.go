@@ -33,7 +33,16 @@ func SectionData(s *elf.Section, lim Limits) ([]byte, error) {
 	if compressed && size > lim.Ratio*max(s.FileSize, 1) {
 		return nil, fmt.Errorf("section %s decompresses %d bytes into %d: more than %d times, refused", s.Name, s.FileSize, size, lim.Ratio)
 	}
-	b := make([]byte, 0, min(size, 64<<20))
+	// The section's bytes must be in the file (a header may claim more):
+	// check its last byte before allocating anything. (debug/elf gives a
+	// compressed section no ReaderAt: its stream ends with the file.)
+	if n := s.FileSize; n > 0 && s.ReaderAt != nil {
+		var last [1]byte
+		if _, err := s.ReadAt(last[:], int64(n-1)); err != nil {
+			return nil, fmt.Errorf("section %s lies outside the file", s.Name)
+		}
+	}
+	b := make([]byte, 0, min(size, 1<<20)) // grows as bytes really come
 	w := &limitedBuffer{b: b, max: size}
 	n, err := io.Copy(w, io.LimitReader(s.Open(), int64(size)))
 	if err != nil {
