@@ -44,6 +44,10 @@ func fieldChecks(l *Layout, ev []Evidence, origin layoutOrigin, filled []string)
 		}
 		var code []string
 		for _, e := range ev {
+			if f.key == "buffer_impl_ptr" && e.ImplPtr == v {
+				code = append(code, e.Source) // every read through the pointer confirms it
+				continue
+			}
 			if e.Field != f.key {
 				continue
 			}

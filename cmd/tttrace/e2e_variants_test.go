@@ -123,6 +123,12 @@ var variantCases = []variantCase{
 	// (cmp BYTE PTR), which corrects the V1 profile's int.
 	{name: "u8-gcc-O2", plan: "tracker", from: "built-in profile V1", layout: replicaV1, typeWidth: 1, corrected: true,
 		scenarios: basicSet()},
+	// The 2026 pimpl-2 design: the lifecycle in BufferImpl (allocate_impl(Buffer&), ...),
+	// Buffer::create forwarding to BufferImpl::create, notify_buffer_* after track_*: the
+	// tracker plan, exact (TestE2EPimpl2LifecycleRefused: the lifecycle plan is refused).
+	{name: "v2-pimpl2-gcc-O2", plan: "tracker", from: "built-in profile V2", layout: replicaV2,
+		scenarios: append(basicSet(), run{mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true},
+			run{mode: "cmd", scenario: "capture", args: []string{"--leak"}, peaks: true})},
 	// -fcf-protection=full: every function starts with endbr64, which the
 	// kernel single-steps; entry probes move to the first instruction of
 	// the prologue it emulates (push, or the je after a test of the
@@ -553,6 +559,45 @@ func TestE2EVariants(t *testing.T) {
 				t.Run(name, func(t *testing.T) { checkVariantRun(t, r, v.plan) })
 			}
 		})
+	}
+}
+
+// TestE2EPimpl2LifecycleRefused: on a pimpl-2 build the lifecycle plan's
+// functions are BufferImpl's; --probes lifecycle is refused before the
+// command runs, naming them, and doctor notes the design on the tracker plan.
+func TestE2EPimpl2LifecycleRefused(t *testing.T) {
+	bin, _ := setup(t)
+	dir := variantDir(t, "v2-pimpl2-gcc-O2")
+	lib := filepath.Join(dir, "libtt_metal.so")
+	truth := filepath.Join(t.TempDir(), "truth.json")
+	cmd := exec.Command(bin, "--json", "--probes", "lifecycle", "--lib", lib, "--",
+		filepath.Join(dir, "ttwork"), "--scenario", "basic", "--truth", truth)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("--probes lifecycle on a pimpl-2 build was accepted:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "BufferImpl::allocate_impl(Buffer&)") || !strings.Contains(stderr.String(), "--probes tracker") {
+		t.Errorf("refusal does not name BufferImpl's lifecycle: %s", stderr.String())
+	}
+	if _, err := os.Stat(truth); err == nil {
+		t.Error("the command ran although tracing was refused")
+	}
+	out, err := exec.Command(bin, "doctor", "--json", lib).Output()
+	if err != nil {
+		t.Fatalf("doctor: %v", err)
+	}
+	var rep struct {
+		Plan struct {
+			Kind  string   `json:"kind"`
+			Notes []string `json:"notes"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Plan.Kind != "tracker" || !strings.Contains(strings.Join(rep.Plan.Notes, " "), "2026 pimpl design") {
+		t.Errorf("doctor: plan %s, notes %q", rep.Plan.Kind, rep.Plan.Notes)
 	}
 }
 

@@ -159,6 +159,41 @@ Buffer::Buffer(Private,
 }
 #endif
 
+#ifdef TT_REPLICA_PIMPL2
+// pimpl-2: Buffer::create forwards to BufferImpl::create (upstream buffer_pimpl.cpp).
+std::shared_ptr<Buffer> Buffer::create(IDevice* device,
+                                       DeviceAddr size,
+                                       DeviceAddr page_size,
+                                       BufferType buffer_type,
+                                       const BufferShardingArgs& sharding_args,
+                                       std::optional<bool> bottom_up,
+                                       std::optional<SubDeviceId> sub_device_id) {
+    return BufferImpl::create(device, size, page_size, buffer_type, sharding_args, bottom_up, sub_device_id);
+}
+
+std::shared_ptr<Buffer> BufferImpl::create(IDevice* device,
+                                           DeviceAddr size,
+                                           DeviceAddr page_size,
+                                           BufferType buffer_type,
+                                           const BufferShardingArgs& sharding_args,
+                                           std::optional<bool> bottom_up,
+                                           std::optional<SubDeviceId> sub_device_id) {
+    auto buffer = std::make_shared<Buffer>(Buffer::Private{}, device, size, page_size, buffer_type,
+                                           sharding_args.buffer_layout, bottom_up, sub_device_id, true);
+    BufferImpl& m = *buffer->impl_;
+    if (sharding_args.buffer_layout != TensorMemoryLayout::INTERLEAVED) m.shard_cores_ = sharding_args.shard_cores;
+    if (m.size_ == 0) {
+        m.allocation_status_ = AllocationStatus::ALLOCATED;
+        return buffer;
+    }
+    m.allocate_impl(*buffer);
+    return buffer;
+}
+
+// The buffer-allocation observers, notified after track_*: none is registered here.
+__attribute__((noinline)) void notify_buffer_allocated(const Buffer* buffer) { asm volatile("" ::"r"(buffer)); }
+__attribute__((noinline)) void notify_buffer_deallocated(Buffer* buffer) { asm volatile("" ::"r"(buffer)); }
+#else
 std::shared_ptr<Buffer> Buffer::create(IDevice* device,
                                        DeviceAddr size,
                                        DeviceAddr page_size,
@@ -177,6 +212,8 @@ std::shared_ptr<Buffer> Buffer::create(IDevice* device,
     return buffer;
 }
 
+#endif
+
 TT_VIEW_CREATE std::shared_ptr<Buffer> Buffer::create(IDevice* device,
                                                       DeviceAddr address,
                                                       DeviceAddr size,
@@ -190,8 +227,24 @@ TT_VIEW_CREATE std::shared_ptr<Buffer> Buffer::create(IDevice* device,
         std::lock_guard<std::mutex> lock(replica::mem_mutex());
         for (const Device* chip : replica::chips_of(device)) replica::touch_chip(chip->id());
     }
+#ifdef TT_REPLICA_PIMPL2
+    return BufferImpl::create(device, address, size, page_size, buffer_type, sharding_args, bottom_up, sub_device_id);
+}
+
+std::shared_ptr<Buffer> BufferImpl::create(IDevice* device,
+                                           DeviceAddr address,
+                                           DeviceAddr size,
+                                           DeviceAddr page_size,
+                                           BufferType buffer_type,
+                                           const BufferShardingArgs& sharding_args,
+                                           std::optional<bool> bottom_up,
+                                           std::optional<SubDeviceId> sub_device_id) {
+    auto buffer = std::make_shared<Buffer>(Buffer::Private{}, device, size, page_size, buffer_type,
+                                           sharding_args.buffer_layout, bottom_up, sub_device_id, false);
+#else
     auto buffer = std::make_shared<Buffer>(Private{}, device, size, page_size, buffer_type,
                                            sharding_args.buffer_layout, bottom_up, sub_device_id, false);
+#endif
     buffer->f().address_ = address;
     buffer->f().allocation_status_ = AllocationStatus::ALLOCATED;
     return buffer;
@@ -202,6 +255,56 @@ std::shared_ptr<Buffer> Buffer::view(const BufferRegion& region) {
     return create(f().device_, f().address_ + region.offset, region.size, f().page_size_, f().buffer_type_);
 }
 
+#ifdef TT_REPLICA_PIMPL2
+// pimpl-2: the same lifecycle, BufferImpl's, with the Buffer by reference; the observers are
+// notified after the tracker (upstream's newest buffer.cpp).
+void BufferImpl::allocate_impl(Buffer& self) {
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    GraphTracker& tracker = GraphTracker::instance();
+    if (tracker.hook_allocate(&self)) {
+        address_ = 0;
+        hooked_allocation_ = true;
+    } else {
+        address_ = allocator_->allocate_buffer(&self);  // throws on out-of-memory
+    }
+    alloc_epoch_ = replica::attach_epoch();
+    allocation_status_ = AllocationStatus::ALLOCATED;
+    TT_TRACK_ALLOCATE(tracker, &self);
+    notify_buffer_allocated(&self);
+}
+
+void BufferImpl::deallocate(Buffer& self) {
+    if (!owns_data_) return;
+    deallocate_impl(self);
+}
+
+void BufferImpl::deallocate_impl(Buffer& self) {
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    if (allocation_status_ != AllocationStatus::ALLOCATED) return;
+    if (device_->is_initialized() && size_ != 0) {
+        TT_TRACK_DEALLOCATE(GraphTracker::instance(), &self);
+        notify_buffer_deallocated(&self);
+        if (alloc_epoch_ < replica::attach_epoch()) replica::note_unknown_free(size_);
+        if (!hooked_allocation_) allocator_->deallocate_buffer(&self);
+    } else if (size_ != 0) {
+        replica::count_call(replica::kDeallocateOnClosedDevice);
+    }
+    allocation_status_ = AllocationStatus::DEALLOCATED;
+}
+
+void Buffer::deallocate() { impl_->deallocate(*this); }
+
+// Upstream's pimpl-2 makes BufferImpl::mark_as_deallocated inline; the replica keeps Buffer's
+// out of line (the workloads and MeshBuffer call it), so its probe still sees every mark.
+void Buffer::mark_as_deallocated() {
+    replica::count_call(replica::kMarkAsDeallocated);
+    impl_->allocation_status_ = AllocationStatus::DEALLOCATED;
+}
+
+Buffer::~Buffer() {
+    if (impl_->allocation_status_ != AllocationStatus::DEALLOCATED) impl_->deallocate(*this);
+}
+#else
 TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {
     // Replica: one lock across allocator + tracker, so the tracked order is the truth's order.
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
@@ -247,6 +350,8 @@ TT_PROBED void Buffer::mark_as_deallocated() {
 Buffer::~Buffer() {
     if (f().allocation_status_ != AllocationStatus::DEALLOCATED) deallocate();
 }
+
+#endif
 
 DeviceAddr Buffer::address() const { return f().address_; }
 bool Buffer::is_allocated() const { return f().allocation_status_ == AllocationStatus::ALLOCATED; }

@@ -3,6 +3,7 @@
 // allocation_status_ 56, hooked_allocation_ 57, address_ 64 (page_size_ 72: not in the facts).
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "tt_metal/buffer.hpp"
@@ -11,6 +12,20 @@ namespace tt::tt_metal {
 
 class BufferImpl {
 public:
+#ifdef TT_REPLICA_PIMPL2
+    // The 2026 pimpl-2 design (docs/ttmetal.md §1): the lifecycle is BufferImpl's, with the
+    // Buffer passed by reference (this in rdi is the BufferImpl, the Buffer in rsi).
+    static std::shared_ptr<Buffer> create(IDevice* device, DeviceAddr size, DeviceAddr page_size,
+                                          BufferType buffer_type, const BufferShardingArgs& sharding_args,
+                                          std::optional<bool> bottom_up, std::optional<SubDeviceId> sub_device_id);
+    static std::shared_ptr<Buffer> create(IDevice* device, DeviceAddr address, DeviceAddr size,
+                                          DeviceAddr page_size, BufferType buffer_type,
+                                          const BufferShardingArgs& sharding_args, std::optional<bool> bottom_up,
+                                          std::optional<SubDeviceId> sub_device_id);
+    void allocate_impl(Buffer& self);
+    void deallocate(Buffer& self);
+    void deallocate_impl(Buffer& self);
+#endif
     IDevice* device_;                                     // 0
     DeviceAddr size_;                                     // 8
     BufferType buffer_type_;                              // 16

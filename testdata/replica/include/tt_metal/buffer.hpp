@@ -122,8 +122,13 @@ public:
 #endif
 
 private:
+#ifdef TT_REPLICA_PIMPL2
+    // The lifecycle lives in BufferImpl, which makes Buffers (Private) and reaches impl_.
+    friend class BufferImpl;
+#else
     void allocate_impl();
     void deallocate_impl();
+#endif
     static void static_checks();
 
 #ifdef TT_REPLICA_LAYOUT_V2
