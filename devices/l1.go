@@ -89,7 +89,7 @@ func (h *l1Heap) remove(s *slotStore, idx uint32) {
 	i := int(s.at(idx).hpos)
 	last := len(h.h) - 1
 	if i > last || h.h[i] != idx {
-		return // not in this heap: Check reports it
+		return // not in this heap: the tests' Check reports it
 	}
 	if i != last {
 		h.swap(s, i, last)

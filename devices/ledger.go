@@ -10,7 +10,8 @@
 // buffer or CB it counts adds its size once to the process's held bytes,
 // which may not pass maxHeld (a buffer or CB that would pass it is an
 // implausible_total anomaly, not counted), and any chip or mesh total is a
-// sum of a subset of those objects. Check verifies both.
+// sum of a subset of those objects. The tests' Check (check_test.go)
+// verifies both.
 //
 // A Ledger is not safe for concurrent use: the caller serializes Apply,
 // Summary and the accessors.

@@ -10,7 +10,7 @@ import (
 
 // proc is the ledger of one traced process.
 //
-// Ownership of charges, the invariant Check verifies:
+// Ownership of charges, the invariant the tests' Check verifies:
 //   - a single-chip buffer is charged on its chip;
 //   - a mesh buffer and a CB group aimed at a mesh are charged on exactly
 //     the mesh's current chip set (meshState.chips), so a mesh keeps the

@@ -109,7 +109,7 @@ func (l *Ledger) Trim() []TrimmedProcess {
 				}
 			}
 		}
-		ps := p.summary(false)
+		ps := p.summary() // its lists are only counted: left in p, which trim lets go
 		ps.trim()
 		l.ret.trimmed = append(l.ret.trimmed, ps)
 		out = append(out, t)

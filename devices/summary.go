@@ -316,7 +316,8 @@ func (ll *leakList) each(refs []leakRef) iter.Seq[*Leak] {
 	}
 }
 
-// sortRefs orders as sortLeaks does, reading the slots.
+// sortRefs orders by device, type, address, then the remaining fields so
+// the order is total (deterministic), reading the slots.
 func (ll *leakList) sortRefs(refs []leakRef) {
 	s := &ll.p.bufs.slots
 	sort.Slice(refs, func(i, j int) bool {
@@ -342,10 +343,16 @@ func (ll *leakList) sortRefs(refs []leakRef) {
 
 var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
 
-// Summary returns a snapshot of the whole ledger. It does not change the
-// ledger and depends only on the events applied (and SetProcessInfo).
+// Summary returns a snapshot of the whole ledger: SummaryStreamed with the
+// leak lists copied out, so it stays valid when the ledger changes. It
+// does not change the ledger and depends only on the events applied (and
+// SetProcessInfo).
 func (l *Ledger) Summary() Summary {
-	return l.summary(false)
+	s := l.SummaryStreamed()
+	for i := range s.Processes {
+		s.Processes[i].copyLeaks()
+	}
+	return s
 }
 
 // SummaryStreamed is Summary with each process's leak lists left in the
@@ -353,20 +360,16 @@ func (l *Ledger) Summary() Summary {
 // lists are ~140 MB as Leaks, 8 MB so. Valid while the ledger does not
 // change: for the final summary.
 func (l *Ledger) SummaryStreamed() Summary {
-	return l.summary(true)
-}
-
-func (l *Ledger) summary(streamed bool) Summary {
 	s := l.header()
 	trimmed := l.ret.trimmed[l.ret.trimmedHead:]
 	s.Processes = make([]ProcessSummary, 0, len(trimmed)+len(l.procs)+len(l.retired))
 	// A pid's trimmed incarnations ended before its others began.
 	s.Processes = append(s.Processes, trimmed...)
 	for _, p := range l.retired {
-		s.Processes = append(s.Processes, p.summary(streamed))
+		s.Processes = append(s.Processes, p.summary())
 	}
 	for _, pid := range l.Processes() {
-		s.Processes = append(s.Processes, l.procs[pid].summary(streamed))
+		s.Processes = append(s.Processes, l.procs[pid].summary())
 	}
 	// By pid; a reused pid's incarnations in the order they lived.
 	sort.SliceStable(s.Processes, func(i, j int) bool { return s.Processes[i].Pid < s.Processes[j].Pid })
@@ -377,22 +380,38 @@ func (l *Ledger) summary(streamed bool) Summary {
 // process pid in it: what is reported when one process ends while others
 // are traced. ok is false for an unknown pid.
 func (l *Ledger) ProcessSummary(pid uint32) (s Summary, ok bool) {
-	return l.processSummary(pid, false)
+	s, ok = l.ProcessSummaryStreamed(pid)
+	if ok {
+		s.Processes[0].copyLeaks()
+	}
+	return s, ok
+}
+
+// copyLeaks copies a streamed summary's leak lists out of the ledger.
+func (ps *ProcessSummary) copyLeaks() {
+	if ps.leaks == nil {
+		return
+	}
+	ps.Leaks = make([]Leak, 0, ps.LeakCount())
+	for lk := range ps.AllLeaks() {
+		ps.Leaks = append(ps.Leaks, *lk)
+	}
+	ps.UnplacedLeaks = make([]Leak, 0, ps.UnplacedLeakCount())
+	for lk := range ps.AllUnplacedLeaks() {
+		ps.UnplacedLeaks = append(ps.UnplacedLeaks, *lk)
+	}
+	ps.leaks = nil
 }
 
 // ProcessSummaryStreamed is ProcessSummary with the leak lists left in the
 // ledger, as SummaryStreamed: valid while the ledger does not change.
 func (l *Ledger) ProcessSummaryStreamed(pid uint32) (s Summary, ok bool) {
-	return l.processSummary(pid, true)
-}
-
-func (l *Ledger) processSummary(pid uint32, streamed bool) (s Summary, ok bool) {
 	p := l.procs[pid]
 	if p == nil {
 		return Summary{}, false
 	}
 	s = l.header()
-	s.Processes = []ProcessSummary{p.summary(streamed)}
+	s.Processes = []ProcessSummary{p.summary()}
 	return s, true
 }
 
@@ -458,7 +477,7 @@ func (p *proc) devices() []DeviceSummary {
 	return out
 }
 
-func (p *proc) summary(streamed bool) ProcessSummary {
+func (p *proc) summary() ProcessSummary {
 	ps := ProcessSummary{
 		Pid:              p.pid,
 		Command:          p.info.Command,
@@ -501,47 +520,7 @@ func (p *proc) summary(streamed bool) ProcessSummary {
 			}
 		}
 	}
-	if streamed {
-		p.leakRefs(&ps, n)
-		p.describeSites(&ps)
-		return ps
-	}
-	ps.Leaks = make([]Leak, 0, n)
-	for i := range p.bufs.slots.len() {
-		b := p.bufs.slots.at(uint32(i))
-		if !b.live {
-			continue
-		}
-		lk := p.leakOf(uint32(i), b.chip)
-		if b.mesh == 0 {
-			ps.Leaks = append(ps.Leaks, lk)
-			continue
-		}
-		m := p.meshes[b.mesh]
-		if m == nil {
-			continue // cannot happen: a mesh close releases its buffers
-		}
-		if len(m.chips) == 0 {
-			lk.Device = 0
-			ps.UnplacedLeaks = append(ps.UnplacedLeaks, lk)
-			continue
-		}
-		for _, id := range m.chips {
-			lk.Device = id
-			ps.Leaks = append(ps.Leaks, lk)
-		}
-	}
-	sortLeaks(ps.Leaks)
-	sortLeaks(ps.UnplacedLeaks)
-	for _, lk := range ps.Leaks {
-		n := len(ps.LeakGroups)
-		if n == 0 || ps.LeakGroups[n-1].Device != lk.Device || ps.LeakGroups[n-1].Type != lk.Type {
-			ps.LeakGroups = append(ps.LeakGroups, LeakGroup{Device: lk.Device, Type: lk.Type})
-			n++
-		}
-		ps.LeakGroups[n-1].Count++
-		ps.LeakGroups[n-1].Bytes += lk.Size
-	}
+	p.leakRefs(&ps, n)
 	p.describeSites(&ps)
 	return ps
 }
@@ -618,25 +597,4 @@ func (p *proc) leakRefs(ps *ProcessSummary, n int) {
 	}
 	ps.Leaks, ps.UnplacedLeaks = nil, nil
 	ps.leaks = ll
-}
-
-// sortLeaks orders by device, type, address, then the remaining fields so
-// the order is total (deterministic).
-func sortLeaks(ls []Leak) {
-	sort.Slice(ls, func(i, j int) bool {
-		a, b := &ls[i], &ls[j]
-		switch {
-		case a.Device != b.Device:
-			return a.Device < b.Device
-		case a.btype != b.btype:
-			return a.btype < b.btype
-		case a.Address != b.Address:
-			return a.Address < b.Address
-		case a.Seq != b.Seq:
-			return a.Seq < b.Seq
-		case a.Buffer != b.Buffer:
-			return a.Buffer < b.Buffer
-		}
-		return a.Size < b.Size
-	})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/devices/ledgertest"
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -113,7 +114,7 @@ func TestSummaryFromLedgerStreamed(t *testing.T) {
 				Chip: c, Address: 0x9000, Size: 4096})
 		}
 	}
-	if err := l.Check(); err != nil {
+	if err := ledgertest.Check(l); err != nil {
 		t.Fatal(err)
 	}
 	whole := l.Summary()

@@ -15,7 +15,8 @@ const checkLimit = 1 << 62
 // sets, CB groups) and reports any disagreement with the running totals,
 // a total near uint64 wrap, a peak below its current value, or an
 // internal accounting anomaly. It is O(live entries) and allocates: for
-// tests and debugging, not the hot path.
+// the ledger's tests (other packages' tests use devices/ledgertest, which
+// sees only the summary).
 func (l *Ledger) Check() error {
 	var errs []error
 	for _, pid := range l.Processes() {
