@@ -146,6 +146,14 @@ const (
 	ProgProgramDestroy    Program = "program_destroy"
 	ProgDeviceClose       Program = "device_close"
 	ProgMeshDeviceClose   Program = "mesh_device_close"
+	// The allocator (docs/ttmetal.md §9).
+	ProgInitializeAllocator Program = "initialize_allocator"
+	ProgBankManagerVec      Program = "bank_manager_vec"
+	ProgBankManagerMap      Program = "bank_manager_map"
+	ProgBankManagerAllocate Program = "bank_manager_allocate"
+	// BankManager::allocate_buffer of builds without its AllocatorID
+	// parameter (ResolveSymbols picks it from the mangled name).
+	ProgBankManagerAllocateNoID Program = "bank_manager_allocate_noid"
 )
 
 // The programs of Buffer's lifecycle (lifecycle plan), and the teardown.

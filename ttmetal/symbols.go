@@ -49,6 +49,27 @@ const (
 	// track_deallocate in the newest buffer.cpp.
 	symNotifyAllocated   = "_ZN2tt8tt_metal23notify_buffer_allocatedEPKNS0_6BufferE"
 	symNotifyDeallocated = "_ZN2tt8tt_metal25notify_buffer_deallocatedEPNS0_6BufferE"
+
+	// The allocator (docs/ttmetal.md §9). Prefixes: the parameters after
+	// the ones read differ between versions (2025 added
+	// AllocatorDependencies and an AllocatorID), the registers read do not.
+	// Device::initialize_allocator(...): the chip whose BankManagers follow.
+	symInitializeAllocatorPrefix = "_ZN2tt8tt_metal6Device20initialize_allocatorE"
+	// BankManager(const BufferType&, const std::vector<int64_t>&,
+	// DeviceAddr size_bytes, uint32_t alignment_bytes, ...): DRAM, TRACE.
+	symBankManagerVecC2Prefix = "_ZN2tt8tt_metal11BankManagerC2ERKNS0_10BufferTypeERKSt6vectorIlSaIlEEmj"
+	symBankManagerVecC1Prefix = "_ZN2tt8tt_metal11BankManagerC1ERKNS0_10BufferTypeERKSt6vectorIlSaIlEEmj"
+	// BankManager(const BufferType&, const std::unordered_map<uint32_t,
+	// int64_t>&, DeviceAddr size_bytes, DeviceAddr interleaved_address_limit,
+	// uint32_t alignment_bytes, DeviceAddr alloc_offset, ...): L1, L1_SMALL.
+	symBankManagerMapC2Prefix = "_ZN2tt8tt_metal11BankManagerC2ERKNS0_10BufferTypeERKSt13unordered_mapIjlSt4hashIjESt8equal_toIjESaISt4pairIKjlEEEmmj"
+	symBankManagerMapC1Prefix = "_ZN2tt8tt_metal11BankManagerC1ERKNS0_10BufferTypeERKSt13unordered_mapIjlSt4hashIjESt8equal_toIjESaISt4pairIKjlEEEmmj"
+	// BankManager::allocate_buffer(DeviceAddr size, DeviceAddr page_size,
+	// bool bottom_up, const CoreRangeSet&, std::optional<uint32_t>
+	// num_shards[, AllocatorID]).
+	symBankManagerAllocatePrefix = "_ZN2tt8tt_metal11BankManager15allocate_bufferEmmbRK12CoreRangeSetSt8optionalIjE"
+	// The AllocatorID parameter's mangling: present in 2025-2026 builds.
+	symAllocatorIDParam = "N4ttsl10StrongTypeIjNS0_14AllocatorIDTagEEE"
 )
 
 // v0Name is name as it is mangled when tt::tt_metal's contents live in the
@@ -170,6 +191,17 @@ var attachTable = []point{
 		"memory released by closing a chip"},
 	{ProgMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
 		"memory released by closing a mesh"},
+	{ProgInitializeAllocator, "Device::initialize_allocator(...)", []string{symInitializeAllocatorPrefix + "*"}, false,
+		"which chip an allocator belongs to"},
+	{ProgBankManagerVec, "BankManager::BankManager(type, bank offsets, size, alignment, offset, ...)",
+		[]string{symBankManagerVecC2Prefix + "*", symBankManagerVecC1Prefix + "*"}, false,
+		"DRAM and TRACE capacity"},
+	{ProgBankManagerMap, "BankManager::BankManager(type, bank map, size, limit, alignment, offset, ...)",
+		[]string{symBankManagerMapC2Prefix + "*", symBankManagerMapC1Prefix + "*"}, false,
+		"L1 and L1_SMALL capacity"},
+	{ProgBankManagerAllocate, "BankManager::allocate_buffer(size, page_size, bottom_up, grid, num_shards, ...)",
+		[]string{symBankManagerAllocatePrefix + "*"}, false,
+		"the allocator's accounting and failed allocations"},
 }
 
 // AttachPoint is one resolved attach point: a program and a function address.
@@ -216,13 +248,20 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	found := map[string]Symbol{}
 	var prefixed []Symbol
 	res := &Symbols{seen: map[string]bool{}}
-	viewPrefixes := withV0(symBufferCreateViewPrefix)
-	// Only the names wanted (and the view prefix) are asked for: a real
+	prefixes := withV0(symBufferCreateViewPrefix)
+	for _, p := range attachTable {
+		for _, n := range p.Names {
+			if pre, ok := strings.CutSuffix(n, "*"); ok && pre != symBufferCreateViewPrefix {
+				prefixes = append(prefixes, withV0(pre)...)
+			}
+		}
+	}
+	// Only the names wanted (and the prefixes of the attach table) are asked for: a real
 	// libtt_metal.so has hundreds of thousands of tt::tt_metal symbols, and
 	// turning each into a string would cost time and memory in proportion.
 	// A v0 build is recognised by the v0 spelling of these same names.
 	want := profileSymbols()
-	want = append(want, viewPrefixes...)
+	want = append(want, prefixes...)
 	want = append(want, withV0(symVtableDevice, symVtableMeshDevice)...)
 	for _, p := range attachTable {
 		for _, n := range p.Names {
@@ -241,7 +280,7 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 		if strings.ContainsRune(s.Name, '.') {
 			return
 		}
-		for _, p := range viewPrefixes {
+		for _, p := range prefixes {
 			if strings.HasPrefix(s.Name, p) {
 				prefixed = append(prefixed, s)
 				return
@@ -290,7 +329,13 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.Name, err)
 			}
-			res.AttachPoints = append(res.AttachPoints, AttachPoint{Program: p.Program, Function: p.Function, Symbol: s.Name, Addr: s.Value, Offset: off})
+			prog := p.Program
+			if prog == ProgBankManagerAllocate && !strings.Contains(s.Name, symAllocatorIDParam) {
+				// No AllocatorID parameter (mid-2025 builds): the first stack
+				// argument is the caller's, not an allocator id.
+				prog = ProgBankManagerAllocateNoID
+			}
+			res.AttachPoints = append(res.AttachPoints, AttachPoint{Program: prog, Function: p.Function, Symbol: s.Name, Addr: s.Value, Offset: off})
 		}
 		if len(seen) == 0 {
 			res.Missing = append(res.Missing, Missing{Program: p.Program, Function: p.Function, Why: p.Why, Required: p.Required})

@@ -45,6 +45,11 @@ var fullNames = []string{
 	symMarkAsDeallocated, symAllocateCBs, symDeallocateCBs, symProgramImplD1, symProgramImplD2,
 	symDeviceClose, symMeshDeviceClose, symVtableDevice, symVtableMeshDevice,
 	symTrackAllocate + ".isra.0",
+	symInitializeAllocatorPrefix + "RKNS0_15AllocatorConfigE",
+	symBankManagerVecC2Prefix + "mbRKNS1_21AllocatorDependenciesE",
+	symBankManagerVecC1Prefix + "mbRKNS1_21AllocatorDependenciesE",
+	symBankManagerMapC2Prefix + "mbRKNS1_21AllocatorDependenciesE",
+	symBankManagerAllocatePrefix + symAllocatorIDParam,
 }
 
 func TestResolveSymbols(t *testing.T) {
@@ -86,6 +91,9 @@ func TestResolveSymbols(t *testing.T) {
 			t.Errorf("%s: %d sites, want 1: %+v", p.Program, len(byProg[p.Program]), byProg[p.Program])
 		}
 	}
+	if got := byProg[ProgBankManagerVec]; len(got) == 1 && !strings.HasPrefix(got[0].Symbol, symBankManagerVecC2Prefix) {
+		t.Errorf("BankManager: %s, want the base-object constructor C2", got[0].Symbol)
+	}
 	if got := byProg["program_destroy"]; len(got) == 1 && got[0].Symbol != symProgramImplD2 {
 		t.Errorf("destructor: %s, want the base-object destructor D2", got[0].Symbol)
 	}
@@ -105,6 +113,26 @@ func fileOffsetOf(ef *elf.File, vaddr uint64) (uint64, error) {
 		}
 	}
 	return 0, os.ErrNotExist
+}
+
+// TestAllocateBufferWithoutAllocatorID: a BankManager::allocate_buffer
+// without the AllocatorID parameter (mid-2025) gets the program that does
+// not read it.
+func TestAllocateBufferWithoutAllocatorID(t *testing.T) {
+	so := buildLib(t, []string{symTrackAllocate, symTrackDeallocate, symVtableDevice, symBankManagerAllocatePrefix})
+	_, syms := openResolved(t, so)
+	n := 0
+	for _, s := range syms.AttachPoints {
+		switch s.Program {
+		case ProgBankManagerAllocate:
+			t.Errorf("%s attached with the program that reads an AllocatorID", s.Symbol)
+		case ProgBankManagerAllocateNoID:
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d allocate_buffer points without an AllocatorID, want 1", n)
+	}
 }
 
 func TestCheckNamesWhatIsMissing(t *testing.T) {
