@@ -338,18 +338,22 @@ ChipAllocator::ChipAllocator(Device* device, const AllocatorConfig& config) : de
     // SYSTEM_MEMORY: no BankManager upstream (it refuses the type); the replica keeps a bare
     // free list, so no BankManager constructor runs for it.
     system_ = allocator::FreeList(config_.capacity[2], config_.base[2], config_.alignment, config_.alignment);
-    for (BankManager& b : banks_) b.set_chip(device_->id());
+    for (auto& b : banks_) {
+        if (b) b->set_chip(device_->id());
+    }
 }
 
 void ChipAllocator::init_flat() {
     for (BufferType t : {BufferType::DRAM, BufferType::TRACE}) {
         const int i = static_cast<int>(t);
-        banks_[i] = BankManager(t, std::vector<int64_t>(1, 0), config_.capacity[i], config_.alignment, config_.base[i]);
+        banks_[i] = std::make_unique<BankManager>(t, std::vector<int64_t>(1, 0), config_.capacity[i], config_.alignment,
+                                                  config_.base[i]);
     }
     for (BufferType t : {BufferType::L1, BufferType::L1_SMALL}) {
         const int i = static_cast<int>(t);
-        banks_[i] = BankManager(t, std::unordered_map<uint32_t, int64_t>{{0u, 0}}, config_.capacity[i], config_.base[i],
-                                config_.alignment, config_.base[i]);
+        banks_[i] = std::make_unique<BankManager>(t, std::unordered_map<uint32_t, int64_t>{{0u, 0}},
+                                                  config_.capacity[i], config_.base[i], config_.alignment,
+                                                  config_.base[i]);
     }
 }
 
@@ -358,11 +362,11 @@ void ChipAllocator::init_one_bank_per_channel() {
     const DeviceAddr dram_bank_size =
         config_.dram_bank_size - config_.dram_unreserved_base - config_.trace_region_size;
     std::vector<int64_t> offsets(config_.dram_bank_offsets.begin(), config_.dram_bank_offsets.end());
-    banks_[static_cast<int>(BufferType::DRAM)] = BankManager(BufferType::DRAM, offsets, dram_bank_size,
-                                                             config_.dram_alignment, config_.dram_unreserved_base);
+    banks_[static_cast<int>(BufferType::DRAM)] = std::make_unique<BankManager>(
+        BufferType::DRAM, offsets, dram_bank_size, config_.dram_alignment, config_.dram_unreserved_base);
     banks_[static_cast<int>(BufferType::TRACE)] =
-        BankManager(BufferType::TRACE, offsets, config_.trace_region_size, config_.dram_alignment,
-                    dram_bank_size + config_.dram_unreserved_base);
+        std::make_unique<BankManager>(BufferType::TRACE, offsets, config_.trace_region_size, config_.dram_alignment,
+                                      dram_bank_size + config_.dram_unreserved_base);
 }
 
 void ChipAllocator::init_compute_and_storage_l1_bank_manager() {
@@ -374,12 +378,11 @@ void ChipAllocator::init_compute_and_storage_l1_bank_manager() {
     const DeviceAddr l1_bank_size = config_.worker_l1_size - config_.l1_unreserved_base;
     const DeviceAddr interleaved_limit = config_.worker_l1_size - l1_bank_size;
     const DeviceAddr allocatable = l1_bank_size - config_.l1_small_size;
-    banks_[static_cast<int>(BufferType::L1)] = BankManager(BufferType::L1, l1_banks, allocatable, interleaved_limit,
-                                                           config_.l1_alignment, config_.l1_unreserved_base);
-    banks_[static_cast<int>(BufferType::L1_SMALL)] =
-        BankManager(BufferType::L1_SMALL, small_banks, config_.l1_small_size,
-                    config_.worker_l1_size - config_.l1_small_size, config_.l1_alignment,
-                    config_.l1_unreserved_base + allocatable);
+    banks_[static_cast<int>(BufferType::L1)] = std::make_unique<BankManager>(
+        BufferType::L1, l1_banks, allocatable, interleaved_limit, config_.l1_alignment, config_.l1_unreserved_base);
+    banks_[static_cast<int>(BufferType::L1_SMALL)] = std::make_unique<BankManager>(
+        BufferType::L1_SMALL, small_banks, config_.l1_small_size, config_.worker_l1_size - config_.l1_small_size,
+        config_.l1_alignment, config_.l1_unreserved_base + allocatable);
 }
 
 ChipAllocator::~ChipAllocator() = default;
@@ -427,19 +430,19 @@ DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
         reserve(type, *address, span, buffer, buffer->size());
         return *address;
     }
-    BankManager& bank = banks_[static_cast<int>(type)];
+    BankManager& bank = *banks_[static_cast<int>(type)];
     const DeviceAddr address = bank.allocate_buffer(r.size, r.page_size, r.bottom_up, config_.compute_grid, r.num_shards);
     reserve(type, address, span_for(type, r), buffer, buffer->size());
     return address;
 }
 
 allocator::FreeList& ChipAllocator::list(BufferType type) {
-    return type == BufferType::SYSTEM_MEMORY ? system_ : banks_[static_cast<int>(type)].mutable_free_list();
+    return type == BufferType::SYSTEM_MEMORY ? system_ : banks_[static_cast<int>(type)]->mutable_free_list();
 }
 
 DeviceAddr ChipAllocator::span_for(BufferType type, const Request& r) const {
     if (type == BufferType::SYSTEM_MEMORY) return system_.alloc_size(r.size);
-    return banks_[static_cast<int>(type)].span_for(r.size, r.page_size, r.num_shards);
+    return banks_[static_cast<int>(type)]->span_for(r.size, r.page_size, r.num_shards);
 }
 
 void ChipAllocator::deallocate_buffer(Buffer* buffer) { release(buffer->buffer_type(), buffer->address()); }
@@ -460,7 +463,7 @@ bool ChipAllocator::release(BufferType type, DeviceAddr addr) {
     if (type == BufferType::SYSTEM_MEMORY) {
         system_.deallocate(addr);
     } else {
-        banks_[static_cast<int>(type)].deallocate_buffer(addr);
+        banks_[static_cast<int>(type)]->deallocate_buffer(addr);
     }
     const bool pre = b.epoch < replica::attach_epoch();
     replica::charge(device_->id(), static_cast<int>(type), -static_cast<int64_t>(b.size), pre);
@@ -469,7 +472,9 @@ bool ChipAllocator::release(BufferType type, DeviceAddr addr) {
 }
 
 void ChipAllocator::clear() {
-    for (auto& bank : banks_) bank.clear();
+    for (auto& bank : banks_) {
+        if (bank) bank->clear();
+    }
     system_.clear();
     for (auto& held : held_) held.clear();
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -233,8 +234,9 @@ public:
     bool default_bottom_up(BufferType type) const override;
     uint32_t get_alignment(BufferType type) const override;
 
-    const BankManager& bank(BufferType type) const { return banks_[static_cast<int>(type)]; }
-    BankManager& mutable_bank(BufferType type) { return banks_[static_cast<int>(type)]; }
+    // Not for SYSTEM_MEMORY (no BankManager).
+    const BankManager& bank(BufferType type) const { return *banks_[static_cast<int>(type)]; }
+    BankManager& mutable_bank(BufferType type) { return *banks_[static_cast<int>(type)]; }
     // Allocations held, by address (what the truth and the CB clash check read).
     const std::map<DeviceAddr, AllocatorBlock>& blocks(BufferType type) const { return held_[static_cast<int>(type)]; }
     const AllocatorConfig& config() const { return config_; }
@@ -266,7 +268,9 @@ private:
 
     Device* device_;
     AllocatorConfig config_;
-    BankManager banks_[kNumBufferTypes];  // SYSTEM_MEMORY's stays empty
+    // As upstream (std::make_unique): a BankManager's `this` is its identity for the life of
+    // the allocator, which is what a tracer keys its requests by. SYSTEM_MEMORY's stays null.
+    std::unique_ptr<BankManager> banks_[kNumBufferTypes];
     allocator::FreeList system_;
     std::map<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
 };
