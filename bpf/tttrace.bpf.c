@@ -44,6 +44,8 @@ const struct event *unused_event __attribute__((unused));
 const struct stack_record *unused_stack_record __attribute__((unused));
 const struct py_stack_record *unused_py_stack_record __attribute__((unused));
 const struct py_code_record *unused_py_code_record __attribute__((unused));
+const struct alloc_capacity_record *unused_alloc_capacity_record __attribute__((unused));
+const struct alloc_request_record *unused_alloc_request_record __attribute__((unused));
 const enum stack_flags *unused_stack_flags __attribute__((unused));
 const enum py_stack_flags *unused_py_stack_flags __attribute__((unused));
 const enum py_code_flags *unused_py_code_flags __attribute__((unused));
@@ -197,7 +199,7 @@ static __always_inline void lost_record(enum event_kind kind)
 /* Waking the reader costs an interrupt-work round trip per record; it is
  * only worth it once a batch has piled up. User space also polls on a short
  * deadline, so a quiet trickle is still read promptly. */
-static __always_inline void finish(struct event *e)
+static __always_inline void finish(void *e)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
@@ -643,6 +645,216 @@ SEC("uprobe.multi")
 int mesh_device_close(struct pt_regs *ctx)
 {
 	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
+}
+
+/* ---- the allocator (docs/ttmetal.md §9) ------------------------------- */
+
+/* The chip whose allocator a thread is building: set at the entry of
+ * Device::initialize_allocator, read by the BankManager constructors that
+ * follow on that thread, deleted after the last of them (L1_SMALL: upstream
+ * makes DRAM, TRACE, L1, L1_SMALL in that order). Keyed by pid_tgid. LRU:
+ * the entry of a thread that threw before its L1_SMALL manager goes by
+ * itself. */
+struct alloc_owner {
+	__u64 device;
+	__s32 chip;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct alloc_owner);
+} alloc_owners SEC(".maps");
+
+/* Reserve a record of size bytes of kind and fill its header; NULL when
+ * the process is not traced or the ring is full (the loss counted as
+ * start() counts it). *lost_before: the reservations this CPU failed since
+ * its previous record. */
+static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__u32 zero = 0;
+	struct lost_counter *lc;
+	struct record_header *h;
+	__u64 seq;
+
+	if (!traced(tgid))
+		return 0;
+	seq = __sync_fetch_and_add(&next_seq, 1);
+	lc = bpf_map_lookup_elem(&lost, &zero);
+	h = bpf_ringbuf_reserve(&events, size, 0);
+	if (!h) {
+		if (lc) {
+			lc->total++;
+			lc->pending++;
+			lc->kinds[kind & (EV_RING_KINDS - 1)]++;
+		}
+		return 0;
+	}
+	__builtin_memset(h, 0, size);
+	h->seq = seq;
+	h->ts_ns = bpf_ktime_get_ns();
+	h->pid = tgid;
+	h->tid = (__u32)id;
+	h->kind = kind;
+	if (lc) {
+		*lost_before = lc->pending;
+		lc->pending = 0;
+	}
+	return h;
+}
+
+/* std::unique_ptr<AllocatorImpl> Device::initialize_allocator(...)
+ * rdi: the returned pointer's slot, rsi: this; builds where it returns void
+ * have this in rdi. Whichever is a Device (by its vptr) owns the
+ * BankManagers this thread makes next. Emits nothing. */
+SEC("uprobe.multi")
+int initialize_allocator(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct alloc_owner o = {};
+	struct site site;
+	struct event probe;
+
+	if (!traced(id >> 32))
+		return 0;
+	site = locate(ctx);
+	__builtin_memset(&probe, 0, sizeof(probe));
+	classify_device(&probe, PT_REGS_PARM2(ctx), &site);
+	if (probe.device_kind != DEV_CHIP) {
+		__builtin_memset(&probe, 0, sizeof(probe));
+		classify_device(&probe, PT_REGS_PARM1(ctx), &site);
+	}
+	if (probe.device_kind != DEV_CHIP)
+		return 0;
+	o.device = probe.device;
+	o.chip = probe.chip;
+	bpf_map_update_elem(&alloc_owners, &id, &o, BPF_ANY);
+	return 0;
+}
+
+/* A BankManager being made: its this, its type (read through the const
+ * BufferType&, at the width of the layout's BufferType), bank count, size,
+ * alignment, base and limit, and the chip whose allocator this thread is
+ * building, if any. */
+static __always_inline int on_bank_manager(struct pt_regs *ctx, __u64 mgr, __u64 type_ref,
+					   __u32 banks, __u8 read_error, __u64 bank_size,
+					   __u64 alignment, __u64 base, __u64 limit)
+{
+	__u64 id = bpf_get_current_pid_tgid(), lost_before = 0;
+	struct alloc_capacity_record *r;
+	struct alloc_owner *o;
+	struct site site;
+	__u32 type = 0;
+	__s64 w;
+
+	r = start_record(EV_ALLOC_CAPACITY, sizeof(*r), &lost_before);
+	if (!r)
+		return 0;
+	site = locate(ctx);
+	w = site.lib ? site.lib->off[LF_BUFFER_TYPE_WIDTH] : 4;
+	r->lost_before = lost_before;
+	r->manager = mgr;
+	r->banks = banks;
+	r->bank_size = bank_size;
+	r->alignment = alignment;
+	r->base = base;
+	r->limit = limit;
+	r->read_error = read_error;
+	r->chip = -1;
+	r->buffer_type = -1;
+	if (bpf_probe_read_user(&type, w == 1 ? 1 : w == 2 ? 2 : 4, (void *)type_ref) < 0)
+		r->read_error = 1;
+	else
+		r->buffer_type = (__s32)type;
+	o = bpf_map_lookup_elem(&alloc_owners, &id);
+	if (o) {
+		r->device = o->device;
+		r->chip = o->chip;
+		r->device_kind = DEV_CHIP;
+		if (r->buffer_type == 3 /* L1_SMALL, the last */)
+			bpf_map_delete_elem(&alloc_owners, &id);
+	}
+	finish(r);
+	return 0;
+}
+
+/* BankManager::BankManager(const BufferType& buffer_type,
+ *     const std::vector<int64_t>& bank_offsets, DeviceAddr size_bytes,
+ *     uint32_t alignment_bytes, DeviceAddr alloc_offset, ...)   (DRAM, TRACE)
+ * The vector's begin and end are its first two words. */
+SEC("uprobe.multi")
+int bank_manager_vec(struct pt_regs *ctx)
+{
+	__u64 v[2] = {};
+	__u8 err = bpf_probe_read_user(v, sizeof(v), (void *)PT_REGS_PARM3(ctx)) < 0;
+
+	return on_bank_manager(ctx, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx),
+			       err || v[1] < v[0] ? 0 : (__u32)((v[1] - v[0]) / 8), err,
+			       PT_REGS_PARM4(ctx), (__u32)PT_REGS_PARM5(ctx), PT_REGS_PARM6(ctx), 0);
+}
+
+/* BankManager::BankManager(const BufferType& buffer_type,
+ *     const std::unordered_map<uint32_t, int64_t>& bank_id_to_bank_offset,
+ *     DeviceAddr size_bytes, DeviceAddr interleaved_address_limit,
+ *     uint32_t alignment_bytes, DeviceAddr alloc_offset, ...)   (L1, L1_SMALL)
+ * The map's element count is its fourth word (libstdc++ and libc++);
+ * alloc_offset is the first stack argument, above the return address. */
+SEC("uprobe.multi")
+int bank_manager_map(struct pt_regs *ctx)
+{
+	__u64 count = 0, base = 0;
+	__u8 err = bpf_probe_read_user(&count, sizeof(count), (void *)(PT_REGS_PARM3(ctx) + 24)) < 0;
+
+	if (bpf_probe_read_user(&base, sizeof(base), (void *)(PT_REGS_SP(ctx) + 8)) < 0)
+		err = 1;
+	return on_bank_manager(ctx, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), (__u32)count, err,
+			       PT_REGS_PARM4(ctx), (__u32)PT_REGS_PARM6(ctx), base, PT_REGS_PARM5(ctx));
+}
+
+/* DeviceAddr BankManager::allocate_buffer(DeviceAddr size, DeviceAddr
+ *     page_size, bool bottom_up, const CoreRangeSet& compute_grid,
+ *     std::optional<uint32_t> num_shards[, AllocatorID allocator_id])
+ * The optional arrives in r9 (value in bits 0-31, engaged flag in bit 32);
+ * the AllocatorID (a uint32_t) is the first stack argument where the build
+ * has it. */
+static __always_inline int on_alloc_request(struct pt_regs *ctx, int has_id)
+{
+	__u64 lost_before = 0, shards = PT_REGS_PARM6(ctx);
+	struct alloc_request_record *r;
+	__u32 aid = 0;
+
+	r = start_record(EV_ALLOC_REQUEST, sizeof(*r), &lost_before);
+	if (!r)
+		return 0;
+	r->lost_before = lost_before;
+	r->manager = PT_REGS_PARM1(ctx);
+	r->size = PT_REGS_PARM2(ctx);
+	r->page_size = PT_REGS_PARM3(ctx);
+	r->bottom_up = (__u8)PT_REGS_PARM4(ctx) != 0;
+	if ((shards >> 32) & 0xff)
+		r->num_shards = (__u32)shards;
+	if (has_id && bpf_probe_read_user(&aid, sizeof(aid), (void *)(PT_REGS_SP(ctx) + 8)) < 0)
+		r->read_error = 1;
+	r->allocator_id = aid;
+	finish(r);
+	return 0;
+}
+
+SEC("uprobe.multi")
+int bank_manager_allocate(struct pt_regs *ctx)
+{
+	return on_alloc_request(ctx, 1);
+}
+
+/* The same, in builds whose allocate_buffer has no AllocatorID. */
+SEC("uprobe.multi")
+int bank_manager_allocate_noid(struct pt_regs *ctx)
+{
+	return on_alloc_request(ctx, 0);
 }
 
 /* ---- processes --------------------------------------------------------- */

@@ -54,6 +54,8 @@ enum event_kind : __u8 {
 	EV_PY_STACK = 17,         /* struct py_stack_record: the Python stack of that alloc */
 	EV_PY_CODE = 18,          /* struct py_code_record: a code object the next
 				   * EV_PY_STACK names, described once */
+	EV_ALLOC_CAPACITY = 19,   /* struct alloc_capacity_record: a BankManager constructor */
+	EV_ALLOC_REQUEST = 20,    /* struct alloc_request_record: BankManager::allocate_buffer */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };
@@ -236,6 +238,41 @@ struct py_stack_record {
 struct py_code_record {
 	struct record_header hdr; /* seq, ts_ns: those of the alloc whose stack names it */
 	struct py_code code;
+};
+
+/* ---- the allocator (docs/ttmetal.md §9) --------------------------------- */
+
+/* A BankManager being made: one buffer type of one allocator. */
+struct alloc_capacity_record {
+	struct record_header hdr;
+	__u64 manager;     /* the BankManager* (this) */
+	__u64 device;      /* the Device* whose Device::initialize_allocator this thread
+			    * is in, 0 if none */
+	__u64 bank_size;   /* size_bytes: allocatable bytes per bank */
+	__u64 alignment;   /* alignment_bytes */
+	__u64 base;        /* alloc_offset: the address of a bank's first allocatable byte */
+	__u64 limit;       /* interleaved_address_limit (bank-map constructor), else 0 */
+	__u64 lost_before; /* records this CPU failed to reserve since its previous record */
+	__u32 banks;       /* bank offsets, or entries of the bank map */
+	__s32 chip;        /* Device::id_ of device, -1 if none */
+	__s32 buffer_type; /* BufferType, -1 if unreadable */
+	enum device_kind device_kind; /* DEV_CHIP with a device, else DEV_NONE */
+	__u8 read_error;   /* a user-memory read failed: fields may be zero */
+	__u8 _pad[2];
+};
+
+/* BankManager::allocate_buffer: an allocation asked of a bank manager. */
+struct alloc_request_record {
+	struct record_header hdr;
+	__u64 manager;      /* the BankManager* (this) */
+	__u64 size;         /* the buffer's aligned size */
+	__u64 page_size;    /* its aligned page size */
+	__u64 lost_before;  /* as in struct alloc_capacity_record */
+	__u32 num_shards;   /* a sharded buffer's cores; 0: interleaved */
+	__u32 allocator_id; /* 0: the lockstep free list; else one core's own (HYBRID) */
+	__u8 bottom_up;
+	__u8 read_error;
+	__u8 _pad[6];
 };
 
 #endif /* TTTRACE_WIRE_H */

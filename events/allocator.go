@@ -1,37 +1,51 @@
 package events
 
-// The allocator's records (issue 22): a BankManager being made, and a
-// BankManager::allocate_buffer call. Their wire kinds are not in
-// bpf/tttrace.h yet; until they are, these kinds are Go-level only (the
-// values the wire header is to give them), named here so that the NDJSON
-// encoding and the ledger know them. Decode never makes them.
-const (
-	// KindAllocCapacity: the entry of a BankManager constructor. Object
-	// is the BankManager*; Chip (DeviceKind DeviceChip) the chip whose
-	// allocator it is, when known; BufferType, Banks, BankSize,
-	// Alignment, Base and Limit its arguments.
-	KindAllocCapacity Kind = 19
-	// KindAllocRequest: the entry of BankManager::allocate_buffer. Object
-	// is the BankManager*; Size and PageSize the aligned size and page
-	// size the allocator got; BottomUp, Shards (0: interleaved) and
-	// AllocatorID (0: the lockstep list, else one core's own) its other
-	// arguments. Success is the thread's next alloc; anything else the
-	// thread does first means TT-Metal threw (Out of Memory).
-	KindAllocRequest Kind = 20
-)
+import "fmt"
 
-// Package-level variables are set before any init function runs, so the
-// names are there when json.go's init builds its heads.
-var _ = nameAllocatorKinds()
+// The allocator's records (issue 22, docs/ttmetal.md §9): KindAllocCapacity,
+// a BankManager being made (struct alloc_capacity_record: Object is the
+// BankManager*; Chip, with DeviceKind DeviceChip, the chip whose allocator it
+// is, when known; BufferType, Banks, BankSize, Alignment, Base and Limit its
+// arguments), and KindAllocRequest, a BankManager::allocate_buffer call
+// (struct alloc_request_record: Object is the BankManager*; Size and PageSize
+// the aligned size and page size the allocator got; BottomUp, Shards (0:
+// interleaved) and AllocatorID (0: the lockstep list, else one core's own)
+// its other arguments). Success is the thread's next alloc; anything else the
+// thread does first means TT-Metal threw (Out of Memory).
 
-func nameAllocatorKinds() bool {
-	if kindNames[KindAllocCapacity] == "" {
-		kindNames[KindAllocCapacity] = "alloc_capacity"
+// DecodeAllocator fills e from one raw record of an allocator kind. It checks
+// the kind and length and allocates nothing.
+func DecodeAllocator(raw []byte, e *Event) error {
+	h, err := Peek(raw)
+	if err != nil {
+		return err
 	}
-	if kindNames[KindAllocRequest] == "" {
-		kindNames[KindAllocRequest] = "alloc_request"
+	switch h.Kind {
+	case KindAllocCapacity:
+		w, err := As[AllocCapacityWire](raw)
+		if err != nil {
+			return err
+		}
+		*e = Event{Seq: w.Hdr.Seq, TsNs: w.Hdr.TsNs, Pid: w.Hdr.Pid, Tid: w.Hdr.Tid, Kind: w.Hdr.Kind,
+			Object: w.Manager, Device: w.Device, DeviceKind: w.DeviceKind, Chip: w.Chip,
+			BufferType: BufferType(w.BufferType), ReadError: w.ReadError != 0, LostBefore: w.LostBefore}
+		e.Banks, e.BankSize, e.Alignment, e.Base, e.Limit = w.Banks, w.BankSize, w.Alignment, w.Base, w.Limit
+		if e.DeviceKind != DeviceChip {
+			e.Chip = -1
+		}
+	case KindAllocRequest:
+		w, err := As[AllocRequestWire](raw)
+		if err != nil {
+			return err
+		}
+		*e = Event{Seq: w.Hdr.Seq, TsNs: w.Hdr.TsNs, Pid: w.Hdr.Pid, Tid: w.Hdr.Tid, Kind: w.Hdr.Kind,
+			Object: w.Manager, Chip: -1, BufferType: -1, Size: w.Size, PageSize: w.PageSize,
+			ReadError: w.ReadError != 0, LostBefore: w.LostBefore}
+		e.Shards, e.AllocatorID, e.BottomUp = w.NumShards, w.AllocatorID, w.BottomUp != 0
+	default:
+		return fmt.Errorf("record seq %d: kind %s is not an allocator record", h.Seq, h.Kind)
 	}
-	return true
+	return nil
 }
 
 // AllocatorFields are the fields only the allocator's records set.

@@ -26,6 +26,8 @@ const (
 	KindStack           Kind = 16
 	KindPyStack         Kind = 17
 	KindPyCode          Kind = 18
+	KindAllocCapacity   Kind = 19
+	KindAllocRequest    Kind = 20
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -161,6 +163,52 @@ const PyCodeWireSize = 4752
 
 func (*PyCodeWire) wireID() uint8 { return 4 }
 
+// AllocCapacityWire is struct alloc_capacity_record of bpf/wire.h: the records
+// of kind KindAllocCapacity.
+type AllocCapacityWire struct {
+	_          structs.HostLayout
+	Hdr        Header
+	Manager    uint64
+	Device     uint64
+	BankSize   uint64
+	Alignment  uint64
+	Base       uint64
+	Limit      uint64
+	LostBefore uint64
+	Banks      uint32
+	Chip       int32
+	BufferType int32
+	DeviceKind DeviceKind
+	ReadError  uint8
+	_          [2]uint8
+}
+
+// AllocCapacityWireSize is the size of AllocCapacityWire in bytes.
+const AllocCapacityWireSize = 104
+
+func (*AllocCapacityWire) wireID() uint8 { return 5 }
+
+// AllocRequestWire is struct alloc_request_record of bpf/wire.h: the records of
+// kind KindAllocRequest.
+type AllocRequestWire struct {
+	_           structs.HostLayout
+	Hdr         Header
+	Manager     uint64
+	Size        uint64
+	PageSize    uint64
+	LostBefore  uint64
+	NumShards   uint32
+	AllocatorID uint32
+	BottomUp    uint8
+	ReadError   uint8
+	_           [6]uint8
+}
+
+// AllocRequestWireSize is the size of AllocRequestWire in bytes.
+const AllocRequestWireSize = 80
+
+func (*AllocRequestWire) wireID() uint8 { return 6 }
+
 // PyCode is struct py_code of bpf/wire.h.
 type PyCode struct {
 	_             structs.HostLayout
@@ -227,6 +275,8 @@ var wireOf = [64]uint8{
 	KindStack:           2,
 	KindPyStack:         3,
 	KindPyCode:          4,
+	KindAllocCapacity:   5,
+	KindAllocRequest:    6,
 }
 
 // wireSize is, per kind BPF writes, the size of its records' type: the
@@ -250,6 +300,8 @@ var wireSize = [64]uint32{
 	KindStack:           64,
 	KindPyStack:         1584,
 	KindPyCode:          4752,
+	KindAllocCapacity:   104,
+	KindAllocRequest:    80,
 }
 
 // kindNames are the Kind names, by value.
@@ -272,6 +324,8 @@ var kindNames = [66]string{
 	16: "stack",
 	17: "py_stack",
 	18: "py_code",
+	19: "alloc_capacity",
+	20: "alloc_request",
 	64: "lost",
 	65: "exit",
 }

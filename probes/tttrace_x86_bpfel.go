@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tttraceAllocOwner struct {
+	_      structs.HostLayout
+	Device uint64
+	Chip   int32
+	Pad    uint32
+}
+
 type tttraceDlBudget struct {
 	_      structs.HostLayout
 	LastNs uint64
@@ -215,10 +222,15 @@ type tttraceSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceProgramSpecs struct {
 	AllocateCircularBuffers   *ebpf.ProgramSpec `ebpf:"allocate_circular_buffers"`
+	BankManagerAllocate       *ebpf.ProgramSpec `ebpf:"bank_manager_allocate"`
+	BankManagerAllocateNoid   *ebpf.ProgramSpec `ebpf:"bank_manager_allocate_noid"`
+	BankManagerMap            *ebpf.ProgramSpec `ebpf:"bank_manager_map"`
+	BankManagerVec            *ebpf.ProgramSpec `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.ProgramSpec `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.ProgramSpec `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.ProgramSpec `ebpf:"device_close"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
+	InitializeAllocator       *ebpf.ProgramSpec `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.ProgramSpec `ebpf:"lc_alloc_enter"`
 	LcAllocExit               *ebpf.ProgramSpec `ebpf:"lc_alloc_exit"`
 	LcCreateEnter             *ebpf.ProgramSpec `ebpf:"lc_create_enter"`
@@ -242,6 +254,7 @@ type tttraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceMapSpecs struct {
+	AllocOwners  *ebpf.MapSpec `ebpf:"alloc_owners"`
 	DlBudgets    *ebpf.MapSpec `ebpf:"dl_budgets"`
 	DlDrops      *ebpf.MapSpec `ebpf:"dl_drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
@@ -260,21 +273,23 @@ type tttraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
-	CaptureStacks       *ebpf.VariableSpec `ebpf:"capture_stacks"`
-	DlDropped           *ebpf.VariableSpec `ebpf:"dl_dropped"`
-	FilterPids          *ebpf.VariableSpec `ebpf:"filter_pids"`
-	FollowChildren      *ebpf.VariableSpec `ebpf:"follow_children"`
-	NextSeq             *ebpf.VariableSpec `ebpf:"next_seq"`
-	UnusedEvent         *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedLayoutField   *ebpf.VariableSpec `ebpf:"unused_layout_field"`
-	UnusedPyCodeFlags   *ebpf.VariableSpec `ebpf:"unused_py_code_flags"`
-	UnusedPyCodeRecord  *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
-	UnusedPyProc        *ebpf.VariableSpec `ebpf:"unused_py_proc"`
-	UnusedPyStackFlags  *ebpf.VariableSpec `ebpf:"unused_py_stack_flags"`
-	UnusedPyStackRecord *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
-	UnusedStackFlags    *ebpf.VariableSpec `ebpf:"unused_stack_flags"`
-	UnusedStackRecord   *ebpf.VariableSpec `ebpf:"unused_stack_record"`
-	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CaptureStacks             *ebpf.VariableSpec `ebpf:"capture_stacks"`
+	DlDropped                 *ebpf.VariableSpec `ebpf:"dl_dropped"`
+	FilterPids                *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
+	NextSeq                   *ebpf.VariableSpec `ebpf:"next_seq"`
+	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
+	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
+	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedLayoutField         *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedPyCodeFlags         *ebpf.VariableSpec `ebpf:"unused_py_code_flags"`
+	UnusedPyCodeRecord        *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
+	UnusedPyProc              *ebpf.VariableSpec `ebpf:"unused_py_proc"`
+	UnusedPyStackFlags        *ebpf.VariableSpec `ebpf:"unused_py_stack_flags"`
+	UnusedPyStackRecord       *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
+	UnusedStackFlags          *ebpf.VariableSpec `ebpf:"unused_stack_flags"`
+	UnusedStackRecord         *ebpf.VariableSpec `ebpf:"unused_stack_record"`
+	WakeupBytes               *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tttraceObjects contains all objects after they have been loaded into the kernel.
@@ -297,6 +312,7 @@ func (o *tttraceObjects) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceMaps struct {
+	AllocOwners  *ebpf.Map `ebpf:"alloc_owners"`
 	DlBudgets    *ebpf.Map `ebpf:"dl_budgets"`
 	DlDrops      *ebpf.Map `ebpf:"dl_drops"`
 	Events       *ebpf.Map `ebpf:"events"`
@@ -313,6 +329,7 @@ type tttraceMaps struct {
 
 func (m *tttraceMaps) Close() error {
 	return _TttraceClose(
+		m.AllocOwners,
 		m.DlBudgets,
 		m.DlDrops,
 		m.Events,
@@ -332,21 +349,23 @@ func (m *tttraceMaps) Close() error {
 //
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
-	CaptureStacks       *ebpf.Variable `ebpf:"capture_stacks"`
-	DlDropped           *ebpf.Variable `ebpf:"dl_dropped"`
-	FilterPids          *ebpf.Variable `ebpf:"filter_pids"`
-	FollowChildren      *ebpf.Variable `ebpf:"follow_children"`
-	NextSeq             *ebpf.Variable `ebpf:"next_seq"`
-	UnusedEvent         *ebpf.Variable `ebpf:"unused_event"`
-	UnusedLayoutField   *ebpf.Variable `ebpf:"unused_layout_field"`
-	UnusedPyCodeFlags   *ebpf.Variable `ebpf:"unused_py_code_flags"`
-	UnusedPyCodeRecord  *ebpf.Variable `ebpf:"unused_py_code_record"`
-	UnusedPyProc        *ebpf.Variable `ebpf:"unused_py_proc"`
-	UnusedPyStackFlags  *ebpf.Variable `ebpf:"unused_py_stack_flags"`
-	UnusedPyStackRecord *ebpf.Variable `ebpf:"unused_py_stack_record"`
-	UnusedStackFlags    *ebpf.Variable `ebpf:"unused_stack_flags"`
-	UnusedStackRecord   *ebpf.Variable `ebpf:"unused_stack_record"`
-	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CaptureStacks             *ebpf.Variable `ebpf:"capture_stacks"`
+	DlDropped                 *ebpf.Variable `ebpf:"dl_dropped"`
+	FilterPids                *ebpf.Variable `ebpf:"filter_pids"`
+	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
+	NextSeq                   *ebpf.Variable `ebpf:"next_seq"`
+	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
+	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`
+	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
+	UnusedLayoutField         *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedPyCodeFlags         *ebpf.Variable `ebpf:"unused_py_code_flags"`
+	UnusedPyCodeRecord        *ebpf.Variable `ebpf:"unused_py_code_record"`
+	UnusedPyProc              *ebpf.Variable `ebpf:"unused_py_proc"`
+	UnusedPyStackFlags        *ebpf.Variable `ebpf:"unused_py_stack_flags"`
+	UnusedPyStackRecord       *ebpf.Variable `ebpf:"unused_py_stack_record"`
+	UnusedStackFlags          *ebpf.Variable `ebpf:"unused_stack_flags"`
+	UnusedStackRecord         *ebpf.Variable `ebpf:"unused_stack_record"`
+	WakeupBytes               *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tttracePrograms contains all programs after they have been loaded into the kernel.
@@ -354,10 +373,15 @@ type tttraceVariables struct {
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttracePrograms struct {
 	AllocateCircularBuffers   *ebpf.Program `ebpf:"allocate_circular_buffers"`
+	BankManagerAllocate       *ebpf.Program `ebpf:"bank_manager_allocate"`
+	BankManagerAllocateNoid   *ebpf.Program `ebpf:"bank_manager_allocate_noid"`
+	BankManagerMap            *ebpf.Program `ebpf:"bank_manager_map"`
+	BankManagerVec            *ebpf.Program `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.Program `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.Program `ebpf:"deallocate_circular_buffers"`
 	DeviceClose               *ebpf.Program `ebpf:"device_close"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
+	InitializeAllocator       *ebpf.Program `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.Program `ebpf:"lc_alloc_enter"`
 	LcAllocExit               *ebpf.Program `ebpf:"lc_alloc_exit"`
 	LcCreateEnter             *ebpf.Program `ebpf:"lc_create_enter"`
@@ -380,10 +404,15 @@ type tttracePrograms struct {
 func (p *tttracePrograms) Close() error {
 	return _TttraceClose(
 		p.AllocateCircularBuffers,
+		p.BankManagerAllocate,
+		p.BankManagerAllocateNoid,
+		p.BankManagerMap,
+		p.BankManagerVec,
 		p.BufferCreateView,
 		p.DeallocateCircularBuffers,
 		p.DeviceClose,
 		p.DlDebugState,
+		p.InitializeAllocator,
 		p.LcAllocEnter,
 		p.LcAllocExit,
 		p.LcCreateEnter,

@@ -512,7 +512,11 @@ func (s *session) handle(raw []byte) {
 		return
 	}
 	var ev events.Event
-	if err := events.Decode(raw, &ev); err != nil {
+	decode := events.Decode
+	if h.Kind == events.KindAllocCapacity || h.Kind == events.KindAllocRequest {
+		decode = events.DecodeAllocator
+	}
+	if err := decode(raw, &ev); err != nil {
 		s.badRecord(err)
 		return
 	}
