@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // The allocator records' lines, parsed back and compared field by field
@@ -42,5 +43,49 @@ func TestAllocatorJSON(t *testing.T) {
 	}
 	if KindAllocCapacity.String() != "alloc_capacity" || KindAllocRequest.String() != "alloc_request" {
 		t.Fatal("allocator kinds unnamed")
+	}
+}
+
+// TestDecodeAllocator: the two allocator records decode into the fields the
+// ledger reads, and a record of another kind is refused.
+func TestDecodeAllocator(t *testing.T) {
+	capRaw := make([]byte, AllocCapacityWireSize)
+	c := (*AllocCapacityWire)(unsafe.Pointer(&capRaw[0]))
+	c.Hdr = Header{Seq: 9, TsNs: 10, Pid: 11, Tid: 12, Kind: KindAllocCapacity}
+	c.Manager, c.Device, c.BankSize, c.Alignment, c.Base, c.Limit = 0x1000, 0x2000, 1<<20, 16, 0x18000, 0x18000
+	c.Banks, c.Chip, c.BufferType, c.DeviceKind, c.LostBefore = 64, 3, 1, DeviceChip, 2
+	var e Event
+	if err := DecodeAllocator(capRaw, &e); err != nil {
+		t.Fatal(err)
+	}
+	want := Event{Seq: 9, TsNs: 10, Pid: 11, Tid: 12, Kind: KindAllocCapacity, Object: 0x1000, Device: 0x2000,
+		DeviceKind: DeviceChip, Chip: 3, BufferType: 1, LostBefore: 2}
+	want.Banks, want.BankSize, want.Alignment, want.Base, want.Limit = 64, 1<<20, 16, 0x18000, 0x18000
+	if e != want {
+		t.Errorf("capacity:\n got %+v\nwant %+v", e, want)
+	}
+	c.DeviceKind, c.Chip = DeviceNone, 0
+	if DecodeAllocator(capRaw, &e); e.Chip != -1 {
+		t.Errorf("capacity without a chip: chip %d, want -1", e.Chip)
+	}
+
+	reqRaw := make([]byte, AllocRequestWireSize)
+	r := (*AllocRequestWire)(unsafe.Pointer(&reqRaw[0]))
+	r.Hdr = Header{Seq: 20, Pid: 11, Tid: 13, Kind: KindAllocRequest}
+	r.Manager, r.Size, r.PageSize, r.NumShards, r.AllocatorID, r.BottomUp = 0x1000, 4096, 2048, 8, 5, 1
+	if err := DecodeAllocator(reqRaw, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Kind != KindAllocRequest || e.Object != 0x1000 || e.Size != 4096 || e.PageSize != 2048 || e.Shards != 8 ||
+		e.AllocatorID != 5 || !e.BottomUp || e.Chip != -1 || e.BufferType != -1 || e.Tid != 13 {
+		t.Errorf("request: %+v", e)
+	}
+	if err := DecodeAllocator(reqRaw[:AllocRequestWireSize-1], &e); err == nil {
+		t.Error("a short request record was decoded")
+	}
+	evRaw := make([]byte, WireSize)
+	(*Wire)(unsafe.Pointer(&evRaw[0])).Hdr.Kind = KindAlloc
+	if err := DecodeAllocator(evRaw, &e); err == nil {
+		t.Error("an alloc event was decoded as an allocator record")
 	}
 }

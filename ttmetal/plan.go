@@ -173,13 +173,13 @@ var LifecyclePrograms = []Program{ProgAllocEnter, ProgAllocExit, ProgCreateEnter
 	ProgFreeOwned, ProgDestroyTeardown, ProgFreeDispose}
 
 // AttachTablePrograms are the programs of the attach table's rows, in its
-// order.
+// order, then the ones ResolveSymbols may put in a row's place.
 func AttachTablePrograms() []Program {
-	out := make([]Program, len(attachTable))
+	out := make([]Program, len(attachTable), len(attachTable)+1)
 	for i, p := range attachTable {
 		out[i] = p.Program
 	}
-	return out
+	return append(out, ProgBankManagerAllocateNoID)
 }
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
