@@ -738,11 +738,9 @@ int scenario_alloc(Ctx& ctx) {
     for (std::size_t i = 1; i < chips.size(); ++i) {
         keep.push_back(Buffer::create(chips[i], (1 + i) * 12 * page, page, BufferType::DRAM));
     }
-    if (chips.size() > 1) {
-        auto mesh = MeshDevice::create(chips);
-        MeshBufferPtr mb = MeshBuffer::create(mesh.get(), 48 * page, page, BufferType::DRAM);
-        mb.reset();  // freed on every chip
-    }
+    // No mesh buffer here: the replica's mesh allocator reserves on the chips' free lists
+    // without a BankManager::allocate_buffer call (upstream's mesh has bank managers of its
+    // own), so a tracer cannot follow those lists exactly (README).
     // Freed ones, so the free lists merge neighbours.
     BufferPtr t1 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
     BufferPtr t2 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
