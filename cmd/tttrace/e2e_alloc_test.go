@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The allocator's view (issue 22) against the replica's truth: the replica's
+// `alloc` scenario on chips shaped like a Wormhole n150, n300, Galaxy and a
+// Blackhole, with three caught out-of-memory failures (larger than a bank,
+// exhausted, fragmented) or the last one uncaught. Every number of the
+// summary's "allocator" objects and of the "alloc_failed" records must equal
+// what the replica's own allocators held (BankManager::get_statistics) and
+// recorded at each failure.
+
+// allocTruth is the allocator part of the replica's truth (README "Ground truth").
+type allocTruth struct {
+	Pid     uint32 `json:"pid"`
+	Devices []struct {
+		Device    int32                          `json:"device"`
+		Shape     string                         `json:"shape"`
+		Allocator map[string]allocTruthAllocator `json:"allocator"`
+	} `json:"devices"`
+	Failures []allocTruthFailure `json:"alloc_failures"`
+}
+
+type allocTruthStats struct {
+	Allocatable  uint64 `json:"total_allocatable_size_bytes"`
+	Allocated    uint64 `json:"total_allocated_bytes"`
+	Free         uint64 `json:"total_free_bytes"`
+	LargestBlock uint64 `json:"largest_free_block_bytes"`
+}
+
+type allocTruthAllocator struct {
+	Banks    uint32 `json:"banks"`
+	BankSize uint64 `json:"bank_size"`
+	allocTruthStats
+}
+
+type allocTruthFailure struct {
+	Tid         uint32          `json:"tid"`
+	Device      int32           `json:"device"`
+	Type        string          `json:"type"`
+	Size        uint64          `json:"size"`
+	PageSize    uint64          `json:"page_size"`
+	Banks       uint32          `json:"banks"`
+	SizePerBank uint64          `json:"size_per_bank"`
+	BankSize    uint64          `json:"bank_size"`
+	Cause       string          `json:"cause"`
+	Before      allocTruthStats `json:"before"`
+}
+
+// allocOut is what tttrace wrote: the alloc_failed records and the last summary, as JSON.
+type allocOut struct {
+	failures []map[string]any
+	summary  map[string]any
+}
+
+func readAllocOut(t *testing.T, path string) allocOut {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var o allocOut
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("NDJSON line %.200s: %v", sc.Bytes(), err)
+		}
+		switch m["type"] {
+		case "alloc_failed":
+			o.failures = append(o.failures, m)
+		case "summary":
+			o.summary = m
+		}
+	}
+	if o.summary == nil {
+		t.Fatal("no summary line")
+	}
+	return o
+}
+
+// num reads m[key] as an unsigned integer (JSON numbers decode as float64;
+// the byte counts here stay below 2^53).
+func num(m map[string]any, key string) (uint64, bool) {
+	v, ok := m[key].(float64)
+	if !ok || v < 0 {
+		return 0, false
+	}
+	return uint64(v), true
+}
+
+// contractType is the summary's key of a truth type name ("L1_SMALL" -> "l1_small").
+func contractType(t string) string { return strings.ToLower(t) }
+
+// compareAlloc lists every difference between tttrace's allocator view and the truth.
+func compareAlloc(name string, o allocOut, tr *allocTruth) (diffs []string) {
+	errorf := func(format string, args ...any) { diffs = append(diffs, name+": "+fmt.Sprintf(format, args...)) }
+	var proc map[string]any
+	procs, _ := o.summary["processes"].([]any)
+	for _, p := range procs {
+		if pm, ok := p.(map[string]any); ok {
+			if pid, _ := num(pm, "pid"); uint32(pid) == tr.Pid {
+				proc = pm
+			}
+		}
+	}
+	if proc == nil {
+		errorf("summary has no process %d", tr.Pid)
+		return diffs
+	}
+	devs := map[int32]map[string]any{}
+	ds, _ := proc["devices"].([]any)
+	for _, d := range ds {
+		if dm, ok := d.(map[string]any); ok {
+			id, _ := dm["device"].(float64)
+			devs[int32(id)] = dm
+		}
+	}
+	for _, td := range tr.Devices {
+		if td.Allocator == nil {
+			continue
+		}
+		d := devs[td.Device]
+		if d == nil {
+			errorf("chip %d missing from the summary", td.Device)
+			continue
+		}
+		got, _ := d["allocator"].(map[string]any)
+		if got == nil {
+			errorf("chip %d: allocator is %v (allocator_why: %v)", td.Device, d["allocator"], d["allocator_why"])
+			continue
+		}
+		for typ, want := range td.Allocator {
+			g, _ := got[contractType(typ)].(map[string]any)
+			if g == nil {
+				errorf("chip %d: allocator has no %s", td.Device, contractType(typ))
+				continue
+			}
+			for _, f := range []struct {
+				key  string
+				want uint64
+			}{
+				{"banks", uint64(want.Banks)}, {"bank_size", want.BankSize},
+				{"total_allocatable_size_bytes", want.Allocatable}, {"total_allocated_bytes", want.Allocated},
+				{"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock},
+			} {
+				if v, ok := num(g, f.key); !ok || v != f.want {
+					errorf("chip %d %s %s = %v, want %d", td.Device, typ, f.key, g[f.key], f.want)
+				}
+			}
+			if g["source"] != "probe" {
+				errorf("chip %d %s source = %v, want probe", td.Device, typ, g["source"])
+			}
+		}
+	}
+	if len(o.failures) != len(tr.Failures) {
+		errorf("%d alloc_failed records, the replica failed %d allocations", len(o.failures), len(tr.Failures))
+		return diffs
+	}
+	for i, want := range tr.Failures {
+		g := o.failures[i]
+		if g["cause"] != want.Cause || g["buffer_type"] != want.Type {
+			errorf("failure %d: cause %v type %v, want %s %s", i, g["cause"], g["buffer_type"], want.Cause, want.Type)
+		}
+		for _, f := range []struct {
+			key  string
+			want uint64
+		}{
+			{"pid", uint64(tr.Pid)}, {"tid", uint64(want.Tid)}, {"device", uint64(want.Device)},
+			{"size", want.Size}, {"page_size", want.PageSize}, {"banks", uint64(want.Banks)},
+			{"size_per_bank", want.SizePerBank}, {"bank_size", want.BankSize},
+			{"total_allocated_bytes", want.Before.Allocated}, {"total_free_bytes", want.Before.Free},
+			{"largest_free_block_bytes", want.Before.LargestBlock},
+		} {
+			if v, ok := num(g, f.key); !ok || v != f.want {
+				errorf("failure %d (%s): %s = %v, want %d", i, want.Cause, f.key, g[f.key], f.want)
+			}
+		}
+	}
+	failures, _ := proc["alloc_failures"].([]any)
+	if len(failures) != len(tr.Failures) {
+		errorf("summary lists %d alloc_failures, want %d", len(failures), len(tr.Failures))
+	}
+	return diffs
+}
+
+func readAllocTruth(t *testing.T, path string) *allocTruth {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr allocTruth
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	if len(tr.Failures) != 3 {
+		t.Fatalf("the replica recorded %d failed allocations, want 3: the test proves nothing", len(tr.Failures))
+	}
+	return &tr
+}
+
+// TestE2EAllocator: every chip shape, in "-- CMD", "-p" attached before the
+// chips open, and Python (the library loaded after start).
+func TestE2EAllocator(t *testing.T) {
+	for _, shape := range []string{"n150", "n300", "galaxy", "blackhole"} {
+		for _, mode := range []string{"cmd", "pid", "python"} {
+			if mode != "cmd" && shape != "n300" {
+				continue
+			}
+			var out string
+			r := run{variant: "gcc-O2", mode: mode, scenario: "alloc", args: []string{"--shape", shape, "--leak"},
+				peaks: true, out: &out}
+			t.Run(strings.ReplaceAll(r.name(), "/", "_")+"_"+shape, func(t *testing.T) {
+				sum, tr := trace(t, r)
+				for _, d := range compare(r, sum, tr) {
+					t.Error(d)
+				}
+				atr := readAllocTruth(t, truthPathOf(t, out))
+				for _, d := range compareAlloc(r.name(), readAllocOut(t, out), atr) {
+					t.Error(d)
+				}
+			})
+		}
+	}
+}
+
+// truthPathOf is the truth written beside the NDJSON by trace().
+func truthPathOf(t *testing.T, out string) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(out), "truth.json")
+}
+
+// TestE2EAllocatorUncaught: the fragmented OOM is not caught; the process
+// aborts (SIGABRT). tttrace exits with the command's status and still
+// reports the failure, and --fail-on-oom does not change that status.
+func TestE2EAllocatorUncaught(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "out.ndjson")
+	truthPath := filepath.Join(tmp, "truth.json")
+	cmd := exec.Command(bin, "--json", "-o", out, "--lib", filepath.Join(dir, "libtt_metal.so"), "--",
+		filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "n150", "--uncaught", "--truth", truthPath)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 134 {
+		t.Fatalf("tttrace -- ttwork --uncaught: %v, want exit status 134 (SIGABRT)\n%s", err, stderr.String())
+	}
+	for _, d := range compareAlloc("uncaught", readAllocOut(t, out), readAllocTruth(t, truthPath)) {
+		t.Error(d)
+	}
+}
+
+// TestE2EAllocatorFailOnOOM: --fail-on-oom exits 9 when the traced command
+// caught its out-of-memory failures and exited 0.
+func TestE2EAllocatorFailOnOOM(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	cmd := exec.Command(bin, "--fail-on-oom", "-o", filepath.Join(t.TempDir(), "report.txt"), "--lib",
+		filepath.Join(dir, "libtt_metal.so"), "--", filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "n150")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 9 {
+		t.Fatalf("tttrace --fail-on-oom: %v, want exit status 9\n%s", err, stderr.String())
+	}
+}
+
+// TestE2EAllocatorAll: --all with the workload started after tttrace (the
+// library probed through --lib before it runs): the same numbers.
+func TestE2EAllocatorAll(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	ready, out, truthPath := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
+	tt, tout := start(t, bin, "--all", "--json", "-o", out, "--ready-file", ready, "--lib", filepath.Join(dir, "libtt_metal.so"))
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "blackhole", "--leak", "--truth", truthPath)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout)
+	}
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Contains(b, []byte(`"process_summary"`)) || strings.Contains(tout.String(), "exited")
+	}, "process report")
+	tt.Process.Signal(syscall.SIGINT)
+	if err := tt.Wait(); err != nil {
+		t.Fatalf("tttrace: %v\n%s", err, tout)
+	}
+	for _, d := range compareAlloc("all", readAllocOut(t, out), readAllocTruth(t, truthPath)) {
+		t.Error(d)
+	}
+}
+
+// TestE2EAllocatorAttachAfterOpen: -p after the chips opened: their
+// BankManagers were made before tttrace attached. Each chip's allocator is
+// either read from the process (source "memory", numbers equal to the
+// truth's) or null with a reason; never numbers from nowhere. Failures of a
+// chip whose allocator is unknown say so (null statistics and a why).
+func TestE2EAllocatorAttachAfterOpen(t *testing.T) {
+	var out string
+	r := run{variant: "gcc-O2", mode: "pid", scenario: "alloc", args: []string{"--shape", "n300", "--open-before-go", "--leak"}, out: &out}
+	sum, tr := trace(t, r)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+	atr := readAllocTruth(t, truthPathOf(t, out))
+	o := readAllocOut(t, out)
+	procs, _ := o.summary["processes"].([]any)
+	checked := 0
+	for _, p := range procs {
+		pm, _ := p.(map[string]any)
+		if pid, _ := num(pm, "pid"); uint32(pid) != atr.Pid {
+			continue
+		}
+		ds, _ := pm["devices"].([]any)
+		for _, d := range ds {
+			dm, _ := d.(map[string]any)
+			switch a := dm["allocator"].(type) {
+			case nil:
+				if why, _ := dm["allocator_why"].(string); why == "" {
+					t.Errorf("chip %v: allocator null without allocator_why", dm["device"])
+				}
+				checked++
+			case map[string]any:
+				for typ, v := range a {
+					if g, _ := v.(map[string]any); g != nil && g["source"] != "memory" {
+						t.Errorf("chip %v %s: source %v for an allocator made before attach", dm["device"], typ, g["source"])
+					}
+				}
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no chip of the process in the summary")
+	}
+	if len(o.failures) != len(atr.Failures) {
+		t.Errorf("%d alloc_failed records, the replica failed %d allocations", len(o.failures), len(atr.Failures))
+	}
+	for i, f := range o.failures {
+		if i < len(atr.Failures) {
+			if tid, _ := num(f, "tid"); uint32(tid) != atr.Failures[i].Tid {
+				t.Errorf("failure %d: tid %v, want %d", i, f["tid"], atr.Failures[i].Tid)
+			}
+		}
+	}
+}
