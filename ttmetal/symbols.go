@@ -68,8 +68,11 @@ const (
 	// bool bottom_up, const CoreRangeSet&, std::optional<uint32_t>
 	// num_shards[, AllocatorID]).
 	symBankManagerAllocatePrefix = "_ZN2tt8tt_metal11BankManager15allocate_bufferEmmbRK12CoreRangeSetSt8optionalIjE"
-	// The AllocatorID parameter's mangling: present in 2025-2026 builds.
-	symAllocatorIDParam = "N4ttsl10StrongTypeIjNS0_14AllocatorIDTagEEE"
+	// The AllocatorID parameter's mangling (ttsl::StrongType<uint32_t,
+	// AllocatorIDTag>): present in 2025-2026 builds. Its tag's substitution
+	// (S0_ tt::tt_metal, S1_ in a v0 build) is left out.
+	symAllocatorIDParam   = "N4ttsl10StrongTypeIjNS"
+	symAllocatorIDTagName = "14AllocatorIDTagEEE"
 )
 
 // v0Name is name as it is mangled when tt::tt_metal's contents live in the
@@ -330,7 +333,8 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 				return nil, fmt.Errorf("%s: %w", s.Name, err)
 			}
 			prog := p.Program
-			if prog == ProgBankManagerAllocate && !strings.Contains(s.Name, symAllocatorIDParam) {
+			if prog == ProgBankManagerAllocate && !(strings.Contains(s.Name, symAllocatorIDParam) &&
+				strings.HasSuffix(s.Name, symAllocatorIDTagName)) {
 				// No AllocatorID parameter (mid-2025 builds): the first stack
 				// argument is the caller's, not an allocator id.
 				prog = ProgBankManagerAllocateNoID

@@ -49,7 +49,7 @@ var fullNames = []string{
 	symBankManagerVecC2Prefix + "mbRKNS1_21AllocatorDependenciesE",
 	symBankManagerVecC1Prefix + "mbRKNS1_21AllocatorDependenciesE",
 	symBankManagerMapC2Prefix + "mbRKNS1_21AllocatorDependenciesE",
-	symBankManagerAllocatePrefix + symAllocatorIDParam,
+	symBankManagerAllocatePrefix + symAllocatorIDParam + "0_" + symAllocatorIDTagName,
 }
 
 func TestResolveSymbols(t *testing.T) {
