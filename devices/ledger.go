@@ -112,6 +112,8 @@ type ProcessInfo struct {
 	// use, so buffers allocated before that are unknown (their frees are
 	// counted as unknown_frees) and peaks are lower bounds.
 	AttachedMidRun bool
+	// Placement: the host and the ranks of the process.
+	Placement Placement
 }
 
 // SetProcessInfo records what the tracer knows of pid. It also makes the

@@ -44,9 +44,11 @@ type ProcessSummary struct {
 	Parent         uint32 `json:"ppid"`
 	NsPid          uint32 `json:"ns_pid"`
 	AttachedMidRun bool   `json:"attached_mid_run"` // started late: earlier buffers are unknown
-	Exited         bool   `json:"exited"`
-	ExitCode       int    `json:"exit_code"`
-	ExitSignal     int    `json:"exit_signal"`
+	// Placement: host, rank, rank_from, mesh_id, mesh_host_rank.
+	Placement
+	Exited     bool `json:"exited"`
+	ExitCode   int  `json:"exit_code"`
+	ExitSignal int  `json:"exit_signal"`
 
 	Devices []DeviceSummary `json:"devices"` // every chip touched, sorted by id
 
@@ -484,6 +486,7 @@ func (p *proc) summary() ProcessSummary {
 		Parent:           p.info.Parent,
 		NsPid:            p.info.NsPid,
 		AttachedMidRun:   p.info.AttachedMidRun,
+		Placement:        p.info.Placement,
 		Exited:           p.exited,
 		ExitCode:         p.exitCode,
 		ExitSignal:       p.exitSignal,

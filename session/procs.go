@@ -8,6 +8,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // adopt starts tracing a running process. For -p (explicit) a library it
@@ -191,8 +192,19 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 // enter puts a traced process in the ledger and the report.
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
+	st.info.Placement = s.placement(pid)
 	s.ledger.SetProcessInfo(pid, st.info)
 	s.sites.enter(pid)
+}
+
+// placement is the host and the ranks of pid, from its environment (what
+// it started with); the ranks are unknown when it cannot be read.
+func (s *session) placement(pid uint32) devices.Placement {
+	env, err := procfs.Environ(int(pid))
+	if err != nil {
+		return devices.Placement{Host: s.cfg.Host}
+	}
+	return devices.PlacementOf(s.cfg.Host, func(k string) (string, bool) { return procfs.Getenv(env, k) })
 }
 
 // reapExits applies the ends of processes reported so far. A process's

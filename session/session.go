@@ -55,6 +55,8 @@ type Config struct {
 	// SiteUsage: the ledger keeps per-site accounting
 	// (devices.ProcessSummary.SiteUsage) for memory profiles.
 	SiteUsage bool
+	// Host names this machine on every process (--host).
+	Host string
 	// Snapshots: each value received asks every sinks.Snapshotter for the
 	// state as of now; tracing goes on (nil: never).
 	Snapshots <-chan struct{}

@@ -118,6 +118,9 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 	if p.Parent != 0 {
 		r.printf(", parent %d", p.Parent)
 	}
+	if p.Rank != nil || p.MeshID != nil || p.MeshHostRank != nil {
+		r.printf(", %s", p.Placement)
+	}
 	switch {
 	case !p.Exited:
 		r.printf(": still running when tracing stopped")

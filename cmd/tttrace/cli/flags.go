@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +62,8 @@ type Flags struct {
 	// --pprof: a pprof profile of device memory by site; --folded: folded
 	// stacks of the same, carrying the sample type FoldedType.
 	PProf, Folded, FoldedType string
+	// Host names this machine in the outputs (--host, default its name).
+	Host string
 	// Snapshots: each value asks for a snapshot (SIGUSR1); set by Main.
 	Snapshots <-chan struct{}
 
@@ -183,6 +186,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.BoolVar(&f.FailOnOOM, "fail-on-oom", false, "exit 9 when a traced process had any failed device allocation (TT-Metal's \"Out of Memory\"), even one it caught; a CI gate")
 	fs.Var(&f.L1Warn, "l1-warn", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
+	fs.StringVar(&f.Host, "host", "", "name this machine `HOST` on every process in the outputs (default: its host name); with one tttrace per host, ranks are told apart by host")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are attached (for scripts and tests)")
 	fs.BoolVar(&f.Follow, "follow", false, "also trace the processes the traced ones fork (default: on with -- CMD, off with -p)")
 	fs.BoolVar(&f.All, "all", false, "trace every process that loads libtt_metal.so, now or later, until interrupted")
@@ -260,6 +264,12 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	}
 	if (f.PProf != "" || f.Folded != "") && f.NoStacks {
 		return nil, usageError{errors.New("--pprof and --folded need the allocation stacks (not --no-stacks)")}
+	}
+	if f.Host == "" {
+		f.Host, _ = os.Hostname()
+	}
+	if len(f.Host) > 255 || strings.ContainsFunc(f.Host, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, usageError{errors.New("--host: at most 255 printable characters")}
 	}
 	if f.NoEvents && !f.JSON {
 		return nil, usageError{errors.New("--no-events goes with --json")}

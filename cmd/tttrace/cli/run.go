@@ -386,5 +386,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 		SiteUsage: f.PProf != "" || f.Folded != "",
 		Snapshots: f.Snapshots,
 		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals,
+		Host: f.Host,
 	}
 }
