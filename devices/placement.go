@@ -11,8 +11,9 @@ import (
 // not a plain number, is nil (absent from the JSON).
 type Placement struct {
 	Host string `json:"host"`
-	// Rank: the job rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
-	// SLURM_PROCID: the first set, in that order); RankFrom names it.
+	// Rank: the job rank (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID,
+	// PMIX_RANK: the first set, in that order, as TT-Metal's own tools
+	// look; docs/ttmetal.md); RankFrom names it.
 	Rank     *int64 `json:"rank,omitempty"`
 	RankFrom string `json:"rank_from,omitempty"`
 	// MeshID, MeshHostRank: tt-run's TT_MESH_ID and TT_MESH_HOST_RANK.
@@ -22,7 +23,7 @@ type Placement struct {
 
 // RankVars are the environment variables of a job rank, in the order
 // they are looked at.
-var RankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}
+var RankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "PMIX_RANK"}
 
 // PlacementOf reads the ranks from an environment lookup (getenv returns
 // a variable's value and whether it is set) on host.
