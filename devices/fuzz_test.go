@@ -20,7 +20,7 @@ func FuzzLedger(f *testing.F) {
 			if _, err := json.Marshal(n); err != nil {
 				t.Fatal(err)
 			}
-			if n.Type == NoticeL1Clash && (n.LowestL1Address >= n.CBRegionEnd || n.InTheWayCount == 0) {
+			if n.Type == NoticeL1Clash && (n.LowestL1Address >= n.CBRegionEnd || n.L1BuffersCount == 0) {
 				t.Fatalf("l1_clash without a clash: %+v", n)
 			}
 			if f := n.AllocFailed; n.Type == NoticeAllocFailed && f.Cause != "" &&

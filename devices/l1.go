@@ -210,12 +210,12 @@ type Notice struct {
 	WarnBytes uint64 `json:"warn_bytes,omitempty"`
 	// Lowest is the lowest live L1 buffer.
 	Lowest L1Buffer `json:"lowest_l1_buffer"`
-	// InTheWay (l1_clash): the live L1 buffers on the chip that start
-	// below CBRegionEnd, by address; at most 32, InTheWayCount and
-	// InTheWayBytes count them all.
-	InTheWay      []L1Buffer `json:"l1_buffers,omitempty"`
-	InTheWayCount int        `json:"l1_buffers_count,omitempty"`
-	InTheWayBytes uint64     `json:"l1_buffers_bytes,omitempty"`
+	// L1Buffers (l1_clash): the live L1 buffers on the chip that start
+	// below CBRegionEnd, by address; at most 32, L1BuffersCount and
+	// L1BuffersBytes count them all.
+	L1Buffers      []L1Buffer `json:"l1_buffers,omitempty"`
+	L1BuffersCount int        `json:"l1_buffers_count,omitempty"`
+	L1BuffersBytes uint64     `json:"l1_buffers_bytes,omitempty"`
 
 	// AllocFailed is the record of an alloc_failed notice (its line is
 	// this record alone); Chip is -1 when the allocator is no chip's.
@@ -577,11 +577,11 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 		}
 	}
 	sort.Slice(way, func(i, j int) bool { return l1Less(s, way[i], way[j]) })
-	n.InTheWayCount = len(way)
+	n.L1BuffersCount = len(way)
 	for i, idx := range way {
-		n.InTheWayBytes += s.at(idx).size
+		n.L1BuffersBytes += s.at(idx).size
 		if i < maxClashBuffers {
-			n.InTheWay = append(n.InTheWay, p.l1Buffer(idx))
+			n.L1Buffers = append(n.L1Buffers, p.l1Buffer(idx))
 		}
 	}
 	if len(p.clashes) < MaxAnomalies {

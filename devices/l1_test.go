@@ -21,7 +21,7 @@ func newL1Rec(t *testing.T, warn uint64) *l1Rec {
 	r.l.SetL1Warn(warn)
 	r.l.SetNotify(func(n *Notice) {
 		c := *n
-		c.InTheWay = append([]L1Buffer(nil), n.InTheWay...)
+		c.L1Buffers = append([]L1Buffer(nil), n.L1Buffers...)
 		r.notes = append(r.notes, c)
 	})
 	return r
@@ -40,7 +40,7 @@ func (r *l1Rec) take(kind NoticeKind) []Notice {
 // way is a compact view of the buffers a clash names.
 func way(n Notice) string {
 	var parts []string
-	for _, b := range n.InTheWay {
+	for _, b := range n.L1Buffers {
 		parts = append(parts, fmt.Sprintf("%s@%#x+%d", b.Buffer, b.Address, b.Size))
 	}
 	return strings.Join(parts, " ")
@@ -89,8 +89,8 @@ func TestL1HeadroomAndClash(t *testing.T) {
 			eq(t, "lowest buffer", n.Lowest.Buffer, "0xa0")
 			eq(t, "headroom", n.Headroom, -0x3000)
 			eq(t, "in the way", way(n), "0xa0@0x10000+8192 0xa1@0x12000+8192")
-			eq(t, "count", n.InTheWayCount, 2)
-			eq(t, "bytes", n.InTheWayBytes, 16*kb)
+			eq(t, "count", n.L1BuffersCount, 2)
+			eq(t, "bytes", n.L1BuffersBytes, 16*kb)
 			eq(t, "seq of the lowest", n.Lowest.Seq, 1)
 			p := r.proc()
 			eq(t, "summary clashes", len(p.L1Clashes), 1)

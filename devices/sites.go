@@ -91,8 +91,8 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 	for i := range ps.L1Clashes {
 		c := &ps.L1Clashes[i]
 		name(&c.Lowest)
-		for j := range c.InTheWay {
-			name(&c.InTheWay[j])
+		for j := range c.L1Buffers {
+			name(&c.L1Buffers[j])
 		}
 	}
 	nameID := func(id uint32) { name(&L1Buffer{Site: id}) }

@@ -100,7 +100,7 @@ func TestClashSites(t *testing.T) {
 		evFree(1, 0xa1, 0),
 	)
 	cl := r.take(NoticeL1Clash)
-	if len(cl) != 1 || len(cl[0].InTheWay) != 1 || cl[0].InTheWay[0].Site != 5 || cl[0].Lowest.Site != 5 {
+	if len(cl) != 1 || len(cl[0].L1Buffers) != 1 || cl[0].L1Buffers[0].Site != 5 || cl[0].Lowest.Site != 5 {
 		t.Fatalf("clash %+v: want the buffer at 0x10000 with site 5", cl)
 	}
 	r.l.SetSites(r.pid, siteFunc(func(id uint32) (Site, bool) {
@@ -111,7 +111,7 @@ func TestClashSites(t *testing.T) {
 	if len(p.Sites) != 1 || p.Sites[0].Site != 5 || len(p.LeakSites) != 0 {
 		t.Errorf("sites %+v, leak_sites %+v: want site 5 described for the clash, no leak site", p.Sites, p.LeakSites)
 	}
-	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWay[0].Site != 5 {
+	if len(p.L1Clashes) != 1 || p.L1Clashes[0].L1Buffers[0].Site != 5 {
 		t.Errorf("summary clashes %+v", p.L1Clashes)
 	}
 }

@@ -289,7 +289,7 @@ func (s *session) noteClash(n *devices.Notice) {
 	switch {
 	case s.clashNotes <= 10:
 		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: circular buffers of program %s end at %d, above the L1 buffer at %d (%s, %d byte(s), allocated by tid %d, seq %d): %d L1 buffer(s) in the way\n",
-			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.InTheWayCount)
+			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.L1BuffersCount)
 	case s.clashNotes == 11:
 		fmt.Fprintf(s.log, "tttrace: more L1 clashes: see the report\n")
 	}

@@ -777,7 +777,7 @@ func TestNoticesReachSinks(t *testing.T) {
 		t.Errorf("no clash note on the log:\n%s", log.String())
 	}
 	p := res.Summary.Processes[0]
-	if len(p.L1Clashes) != 1 || p.L1Clashes[0].InTheWayCount != 1 || p.L1Clashes[0].InTheWay[0].Buffer != "0xb1" {
+	if len(p.L1Clashes) != 1 || p.L1Clashes[0].L1BuffersCount != 1 || p.L1Clashes[0].L1Buffers[0].Buffer != "0xb1" {
 		t.Errorf("summary clashes %+v", p.L1Clashes)
 	}
 	d := device(t, &res.Summary, 100, 0)

@@ -467,9 +467,9 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 			break
 		}
 		r.printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
-			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, human(uint64(-n.Headroom)), n.LowestL1Address, n.InTheWayCount, human(n.InTheWayBytes))
-		for j := range n.InTheWay {
-			b := &n.InTheWay[j]
+			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, human(uint64(-n.Headroom)), n.LowestL1Address, n.L1BuffersCount, human(n.L1BuffersBytes))
+		for j := range n.L1Buffers {
+			b := &n.L1Buffers[j]
 			r.printf("      L1 %#x  %s  ", b.Address, human(b.Size))
 			if b.Mesh {
 				r.printf("mesh buffer %s on mesh %s", b.Buffer, b.MeshDevice)
@@ -485,8 +485,8 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 			}
 			r.printf("\n")
 		}
-		if n.InTheWayCount > len(n.InTheWay) {
-			r.printf("      … %d more\n", n.InTheWayCount-len(n.InTheWay))
+		if n.L1BuffersCount > len(n.L1Buffers) {
+			r.printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
 		}
 	}
 }

@@ -47,11 +47,11 @@ func (c *truthClash) key() string {
 
 func noticeKey(n *devices.Notice) string {
 	var bs []string
-	for _, b := range n.InTheWay {
+	for _, b := range n.L1Buffers {
 		bs = append(bs, fmt.Sprintf("%s@%d+%d", b.Buffer, b.Address, b.Size))
 	}
-	if n.InTheWayCount != len(n.InTheWay) {
-		bs = append(bs, fmt.Sprintf("(%d in all)", n.InTheWayCount))
+	if n.L1BuffersCount != len(n.L1Buffers) {
+		bs = append(bs, fmt.Sprintf("(%d in all)", n.L1BuffersCount))
 	}
 	return fmt.Sprintf("chip %d program %s cb_end %d lowest %d in the way [%s]", n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, strings.Join(bs, " "))
 }
