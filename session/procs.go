@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -198,8 +199,14 @@ func (s *session) enter(pid uint32, st *procState) {
 }
 
 // placement is the host and the ranks of pid, from its environment (what
-// it started with); the ranks are unknown when it cannot be read.
+// it started with; the command's is tttrace's own); the ranks are unknown
+// when it cannot be read.
 func (s *session) placement(pid uint32) devices.Placement {
+	if s.isChild(pid) {
+		// The command inherits tttrace's environment; its /proc file may
+		// be read mid-exec, empty.
+		return devices.PlacementOf(s.cfg.Host, os.LookupEnv)
+	}
 	env, err := procfs.Environ(int(pid))
 	if err != nil {
 		return devices.Placement{Host: s.cfg.Host}

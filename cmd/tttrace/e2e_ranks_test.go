@@ -65,3 +65,20 @@ func TestE2ERanks(t *testing.T) {
 		})
 	}
 }
+
+// -p: the ranks come from the running process's /proc/PID/environ.
+func TestE2ERanksAttached(t *testing.T) {
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	out, goFile := filepath.Join(tmp, "out.ndjson"), filepath.Join(tmp, "go")
+	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "basic", "--go-file", goFile)
+	w.Env = append(os.Environ(), "PMI_RANK=5", "TT_MESH_ID=2")
+	var stderr bytes.Buffer
+	traceHeld(t, bin, w, goFile, []string{"--json", "-o", out, "--host", "node-b"}, &stderr, &stderr)
+	sum := lastSummary(t, out)
+	p := procOf(t, sum, uint32(w.Process.Pid))
+	if p.Host != "node-b" || p.Rank == nil || *p.Rank != 5 || p.RankFrom != "PMI_RANK" || p.MeshID == nil || *p.MeshID != 2 || p.MeshHostRank != nil {
+		t.Errorf("placement %q (from %q), want host node-b, rank 5 from PMI_RANK, mesh 2", p.Placement.String(), p.RankFrom)
+	}
+}
