@@ -114,6 +114,10 @@ type ProcessInfo struct {
 	AttachedMidRun bool
 	// Placement: the host and the ranks of the process.
 	Placement Placement
+	// LateLibrary: the process's TT-Metal library was probed only after it
+	// had mapped it (--all: no process had mapped it before; -p: not a
+	// candidate): its calls before are missed, the ledger is incomplete.
+	LateLibrary bool
 }
 
 // SetProcessInfo records what the tracer knows of pid. It also makes the

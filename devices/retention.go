@@ -43,6 +43,7 @@ type DroppedProcesses struct {
 	Leaks       uint64 `json:"leaks"`        // leak entries, placed and unplaced
 	LeakedBytes uint64 `json:"leaked_bytes"` // their bytes
 	Anomalies   uint64 `json:"anomalies"`
+	LateLibrary uint64 `json:"late_library"` // processes among them with late_library
 }
 
 // retention is the ledger's retention state.
@@ -158,6 +159,9 @@ func (ps *ProcessSummary) trim() {
 
 func (d *DroppedProcesses) add(ps *ProcessSummary) {
 	d.Processes++
+	if ps.LateLibrary {
+		d.LateLibrary++
+	}
 	d.Events = SatAdd(d.Events, ps.Stats.Events)
 	for _, g := range ps.LeakGroups {
 		d.Leaks = SatAdd(d.Leaks, g.Count)

@@ -46,9 +46,12 @@ type ProcessSummary struct {
 	AttachedMidRun bool   `json:"attached_mid_run"` // started late: earlier buffers are unknown
 	// Placement: host, rank, rank_from, mesh_id, mesh_host_rank.
 	Placement
-	Exited     bool `json:"exited"`
-	ExitCode   int  `json:"exit_code"`
-	ExitSignal int  `json:"exit_signal"`
+	// LateLibrary: its library was probed after it mapped it: its calls
+	// before are missed (ProcessInfo.LateLibrary).
+	LateLibrary bool `json:"late_library"`
+	Exited      bool `json:"exited"`
+	ExitCode    int  `json:"exit_code"`
+	ExitSignal  int  `json:"exit_signal"`
 
 	Devices []DeviceSummary `json:"devices"` // every chip touched, sorted by id
 
@@ -487,6 +490,7 @@ func (p *proc) summary() ProcessSummary {
 		NsPid:            p.info.NsPid,
 		AttachedMidRun:   p.info.AttachedMidRun,
 		Placement:        p.info.Placement,
+		LateLibrary:      p.info.LateLibrary,
 		Exited:           p.exited,
 		ExitCode:         p.exitCode,
 		ExitSignal:       p.exitSignal,

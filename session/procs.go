@@ -78,6 +78,9 @@ func (s *session) classify(path string, strict bool) (Verdict, error) {
 	if v != LibGone {
 		s.libKind[key] = v
 	}
+	if v == LibAttached {
+		s.attached++
+	}
 	if err != nil {
 		if strict {
 			return v, err
@@ -363,11 +366,18 @@ func (s *session) onLinkMap(pid uint32) {
 		if !s.cfg.All {
 			return
 		}
-		// All: a process we have not met.
+		// All: a process we have not met. Its TT-Metal library was probed
+		// in advance (by another process, --lib, a candidate) or only now:
+		// then the process ran on while it was being probed (the link-map
+		// record does not stop it), and its calls before are missed.
 		s.reborn(pid)
+		before := s.attached
 		_ = s.adopt(int(pid), false, false)
 		if st = s.procs[pid]; st != nil {
 			st.info.AttachedMidRun = false
+			if s.attached != before && st.hasLib {
+				s.lateLibrary(pid, st, "its TT-Metal library")
+			}
 			s.enter(pid, st)
 			s.checkLate(pid, st)
 		}
@@ -377,6 +387,16 @@ func (s *session) onLinkMap(pid uint32) {
 		return
 	}
 	s.checkLate(pid, st)
+}
+
+// lateLibrary marks pid incomplete: lib was probed only after pid had
+// mapped it, so its calls before are not seen. The summary
+// (attached_mid_run, late_library), the report and the exit status say so.
+func (s *session) lateLibrary(pid uint32, st *procState, lib string) {
+	st.info.AttachedMidRun = true
+	st.info.LateLibrary = true
+	fmt.Fprintf(s.log, "tttrace: pid %d loaded %s, which was not probed in advance: "+
+		"calls made before it was attached are not seen, its numbers are incomplete (give --lib to trace it from the start)\n", pid, lib)
 }
 
 // checkLate finds pid's TT-Metal library after a link-map change; if it had
@@ -399,10 +419,8 @@ func (s *session) checkLate(pid uint32, st *procState) {
 		st.hasLib = true
 		s.anyLib = true
 		if !known {
-			st.info.AttachedMidRun = true
+			s.lateLibrary(pid, st, o)
 			s.enter(pid, st)
-			fmt.Fprintf(s.log, "tttrace: pid %d loaded %s, which was not probed in advance: "+
-				"calls made before it was attached are not seen (give --lib to trace it from the start)\n", pid, o)
 		}
 	}
 }

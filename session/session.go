@@ -150,6 +150,7 @@ type session struct {
 	dl    loaderDrops // _dl_debug_state calls over their budget
 
 	layoutSaid    bool // the first layout anomaly was told on the log
+	attached      int  // TT-Metal libraries probed so far
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
 	oomNotes      int // alloc_failed notes written to the log
@@ -570,7 +571,7 @@ func (s *session) emit(ev *events.Event) {
 		if s.ledger.LayoutAnomalies() != 0 && !s.layoutSaid {
 			s.layoutSaid = true
 			fmt.Fprintf(s.log, "tttrace: pid %d: a %s with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit this library, "+
-				"so its numbers cannot be trusted (tttrace exits 9; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
+				"so its numbers cannot be trusted (tttrace exits 10; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
 		}
 	}
 	s.sites.announceSite(ev)

@@ -136,7 +136,10 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.printf(": exited with code %d", p.ExitCode)
 	}
 	r.printf("\n")
-	if p.AttachedMidRun {
+	switch {
+	case p.LateLibrary:
+		r.printf("  INCOMPLETE: its TT-Metal library was probed only after it mapped it: its calls before are missed, earlier buffers are unknown and peaks are lower bounds (give --lib)\n")
+	case p.AttachedMidRun:
 		r.printf("  started late: tttrace attached after the library was in use; earlier buffers are unknown and peaks are lower bounds\n")
 	}
 

@@ -281,12 +281,55 @@ func TestE2EAll(t *testing.T) {
 				return bytes.Contains(b, []byte(`"process_summary"`)) || strings.Contains(tout.String(), "exited")
 			}, "process report")
 			tt.Process.Signal(syscall.SIGINT)
-			if err := tt.Wait(); err != nil {
-				t.Fatalf("tttrace: %v\n%s", err, tout)
+			err := tt.Wait()
+			// Without --lib the workload's library was probed only after it
+			// mapped it: held here, it missed nothing, but tttrace cannot
+			// know that, and says it is incomplete (late_library, exit 11).
+			want := 0
+			if !withLib {
+				want = 11
 			}
-			wantExact(t, "all", true, lastSummary(t, out), readTruth(t, truthPath))
+			if code := exitCode(err); code != want {
+				t.Fatalf("tttrace: exit status %d, want %d\n%s", code, want, tout)
+			}
+			sum := lastSummary(t, out)
+			wantExact(t, "all", true, sum, readTruth(t, truthPath))
+			if p := process(sum, uint32(w.Process.Pid)); p == nil || p.LateLibrary == withLib || p.AttachedMidRun == withLib {
+				t.Errorf("summary %+v: late_library and attached_mid_run must be %v", p, !withLib)
+			}
 		})
 	}
+}
+
+// TestE2EAllShortLateLibrary: under --all, a short process loads a
+// TT-Metal library no process had mapped before and allocates at once,
+// while tttrace is still probing it: its first allocations are missed.
+// The summary (late_library, attached_mid_run), the report, the log and
+// the exit status (11) say it is incomplete.
+func TestE2EAllShortLateLibrary(t *testing.T) {
+	bin, replica := setup(t)
+	dir := privateReplica(t, filepath.Join(replica, "gcc-O2"))
+	tmp := t.TempDir()
+	ready, out := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out")
+	tt, tout := start(t, bin, "--all", "--json", "--no-events", "-o", out, "--ready-file", ready)
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "basic", "--leak")
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout)
+	}
+	waitFor(t, func() bool { return strings.Contains(tout.String(), "not probed in advance") }, "tttrace noting the late library\n"+tout.String())
+	time.Sleep(300 * time.Millisecond)
+	tt.Process.Signal(syscall.SIGINT)
+	err := tt.Wait()
+	if code := exitCode(err); code != 11 {
+		t.Fatalf("tttrace: exit status %d, want 11\n%s", code, tout)
+	}
+	sum := lastSummary(t, out)
+	p := process(sum, uint32(w.Process.Pid))
+	if p == nil || !p.LateLibrary || !p.AttachedMidRun {
+		t.Fatalf("summary %+v: want late_library and attached_mid_run", p)
+	}
+	t.Logf("the ledger saw %d allocs of the workload", p.Stats.Allocs)
 }
 
 // TestE2ENamespaces: a workload in its own pid and mount namespace, whose

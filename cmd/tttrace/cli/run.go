@@ -320,6 +320,12 @@ func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 			status = ExitBadLayout
 		}
 	}
+	if n := lateLibraries(&res.Summary); n > 0 {
+		fmt.Fprintf(stderr, "tttrace: %d process(es) loaded a TT-Metal library that was not probed in advance: their calls before it was probed are missed, their numbers are incomplete (give --lib to trace them from the start)\n", n)
+		if status == ExitOK {
+			status = ExitLateLibrary
+		}
+	}
 	if f.FailOnLeakSet {
 		n, bytes := leaked(&res.Summary)
 		if bytes > f.FailOnLeak.Bytes() {
@@ -341,6 +347,20 @@ func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 		}
 	}
 	return status
+}
+
+// lateLibraries counts the processes with late_library, dropped ones too.
+func lateLibraries(s *devices.Summary) uint64 {
+	var n uint64
+	for i := range s.Processes {
+		if s.Processes[i].LateLibrary {
+			n++
+		}
+	}
+	if d := s.DroppedProcesses; d != nil {
+		n += d.LateLibrary
+	}
+	return n
 }
 
 // leaked counts the leaks of every process and their bytes, a mesh buffer
