@@ -301,8 +301,9 @@ func TestE2ELoaderOnlyCommand(t *testing.T) {
 				}
 			}
 			touch(t, goFile)
-			if err := tt.Wait(); err != nil {
-				t.Fatalf("tttrace: %v\n%s", err, tout)
+			// A renamed copy probed only when mapped: late_library, 11.
+			if err := tt.Wait(); exitCode(err) != 11 {
+				t.Fatalf("tttrace: %v, want exit status 11 (late_library)\n%s", err, tout)
 			}
 			tr := readTruth(t, truthPath)
 			wantExact(t, "loader-only-command", true, lastSummary(t, out), tr)
@@ -359,8 +360,9 @@ time.sleep(0.5)
 			if err := w.Wait(); err != nil {
 				t.Fatalf("python: %v\n%s", err, wout)
 			}
-			if err := tt.Wait(); err != nil {
-				t.Fatalf("tttrace: %v\n%s", err, tout)
+			// A renamed copy probed only when mapped: late_library, 11.
+			if err := tt.Wait(); exitCode(err) != 11 {
+				t.Fatalf("tttrace: %v, want exit status 11 (late_library)\n%s", err, tout)
 			}
 			heard := regexp.MustCompile(fmt.Sprintf(`pid %d loaded \S*%s, which was not probed in advance`, w.Process.Pid, regexp.QuoteMeta(renamed)))
 			if !heard.MatchString(tout.String()) {

@@ -188,13 +188,14 @@ func TestE2ELateLoad(t *testing.T) {
 			"--preload", renamed, "--scenario", "basic", "--leak", "--truth", truthPath, "--go-file", goFile)
 		waitFor(t, func() bool { return strings.Contains(tout.String(), "not probed in advance") }, "late attach of the renamed copy")
 		touch(t, goFile)
-		if err := tt.Wait(); err != nil {
-			t.Fatalf("tttrace: %v\n%s", err, tout)
+		// The command waited, but tttrace cannot know it: incomplete, 11.
+		if err := tt.Wait(); exitCode(err) != 11 {
+			t.Fatalf("tttrace: %v, want exit status 11 (late_library)\n%s", err, tout)
 		}
 		sum, tr := lastSummary(t, out), readTruth(t, truthPath)
 		wantExact(t, "renamed", true, sum, tr)
-		if p := process(sum, tr.Pid); p == nil || !p.AttachedMidRun {
-			t.Error("a library attached only after it was mapped is not reported as attached mid-run")
+		if p := process(sum, tr.Pid); p == nil || !p.AttachedMidRun || !p.LateLibrary {
+			t.Error("a library attached only after it was mapped is not reported as attached mid-run, late_library")
 		}
 	})
 }
