@@ -571,7 +571,7 @@ func (s *session) emit(ev *events.Event) {
 		if s.ledger.LayoutAnomalies() != 0 && !s.layoutSaid {
 			s.layoutSaid = true
 			fmt.Fprintf(s.log, "tttrace: pid %d: a %s with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit this library, "+
-				"so its numbers cannot be trusted (tttrace exits 10; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
+				"so its numbers cannot be trusted (tttrace exits 12; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
 		}
 	}
 	s.sites.announceSite(ev)

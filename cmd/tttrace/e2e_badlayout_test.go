@@ -11,7 +11,7 @@ import (
 
 // TestE2EWrongLayoutExits: a layout that reads buffer_type_ from the wrong
 // place (here size_'s low bytes) yields impossible buffer types: tttrace
-// says at once that the library's numbers cannot be trusted and exits 10,
+// says at once that the library's numbers cannot be trusted and exits 12,
 // never 0 with an empty ledger.
 func TestE2EWrongLayoutExits(t *testing.T) {
 	bin, replica := setup(t)
@@ -25,8 +25,8 @@ func TestE2EWrongLayoutExits(t *testing.T) {
 		filepath.Join(dir, "ttwork"), "--scenario", "basic", "--leak")
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	if code := exitCode(err); code != 10 {
-		t.Fatalf("exit status %d, want 10\n%s", code, stderr.String())
+	if code := exitCode(err); code != 12 {
+		t.Fatalf("exit status %d, want 12\n%s", code, stderr.String())
 	}
 	for _, want := range []string{"does not fit this library", "cannot be trusted"} {
 		if !strings.Contains(stderr.String(), want) {

@@ -25,16 +25,17 @@ import (
 // CMD's status instead, unless tracing failed or lost events.
 const (
 	ExitOK          = 0
-	ExitError       = 1   // anything not listed below
-	ExitUsage       = 2   // bad flags or arguments
-	ExitPermission  = 3   // not root / BPF refused
-	ExitNoProcess   = 4   // -p PID does not exist
-	ExitNoLibrary   = 5   // library not found, or not mapped within --wait
-	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
-	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
-	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
-	ExitOOM         = 9   // --fail-on-oom: a traced process had a failed device allocation (caught or not)
-	ExitBadLayout   = 10  // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
+	ExitError       = 1  // anything not listed below
+	ExitUsage       = 2  // bad flags or arguments
+	ExitPermission  = 3  // not root / BPF refused
+	ExitNoProcess   = 4  // -p PID does not exist
+	ExitNoLibrary   = 5  // library not found, or not mapped within --wait
+	ExitUnsupported = 6  // library lacks symbols tttrace needs, or its layout is unknown
+	ExitLost        = 7  // tracing worked but events were lost: the ledger is incomplete
+	ExitLeaks       = 8  // --fail-on-leak: more device memory was left allocated than allowed
+	ExitOOM         = 9  // --fail-on-oom: a traced process had a failed device allocation (caught or not)
+	ExitBadLayout   = 12 // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
+	// 10 is kept for trace-replay hazards (--fail-on-trace-hazard, not built yet).
 	ExitLateLibrary = 11  // a process's library was probed only after it mapped it: its calls before were missed
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )
@@ -134,13 +135,13 @@ otherwise 0. Errors of tttrace itself: 1 other, 2 usage, 3 permission,
 4 no such process, 5 library not found, 6 unsupported library, 7 events were
 lost (the ledger is incomplete), 8 more device memory left allocated than
 --fail-on-leak allows, 9 a failed device allocation with --fail-on-oom,
-10 the layout tttrace read Buffer with does not fit the library (impossible
-buffer types or sizes were read: the numbers cannot be trusted), 11 a process
-loaded a TT-Metal library that was not probed in advance (with --all: one no
-process had mapped before), so its calls before the probes landed were missed
-(late_library; give --lib to trace it from the start), 127 CMD not found. In
-"-- CMD" mode 7, 8, 10 and 11 are reported only when CMD succeeded; 7 wins
-over 10, 10 over 11, and all three over 8 (a ledger incomplete or untrusted
+11 a process loaded a TT-Metal library that was not probed in advance (with
+--all: one no process had mapped before), so its calls before the probes
+landed were missed (late_library; give --lib to trace it from the start),
+12 the layout tttrace read Buffer with does not fit the library (impossible
+buffer types or sizes were read: the numbers cannot be trusted), 127 CMD not
+found. In "-- CMD" mode 7, 8, 11 and 12 are reported only when CMD succeeded;
+7 wins over 12, 12 over 11, and all three over 8 (a ledger incomplete or untrusted
 cannot judge leaks); 9 wins over every other status, CMD's included (an
 allocation seen failing did fail).
 
