@@ -25,18 +25,18 @@ import (
 // CMD's status instead, unless tracing failed or lost events.
 const (
 	ExitOK          = 0
-	ExitError       = 1  // anything not listed below
-	ExitUsage       = 2  // bad flags or arguments
-	ExitPermission  = 3  // not root / BPF refused
-	ExitNoProcess   = 4  // -p PID does not exist
-	ExitNoLibrary   = 5  // library not found, or not mapped within --wait
-	ExitUnsupported = 6  // library lacks symbols tttrace needs, or its layout is unknown
-	ExitLost        = 7  // tracing worked but events were lost: the ledger is incomplete
-	ExitLeaks       = 8  // --fail-on-leak: more device memory was left allocated than allowed
-	ExitOOM         = 9  // --fail-on-oom: a traced process had a failed device allocation (caught or not)
-	ExitBadLayout   = 12 // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
+	ExitError       = 1 // anything not listed below
+	ExitUsage       = 2 // bad flags or arguments
+	ExitPermission  = 3 // not root / BPF refused
+	ExitNoProcess   = 4 // -p PID does not exist
+	ExitNoLibrary   = 5 // library not found, or not mapped within --wait
+	ExitUnsupported = 6 // library lacks symbols tttrace needs, or its layout is unknown
+	ExitLost        = 7 // tracing worked but events were lost: the ledger is incomplete
+	ExitLeaks       = 8 // --fail-on-leak: more device memory was left allocated than allowed
+	ExitOOM         = 9 // --fail-on-oom: a traced process had a failed device allocation (caught or not)
 	// 10 is kept for trace-replay hazards (--fail-on-trace-hazard, not built yet).
 	ExitLateLibrary = 11  // a process's library was probed only after it mapped it: its calls before were missed
+	ExitBadLayout   = 12  // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )
 
