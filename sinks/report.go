@@ -474,19 +474,7 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 		for j := range n.L1Buffers {
 			b := &n.L1Buffers[j]
 			r.printf("      L1 %#x  %s  ", b.Address, human(b.Size))
-			if b.Mesh {
-				r.printf("mesh buffer %s on mesh %s", b.Buffer, b.MeshDevice)
-			} else {
-				r.printf("buffer %s", b.Buffer)
-			}
-			r.printf("  tid %d seq %d", b.Tid, b.Seq)
-			if b.Site != 0 {
-				r.printf("  site %d", b.Site)
-				if w := siteWhere(p, b.Site); w != "" {
-					r.printf(": %s", w)
-				}
-			}
-			r.printf("\n")
+			r.whose(p, b.Mesh, b.Buffer, b.MeshDevice, b.Tid, b.Seq, b.Site)
 		}
 		if n.L1BuffersCount > len(n.L1Buffers) {
 			r.printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
@@ -591,19 +579,8 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			if h.Span != nil {
 				r.printf(" (%s per bank)", human(*h.Span))
 			}
-			if h.Mesh {
-				r.printf("  mesh buffer %s on mesh %s", h.Buffer, h.MeshDevice)
-			} else {
-				r.printf("  buffer %s", h.Buffer)
-			}
-			r.printf("  tid %d seq %d", h.Tid, h.Seq)
-			if h.Site != 0 {
-				r.printf("  site %d", h.Site)
-				if w := siteWhere(p, h.Site); w != "" {
-					r.printf(": %s", w)
-				}
-			}
-			r.printf("\n")
+			r.printf("  ")
+			r.whose(p, h.Mesh, h.Buffer, h.MeshDevice, h.Tid, h.Seq, h.Site)
 		}
 		if f.HoldersCount > len(f.Holders) {
 			r.printf("        … %d more\n", f.HoldersCount-len(f.Holders))
@@ -651,6 +628,25 @@ func deref(p *uint64) uint64 {
 // siteWhere says in one line where a site allocated: its innermost Python
 // line, else the first native frame outside the innermost module (where
 // the program called TT-Metal); "" for a site the summary does not describe.
+// whose ends a line about one live buffer (an L1 buffer in a clash's way, a
+// holder of a failed allocation's chip): which buffer, the allocating thread
+// and event, and where it was allocated when known.
+func (r *reporter) whose(p *devices.ProcessSummary, mesh bool, buffer, meshDevice string, tid uint32, seq uint64, site uint32) {
+	if mesh {
+		r.printf("mesh buffer %s on mesh %s", buffer, meshDevice)
+	} else {
+		r.printf("buffer %s", buffer)
+	}
+	r.printf("  tid %d seq %d", tid, seq)
+	if site != 0 {
+		r.printf("  site %d", site)
+		if w := siteWhere(p, site); w != "" {
+			r.printf(": %s", w)
+		}
+	}
+	r.printf("\n")
+}
+
 func siteWhere(p *devices.ProcessSummary, id uint32) string {
 	for i := range p.Sites {
 		s := &p.Sites[i]
