@@ -2,11 +2,11 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestE2EEscapedArgv: under --all (the service), a process whose argv
@@ -20,9 +20,16 @@ func TestE2EEscapedArgv(t *testing.T) {
 	tt, tout := start(t, bin, "--all", "--interval", "0", "--ready-file", ready, "--lib", filepath.Join(dir, "libtt_metal.so"))
 	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
 	const evil = "\x1b]2;owned\x07\x1b[2J\u009b31m"
-	w := exec.Command("bash", "-c", `exec -a "$0" "$1" --scenario basic --leak`, evil, filepath.Join(dir, "ttwork"))
-	if out, err := w.CombinedOutput(); err != nil {
-		t.Fatalf("workload: %v\n%s", err, out)
+	// The workload stays alive a while after its calls (--hold-file), so
+	// tttrace has read its command line before it ends, however loaded the
+	// machine is.
+	hold := filepath.Join(tmp, "hold")
+	w, wout := start(t, "bash", "-c", `exec -a "$0" "$1" --scenario basic --leak --hold-file "$2"`, evil, filepath.Join(dir, "ttwork"), hold)
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "holding") }, "workload holding\n"+wout.String())
+	time.Sleep(time.Second)
+	touch(t, hold)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout)
 	}
 	waitFor(t, func() bool { return strings.Contains(tout.String(), "exited with code 0") }, "the workload's report\n"+tout.String())
 	tt.Process.Signal(syscall.SIGINT)
