@@ -139,8 +139,8 @@ func TestE2EPerfettoPid(t *testing.T) {
 // The timelines of two real runs, decoded by Debian's protoc with
 // Perfetto's official perfetto_trace.proto (vendored): no unknown field, a
 // clock snapshot, the sparse chips (0, 2, 7, 15, 31, 35, 63, 100: by name
-// "chip 100" would come before "chip 15") and their memory types in
-// tttrace's order; the two files concatenated declare no uuid twice.
+// "chip 100" would come before "chip 15"), their memory types then their
+// allocator counters in tttrace's order; the two files concatenated declare no uuid twice.
 func TestE2EPerfettoSchema(t *testing.T) {
 	pc := requireTool(t, "protoc", "protobuf-compiler")
 	var files [][]byte
@@ -162,14 +162,21 @@ func TestE2EPerfettoSchema(t *testing.T) {
 		for _, p := range perfettotest.CheckSchema(ps) {
 			t.Errorf("%s: %s", scenario, p)
 		}
-		chips := 0
+		chips, allocs := 0, 0
 		for _, d := range perfettotest.Descriptors(ps) {
 			if strings.HasPrefix(d.Name, `"chip `) && !d.Counter {
 				chips++
 			}
+			if d.Counter && strings.HasSuffix(d.Name, ` free"`) {
+				allocs++
+			}
 		}
 		if chips < len(tr.Devices) {
 			t.Errorf("%s: %d chip tracks, the truth has %d chips", scenario, chips, len(tr.Devices))
+		}
+		// The allocator's counters are among the chips' ordered tracks.
+		if allocs == 0 {
+			t.Errorf("%s: no allocator counter track (chip N TYPE free)", scenario)
 		}
 		files = append(files, b)
 		descs = append(descs, perfettotest.Descriptors(ps))

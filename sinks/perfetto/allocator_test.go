@@ -16,8 +16,8 @@ import (
 // The allocator's tracks and instants: random allocations and frees on
 // two DRAM and L1 bank managers, placed by an independent alloc.Manager;
 // each chip and type's "free" and "largest free block" tracks end at the
-// truth's numbers x banks, and each failed request is one instant with its
-// numbers as arguments.
+// truth's numbers x banks, ranked after the chip's memory types, and each
+// failed request is one instant with its numbers as arguments.
 func TestAllocatorTracks(t *testing.T) {
 	var out bytes.Buffer
 	s := newStream(t, &out, 3)
@@ -94,6 +94,15 @@ func TestAllocatorTracks(t *testing.T) {
 	tr, err := perfettotest.Decode(out.Bytes())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The allocator's tracks are where tttrace orders them, after the
+	// memory types of their chip (Perfetto's schema, decoded by protoc).
+	if ps, err := perfettotest.Protoc(protoc(t), out.Bytes()); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, p := range perfettotest.CheckSchema(ps) {
+			t.Error(p)
+		}
 	}
 	ps := tr.ProcessesOf(pid)
 	if len(ps) != 1 {

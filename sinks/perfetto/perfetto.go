@@ -5,7 +5,9 @@
 // Per traced process there is a process track; under it a "device memory"
 // track, under that one track per chip ("chip 3") and under each chip one
 // counter track per memory type (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY,
-// CB) holding the exact bytes the ledger counts, a sample at every change.
+// CB) holding the exact bytes the ledger counts, a sample at every change,
+// then the allocator's counters of the chip ("chip 3 DRAM free", "chip 3
+// DRAM largest free block", per buffer type in the same order).
 // The intermediate tracks order their children explicitly (chips by id,
 // types in the order above): trace_processor ignores the ordering of a
 // process track's children and would sort them by name.
@@ -139,7 +141,26 @@ var memTypes = [...]struct {
 	{devices.CounterCB, "CB"},
 }
 
-// NumTypes is how many counter tracks a chip can have.
+// allocRank is, by buffer type, the position of its memory type in
+// memTypes: a chip's allocator tracks follow its memory types in the same
+// order (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY), not TT-Metal's
+// numbering of buffer types.
+var allocRank = func() (r [events.NumBufferTypes]int) {
+	for t := range r {
+		r[t] = -1
+		for i := range memTypes {
+			if memTypes[i].name == events.BufferType(t).String() {
+				r[t] = i
+			}
+		}
+		if r[t] < 0 {
+			panic("perfetto: buffer type " + events.BufferType(t).String() + " is not a memory type")
+		}
+	}
+	return r
+}()
+
+// NumTypes is how many memory-type counter tracks a chip can have.
 const NumTypes = len(memTypes)
 
 // TypeName is the name of memory type i (0 <= i < NumTypes), as in track
@@ -338,8 +359,11 @@ func (w *Writer) AllocState(pid uint32, chipID int32, ts uint64, typ events.Buff
 	free, big := devices.SatMul(uint64(banks), st.TotalFree), devices.SatMul(uint64(banks), st.LargestFreeBlock)
 	if c.freeUUID[typ] == 0 {
 		c.freeUUID[typ], c.bigUUID[typ] = w.uuid(), w.uuid()
-		w.describeAlloc(p, c, c.freeUUID[typ], fmt.Sprintf("chip %d %s free", c.id, typ), NumTypes+2*int(typ), ts)
-		w.describeAlloc(p, c, c.bigUUID[typ], fmt.Sprintf("chip %d %s largest free block", c.id, typ), NumTypes+2*int(typ)+1, ts)
+		// After the memory types, free then largest free block, by type
+		// in the memory types' order.
+		rank := NumTypes + 2*allocRank[typ]
+		w.describeAlloc(p, c, c.freeUUID[typ], fmt.Sprintf("chip %d %s free", c.id, typ), rank, ts)
+		w.describeAlloc(p, c, c.bigUUID[typ], fmt.Sprintf("chip %d %s largest free block", c.id, typ), rank+1, ts)
 	} else if free == c.free[typ] && big == c.big[typ] {
 		return
 	}

@@ -92,8 +92,34 @@ var (
 	digits        = regexp.MustCompile(`^[0-9]+$`)
 	chipTrack     = regexp.MustCompile(`^"chip (-?\d+)"$`)
 	counterQuoted = regexp.MustCompile(`^"chip (-?\d+) (\S+)"$`)
+	allocQuoted   = regexp.MustCompile(`^"chip (-?\d+) (\S+) (free|largest free block)"$`)
 	typeOrder     = map[string]int{"DRAM": 0, "L1": 1, "L1_SMALL": 2, "TRACE": 3, "SYSTEM_MEMORY": 4, "CB": 5}
 )
+
+// counterKey is where a counter track named name (quoted) belongs among
+// its chip's counters, and the chip its name gives: the memory types
+// first ("chip 3 DRAM", ... "chip 3 CB"), then for each buffer type in the
+// same order its allocator counters, "free" before "largest free block"
+// ("chip 3 DRAM free", "chip 3 DRAM largest free block", "chip 3 L1 free",
+// ...). CB has no allocator. ok is false for any other name.
+func counterKey(name string) (chip string, key int64, ok bool) {
+	if m := allocQuoted.FindStringSubmatch(name); m != nil {
+		o, known := typeOrder[m[2]]
+		if !known || m[2] == "CB" {
+			return "", 0, false
+		}
+		key = int64(len(typeOrder) + 2*o)
+		if m[3] == "largest free block" {
+			key++
+		}
+		return m[1], key, true
+	}
+	if m := counterQuoted.FindStringSubmatch(name); m != nil {
+		o, known := typeOrder[m[2]]
+		return m[1], int64(o), known
+	}
+	return "", 0, false
+}
 
 // Desc is a track descriptor as decoded.
 type Desc struct {
@@ -143,8 +169,10 @@ func Descriptors(packets []*Node) map[uint64]*Desc {
 // not said to be MONOTONIC; a counter track right under a process track
 // (trace_processor orders those by name); chip tracks or counter tracks
 // whose parent does not order them explicitly, or whose ranks do not give
-// tttrace's order (chips by id, memory types DRAM, L1, L1_SMALL, TRACE,
-// SYSTEM_MEMORY, CB).
+// tttrace's order (chips by id; under a chip, memory types DRAM, L1,
+// L1_SMALL, TRACE, SYSTEM_MEMORY, CB, then the allocator's "free" and
+// "largest free block" counters per buffer type in that order); a counter
+// track named after another chip than its parent's.
 func CheckSchema(packets []*Node) []string {
 	var bad []string
 	var walk func(path string, n *Node)
@@ -193,12 +221,15 @@ func CheckSchema(packets []*Node) []string {
 		switch {
 		case ks[0].Counter:
 			key = func(d *Desc) (int64, bool) {
-				m := counterQuoted.FindStringSubmatch(d.Name)
-				if m == nil {
-					return 0, false
+				_, k, ok := counterKey(d.Name)
+				return k, ok
+			}
+			if pm := chipTrack.FindStringSubmatch(parent.Name); pm != nil {
+				for _, d := range ks {
+					if chip, _, ok := counterKey(d.Name); ok && chip != pm[1] {
+						bad = append(bad, fmt.Sprintf("track %s under %s: another chip's counter", d.Name, parent.Name))
+					}
 				}
-				o, ok := typeOrder[m[2]]
-				return int64(o), ok
 			}
 		case chipTrack.MatchString(ks[0].Name):
 			key = func(d *Desc) (int64, bool) {
