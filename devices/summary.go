@@ -21,8 +21,9 @@ type Summary struct {
 	// does not fit the library and the numbers cannot be trusted.
 	LayoutAnomalies uint64 `json:"layout_anomalies"`
 	// LostRecords: records the ring buffer could not take, by kind (its
-	// NDJSON name; only kinds with losses): the events, whose sum is
-	// LostEvents, and the records that describe an alloc ("stack",
+	// NDJSON name; only kinds with losses): the events (the allocator's
+	// alloc_request and alloc_capacity too), whose sum is LostEvents, and
+	// the records that describe an alloc ("stack",
 	// "py_stack", "py_code"), which leave the ledger exact. Filled by the
 	// runtime.
 	LostRecords map[string]uint64 `json:"lost_records,omitempty"`

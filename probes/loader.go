@@ -503,12 +503,13 @@ func (t *Tracer) Reader() *ringbuf.Reader { return t.rd }
 // Losses are the records the ring buffer could not take, summed over the
 // CPUs.
 type Losses struct {
-	// Events: struct event records (calls and process records), the
-	// ledger's; the sum of their kinds in ByKind.
+	// Events: the ledger's records (struct event calls and process
+	// records, and the allocator's alloc_request and alloc_capacity
+	// records); the sum of their kinds in ByKind.
 	Events uint64
-	// ByKind: records not delivered, by kind (events.Kind): the struct
-	// event kinds, and the records that describe an alloc (stack, Python
-	// stack, code object).
+	// ByKind: records not delivered, by kind (events.Kind): the kinds
+	// summed in Events, and the records that describe an alloc (stack,
+	// Python stack, code object).
 	ByKind [64]uint64
 }
 
@@ -528,8 +529,8 @@ func (t *Tracer) Losses() (Losses, error) {
 	return l, nil
 }
 
-// LostTotal sums the failed reservations of struct event records of every
-// CPU.
+// LostTotal sums the failed reservations of the ledger's records (Events)
+// of every CPU.
 func (t *Tracer) LostTotal() (uint64, error) {
 	l, err := t.Losses()
 	return l.Events, err

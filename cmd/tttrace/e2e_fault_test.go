@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -289,12 +290,67 @@ func TestE2ERingFilled(t *testing.T) {
 	if p == nil || sum.Complete || sum.LostEvents == 0 {
 		t.Fatalf("summary complete=%v lost=%d: want an incomplete summary", sum.Complete, sum.LostEvents)
 	}
-	seen := p.Stats.Allocs + p.Stats.Frees
-	missing := tr.Calls["track_allocate"] + tr.Calls["track_deallocate"] - seen
-	// The loss also counts the tracer's own records of the process that did
-	// not fit (its link map, main-thread and group exits): at most 3.
-	if sum.LostEvents < missing || sum.LostEvents > missing+3 {
-		t.Errorf("lost_events %d, but %d calls were not seen", sum.LostEvents, missing)
+	// Each kind of probed call the loss can hit, against what the workload
+	// did: the burst's calls (track_allocate, track_deallocate), the
+	// BankManager::allocate_buffer before each of its allocations (the
+	// truth counts no allocate_buffer calls, but every buffer of the burst
+	// is a chip's DRAM or L1 buffer and none fails: one request per
+	// track_allocate) and the chip's bank managers (one per type in the
+	// truth's allocator).
+	var at allocTruth
+	if b, err := os.ReadFile(truthPath); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &at); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	if len(at.Failures) != 0 {
+		t.Fatalf("the burst recorded %d failed allocations: its requests are not one per track_allocate", len(at.Failures))
+	}
+	var managers uint64
+	for _, d := range at.Devices {
+		managers += uint64(len(d.Allocator))
+	}
+	lr := sum.LostRecords
+	t.Logf("lost_events %d, lost_records %v", sum.LostEvents, lr)
+	unseen := map[string]uint64{
+		"alloc":          tr.Calls["track_allocate"] - p.Stats.Allocs,
+		"free":           tr.Calls["track_deallocate"] - p.Stats.Frees,
+		"alloc_request":  tr.Calls["track_allocate"] - p.Stats.AllocRequests,
+		"alloc_capacity": managers - p.Stats.AllocCapacities,
+	}
+	if unseen["alloc"] == 0 || unseen["free"] == 0 {
+		t.Errorf("unseen allocs %d, frees %d: the ring lost none of them", unseen["alloc"], unseen["free"])
+	}
+	var calls, own, events uint64
+	for k, want := range unseen {
+		if lr[k] != want {
+			t.Errorf("lost_records.%s %d, but %d such calls were not seen", k, lr[k], want)
+		}
+		calls += want
+	}
+	for k, n := range lr {
+		switch k {
+		case "alloc", "free", "alloc_request", "alloc_capacity":
+			events += n
+		case "link_map", "main_exit", "group_exit":
+			// The tracer's own records of the process that did not fit.
+			events += n
+			own += n
+		case "stack", "py_stack", "py_code":
+			// They describe an alloc: not in lost_events.
+		default:
+			t.Errorf("lost_records.%s %d: the burst makes no such record", k, n)
+			events += n
+		}
+	}
+	// lost_events is the total of lost event records, kind by kind.
+	if events != sum.LostEvents {
+		t.Errorf("the event kinds of lost_records sum to %d, lost_events is %d", events, sum.LostEvents)
+	}
+	// Besides the calls, at most the process's link map, main-thread and
+	// group exits.
+	if sum.LostEvents < calls || sum.LostEvents > calls+3 || own > 3 {
+		t.Errorf("lost_events %d, but %d calls were not seen (and %d of the tracer's own records lost)", sum.LostEvents, calls, own)
 	}
 	b, _ := os.ReadFile(out)
 	if !bytes.Contains(b, []byte(`"type":"lost"`)) && !bytes.Contains(b, []byte(`"lost_before":`)) {
