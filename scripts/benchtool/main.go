@@ -353,8 +353,11 @@ func burstSecs(out string) (float64, bool) {
 type summary struct {
 	Type       string `json:"type"`
 	LostEvents int64  `json:"lost_events"`
-	Complete   bool   `json:"complete"`
-	Processes  []struct {
+	// LostRecords: lost records by kind; the loss rows compare the calls
+	// (alloc, free) alone with the truth.
+	LostRecords map[string]int64 `json:"lost_records"`
+	Complete    bool             `json:"complete"`
+	Processes   []struct {
 		Leaks   []json.RawMessage `json:"leaks"`
 		Devices []struct {
 			Peaks struct {
@@ -744,7 +747,8 @@ type lossRun struct {
 	RingSize  string  `json:"ring_size"`
 	BurstSecs float64 `json:"burst_secs"`
 	Exit      int     `json:"exit"`
-	Lost      int64   `json:"lost_events"`
+	Lost      int64   `json:"lost_calls"`  // lost_records' alloc + free: the calls tttrace knows it missed
+	LostAll   int64   `json:"lost_events"` // every lost event record (the allocator's requests too)
 	Complete  bool    `json:"complete"`
 	Calls     int64   `json:"calls"`   // track_allocate + track_deallocate, from the replica's truth
 	Seen      int64   `json:"seen"`    // allocs + frees the ledger applied
@@ -758,7 +762,7 @@ func runLoss(c *config) []lossRun {
 		for _, rs := range []string{"4096", "16K"} {
 			out = append(out, lossOnce(c, rs))
 			l := out[len(out)-1]
-			logf("loss: --ring-size %-5s exit %d lost_events %d missing %d complete %v%s", rs, l.Exit, l.Lost, l.Missing, l.Complete, errSuffix(l.Err))
+			logf("loss: --ring-size %-5s exit %d lost calls %d (lost_events %d) missing %d complete %v%s", rs, l.Exit, l.Lost, l.LostAll, l.Missing, l.Complete, errSuffix(l.Err))
 		}
 	}
 	return out
@@ -790,7 +794,7 @@ func lossOnce(c *config, ring string) lossRun {
 		r.Err = err.Error()
 		return r
 	}
-	r.Lost, r.Complete = s.LostEvents, s.Complete
+	r.Lost, r.LostAll, r.Complete = s.LostRecords["alloc"]+s.LostRecords["free"], s.LostEvents, s.Complete
 	r.Calls = t.Calls["track_allocate"] + t.Calls["track_deallocate"]
 	r.Seen = s.seen()
 	r.Missing = r.Calls - r.Seen

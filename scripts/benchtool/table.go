@@ -232,7 +232,7 @@ func (r *results) lossRows(c *config) []row {
 			}
 			parts = append(parts, fmt.Sprintf("%d/%d", l.Lost, l.Missing))
 		}
-		rows = append(rows, row{"2", fmt.Sprintf("`--ring-size %s`: lost_events / really missing (truth calls - ledger allocs+frees)", size),
+		rows = append(rows, row{"2", fmt.Sprintf("`--ring-size %s`: lost calls (lost_records alloc+free) / really missing (truth calls - ledger allocs+frees)", size),
 			fmt.Sprintf("%s; equal in %d/%d runs; complete:false and exit 7 in %d/%d", strings.Join(parts, ", "), exact, len(ls), flagged, len(ls)),
 			"equal; complete:false; exit 7",
 			yesNo(exact == len(ls) && flagged == len(ls) && len(ls) > 0)})
