@@ -146,23 +146,24 @@ static __always_inline int traced(__u32 tgid)
 	return bpf_map_lookup_elem(&traced_pids, &tgid) != 0;
 }
 
-/* Reserve and pre-fill a record; NULL when the process is not traced or the
- * ring is full (then the loss is counted). */
-static __always_inline struct event *start(enum event_kind kind)
+/* Reserve a record of size bytes of kind and fill its header; NULL when
+ * the process is not traced or the ring is full (then the loss is counted).
+ * *lost_before: the reservations this CPU failed since its previous record. */
+static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	__u32 zero = 0;
 	struct lost_counter *lc;
-	struct event *e;
+	struct record_header *h;
 	__u64 seq;
 
 	if (!traced(tgid))
 		return 0;
 	seq = __sync_fetch_and_add(&next_seq, 1);
 	lc = bpf_map_lookup_elem(&lost, &zero);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
+	h = bpf_ringbuf_reserve(&events, size, 0);
+	if (!h) {
 		if (lc) {
 			lc->total++;
 			lc->pending++;
@@ -170,18 +171,31 @@ static __always_inline struct event *start(enum event_kind kind)
 		}
 		return 0;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->hdr.seq = seq;
-	e->hdr.ts_ns = bpf_ktime_get_ns();
-	e->hdr.pid = tgid;
-	e->hdr.tid = (__u32)id;
-	e->hdr.kind = kind;
-	e->chip = -1;
-	e->buffer_type = -1;
+	__builtin_memset(h, 0, size);
+	h->seq = seq;
+	h->ts_ns = bpf_ktime_get_ns();
+	h->pid = tgid;
+	h->tid = (__u32)id;
+	h->kind = kind;
 	if (lc) {
-		e->lost_before = lc->pending;
+		*lost_before = lc->pending;
 		lc->pending = 0;
 	}
+	return h;
+}
+
+/* Reserve and pre-fill a struct event (no chip, no buffer type yet); NULL
+ * as start_record. */
+static __always_inline struct event *start(enum event_kind kind)
+{
+	__u64 lost_before = 0;
+	struct event *e = start_record(kind, sizeof(*e), &lost_before);
+
+	if (!e)
+		return 0;
+	e->lost_before = lost_before;
+	e->chip = -1;
+	e->buffer_type = -1;
 	return e;
 }
 
@@ -667,45 +681,6 @@ struct {
 	__type(key, __u64);
 	__type(value, struct alloc_owner);
 } alloc_owners SEC(".maps");
-
-/* Reserve a record of size bytes of kind and fill its header; NULL when
- * the process is not traced or the ring is full (the loss counted as
- * start() counts it). *lost_before: the reservations this CPU failed since
- * its previous record. */
-static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-	__u32 zero = 0;
-	struct lost_counter *lc;
-	struct record_header *h;
-	__u64 seq;
-
-	if (!traced(tgid))
-		return 0;
-	seq = __sync_fetch_and_add(&next_seq, 1);
-	lc = bpf_map_lookup_elem(&lost, &zero);
-	h = bpf_ringbuf_reserve(&events, size, 0);
-	if (!h) {
-		if (lc) {
-			lc->total++;
-			lc->pending++;
-			lc->kinds[kind & (EV_RING_KINDS - 1)]++;
-		}
-		return 0;
-	}
-	__builtin_memset(h, 0, size);
-	h->seq = seq;
-	h->ts_ns = bpf_ktime_get_ns();
-	h->pid = tgid;
-	h->tid = (__u32)id;
-	h->kind = kind;
-	if (lc) {
-		*lost_before = lc->pending;
-		lc->pending = 0;
-	}
-	return h;
-}
 
 /* std::unique_ptr<AllocatorImpl> Device::initialize_allocator(...)
  * rdi: the returned pointer's slot, rsi: this; builds where it returns void
