@@ -860,9 +860,12 @@ struct {
 	__type(value, struct dl_budget);
 } dl_budgets SEC(".maps");
 
-/* Per process (tgid): calls dropped since user space last took the entry
- * (user space deletes what it reads). A process whose entry cannot be
- * made (the map full) is still counted in dl_dropped: user space then
+/* Per process (tgid): calls dropped over its budget, a count that only
+ * grows while the process lives. User space keeps what it last read and
+ * deletes an entry only once its process has ended: an entry deleted while
+ * its process still ran could take an increment made through a pointer
+ * looked up just before the delete with it. A process whose entry cannot
+ * be made (the map full) is still counted in dl_dropped: user space then
  * looks at every process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -904,10 +907,12 @@ static __always_inline int dl_allow(__u32 tgid)
 	}
 	__sync_fetch_and_add(&dl_dropped, 1);
 	d = bpf_map_lookup_elem(&dl_drops, &tgid);
+	if (!d && bpf_map_update_elem(&dl_drops, &tgid, &one, BPF_NOEXIST) == 0)
+		return 0;
+	if (!d) /* another thread of the process made the entry first */
+		d = bpf_map_lookup_elem(&dl_drops, &tgid);
 	if (d)
 		__sync_fetch_and_add(d, 1);
-	else
-		bpf_map_update_elem(&dl_drops, &tgid, &one, BPF_NOEXIST);
 	return 0;
 }
 

@@ -55,6 +55,10 @@ type Tracer struct {
 	// with one uprobe_multi link per program and library; otherwise with
 	// one classic uprobe link per attach point.
 	multi bool
+	// dlMu and dlSeen: the per-process loader drops as last read
+	// (LoaderDrops).
+	dlMu   sync.Mutex
+	dlSeen map[uint32]uint64
 }
 
 type attachedLib struct {
@@ -537,35 +541,61 @@ func (t *Tracer) LostTotal() (uint64, error) {
 }
 
 // LoaderDrops reads how many _dl_debug_state calls were over their
-// process's budget (bpf/tttrace.bpf.c, dl_allow) in all, then takes the
-// per-process counts made since the last call (they are deleted: each drop
-// is returned once). A drop made after the total was read may already be
-// in byPid; one whose process had no room in the map is only in total.
+// process's budget (bpf/tttrace.bpf.c, dl_allow) in all, and the
+// per-process counts made since the last call. BPF's per-process counts
+// only grow: the ones last read are kept here, and an entry is deleted
+// only once its process has ended (no thread left to count in it), so no
+// drop is lost to a delete racing with an increment. A drop made after the
+// total was read may already be in byPid; one whose process had no room in
+// the map is only in total.
 func (t *Tracer) LoaderDrops() (total uint64, byPid map[uint32]uint64, err error) {
+	t.dlMu.Lock()
+	defer t.dlMu.Unlock()
 	if err := t.objs.DlDropped.Get(&total); err != nil {
 		return 0, nil, fmt.Errorf("read dl_dropped: %w", err)
+	}
+	if t.dlSeen == nil {
+		t.dlSeen = map[uint32]uint64{}
 	}
 	var (
 		pid  uint32
 		n    uint64
-		pids []uint32
+		seen = map[uint32]uint64{}
 	)
 	byPid = map[uint32]uint64{}
 	it := t.objs.DlDrops.Iterate()
 	for it.Next(&pid, &n) {
-		pids = append(pids, pid)
+		seen[pid] = n
 	}
 	if err := it.Err(); err != nil {
 		return total, byPid, fmt.Errorf("read dl_drops: %w", err)
 	}
-	// Take each entry with its count as of the take: lookup and delete in
-	// one step, so a drop counted between them is not lost.
-	for _, pid := range pids {
-		if err := t.objs.DlDrops.LookupAndDelete(&pid, &n); err == nil {
-			byPid[pid] += n
+	for pid, n := range seen {
+		ended := processEnded(pid)
+		if ended {
+			// The last count, taken with the delete: nothing adds to it
+			// any more.
+			if err := t.objs.DlDrops.LookupAndDelete(&pid, &n); err != nil {
+				n = seen[pid]
+			}
+		}
+		if last := t.dlSeen[pid]; n > last {
+			byPid[pid] = n - last
+		}
+		if ended {
+			delete(t.dlSeen, pid)
+		} else {
+			t.dlSeen[pid] = n
 		}
 	}
 	return total, byPid, nil
+}
+
+// processEnded: no process pid is left (kill(pid, 0) finds none). pid is
+// the kernel's process id as BPF sees it (tttrace runs in the initial pid
+// namespace).
+func processEnded(pid uint32) bool {
+	return pid != 0 && unix.Kill(int(pid), 0) == unix.ESRCH
 }
 
 // Detach removes every uprobe; the ring buffer stays readable.
