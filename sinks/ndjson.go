@@ -25,7 +25,48 @@ type NDJSON struct {
 
 // NewNDJSON writes to w. noEvents leaves out the event lines.
 func NewNDJSON(w io.Writer, noEvents bool) *NDJSON {
-	return &NDJSON{w: bufio.NewWriterSize(w, 1<<20), noEvents: noEvents}
+	return &NDJSON{w: bufio.NewWriterSize(&c1Escaper{w: w}, 1<<20), noEvents: noEvents}
+}
+
+// c1Escaper writes the C1 control characters (U+0080-U+009F) as \u escapes:
+// encoding/json writes them raw, and a terminal that shows the stream
+// takes some of them (CSI, OSC) as commands. In the UTF-8 of a JSON text
+// they are the two-byte sequences C2 80-9F, found only inside strings,
+// where \u0080 means the same character. A sequence split between two
+// writes is carried over.
+type c1Escaper struct {
+	w       io.Writer
+	pending bool // the last write ended with a C2 byte not yet written
+	out     []byte
+}
+
+func (c *c1Escaper) Write(p []byte) (int, error) {
+	const hex = "0123456789abcdef"
+	out := c.out[:0]
+	for _, b := range p {
+		switch {
+		case c.pending && b >= 0x80 && b <= 0x9f:
+			out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&15])
+			c.pending = false
+		case c.pending:
+			out = append(out, 0xc2)
+			c.pending = false
+			if b == 0xc2 {
+				c.pending = true
+			} else {
+				out = append(out, b)
+			}
+		case b == 0xc2:
+			c.pending = true
+		default:
+			out = append(out, b)
+		}
+	}
+	c.out = out
+	if _, err := c.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Event writes the event's line.

@@ -155,3 +155,48 @@ func TestSummaryFromLedgerStreamed(t *testing.T) {
 		}
 	}
 }
+
+// C1 controls (U+0080-U+009F) leave as \u escapes, whatever the write
+// boundaries, and decode back to the same strings; other non-ASCII
+// characters (U+00A2 also starts with the byte C2) stay as they are.
+func TestNDJSONEscapesC1(t *testing.T) {
+	cmd := "ttwork \u009b31m red \u0085\u0080\u009f ¢é \xc2"
+	var whole bytes.Buffer
+	n := NewNDJSON(&whole, true)
+	if err := n.Summary(&devices.Summary{Type: "summary", Processes: []devices.ProcessSummary{{Pid: 7, Command: cmd}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := whole.Bytes()
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] == 0xc2 && out[i+1] >= 0x80 && out[i+1] <= 0x9f {
+			t.Fatalf("raw C1 byte pair at %d: %q", i, out)
+		}
+	}
+	for _, esc := range []string{`\u009b`, `\u0085`, `\u0080`, `\u009f`, "¢é"} {
+		if !bytes.Contains(out, []byte(esc)) {
+			t.Errorf("%q not in %q", esc, out)
+		}
+	}
+	var back devices.Summary
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	// encoding/json makes the invalid lone C2 byte U+FFFD, as it did before.
+	if want := "ttwork \u009b31m red \u0085\u0080\u009f ¢é \ufffd"; len(back.Processes) != 1 || back.Processes[0].Command != want {
+		t.Errorf("decoded %+v, want command %q", back.Processes, want)
+	}
+	raw, err := json.Marshal(&devices.Summary{Type: "summary", Processes: []devices.ProcessSummary{{Pid: 7, Command: cmd}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(raw, '\n')
+	for cut := 0; cut <= len(raw); cut++ {
+		var got bytes.Buffer
+		e := &c1Escaper{w: &got}
+		e.Write(raw[:cut])
+		e.Write(raw[cut:])
+		if !bytes.Equal(got.Bytes(), out) {
+			t.Fatalf("written in two at %d:\ngot  %q\nwant %q", cut, got.Bytes(), out)
+		}
+	}
+}
