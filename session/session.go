@@ -377,7 +377,7 @@ func (s *session) setup() error {
 	}
 	fmt.Fprintf(s.log, "tttrace: tracing (%s)\n", names)
 	if cfg.ReadyFile != "" {
-		if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
+		if err := writeReady(cfg.ReadyFile); err != nil {
 			return errorf(ErrInternal, "ready file: %w", err)
 		}
 	}
@@ -651,4 +651,18 @@ func monotonicNow() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+// writeReady creates the ready file: mode 0600, and a symbolic link at
+// path is refused, not followed (tttrace runs as root).
+func writeReady(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString("ready\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
