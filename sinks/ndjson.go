@@ -28,6 +28,10 @@ func NewNDJSON(w io.Writer, noEvents bool) *NDJSON {
 	return &NDJSON{w: bufio.NewWriterSize(&c1Escaper{w: w}, 1<<20), noEvents: noEvents}
 }
 
+// C1Escaped is w with the C1 control characters of the JSON texts written
+// to it escaped (c1Escaper): for JSON written by other means than NDJSON.
+func C1Escaped(w io.Writer) io.Writer { return &c1Escaper{w: w} }
+
 // c1Escaper writes the C1 control characters (U+0080-U+009F) as \u escapes:
 // encoding/json writes them raw, and a terminal that shows the stream
 // takes some of them (CSI, OSC) as commands. In the UTF-8 of a JSON text

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/pyframes"
+	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
@@ -156,6 +157,7 @@ type DoctorFeature struct {
 
 // Doctor runs "tttrace doctor" and returns its exit status.
 func Doctor(args []string, stdout, stderr io.Writer) int {
+	stderr = sinks.PrintableWriter(stderr)
 	fs := pflag.NewFlagSet("tttrace doctor", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pid := fs.IntP("pid", "p", 0, "check the TT-Metal library process `PID` has mapped")
@@ -217,9 +219,10 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tttrace doctor: %v\n", err)
 			return ExitError
 		}
-		stdout.Write(append(b, '\n'))
+		sinks.C1Escaped(stdout).Write(append(b, '\n'))
 	} else {
-		rep.write(stdout)
+		// Paths, versions and errors come from the files looked at.
+		rep.write(sinks.PrintableWriter(stdout))
 	}
 	return status
 }

@@ -71,3 +71,30 @@ func TestDoctorSymbolScanFails(t *testing.T) {
 		}
 	}
 }
+
+// A library path holding terminal controls (ESC, C1 CSI) is written escaped,
+// in the human report and in the JSON one.
+func TestDoctorEscapesPath(t *testing.T) {
+	so := brokenSymtab(t)
+	dir := filepath.Join(filepath.Dir(so), "a\x1b]0;pwned\x07b\u009b31m")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostile := filepath.Join(dir, "libtt_metal.so")
+	if err := os.Rename(so, hostile); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{hostile}, {"--json", hostile}} {
+		var out, errOut bytes.Buffer
+		Doctor(args, &out, &errOut)
+		all := out.String() + errOut.String()
+		if !strings.Contains(all, "libtt_metal.so") {
+			t.Fatalf("doctor %q does not name the library:\n%s", args, all)
+		}
+		for _, raw := range []string{"\x1b", "\x07", "\u009b"} {
+			if strings.Contains(all, raw) {
+				t.Errorf("doctor %q writes %q raw:\n%q", args, raw, all)
+			}
+		}
+	}
+}
