@@ -91,6 +91,12 @@ func (r *reporter) summary(s *devices.Summary) {
 	if !s.Complete || s.LostEvents > 0 {
 		r.printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
 	}
+	if len(s.LostRecords) > 0 {
+		r.printf("lost records by kind: %s (stacks and Python records lost leave the ledger exact, without those sites)\n", lostKinds(s.LostRecords))
+	}
+	if s.LoaderCallsDropped > 0 {
+		r.printf("%d call(s) of the dynamic loader's _dl_debug_state over their process's budget were not recorded (the process's maps were read again instead)\n", s.LoaderCallsDropped)
+	}
 	if s.LayoutAnomalies > 0 {
 		r.printf("UNTRUSTED: %d buffer(s) read with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit the library, so the numbers below cannot be trusted\n", s.LayoutAnomalies)
 	}
@@ -314,6 +320,9 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 // leakSites lists the sites that leaked most: the test, the Python line
 // and the first native frames of each.
 func (r *reporter) leakSites(p *devices.ProcessSummary) {
+	if p.LoaderCallsDropped > 0 {
+		r.printf("  loader calls over budget: %d (not recorded; maps read again)\n", p.LoaderCallsDropped)
+	}
 	if p.LostStacks > 0 {
 		r.printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
 	}
@@ -718,4 +727,21 @@ func human(n uint64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %ciB", v, units[i])
+}
+
+// lostKinds is "alloc 3, stack 10": the kinds in name order.
+func lostKinds(m map[string]uint64) string {
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var b strings.Builder
+	for i, k := range kinds {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	return b.String()
 }

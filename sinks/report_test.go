@@ -279,3 +279,26 @@ func TestReportMeshBufferOnce(t *testing.T) {
 		}
 	}
 }
+
+// The report says which records were lost, by kind, and how many loader
+// calls went over budget, in all and per process.
+func TestReportLostRecordsAndLoaderDrops(t *testing.T) {
+	s := reportLedger().Summary()
+	s.Complete, s.LostEvents = false, 5
+	s.LostRecords = map[string]uint64{"stack": 7, "free": 2, "alloc": 3}
+	s.LoaderCallsDropped = 41
+	s.Processes[0].LoaderCallsDropped = 41
+	var b bytes.Buffer
+	if err := writeReport(&b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"lost records by kind: alloc 3, free 2, stack 7 ",
+		"41 call(s) of the dynamic loader's _dl_debug_state over their process's budget were not recorded",
+		"  loader calls over budget: 41 ",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
