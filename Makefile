@@ -92,6 +92,7 @@ test-e2e: build replica
 
 test: vet build replica
 	scripts/deps.sh test
+	set -o pipefail; python3 testdata/replica/selfcheck.py --out $(CURDIR)/$(REPLICA)/gcc-O2 --no-build | grep -v '^ok '
 	TTTRACE_BIN=$(CURDIR)/$(BIN) TTTRACE_REPLICA=$(CURDIR)/$(REPLICA) $(GO) test -count=1 -timeout 30m ./...
 
 fuzz:

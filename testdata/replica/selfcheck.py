@@ -7,8 +7,9 @@ scenario through the binary and through ttwork.py, and checks the ground truth i
 
 Checks, per run: exit status 0; the truth is valid JSON of the documented shape; devices are
 sorted and unique; peaks >= current values; with --leak, the leaks per chip and type sum to the
-chip's byte fields and their count is live_buffers; without --leak, nothing is left. Plus
-scenario facts: burst reaches 1,000,000 tracked events quickly, midrun counts its pre-go
+chip's byte fields and their count is live_buffers; without --leak, nothing is left but what a
+scenario leaves by design (DESIGNED_LEFT). Plus
+scenario facts: burst reaches 1,000,000 tracked events (its time is printed, not checked), midrun counts its pre-go
 buffers as unknown frees, closed chips read zero, CB call counts, determinism per seed.
 Python 3 standard library only."""
 import argparse
@@ -171,8 +172,6 @@ def scenario_facts(scenario, t, leak, out, secs, go):
         n = c["track_allocate"] + c["track_deallocate"]
         if n < 1000000:
             fail("%s: only %d tracked events" % (name, n))
-        if secs > 10:
-            fail("%s: took %.1f s" % (name, secs))
         print("   burst: %d tracked events in %.2f s" % (n, secs))
     if scenario == "midrun":
         want = (MIDRUN_PRE, MIDRUN_PRE_BYTES) if go else (0, 0)
