@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+	"github.com/tttrace/tttrace/internal/gennames"
 )
 
 // The enums of wire.h: the C type, its Go name, the prefix the C elements
@@ -52,9 +53,6 @@ const (
 	// ringKinds is EV_RING_KINDS: kinds BPF writes are below it.
 	ringKinds = 64
 )
-
-// initialisms stay upper case in Go names.
-var initialisms = map[string]bool{"CB": true, "ID": true}
 
 type structFlag []string
 
@@ -149,7 +147,7 @@ func wire(out *bytes.Buffer, spec *btf.Spec, object string) error {
 		}
 		prefix := e
 		ident := func(element string) string {
-			return prefix.goPrefix + camel(strings.TrimPrefix(element, prefix.cPrefix))
+			return prefix.goPrefix + gennames.Camel(strings.TrimPrefix(element, prefix.cPrefix))
 		}
 		if !e.typed {
 			fmt.Fprintf(out, "// enum %s of bpf/wire.h.\nconst (\n", e.c)
@@ -187,7 +185,7 @@ func wire(out *bytes.Buffer, spec *btf.Spec, object string) error {
 			continue
 		}
 		name := strings.TrimPrefix(v.Name, kindPrefix)
-		kindConst := "Kind" + camel(name)
+		kindConst := "Kind" + gennames.Camel(name)
 		c := strings.ToLower(name) + "_record"
 		var st *btf.Struct
 		if err := spec.TypeByName(c, &st); err != nil {
@@ -196,7 +194,7 @@ func wire(out *bytes.Buffer, spec *btf.Spec, object string) error {
 			}
 			c = event
 		} else if byStruct[c] == nil {
-			r := &record{c: c, goName: camel(name) + "Wire"}
+			r := &record{c: c, goName: gennames.Camel(name) + "Wire"}
 			recs = append(recs, r)
 			byStruct[c] = r
 		}
@@ -221,7 +219,7 @@ func wire(out *bytes.Buffer, spec *btf.Spec, object string) error {
 	}
 	sort.Slice(nested, func(i, j int) bool { return nested[i].Name < nested[j].Name })
 	for _, st := range nested {
-		gf.Names[st] = camel(strings.ToUpper(st.Name))
+		gf.Names[st] = gennames.Camel(strings.ToUpper(st.Name))
 	}
 
 	d, err := gf.TypeDeclaration("Header", hdr)
@@ -376,24 +374,9 @@ func goField(s string) string {
 	if strings.HasPrefix(s, "_") {
 		return "_"
 	}
-	return camel(strings.ToUpper(s))
+	return gennames.Camel(strings.ToUpper(s))
 }
 
 // camel turns UPPER_SNAKE into CamelCase, keeping initialisms.
-func camel(s string) string {
-	var b strings.Builder
-	for _, w := range strings.Split(s, "_") {
-		if w == "" {
-			continue
-		}
-		if initialisms[w] {
-			b.WriteString(w)
-			continue
-		}
-		b.WriteString(w[:1])
-		b.WriteString(strings.ToLower(w[1:]))
-	}
-	return b.String()
-}
 
 func lowerFirst(s string) string { return strings.ToLower(s[:1]) + s[1:] }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+	"github.com/tttrace/tttrace/internal/gennames"
 )
 
 func main() {
@@ -44,7 +45,7 @@ func run(object, output string) error {
 	b.WriteString("// LayoutField is enum layout_field of bpf/tttrace.h: a field's index in BPF's lib_info.off.\n")
 	b.WriteString("type LayoutField uint8\n\nconst (\n")
 	for _, v := range typ.Values {
-		fmt.Fprintf(&b, "\tLF%s LayoutField = %d\n", camel(strings.TrimPrefix(v.Name, "LF_")), v.Value)
+		fmt.Fprintf(&b, "\tLF%s LayoutField = %d\n", gennames.Camel(strings.TrimPrefix(v.Name, "LF_")), v.Value)
 	}
 	b.WriteString(")\n\n")
 	b.WriteString("// layoutFieldNames are the enumerators' names without LF_, in lower case, by value.\n")
@@ -60,22 +61,4 @@ func run(object, output string) error {
 	return os.WriteFile(output, src, 0o644)
 }
 
-// initialisms stay upper case in Go names.
-var initialisms = map[string]bool{"ID": true}
-
 // camel turns UPPER_SNAKE into CamelCase, keeping initialisms.
-func camel(s string) string {
-	var b strings.Builder
-	for _, w := range strings.Split(s, "_") {
-		if w == "" {
-			continue
-		}
-		if initialisms[w] {
-			b.WriteString(w)
-			continue
-		}
-		b.WriteString(w[:1])
-		b.WriteString(strings.ToLower(w[1:]))
-	}
-	return b.String()
-}
