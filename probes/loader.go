@@ -4,12 +4,16 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -44,9 +48,15 @@ type Options struct {
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
 type Tracer struct {
-	objs  tttraceObjects
-	links []link.Link
-	rd    *ringbuf.Reader
+	objs tttraceObjects // the maps and variables (programs: progs)
+	spec *ebpf.CollectionSpec
+	coll *ebpf.Collection     // the maps and variables not in objs
+	maps map[string]*ebpf.Map // every map, by name
+	// progMu guards progs, the programs loaded so far.
+	progMu sync.Mutex
+	progs  map[ttmetal.Program]*ebpf.Program
+	links  []link.Link
+	rd     *ringbuf.Reader
 	// Sites lists the points attached, over all libraries.
 	AttachPoints []ttmetal.AttachPoint
 	// libs are the attached libraries, by index (the cookie's top bits).
@@ -92,7 +102,12 @@ func Load(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
 	}
+	// The kernel's BTF is parsed once, beside the object, into cilium's
+	// cache, which every load below then shares (each would parse it).
+	var kernelBTF sync.WaitGroup
+	kernelBTF.Go(func() { _, _ = btf.LoadKernelSpec() })
 	spec, err := loadTttrace()
+	kernelBTF.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("read embedded BPF objects: %w", err)
 	}
@@ -134,16 +149,27 @@ func Load(opts Options) (*Tracer, error) {
 		}
 	}
 
-	t := &Tracer{multi: multi}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("%w: %v", ErrPermission, err)
-		}
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("BPF verifier rejected the programs: %+v", ve)
-		}
-		return nil, fmt.Errorf("load BPF objects: %w", err)
+	// The maps and globals first, shared by every program; the programs
+	// of libraries are loaded when a plan needs them (programsFor): the
+	// verifier's time is most of a run's fixed cost, and a library gets
+	// one plan (docs/bench.md, rows 6).
+	t := &Tracer{multi: multi, spec: spec, progs: map[ttmetal.Program]*ebpf.Program{}}
+	coll, err := createMaps(spec)
+	if err != nil {
+		return nil, err
+	}
+	t.coll, t.maps = coll, maps.Clone(coll.Maps)
+	if err := coll.Assign(&t.objs.tttraceMaps); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("load BPF maps: %w", err)
+	}
+	if err := coll.Assign(&t.objs.tttraceVariables); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("load BPF variables: %w", err)
+	}
+	if _, err := t.programsFor([]ttmetal.Program{progProcessFork, progProcessExit, progDlDebugState}); err != nil {
+		t.Close()
+		return nil, err
 	}
 	rd, err := ringbuf.NewReader(t.objs.Events)
 	if err != nil {
@@ -154,35 +180,124 @@ func Load(opts Options) (*Tracer, error) {
 	return t, nil
 }
 
-// programs maps attach-table program names to the loaded programs.
-func (t *Tracer) programs() map[ttmetal.Program]*ebpf.Program {
-	o := &t.objs.tttracePrograms
-	return map[ttmetal.Program]*ebpf.Program{
-		ttmetal.ProgTrackAllocate:           o.TrackAllocate,
-		ttmetal.ProgTrackDeallocate:         o.TrackDeallocate,
-		ttmetal.ProgTrackAllocateCB:         o.TrackAllocateCb,
-		ttmetal.ProgTrackDeallocateCB:       o.TrackDeallocateCb,
-		ttmetal.ProgBufferCreateView:        o.BufferCreateView,
-		ttmetal.ProgMarkAsDeallocated:       o.MarkAsDeallocated,
-		ttmetal.ProgAllocateCBs:             o.AllocateCircularBuffers,
-		ttmetal.ProgDeallocateCBs:           o.DeallocateCircularBuffers,
-		ttmetal.ProgProgramDestroy:          o.ProgramDestroy,
-		ttmetal.ProgDeviceClose:             o.DeviceClose,
-		ttmetal.ProgMeshDeviceClose:         o.MeshDeviceClose,
-		ttmetal.ProgInitializeAllocator:     o.InitializeAllocator,
-		ttmetal.ProgBankManagerVec:          o.BankManagerVec,
-		ttmetal.ProgBankManagerMap:          o.BankManagerMap,
-		ttmetal.ProgBankManagerAllocate:     o.BankManagerAllocate,
-		ttmetal.ProgBankManagerAllocateNoID: o.BankManagerAllocateNoid,
-		ttmetal.ProgAllocEnter:              o.LcAllocEnter,
-		ttmetal.ProgAllocExit:               o.LcAllocExit,
-		ttmetal.ProgCreateEnter:             o.LcCreateEnter,
-		ttmetal.ProgCreateExit:              o.LcCreateExit,
-		ttmetal.ProgFree:                    o.LcFree,
-		ttmetal.ProgFreeOwned:               o.LcFreeOwned,
-		ttmetal.ProgDestroyTeardown:         o.ProgramDestroyTeardown,
-		ttmetal.ProgFreeDispose:             o.LcFreeDispose,
+// The programs the tracer attaches itself (not through a plan).
+const (
+	progProcessFork  ttmetal.Program = "process_fork"
+	progProcessExit  ttmetal.Program = "process_exit"
+	progDlDebugState ttmetal.Program = "dl_debug_state"
+)
+
+// createMaps creates every map of spec: the global variables' sections
+// in one collection, the others at the same time (a preallocated hash
+// map of 64k entries takes the kernel ~10 ms to make).
+func createMaps(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
+	vars := &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	var names []string
+	for n, m := range spec.Maps {
+		if strings.HasPrefix(n, ".") {
+			vars.Maps[n] = m
+		} else {
+			names = append(names, n)
+		}
 	}
+	made := make([]*ebpf.Map, len(names))
+	errs := make([]error, len(names)+1)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { made[i], errs[i] = ebpf.NewMap(spec.Maps[n]) })
+	}
+	coll, err := ebpf.NewCollection(vars)
+	errs[len(names)] = err
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, m := range made {
+			m.Close()
+		}
+		if coll != nil {
+			coll.Close()
+		}
+		return nil, loadError("create BPF maps", err)
+	}
+	for i, n := range names {
+		coll.Maps[n] = made[i]
+	}
+	return coll, nil
+}
+
+// loadError names a refusal by the kernel as such.
+func loadError(what string, err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("BPF verifier rejected the programs: %+v", ve)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// programsFor loads the programs names that are not loaded yet, at the
+// same time (the verifier's work on each is independent), against the
+// maps loaded by Load, and returns every program loaded so far. A program
+// the object does not have is nil in the result.
+func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf.Program, error) {
+	t.progMu.Lock()
+	defer t.progMu.Unlock()
+	var todo []ttmetal.Program
+	for _, n := range names {
+		if t.progs[n] != nil || slices.Contains(todo, n) || t.spec.Programs[string(n)] == nil {
+			continue
+		}
+		todo = append(todo, n)
+	}
+	// One loader per CPU, each with its share of the programs: a loader
+	// indexes the kernel's BTF once for all of its programs (~20 ms), and
+	// the verifier's work on different programs runs in parallel.
+	groups := min(runtime.NumCPU(), len(todo))
+	loaded := make([]*ebpf.Program, len(todo))
+	errs := make([]error, groups)
+	var wg sync.WaitGroup
+	for g := range groups {
+		wg.Go(func() {
+			one := &ebpf.CollectionSpec{
+				Maps:      t.spec.Maps,
+				Programs:  map[string]*ebpf.ProgramSpec{},
+				Types:     t.spec.Types,
+				ByteOrder: t.spec.ByteOrder,
+			}
+			for i := g; i < len(todo); i += groups {
+				one.Programs[string(todo[i])] = t.spec.Programs[string(todo[i])]
+			}
+			c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: t.maps})
+			if err != nil {
+				errs[g] = loadError("load BPF programs", err)
+				return
+			}
+			for i := g; i < len(todo); i += groups {
+				loaded[i] = c.DetachProgram(string(todo[i]))
+			}
+			c.Close()
+		})
+	}
+	wg.Wait()
+	for i, n := range todo {
+		if loaded[i] != nil {
+			t.progs[n] = loaded[i]
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return maps.Clone(t.progs), nil
+}
+
+// loadAll loads every program of the object (tests).
+func (t *Tracer) loadAll() (map[ttmetal.Program]*ebpf.Program, error) {
+	var all []ttmetal.Program
+	for n := range t.spec.Programs {
+		all = append(all, ttmetal.Program(n))
+	}
+	return t.programsFor(all)
 }
 
 // AttachPlan installs a uprobe on every attach point of plan in lib, reading
@@ -217,7 +332,14 @@ func (t *Tracer) AttachPlan(lib *ttmetal.Library, syms *ttmetal.Symbols, plan *t
 	if err := t.objs.LcLibs.Update(idx, &lc, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("record library %s: %w", lib.Path, err)
 	}
-	progs := t.programs()
+	var need []ttmetal.Program
+	for _, s := range points {
+		need = append(need, s.Program)
+	}
+	progs, err := t.programsFor(need)
+	if err != nil {
+		return err
+	}
 	// Every attach point is checked before any is attached: a uprobe_multi
 	// link is all-or-nothing, and a library half probed is worse than none.
 	for _, s := range points {
@@ -358,9 +480,9 @@ func (t *Tracer) AttachLoaderTo(ldso string, pid int) error {
 		if !multiPidFilterWholeProcess() {
 			only = 0
 		}
-		l, err = exe.UprobeMulti(nil, t.objs.DlDebugState, &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: only})
+		l, err = exe.UprobeMulti(nil, t.progs[progDlDebugState], &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: only})
 	} else {
-		l, err = exe.Uprobe("", t.objs.DlDebugState, &link.UprobeOptions{Address: off, PID: pid})
+		l, err = exe.Uprobe("", t.progs[progDlDebugState], &link.UprobeOptions{Address: off, PID: pid})
 	}
 	if err != nil {
 		return fmt.Errorf("attach to %s _dl_debug_state: %w", ldso, err)
@@ -372,7 +494,7 @@ func (t *Tracer) AttachLoaderTo(ldso string, pid int) error {
 // AttachProcessEvents follows forks (when FollowChildren) and reports how
 // traced processes end.
 func (t *Tracer) AttachProcessEvents() error {
-	for _, p := range []*ebpf.Program{t.objs.ProcessFork, t.objs.ProcessExit} {
+	for _, p := range []*ebpf.Program{t.progs[progProcessFork], t.progs[progProcessExit]} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach %s: %w", p, err)
@@ -618,6 +740,14 @@ func (t *Tracer) Close() error {
 		errs = append(errs, t.rd.Close())
 		t.rd = nil
 	}
+	for n, p := range t.progs {
+		errs = append(errs, p.Close())
+		delete(t.progs, n)
+	}
 	errs = append(errs, t.objs.Close())
+	if t.coll != nil {
+		t.coll.Close() // the maps not in objs (.rodata, .bss)
+		t.coll, t.maps = nil, nil
+	}
 	return errors.Join(errs...)
 }

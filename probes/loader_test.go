@@ -25,7 +25,10 @@ func TestLoadVerifier(t *testing.T) {
 		t.Fatalf("load: %+v", err)
 	}
 	defer tr.Close()
-	progs := tr.programs()
+	progs, err := tr.loadAll()
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
 	table := ttmetal.AttachTablePrograms()
 	for _, p := range table {
 		if progs[p] == nil {
@@ -37,8 +40,8 @@ func TestLoadVerifier(t *testing.T) {
 			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
 		}
 	}
-	if want := len(table) + len(ttmetal.LifecyclePrograms); len(progs) != want {
-		t.Errorf("%d programs loaded, want %d (attach table and lifecycle plan)", len(progs), want)
+	if want := len(table) + len(ttmetal.LifecyclePrograms) + 3; len(progs) != want {
+		t.Errorf("%d programs loaded, want %d (attach table, lifecycle plan, fork, exit, loader)", len(progs), want)
 	}
 	if n, err := tr.LostTotal(); err != nil || n != 0 {
 		t.Errorf("lost total on a fresh load = %d, %v; want 0, nil", n, err)

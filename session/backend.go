@@ -183,13 +183,16 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 	if recognise && !ttmetal.IsTTMetal(lib) {
 		return LibOther, nil
 	}
+	b.cfg.Timeline.Mark(path + ": opened, recognised")
 	prep, err := ttmetal.Prepare(lib, b.cfg.Analysis)
 	if err != nil {
 		return LibRefused, errorf(ErrUnsupported, "%w", err)
 	}
+	b.cfg.Timeline.Mark(path + ": symbols, layout, plan")
 	if err := b.t.AttachPlan(lib, prep.Symbols, prep.Plan, prep.Layout.Layout); err != nil {
 		return LibRefused, errorf(ErrUnsupported, "%w", err)
 	}
+	b.cfg.Timeline.Mark(path + ": attached")
 	b.libs++
 	reportPrepared(b.logOut, lib.Path, prep)
 	return LibAttached, nil

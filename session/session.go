@@ -72,6 +72,9 @@ type Config struct {
 	ReadyFile string
 	// Log receives notes and warnings for people (nil: discarded).
 	Log io.Writer
+	// Timeline, if not nil, hears when each step of start-up and teardown
+	// ends (--timing).
+	Timeline *Timeline
 }
 
 func (c *Config) log() io.Writer {
@@ -119,12 +122,34 @@ func Run(ctx context.Context, cfg Config, out []sinks.Sink) (*Result, error) {
 			return closeAll(errorf(ErrNoProcess, "-p %d: no such process", pid))
 		}
 	}
+	// The command starts now, held at its gate until everything is in
+	// place: its start (tttrace's own start-up, then the exec) overlaps
+	// the verifier's work.
+	var child Child
+	if len(cfg.Command) > 0 {
+		if !cfg.NoStacks {
+			warmPython(cfg.Command)
+		}
+		c, err := host.Start(cfg.Command)
+		if err != nil {
+			return closeAll(err)
+		}
+		child = c
+		cfg.Timeline.Mark("command started (held)")
+	}
 	be, err := newBPFBackend(&cfg)
 	if err != nil {
+		if child != nil {
+			child.Abandon()
+		}
 		return closeAll(err)
 	}
-	defer be.Close()
-	return run(ctx, cfg, be, host, out)
+	cfg.Timeline.Mark("BPF maps and process programs loaded, ring mapped")
+	defer func() {
+		_ = be.Close()
+		cfg.Timeline.Mark("BPF objects closed")
+	}()
+	return runStarted(ctx, cfg, be, host, out, child)
 }
 
 // session is one tracing run.
@@ -177,7 +202,14 @@ type exitNote struct {
 }
 
 func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sink) (res *Result, err error) {
+	return runStarted(ctx, cfg, be, host, out, nil)
+}
+
+// runStarted is run with cfg.Command already started (held at its gate),
+// or not (nil: setup starts it).
+func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sink, child Child) (res *Result, err error) {
 	s := &session{
+		child:   child,
 		cfg:     cfg,
 		log:     cfg.log(),
 		be:      be,
@@ -203,22 +235,26 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 			}
 		}
 	}()
-	if err := s.setup(); err != nil {
-		return nil, err
-	}
+	// A command never released (setup failed) exits without running.
 	defer func() {
 		if s.child != nil {
 			s.child.Abandon()
 		}
 	}()
+	if err := s.setup(); err != nil {
+		return nil, err
+	}
+	cfg.Timeline.Mark("set up: the command runs")
 	interrupted, err := s.loop(ctx)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Timeline.Mark("traced processes ended")
 	sum, err := s.finish()
 	if err != nil {
 		return nil, err
 	}
+	cfg.Timeline.Mark("ring drained, summary written")
 	res = &Result{Summary: sum, Interrupted: interrupted}
 	if s.child != nil && !interrupted {
 		_, code, sig := s.ledger.Exited(uint32(s.child.Pid()))
@@ -326,6 +362,7 @@ func (s *session) setup() error {
 	if err := s.be.ProcessEvents(); err != nil {
 		return errorf(ErrInternal, "%w", err)
 	}
+	cfg.Timeline.Mark("process events attached")
 	if s.loaderEverywhere() {
 		if err := s.attachLoader(defaultLoader, 0); err != nil {
 			fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
@@ -338,20 +375,24 @@ func (s *session) setup() error {
 		if err := s.attachLibrary(cfg.Lib); err != nil {
 			return err
 		}
+		cfg.Timeline.Mark("--lib probed")
 	}
 	switch {
 	case len(cfg.Command) > 0:
 		if cfg.Lib == "" {
 			s.attachCandidates(s.host.Candidates(0, cfg.Command))
 		}
-		if s.sites.on {
-			warmPython(cfg.Command)
+		if s.child == nil {
+			if s.sites.on {
+				warmPython(cfg.Command)
+			}
+			child, err := s.host.Start(cfg.Command)
+			if err != nil {
+				return err
+			}
+			s.child = child
 		}
-		child, err := s.host.Start(cfg.Command)
-		if err != nil {
-			return err
-		}
-		s.child = child
+		child := s.child
 		if !s.loaderEverywhere() {
 			if err := s.attachLoader(defaultLoader, child.Pid()); err != nil {
 				fmt.Fprintf(s.log, "tttrace: note: %v: libraries loaded later are found only if they are candidates\n", err)
@@ -588,6 +629,7 @@ func (s *session) finish() (devices.Summary, error) {
 	if err := s.be.Detach(); err != nil {
 		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
 	}
+	s.cfg.Timeline.Mark("probes detached")
 	s.drain()
 	s.sites.releaseAll()
 	if s.followedQuiet > 0 {

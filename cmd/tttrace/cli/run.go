@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -387,6 +388,10 @@ func leaked(s *devices.Summary) (n int, bytes uint64) {
 	return n, bytes
 }
 
+// processStart is about when this process started: package variables
+// are set before main runs (--timing counts from it).
+var processStart = time.Now()
+
 // analysis is how libraries are analysed, from the flags.
 func (f *Flags) analysis() ttmetal.Options {
 	opts := ttmetal.DefaultOptions()
@@ -398,8 +403,13 @@ func (f *Flags) analysis() ttmetal.Options {
 func (f *Flags) config(log io.Writer) session.Config {
 	// The log names paths and commands of traced processes.
 	log = sinks.PrintableWriter(log)
+	var tl *session.Timeline
+	if f.Timing {
+		tl = session.NewTimeline(log, processStart)
+	}
 	return session.Config{
-		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
+		Timeline: tl,
+		PIDs:     f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
 		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips:  f.MaxChips,
