@@ -832,6 +832,25 @@ int bank_manager_allocate_noid(struct pt_regs *ctx)
 	return on_alloc_request(ctx, 0);
 }
 
+/* The Out of Memory path of BankManager::allocate_buffer: an instruction
+ * that loads the address of its "Out of Memory: Not enough space" message,
+ * found from the library's code (ttmetal/oom.go), reached only when the
+ * free list has no block for the request. Mid-function, so no argument is
+ * read: the thread's alloc_request says what was asked; this record says it
+ * failed, and where from (the stack, when stacks are on). */
+SEC("uprobe.multi")
+int bank_manager_oom(struct pt_regs *ctx)
+{
+	struct event *e = start(EV_ALLOC_OOM);
+
+	if (!e)
+		return 0;
+	if (capture_stacks)
+		attach_stack(ctx, e);
+	finish(e);
+	return 0;
+}
+
 /* ---- processes --------------------------------------------------------- */
 
 /* A process may call _dl_debug_state as fast as it can (dlopen/dlclose

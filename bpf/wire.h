@@ -56,6 +56,9 @@ enum event_kind : __u8 {
 				   * EV_PY_STACK names, described once */
 	EV_ALLOC_CAPACITY = 19,   /* struct alloc_capacity_record: a BankManager constructor */
 	EV_ALLOC_REQUEST = 20,    /* struct alloc_request_record: BankManager::allocate_buffer */
+	EV_ALLOC_OOM = 21,        /* the Out of Memory path of BankManager::allocate_buffer (an
+				   * instruction found from the library's code): the request of
+				   * this thread threw; its stack is the failure's site */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };

@@ -94,6 +94,10 @@ type allocReq struct {
 	chip  int32
 	typ   events.BufferType
 	why   string
+	// thrown: its out-of-memory path was seen (alloc_oom); site: the
+	// stack of that moment, else the request's own (none is taken today).
+	thrown bool
+	site   uint32
 }
 
 // AllocObserver is told of every change of a chip's allocator state for a
@@ -195,7 +199,7 @@ func (p *proc) request(e *events.Event) {
 	if t.req != nil {
 		p.failRequest(t) // the thread's previous request threw
 	}
-	r := &allocReq{e: *e, chip: -1, typ: -1}
+	r := &allocReq{e: *e, chip: -1, typ: -1, site: e.Site}
 	ref, ok := p.managers[e.Object]
 	switch {
 	case !ok:
@@ -236,6 +240,23 @@ func (p *proc) request(e *events.Event) {
 	p.nreqs++
 }
 
+// oom handles alloc_oom: the thread's request reached BankManager::
+// allocate_buffer's out-of-memory path. It fails now, with this record's
+// stack as its site. Without a waiting request (its record was lost, or a
+// second load of the message on the same path) it is only counted.
+func (p *proc) oom(e *events.Event) {
+	p.stats.AllocOOMs++
+	t := p.threads[e.Tid]
+	if t == nil || t.req == nil {
+		return
+	}
+	t.req.thrown = true
+	if e.Site != 0 {
+		t.req.site = e.Site
+	}
+	p.failRequest(t)
+}
+
 // typeAlloc returns chip's manager of type t, or nil.
 func (p *proc) typeAlloc(chip int32, t events.BufferType) *typeAlloc {
 	c := p.chips[chip]
@@ -262,7 +283,7 @@ func (p *proc) failRequest(t *thread) {
 		Manager: hex(r.e.Object), BufferType: "unknown",
 		Size: r.e.Size, PageSize: r.e.PageSize, BottomUp: r.e.BottomUp, NumShards: r.e.Shards,
 		Banks: r.need.Banks, SizePerBank: r.need.SizePerBank, BankSize: r.bank,
-		Site: r.e.Site, Holders: []Holder{}, HolderSites: []HolderSite{},
+		Site: r.site, Thrown: r.thrown, Holders: []Holder{}, HolderSites: []HolderSite{},
 		DeviceKind: events.DeviceNone.String(),
 	}
 	if r.typ.Valid() {
@@ -675,8 +696,13 @@ type AllocFailure struct {
 	// never in 2025-2026 builds); "" with Why when the state is unknown.
 	Cause string `json:"cause,omitempty"`
 	Why   string `json:"why,omitempty"`
-	// Site: where the allocation was asked for (the request's stack).
+	// Site: where the allocation was asked for: the stack taken on
+	// allocate_buffer's out-of-memory path (alloc_oom), Python frames
+	// included; absent without stacks or when that path was not seen.
 	Site uint32 `json:"site,omitempty"`
+	// Thrown: the out-of-memory path was seen (alloc_oom); false when the
+	// failure is known only because no alloc followed the request.
+	Thrown bool `json:"thrown"`
 	// Holders: the largest live buffers of that chip and type (by span per
 	// bank), at most 10; HoldersCount and HoldersBytes count them all.
 	Holders      []Holder     `json:"holders"`

@@ -26,6 +26,10 @@ func evReq(tid uint32, mgr, size, page uint64, bottomUp bool) events.Event {
 	return e
 }
 
+func evOOM(tid uint32, site uint32) events.Event {
+	return events.Event{Kind: events.KindAllocOom, Tid: tid, Chip: -1, Site: site}
+}
+
 func evAllocPage(tid uint32, buf uint64, chip int32, t events.BufferType, addr, size, page uint64) events.Event {
 	e := evAlloc(tid, buf, chip, t, addr, size)
 	e.PageSize = page
@@ -118,11 +122,18 @@ func TestAllocatorLedger(t *testing.T) {
 		r.apply(evReq(9, mgrDRAM, 12*q, q, true), evAllocPage(9, buf, 3, events.DRAM, 0x40+uint64(i)*q, 12*q, q))
 	}
 	r.apply(evFree(9, 0xc1, 3))
-	r.apply(evReq(9, mgrDRAM, 12*384<<10, 384<<10, true))
+	// Its out-of-memory path is seen (alloc_oom): it fails at once, with
+	// that record's site; a second one without a request is only counted.
+	r.apply(evReq(9, mgrDRAM, 12*384<<10, 384<<10, true), evOOM(9, 42))
+	if n := len(r.proc().AllocFailures); n != 3 {
+		t.Fatalf("after alloc_oom: %d failures, want 3 (known at once)", n)
+	}
+	r.apply(evOOM(9, 43))
 	r.apply(evExit(0, 0))
 
 	ps := r.proc()
-	if len(ps.AllocFailures) != 3 || ps.Stats.AllocFailures != 3 || ps.Stats.AllocRequests != 8 || ps.Stats.AllocCapacities != 4 {
+	if len(ps.AllocFailures) != 3 || ps.Stats.AllocFailures != 3 || ps.Stats.AllocRequests != 8 || ps.Stats.AllocCapacities != 4 ||
+		ps.Stats.AllocOOMs != 2 {
 		t.Fatalf("%d failures, stats %+v", len(ps.AllocFailures), ps.Stats)
 	}
 	three := int32(3)
@@ -138,7 +149,7 @@ func TestAllocatorLedger(t *testing.T) {
 			Holders: []Holder{}, HolderSites: []HolderSite{}},
 		{Type: "alloc_failed", Pid: 1000, Tid: 9, Seq: 19, DeviceKind: "chip", Device: &three, Manager: "0xd0", BufferType: "DRAM",
 			Size: 12 * 384 << 10, PageSize: 384 << 10, BottomUp: true, Banks: 12, SizePerBank: 384 << 10, Span: u64(384 << 10), BankSize: dramBank,
-			TotalAllocated: u64(2 * q), TotalFree: u64(2 * q), LargestFree: u64(q), Cause: "fragmented",
+			TotalAllocated: u64(2 * q), TotalFree: u64(2 * q), LargestFree: u64(q), Cause: "fragmented", Site: 42, Thrown: true,
 			Holders: []Holder{{Buffer: "0xc0", Address: 0x40, Size: 12 * q, Span: u64(q), Tid: 9, Seq: 13},
 				{Buffer: "0xc2", Address: 0x40 + 2*q, Size: 12 * q, Span: u64(q), Tid: 9, Seq: 17}},
 			HoldersCount: 2, HoldersBytes: 24 * q, HolderSites: []HolderSite{}},

@@ -215,6 +215,8 @@ func (p *proc) apply(e *events.Event) {
 		switch {
 		case e.Kind == events.KindExit:
 			p.flushRequests()
+		case e.Kind == events.KindAllocOom:
+			// Handled below: the thread's request failed, seen failing.
 		case e.Kind != events.KindAlloc:
 			if t := p.threads[e.Tid]; t != nil && t.req != nil {
 				p.failRequest(t)
@@ -287,6 +289,8 @@ func (p *proc) apply(e *events.Event) {
 		p.capacity(e)
 	case events.KindAllocRequest:
 		p.request(e)
+	case events.KindAllocOom:
+		p.oom(e)
 	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:

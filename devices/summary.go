@@ -215,10 +215,12 @@ type Stats struct {
 	L1Clashes          uint64 `json:"l1_clashes"`
 	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
 	// The allocator's records: bank managers made, allocate_buffer calls,
-	// and those that failed (alloc_failed).
+	// those that failed (alloc_failed) and the out-of-memory paths seen
+	// taken (alloc_oom records).
 	AllocCapacities uint64 `json:"alloc_capacities"`
 	AllocRequests   uint64 `json:"alloc_requests"`
 	AllocFailures   uint64 `json:"alloc_failures"`
+	AllocOOMs       uint64 `json:"alloc_ooms"`
 }
 
 // leakList is a process's leak lists left in the ledger: one slot number

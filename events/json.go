@@ -58,6 +58,11 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendHex(buf, `,"program":"0x`, e.Object)
 	case KindAllocCapacity, KindAllocRequest:
 		buf = appendAllocator(buf, e)
+	case KindAllocOom:
+		if e.Site != 0 {
+			buf = append(buf, `,"site":`...)
+			buf = appendUint(buf, uint64(e.Site))
+		}
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
 		buf = appendUint(buf, uint64(e.ParentPid))

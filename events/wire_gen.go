@@ -28,6 +28,7 @@ const (
 	KindPyCode          Kind = 18
 	KindAllocCapacity   Kind = 19
 	KindAllocRequest    Kind = 20
+	KindAllocOom        Kind = 21
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -89,7 +90,7 @@ const HeaderSize = 32
 // Wire is struct event of bpf/wire.h: the records of kind KindAlloc, KindFree,
 // KindView, KindCBAlloc, KindCBFree, KindCBLayout, KindCBTeardown,
 // KindProgramDestroy, KindDeviceClose, KindMeshClose, KindMarkDeallocated,
-// KindLinkMap, KindFork, KindMainExit, KindGroupExit.
+// KindLinkMap, KindFork, KindMainExit, KindGroupExit, KindAllocOom.
 type Wire struct {
 	_          structs.HostLayout
 	Hdr        Header
@@ -272,6 +273,7 @@ var wireOf = [64]uint8{
 	KindFork:            1,
 	KindMainExit:        1,
 	KindGroupExit:       1,
+	KindAllocOom:        1,
 	KindStack:           2,
 	KindPyStack:         3,
 	KindPyCode:          4,
@@ -297,6 +299,7 @@ var wireSize = [64]uint32{
 	KindFork:            112,
 	KindMainExit:        112,
 	KindGroupExit:       112,
+	KindAllocOom:        112,
 	KindStack:           64,
 	KindPyStack:         1584,
 	KindPyCode:          4752,
@@ -326,6 +329,7 @@ var kindNames = [66]string{
 	18: "py_code",
 	19: "alloc_capacity",
 	20: "alloc_request",
+	21: "alloc_oom",
 	64: "lost",
 	65: "exit",
 }

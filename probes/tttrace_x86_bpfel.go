@@ -225,6 +225,7 @@ type tttraceProgramSpecs struct {
 	BankManagerAllocate       *ebpf.ProgramSpec `ebpf:"bank_manager_allocate"`
 	BankManagerAllocateNoid   *ebpf.ProgramSpec `ebpf:"bank_manager_allocate_noid"`
 	BankManagerMap            *ebpf.ProgramSpec `ebpf:"bank_manager_map"`
+	BankManagerOom            *ebpf.ProgramSpec `ebpf:"bank_manager_oom"`
 	BankManagerVec            *ebpf.ProgramSpec `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.ProgramSpec `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.ProgramSpec `ebpf:"deallocate_circular_buffers"`
@@ -376,6 +377,7 @@ type tttracePrograms struct {
 	BankManagerAllocate       *ebpf.Program `ebpf:"bank_manager_allocate"`
 	BankManagerAllocateNoid   *ebpf.Program `ebpf:"bank_manager_allocate_noid"`
 	BankManagerMap            *ebpf.Program `ebpf:"bank_manager_map"`
+	BankManagerOom            *ebpf.Program `ebpf:"bank_manager_oom"`
 	BankManagerVec            *ebpf.Program `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.Program `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.Program `ebpf:"deallocate_circular_buffers"`
@@ -407,6 +409,7 @@ func (p *tttracePrograms) Close() error {
 		p.BankManagerAllocate,
 		p.BankManagerAllocateNoid,
 		p.BankManagerMap,
+		p.BankManagerOom,
 		p.BankManagerVec,
 		p.BufferCreateView,
 		p.DeallocateCircularBuffers,

@@ -315,10 +315,11 @@ func (a *allocSites) onStack(raw []byte) {
 }
 
 // waitsForStack: e carries a stack that follows in its own record: an
-// alloc, or an allocator request (the site of an allocation that may
-// fail).
+// alloc, an allocator request, or an allocator's out-of-memory path (the
+// site of a failed allocation).
 func waitsForStack(e *events.Event) bool {
-	return (e.Kind == events.KindAlloc || e.Kind == events.KindAllocRequest) && e.Stack == events.StackFollows
+	return (e.Kind == events.KindAlloc || e.Kind == events.KindAllocRequest || e.Kind == events.KindAllocOom) &&
+		e.Stack == events.StackFollows
 }
 
 // heldAlloc is the held alloc seq of pid that waits for its stack, or nil.

@@ -173,13 +173,14 @@ var LifecyclePrograms = []Program{ProgAllocEnter, ProgAllocExit, ProgCreateEnter
 	ProgFreeOwned, ProgDestroyTeardown, ProgFreeDispose}
 
 // AttachTablePrograms are the programs of the attach table's rows, in its
-// order, then the ones ResolveSymbols may put in a row's place.
+// order, then the ones ResolveSymbols may put in a row's place, then the
+// one placed inside a row's function from its code (oom.go).
 func AttachTablePrograms() []Program {
-	out := make([]Program, len(attachTable), len(attachTable)+1)
+	out := make([]Program, len(attachTable), len(attachTable)+2)
 	for i, p := range attachTable {
 		out[i] = p.Program
 	}
-	return append(out, ProgBankManagerAllocateNoID)
+	return append(out, ProgBankManagerAllocateNoID, ProgBankManagerOOM)
 }
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,
@@ -202,6 +203,9 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 		return nil, err
 	}
 	if err := p.attachTable(lib, syms); err != nil {
+		return nil, err
+	}
+	if err := p.oomSites(lib, c, syms); err != nil {
 		return nil, err
 	}
 	if err := p.checkCallers(lib, c, fns, sites); err != nil {
@@ -353,6 +357,12 @@ func (p *Plan) add(lib *Library, s AttachPoint, detail string) {
 			detail += pl.why
 		}
 	}
+	p.addAt(lib, s, detail)
+}
+
+// addAt puts attach point s in the plan at its own address, if its
+// instruction can be probed.
+func (p *Plan) addAt(lib *Library, s AttachPoint, detail string) {
 	pt := PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr, Status: StatusAttached, Detail: detail}
 	in, err := lib.decodeAt(s.Addr)
 	if err == nil {

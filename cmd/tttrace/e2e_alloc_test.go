@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/tttrace/tttrace/devices"
 )
 
 // The allocator's view (issue 22) against the replica's truth: the replica's
@@ -57,6 +60,8 @@ type allocTruthFailure struct {
 	BankSize    uint64          `json:"bank_size"`
 	Cause       string          `json:"cause"`
 	Before      allocTruthStats `json:"before"`
+	// Callers: the return addresses above BankManager::allocate_buffer.
+	Callers []uint64 `json:"callers"`
 }
 
 // allocOut is what tttrace wrote: the alloc_failed records and the last summary, as JSON.
@@ -363,4 +368,116 @@ func TestE2EAllocatorAttachAfterOpen(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestE2EAllocatorSite: each failed allocation names its site, taken on
+// BankManager::allocate_buffer's out-of-memory path (the instruction that
+// loads its message, found from the library's code): the innermost frame is
+// allocate_buffer, and every caller frame is the return address the
+// replica's own unwinder (libgcc's _Unwind_Backtrace, in the truth) found
+// above allocate_buffer, up to ttwork_main; from Python, the innermost
+// Python frame is ttwork.py's call of ttwork_main.
+func TestE2EAllocatorSite(t *testing.T) {
+	for _, r := range []run{
+		{variant: "gcc-O2", mode: "cmd"},
+		{variant: "gcc-O2", mode: "python"},
+		{variant: "clang-O3", mode: "cmd"},
+		{variant: "gcc-O3-dwarf-zstd", mode: "cmd"},
+	} {
+		r.scenario = "alloc"
+		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) {
+			var out string
+			r.out = &out
+			// The process keeps living a second after its failures, as a
+			// real one does: tttrace reads its maps to unwind the stacks.
+			hold := filepath.Join(t.TempDir(), "hold")
+			r.args = []string{"--shape", "n150", "--hold-file", hold}
+			timer := time.AfterFunc(time.Second, func() { os.WriteFile(hold, nil, 0o644) })
+			defer timer.Stop()
+			sum, tr := trace(t, r)
+			for _, d := range compare(r, sum, tr) {
+				t.Error(d)
+			}
+			atr := readAllocTruth(t, truthPathOf(t, out))
+			for _, d := range compareAlloc(r.name(), readAllocOut(t, out), atr) {
+				t.Error(d)
+			}
+			p := procOf(t, sum, tr.Pid)
+			sites := map[uint32]*devices.Site{}
+			for i := range p.Sites {
+				sites[p.Sites[i].Site] = &p.Sites[i]
+			}
+			if len(p.AllocFailures) != len(atr.Failures) {
+				t.Fatalf("%d alloc_failures, the replica failed %d", len(p.AllocFailures), len(atr.Failures))
+			}
+			if p.Stats.AllocOOMs != uint64(len(atr.Failures)) {
+				t.Errorf("alloc_ooms = %d, want %d (one per failure)", p.Stats.AllocOOMs, len(atr.Failures))
+			}
+			pyLine := 0
+			if r.mode == "python" {
+				pyLine = lineOf(t, filepath.Join(replicaRoot, r.variant, "ttwork.py"), "return lib.ttwork_main(len(enc), argv)")
+			}
+			for i, f := range p.AllocFailures {
+				want := atr.Failures[i]
+				if !f.Thrown {
+					t.Errorf("failure %d (%s): thrown = false: its out-of-memory path was not seen", i, want.Cause)
+				}
+				s := sites[f.Site]
+				if f.Site == 0 || s == nil {
+					t.Errorf("failure %d (%s): site %d not described", i, want.Cause, f.Site)
+					continue
+				}
+				desc := describe(s)
+				nat := s.Native
+				if len(nat) < 2 || !strings.HasPrefix(nat[0].Function, "tt::tt_metal::BankManager::allocate_buffer(") {
+					t.Errorf("failure %d (%s): innermost frame is not BankManager::allocate_buffer:\n%s", i, want.Cause, desc)
+					continue
+				}
+				if len(want.Callers) == 0 {
+					t.Fatalf("failure %d: the truth has no callers", i)
+				}
+				main := -1
+				for j := 1; j < len(nat) && j-1 < len(want.Callers); j++ {
+					if nat[j].PC != want.Callers[j-1] {
+						t.Errorf("failure %d (%s): frame %d pc %#x, the replica's unwinder has %#x:\n%s", i, want.Cause, j, nat[j].PC, want.Callers[j-1], desc)
+						break
+					}
+					if nat[j].Function == "ttwork_main" {
+						main = j
+						break
+					}
+				}
+				if main < 0 {
+					t.Errorf("failure %d (%s): the frames equal to the truth's do not reach ttwork_main:\n%s", i, want.Cause, desc)
+				}
+				if r.mode == "python" {
+					if len(s.Python) == 0 || filepath.Base(s.Python[0].File) != "ttwork.py" || s.Python[0].Line != pyLine {
+						t.Errorf("failure %d (%s): innermost Python frame is not ttwork.py:%d:\n%s", i, want.Cause, pyLine, desc)
+					}
+				}
+			}
+		})
+	}
+}
+
+// lineOf is the line of path that holds text (exactly once).
+func lineOf(t *testing.T, path, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, text) {
+			if line != 0 {
+				t.Fatalf("%q is on lines %d and %d of %s", text, line, i+1, path)
+			}
+			line = i + 1
+		}
+	}
+	if line == 0 {
+		t.Fatalf("%q is not in %s", text, path)
+	}
+	return line
 }

@@ -126,7 +126,7 @@ func FuzzEvents(data []byte) []events.Event {
 		events.KindAlloc, events.KindAlloc, events.KindAlloc, events.KindFree, events.KindFree, events.KindView,
 		events.KindView, events.KindCBAlloc, events.KindCBFree, events.KindCBLayout, events.KindCBTeardown,
 		events.KindProgramDestroy, events.KindDeviceClose, events.KindMeshClose, events.KindMarkDeallocated,
-		events.KindLost, events.KindExit, events.KindAllocCapacity, events.KindAllocRequest, events.KindAllocRequest,
+		events.KindLost, events.KindExit, events.KindAllocCapacity, events.KindAllocRequest, events.KindAllocRequest, events.KindAllocOom,
 	}
 	chips := []int32{0, 1, 7, 64, 100, -1, -5, 1 << 30, math.MaxInt32, math.MinInt32, 2, 3}
 	meshes := []uint64{MeshA, MeshB, 0, ChipPtr(0)}

@@ -314,6 +314,7 @@ DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         f.message = message;
         f.before = s;
         f.after = free_list_.get_statistics();  // unchanged: nothing was reserved
+        f.callers = replica::callers_of_caller();
         replica::note_alloc_failure(f);
         throw std::runtime_error(message);
     }

@@ -91,8 +91,13 @@ struct AllocFailure {
     const char* cause = "";  // larger_than_bank | exhausted | fragmented
     std::string message;
     Statistics before, after;
+    // Where it was asked for: the return addresses of the frames above
+    // BankManager::allocate_buffer (its caller's first), from libgcc's unwinder.
+    std::vector<uint64_t> callers;
 };
 TT_REPLICA_HIDDEN void note_alloc_failure(const AllocFailure& failure);
+// The return addresses of the frames above the caller of this function, innermost first.
+TT_REPLICA_HIDDEN std::vector<uint64_t> callers_of_caller();
 
 // Calls counted for the truth JSON (entries of probed functions). Lock-free.
 enum Call : int {

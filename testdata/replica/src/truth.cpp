@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 
+#include <unwind.h>
+
 #include "internal.hpp"
 #include "tt_metal/replica.hpp"
 
@@ -105,6 +107,33 @@ uint64_t attach_epoch() { return ledger().epoch; }
 void note_l1_clash(const L1Clash& clash) { ledger().l1_clashes.push_back(clash); }
 
 void note_alloc_failure(const AllocFailure& failure) { ledger().alloc_failures.push_back(failure); }
+
+namespace {
+struct Walk {
+    std::vector<uint64_t>* out;
+    int skip;
+};
+_Unwind_Reason_Code walk_frame(struct _Unwind_Context* ctx, void* arg) {
+    Walk* w = static_cast<Walk*>(arg);
+    const uint64_t ip = _Unwind_GetIP(ctx);
+    if (ip == 0 || w->out->size() >= 128) return _URC_END_OF_STACK;
+    if (w->skip > 0) {
+        --w->skip;
+    } else {
+        w->out->push_back(ip);
+    }
+    return _URC_NO_REASON;
+}
+}  // namespace
+
+// Frame 0 is this function, frame 1 its caller (the IP there is inside it); the caller's
+// caller and up are return addresses.
+__attribute__((noinline)) std::vector<uint64_t> callers_of_caller() {
+    std::vector<uint64_t> out;
+    Walk w{&out, 2};
+    _Unwind_Backtrace(walk_frame, &w);
+    return out;
+}
 
 void count_call(Call call) { g_calls[call].fetch_add(1, std::memory_order_relaxed); }
 
@@ -272,7 +301,12 @@ extern "C" int tt_replica_write_truth(const char* path) {
                       i ? ",\n  " : "\n  ", f.tid, f.chip, buffer_type_name(f.type), f.size, f.page_size, f.banks,
                       f.size_per_bank, f.span, f.bottom_up ? "true" : "false", f.bank_size, f.cause);
         out += buf;
-        out += stats_json(f.before) + ",\"after\":" + stats_json(f.after) + ",\"message\":\"" + f.message + "\"}";
+        out += stats_json(f.before) + ",\"after\":" + stats_json(f.after) + ",\"message\":\"" + f.message + "\",\"callers\":[";
+        for (std::size_t j = 0; j < f.callers.size(); ++j) {
+            std::snprintf(buf, sizeof buf, "%s%" PRIu64, j ? "," : "", f.callers[j]);
+            out += buf;
+        }
+        out += "]}";
     }
     std::snprintf(buf, sizeof buf, "],\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);
