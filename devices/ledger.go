@@ -114,6 +114,8 @@ type ProcessInfo struct {
 	AttachedMidRun bool
 	// Placement: the host and the ranks of the process.
 	Placement Placement
+	// Chips: the physical chips behind its chip ids.
+	Chips ChipMap
 	// LateLibrary: the process's TT-Metal library was probed only after it
 	// had mapped it (--all: no process had mapped it before; -p: not a
 	// candidate): its calls before are missed, the ledger is incomplete.

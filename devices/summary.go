@@ -108,7 +108,9 @@ type ProcessSummary struct {
 
 // DeviceSummary is one chip's current totals and peaks in one process.
 type DeviceSummary struct {
-	Device            int32  `json:"device"` // chip id
+	Device int32 `json:"device"` // chip id
+	// ChipIdentity: chip_uid, pci, dev, chip_uid_why: the physical chip.
+	ChipIdentity
 	DRAMBytes         uint64 `json:"dram_bytes"`
 	L1Bytes           uint64 `json:"l1_bytes"`
 	L1SmallBytes      uint64 `json:"l1_small_bytes"`
@@ -473,6 +475,7 @@ func (p *proc) devices() []DeviceSummary {
 			},
 		})
 		d := &out[len(out)-1]
+		d.ChipIdentity = p.info.Chips.Identity(id)
 		if c.hr.has {
 			v := c.hr.cur
 			d.L1Headroom = &v

@@ -1,8 +1,10 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -196,25 +198,42 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 // enter puts a traced process in the ledger and the report.
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
-	st.info.Placement = s.placement(pid)
+	st.info.Placement, st.info.Chips = s.placement(pid)
 	s.ledger.SetProcessInfo(pid, st.info)
 	s.sites.enter(pid)
 }
 
 // placement is the host and the ranks of pid, from its environment (what
-// it started with; the command's is tttrace's own); the ranks are unknown
-// when it cannot be read.
-func (s *session) placement(pid uint32) devices.Placement {
+// it started with; the command's is tttrace's own), and the physical chips
+// behind its chip ids, from its environment and its /dev/tenstorrent; the
+// ranks and chips are unknown when the environment cannot be read.
+func (s *session) placement(pid uint32) (devices.Placement, devices.ChipMap) {
+	var getenv func(string) (string, bool)
 	if s.isChild(pid) {
 		// The command inherits tttrace's environment; its /proc file may
 		// be read mid-exec, empty.
-		return devices.PlacementOf(s.cfg.Host, os.LookupEnv)
+		getenv = os.LookupEnv
+	} else {
+		env, err := procfs.Environ(int(pid))
+		if err != nil {
+			return devices.Placement{Host: s.cfg.Host}, devices.NewChipMap(func(string) (string, bool) { return "", false }, nil,
+				fmt.Errorf("its environment: %w", err))
+		}
+		getenv = func(k string) (string, bool) { return procfs.Getenv(env, k) }
 	}
-	env, err := procfs.Environ(int(pid))
-	if err != nil {
-		return devices.Placement{Host: s.cfg.Host}
+	root, sys := procfs.Root(int(pid)), "/sys"
+	if s.cfg.DevRoot != "" {
+		root, sys = s.cfg.DevRoot, filepath.Join(s.cfg.DevRoot, "sys")
 	}
-	return devices.PlacementOf(s.cfg.Host, func(k string) (string, bool) { return procfs.Getenv(env, k) })
+	tt, err := procfs.TTDevices(root, sys)
+	devs := make([]devices.PCIChip, len(tt))
+	for i, d := range tt {
+		devs[i] = devices.PCIChip{Num: d.Num, PCI: d.PCI, DeviceID: d.PCIDeviceID}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		err = errors.New("no /dev/tenstorrent")
+	}
+	return devices.PlacementOf(s.cfg.Host, getenv), devices.NewChipMap(getenv, devs, err)
 }
 
 // reapExits applies the ends of processes reported so far. A process's

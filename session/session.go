@@ -57,6 +57,10 @@ type Config struct {
 	SiteUsage bool
 	// Host names this machine on every process (--host).
 	Host string
+	// DevRoot (tests only): a directory whose dev/tenstorrent and sys are
+	// read instead of each process's /dev/tenstorrent and the host's /sys
+	// ("": the real ones).
+	DevRoot string
 	// Snapshots: each value received asks every sinks.Snapshotter for the
 	// state as of now; tracing goes on (nil: never).
 	Snapshots <-chan struct{}
@@ -512,7 +516,7 @@ func (s *session) tick() {
 	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
 	for pid, st := range s.procs {
 		if st.inLedger {
-			v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: st.info.Command})
+			v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: st.info.Command, Placement: st.info.Placement})
 			if !st.hasLib {
 				v.Waiting++
 			}

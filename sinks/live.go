@@ -20,7 +20,8 @@ import (
 // the nvidia-smi view), the
 // bar's full length being that type's peak on the chip (TT-Metal's
 // capacities are not in the events, so the peak is the scale), and with
-// more than one process a per-chip total of them all.
+// more than one process a total of them all per physical chip (a chip
+// whose identity is not known stays its process's own).
 //
 // Each frame is one write: the cursor goes back to the frame's first line
 // and every line is rewritten and cleared to its end, so nothing blinks.
@@ -88,14 +89,20 @@ func (v *Live) frame(view *View, width int) []string {
 		state += fmt.Sprintf(" (%d waiting for libtt_metal.so)", view.Waiting)
 	}
 	lines := []string{head, state}
+	// The per-chip totals of all processes go by physical chip; a chip
+	// whose identity is not known is its process's alone.
 	type chipTot struct {
-		id  int32
-		cur devices.Totals
+		name string
+		cur  devices.Totals
 	}
 	var all []chipTot
-	at := map[int32]int{}
+	at := map[string]int{}
 	for _, p := range view.Procs {
-		lines = append(lines, fmt.Sprintf("pid %d  %s", p.Pid, Printable(p.Command)))
+		head := fmt.Sprintf("pid %d  %s", p.Pid, Printable(p.Command))
+		if pl := p.Placement.String(); pl != "" {
+			head += "  [" + Printable(pl) + "]"
+		}
+		lines = append(lines, head)
 		devs := l.Devices(p.Pid)
 		if len(devs) == 0 {
 			lines = append(lines, "  no device memory yet")
@@ -108,7 +115,11 @@ func (v *Live) frame(view *View, width int) []string {
 			if d.Closed {
 				state = "  closed"
 			}
-			lines = append(lines, fmt.Sprintf("  chip %d  %d buffer(s), peak %d%s", d.Device, d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
+			phys := "physical chip unknown"
+			if d.UID != nil {
+				phys = "pci " + d.PCI
+			}
+			lines = append(lines, fmt.Sprintf("  chip %d (%s)  %d buffer(s), peak %d%s", d.Device, Printable(phys), d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
 			for _, t := range liveTypes {
 				if peak[t.c] == 0 {
 					continue
@@ -119,11 +130,15 @@ func (v *Live) frame(view *View, width int) []string {
 				lines = append(lines, headroomLine(hr[i]))
 			}
 			lines = append(lines, allocatorLines(&d)...)
-			i, ok := at[d.Device]
+			name := fmt.Sprintf("pid %d chip %d (physical chip unknown)", p.Pid, d.Device)
+			if d.UID != nil {
+				name = "pci " + *d.UID
+			}
+			i, ok := at[name]
 			if !ok {
 				i = len(all)
-				at[d.Device] = i
-				all = append(all, chipTot{id: d.Device})
+				at[name] = i
+				all = append(all, chipTot{name: name})
 			}
 			for k := range cur {
 				all[i].cur[k] += cur[k]
@@ -131,7 +146,7 @@ func (v *Live) frame(view *View, width int) []string {
 		}
 	}
 	if len(view.Procs) > 1 {
-		lines = append(lines, "all processes, per chip (current)")
+		lines = append(lines, "all processes, per physical chip (current)")
 		for _, c := range all {
 			var parts []string
 			for _, t := range liveTypes {
@@ -142,7 +157,7 @@ func (v *Live) frame(view *View, width int) []string {
 			if len(parts) == 0 {
 				parts = []string{"nothing"}
 			}
-			lines = append(lines, fmt.Sprintf("  chip %d  %s", c.id, strings.Join(parts, "  ")))
+			lines = append(lines, fmt.Sprintf("  %s  %s", Printable(c.name), strings.Join(parts, "  ")))
 		}
 	}
 	for i := range lines {

@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,16 +37,32 @@ func TestLiveFrame(t *testing.T) {
 	apply(&events.Event{Kind: events.KindCBLayout, Pid: 10, Tid: 10, Object: 0x9000, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3})
 	apply(&events.Event{Kind: events.KindCBAlloc, Pid: 10, Tid: 10, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3, Address: 0x400, Size: 0x400})
 	apply(chipEv(events.KindAlloc, 10, 0xe, 3, events.DRAM, 64)) // the layout is complete
+	// 10 and 11 see the host's chips (chip N at 0000:0N:00.0); 12's
+	// chips are not known: its chip 0 is not added to theirs.
+	var host []devices.PCIChip
+	for n := range 4 {
+		host = append(host, devices.PCIChip{Num: n, PCI: "0000:0" + string(rune('0'+n)) + ":00.0", DeviceID: "0x401e"})
+	}
+	none := func(string) (string, bool) { return "", false }
+	l.SetProcessInfo(10, devices.ProcessInfo{Chips: devices.NewChipMap(none, host, nil)})
+	l.SetProcessInfo(11, devices.ProcessInfo{Chips: devices.NewChipMap(none, host, nil)})
+	l.SetProcessInfo(12, devices.ProcessInfo{Chips: devices.NewChipMap(none, nil, errors.New("no /dev/tenstorrent"))})
+	apply(chipEv(events.KindAlloc, 12, 0xf, 0, events.DRAM, 2048))
+	rank := int64(3)
 	for _, width := range []int{72, 100, 200} {
 		var out bytes.Buffer
 		v := NewLive(&out, time.Millisecond, func() int { return width })
 		view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Libraries: 1, Waiting: 1,
-			Procs: []Proc{{Pid: 10, Command: "python -m pytest " + strings.Repeat("tests/x ", 40)}, {Pid: 11, Command: "w"}}}
+			Procs: []Proc{{Pid: 10, Command: "python -m pytest " + strings.Repeat("tests/x ", 40)}, {Pid: 11, Command: "w"},
+				{Pid: 12, Command: "u", Placement: devices.Placement{Host: "n1", Rank: &rank}}}}
 		lines := v.frame(view, width)
 		text := strings.Join(lines, "\n")
-		for _, want := range []string{"8 events", "1 library probed", "2 process(es) (1 waiting for libtt_metal.so)",
-			"pid 10", "chip 0  1 buffer(s), peak 2", "chip 3  2 buffer(s), peak 2", "all processes, per chip (current)",
-			"chip 0  DRAM 12.0 KiB", "chip 3  DRAM 64 B  L1 512 B  CB 1.0 KiB",
+		for _, want := range []string{"9 events", "1 library probed", "3 process(es) (1 waiting for libtt_metal.so)",
+			"pid 10", "chip 0 (pci 0000:00:00.0)  1 buffer(s), peak 2", "chip 3 (pci 0000:03:00.0)  2 buffer(s), peak 2",
+			"pid 12  u  [host n1, rank 3]", "chip 0 (physical chip unknown)  1 buffer(s)",
+			"all processes, per physical chip (current)",
+			"pci 0000:00:00.0  DRAM 12.0 KiB", "pci 0000:03:00.0  DRAM 64 B  L1 512 B  CB 1.0 KiB",
+			"pid 12 chip 0 (physical chip unknown)  DRAM 2.0 KiB",
 			"L1 headroom 2.0 KiB (CBs end at 0x800, lowest L1 buffer at 0x1000)"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("width %d: frame lacks %q:\n%s", width, want, text)

@@ -153,6 +153,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.printf("  no device activity\n")
 	} else {
 		r.table(p.Devices)
+		r.physical(p.Devices)
 		r.allocator(p.Devices)
 	}
 
@@ -168,6 +169,38 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.printf("  double frees: %d\n", p.DoubleFrees)
 	}
 	r.anomalies(p)
+}
+
+// physical says which physical chip each chip id is (host-wide sums go by
+// it), or why that is not known: once when all share the reason.
+func (r *reporter) physical(devs []devices.DeviceSummary) {
+	var known []string
+	why := map[string][]string{}
+	var order []string
+	for _, d := range devs {
+		if d.UID != nil {
+			s := fmt.Sprintf("chip %d = pci %s", d.Device, d.PCI)
+			if d.Dev != "" {
+				s += " (" + d.Dev + ")"
+			}
+			known = append(known, s)
+			continue
+		}
+		if _, ok := why[d.Why]; !ok {
+			order = append(order, d.Why)
+		}
+		why[d.Why] = append(why[d.Why], fmt.Sprint(d.Device))
+	}
+	if len(known) > 0 {
+		r.printf("  physical chips: %s\n", strings.Join(known, ", "))
+	}
+	for _, w := range order {
+		if len(known) == 0 && len(order) == 1 {
+			r.printf("  physical chips unknown: %s\n", w)
+			continue
+		}
+		r.printf("  chip(s) %s: physical chip unknown: %s\n", strings.Join(why[w], ", "), w)
+	}
 }
 
 var tableHeader = []string{"CHIP", "DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS"}

@@ -41,7 +41,11 @@ func ledgerOf(l *devices.Ledger, evs ...events.Event) *devices.Ledger {
 // reportLedger is a run with something of everything the report shows.
 func reportLedger() *devices.Ledger {
 	l := devices.NewLedger()
-	l.SetProcessInfo(1000, devices.ProcessInfo{Command: "python -m pytest tests/ttnn", Parent: 1, AttachedMidRun: true})
+	// Two PCIe chips, by address in the order /dev/tenstorrent/1, /0; the
+	// process's chip 100 is not one of them.
+	pcie := []devices.PCIChip{{Num: 0, PCI: "0000:05:00.0", DeviceID: "0x401e"}, {Num: 1, PCI: "0000:02:00.0", DeviceID: "0x401e"}}
+	l.SetProcessInfo(1000, devices.ProcessInfo{Command: "python -m pytest tests/ttnn", Parent: 1, AttachedMidRun: true,
+		Chips: devices.NewChipMap(func(string) (string, bool) { return "", false }, pcie, nil)})
 	evs := []events.Event{
 		dt.MeshAlloc(7, 0x55d0c0ffee00, dt.MeshA, events.DRAM, 0x20000, 96<<20),
 		dt.View(7, 0, 0x20000), dt.View(7, 1, 0x20000),

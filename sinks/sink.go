@@ -87,6 +87,8 @@ type View struct {
 type Proc struct {
 	Pid     uint32
 	Command string
+	// Placement: its host and ranks.
+	Placement devices.Placement
 }
 
 // Base implements every Sink method as doing nothing; embed it and

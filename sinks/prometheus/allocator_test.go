@@ -46,11 +46,12 @@ func TestAllocatorMetrics(t *testing.T) {
 	s.alloc(100, 0xa2, 2, events.DRAM, 4096) // allocated without its request: DRAM's numbers go
 	s.tick()
 	got := scrape(t, addr)
+	const chip2 = "0000:02:00.0" // the process sees the host's chips: chip 2 is the third by address
 	want := map[string]float64{
-		series("tttrace_device_capacity_bytes", "chip", "2", "type", "dram"):                                       12 * mib,
-		series("tttrace_device_capacity_bytes", "chip", "2", "type", "l1"):                                         64 * 0xe8000,
-		series("tttrace_device_free_bytes", "chip", "2", "type", "l1", "pid", "100", "command", "w"):               64 * 0xe8000,
-		series("tttrace_device_largest_free_block_bytes", "chip", "2", "type", "l1", "pid", "100", "command", "w"): 64 * 0xe8000,
+		series("tttrace_device_capacity_bytes", "chip_uid", chip2, "pci", chip2, "type", "dram"):                                                    12 * mib,
+		series("tttrace_device_capacity_bytes", "chip_uid", chip2, "pci", chip2, "type", "l1"):                                                      64 * 0xe8000,
+		series("tttrace_device_free_bytes", "chip", "2", "chip_uid", chip2, "pci", chip2, "type", "l1", "pid", "100", "command", "w"):               64 * 0xe8000,
+		series("tttrace_device_largest_free_block_bytes", "chip", "2", "chip_uid", chip2, "pci", chip2, "type", "l1", "pid", "100", "command", "w"): 64 * 0xe8000,
 	}
 	for _, typ := range []string{"dram", "l1", "l1_small", "trace"} {
 		for _, c := range []string{"exhausted", "fragmented", "larger_than_bank", "unknown"} {

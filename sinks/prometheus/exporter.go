@@ -58,8 +58,10 @@ const UnplacedChip = "unknown"
 
 // Labels a per-process series may carry (Options.Labels), in exposition
 // order. pid tells processes apart and is always there; command is the
-// command line, which may hold secrets given as arguments.
-var ProcessLabels = []string{"pid", "command"}
+// command line, which may hold secrets given as arguments; host, rank,
+// mesh_id and mesh_host_rank are the process's devices.Placement ("" when
+// not set).
+var ProcessLabels = []string{"pid", "command", "host", "rank", "mesh_id", "mesh_host_rank"}
 
 // Defaults of Options.
 const (
@@ -89,6 +91,8 @@ type Options struct {
 	// MaxLeakChips: chips with their own leaked series; leaks on more
 	// chips go to chip="other".
 	MaxLeakChips int
+	// Host: the host label of the host-wide series (--host).
+	Host string
 }
 
 // CheckLabels tells whether labels is a valid Options.Labels.
@@ -138,19 +142,22 @@ type descs struct {
 
 func newDescs(procLabels []string) descs {
 	with := func(ls ...string) []string { return append(ls, procLabels...) }
+	// A host-wide series is one physical chip (chip_uid, pci), or, when
+	// its identity is not known, one process's chip (chip, pid).
+	phys := func(ls ...string) []string { return append([]string{"host", "chip_uid", "pci", "chip", "pid"}, ls...) }
 	return descs{
 		mem: prom.NewDesc("tttrace_device_memory_bytes",
 			"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb).",
-			with("chip", "type"), nil),
+			with("chip", "chip_uid", "pci", "type"), nil),
 		peak: prom.NewDesc("tttrace_device_memory_peak_bytes",
 			"Highest device memory a traced process held on a chip since tracing began, by type.",
-			with("chip", "type"), nil),
+			with("chip", "chip_uid", "pci", "type"), nil),
 		live: prom.NewDesc("tttrace_live_buffers",
 			"Buffers a traced process holds on a chip now (a mesh buffer counts on each chip it holds memory on).",
-			with("chip"), nil),
+			with("chip", "chip_uid", "pci"), nil),
 		chip: prom.NewDesc("tttrace_chip_memory_bytes",
-			"Device memory all traced processes of this host hold on a chip now, by type.",
-			[]string{"chip", "type"}, nil),
+			"Device memory all traced processes of this host hold on a physical chip now (chip_uid), by type; a chip of unknown identity has its own series per process (chip, pid).",
+			phys("type"), nil),
 		leaked: prom.NewDesc("tttrace_leaked_bytes_total",
 			"Device memory buffers still held when their process ended, summed over ended processes, by chip and buffer type (0 from a chip's first sight).",
 			[]string{"chip", "type"}, nil),
@@ -161,14 +168,14 @@ func newDescs(procLabels []string) descs {
 			"Events the BPF ring buffer could not take: while non-zero the numbers are incomplete.",
 			nil, nil),
 		capacity: prom.NewDesc("tttrace_device_capacity_bytes",
-			"Bytes TT-Metal's allocator can allocate on a chip, by type (dram, l1, l1_small, trace): banks x allocatable bytes per bank.",
-			[]string{"chip", "type"}, nil),
+			"Bytes TT-Metal's allocator can allocate on a physical chip (chip_uid; a chip of unknown identity: per process, chip and pid), by type (dram, l1, l1_small, trace): banks x allocatable bytes per bank.",
+			phys("type"), nil),
 		free: prom.NewDesc("tttrace_device_free_bytes",
 			"Bytes free in a traced process's allocator of a chip, by type: banks x free bytes per bank (get_statistics' total_free_bytes); absent while not known.",
-			with("chip", "type"), nil),
+			with("chip", "chip_uid", "pci", "type"), nil),
 		largest: prom.NewDesc("tttrace_device_largest_free_block_bytes",
 			"The largest interleaved allocation that fits now in a traced process's allocator of a chip, by type: banks x the largest free block per bank; absent while not known.",
-			with("chip", "type"), nil),
+			with("chip", "chip_uid", "pci", "type"), nil),
 		failures: prom.NewDesc("tttrace_alloc_failures_total",
 			"Failed device allocations (TT-Metal's Out of Memory) by chip, type and cause (exhausted, fragmented, larger_than_bank, unknown); 0 from a chip's first allocator.",
 			[]string{"chip", "type", "cause"}, nil),
@@ -355,6 +362,14 @@ func (e *Exporter) Tick(v *sinks.View) {
 				ps.labels[i] = ps.pid
 			case "command":
 				ps.labels[i] = commandLabel(p.Command)
+			case "host":
+				ps.labels[i] = strings.ToValidUTF8(p.Placement.Host, "\uFFFD")
+			case "rank":
+				ps.labels[i] = optInt(p.Placement.Rank)
+			case "mesh_id":
+				ps.labels[i] = optInt(p.Placement.MeshID)
+			case "mesh_host_rank":
+				ps.labels[i] = optInt(p.Placement.MeshHostRank)
 			}
 		}
 		for i := range ps.devs {
@@ -522,35 +537,47 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	counter := func(d *prom.Desc, v uint64, labels ...string) {
 		ch <- prom.MustNewConstMetric(d, prom.CounterValue, float64(v), labels...)
 	}
+	// Host-wide sums go by physical chip (chip_uid); a chip whose identity
+	// is not known is never added to another process's: it has its own
+	// series, named by pid and chip id.
+	type physKey struct{ uid, pci, chip, pid string }
 	type chipTotals struct {
-		chip string
-		sum  [len(memTypes)]uint64
+		k   physKey
+		sum [len(memTypes)]uint64
 	}
 	var chips []chipTotals // in order of first appearance
-	index := map[int32]int{}
-	capacity := map[leakKey]uint64{} // by chip and type, the most any process's allocator has
-	var capOrder []leakKey
-	labels := make([]string, 2, 2+len(e.opt.Labels))
+	index := map[physKey]int{}
+	type capKey struct {
+		k   physKey
+		typ string
+	}
+	capacity := map[capKey]uint64{} // the most any process's allocator has
+	var capOrder []capKey
+	labels := make([]string, 4, 4+len(e.opt.Labels))
 	for _, p := range s.procs {
 		for i := range p.devs {
 			d := &p.devs[i]
 			chip := strconv.FormatInt(int64(d.Device), 10)
+			pk := physKey{pci: d.PCI, chip: chip, pid: p.pid}
+			if d.UID != nil {
+				pk = physKey{uid: *d.UID, pci: d.PCI}
+			}
 			cur, peak := values(d)
-			labels = append(labels[:2], p.labels...)
-			labels[0] = chip
+			labels = append(labels[:4], p.labels...)
+			labels[0], labels[1], labels[2] = chip, pk.uid, d.PCI
 			for t, name := range memTypes {
-				labels[1] = name
+				labels[3] = name
 				gauge(dd.mem, cur[t], labels...)
 				gauge(dd.peak, peak[t], labels...)
 			}
-			gauge(dd.live, d.LiveBuffers, append([]string{chip}, p.labels...)...)
+			gauge(dd.live, d.LiveBuffers, append([]string{chip, pk.uid, d.PCI}, p.labels...)...)
 			for _, t := range devices.AllocatorTypes() {
 				at := d.Allocator.Type(t)
 				if at == nil {
 					continue
 				}
 				typ := devices.AllocatorKey(t)
-				k := leakKey{chip, typ}
+				k := capKey{pk, typ}
 				if _, seen := capacity[k]; !seen {
 					capOrder = append(capOrder, k)
 				}
@@ -559,32 +586,33 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 				if !ok {
 					continue
 				}
-				labels = append(labels[:2], p.labels...)
-				labels[0], labels[1] = chip, typ
+				labels = append(labels[:4], p.labels...)
+				labels[3] = typ
 				gauge(dd.free, devices.SatMul(uint64(at.Banks), st.TotalFree), labels...)
 				gauge(dd.largest, devices.SatMul(uint64(at.Banks), st.LargestFreeBlock), labels...)
 			}
-			j, ok := index[d.Device]
+			j, ok := index[pk]
 			if !ok {
 				j = len(chips)
-				index[d.Device] = j
-				chips = append(chips, chipTotals{chip: chip})
+				index[pk] = j
+				chips = append(chips, chipTotals{k: pk})
 			}
 			for t := range memTypes {
 				chips[j].sum[t] = devices.SatAdd(chips[j].sum[t], cur[t])
 			}
 		}
 	}
+	host := e.opt.Host
 	for _, c := range chips {
 		for t, name := range memTypes {
-			gauge(dd.chip, c.sum[t], c.chip, name)
+			gauge(dd.chip, c.sum[t], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid, name)
 		}
 	}
 	for k, v := range s.leaked {
 		counter(dd.leaked, v, k.chip, k.typ)
 	}
 	for _, k := range capOrder {
-		gauge(dd.capacity, capacity[k], k.chip, k.typ)
+		gauge(dd.capacity, capacity[k], host, k.k.uid, k.k.pci, k.k.chip, k.k.pid, k.typ)
 	}
 	for k, v := range s.failed {
 		counter(dd.failures, v, k.chip, k.typ, k.cause)
@@ -596,6 +624,14 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 		}
 	}
 	counter(dd.lost, s.lost)
+}
+
+// optInt is a rank as a label value ("" when not set).
+func optInt(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v, 10)
 }
 
 // commandLabel is the command as a label value: valid UTF-8, at most

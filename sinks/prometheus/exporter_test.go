@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,15 +36,32 @@ type stream struct {
 	lost   uint64
 	leaked map[string]uint64 // "chip/type" -> bytes the test left allocated in ended processes
 	chips  map[int32]bool    // chips the exporter was shown
+	place  map[uint32]devices.Placement
 }
 
 func newStream(t *testing.T, e *Exporter) *stream {
 	return &stream{t: t, l: devices.NewLedger(), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}, chips: map[int32]bool{}}
 }
 
+// hostChips: the host of the tests, eight PCIe chips; a process that sees
+// them all (no TT_VISIBLE_DEVICES) calls chip N the one at 0000:0N:00.0.
+var hostChips = func() []devices.PCIChip {
+	var out []devices.PCIChip
+	for n := range 8 {
+		out = append(out, devices.PCIChip{Num: n, PCI: fmt.Sprintf("0000:%02x:00.0", n), DeviceID: "0x401e"})
+	}
+	return out
+}()
+
+func noEnv(string) (string, bool) { return "", false }
+
 func (s *stream) start(pid uint32, cmd string) {
+	s.startWith(pid, cmd, devices.NewChipMap(noEnv, hostChips, nil))
+}
+
+func (s *stream) startWith(pid uint32, cmd string, chips devices.ChipMap) {
 	s.procs[pid] = cmd
-	s.l.SetProcessInfo(pid, devices.ProcessInfo{Command: cmd})
+	s.l.SetProcessInfo(pid, devices.ProcessInfo{Command: cmd, Chips: chips})
 }
 
 func (s *stream) send(ev events.Event) {
@@ -87,7 +105,7 @@ func (s *stream) cb(pid uint32, prog uint64, chip int32, size uint64) {
 func (s *stream) tick() {
 	v := sinks.View{Now: time.Now(), Ledger: s.l}
 	for pid, cmd := range s.procs {
-		v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: cmd})
+		v.Procs = append(v.Procs, sinks.Proc{Pid: pid, Command: cmd, Placement: s.place[pid]})
 		for _, d := range s.l.Devices(pid) {
 			s.chips[d.Device] = true
 		}
@@ -134,7 +152,10 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 		for _, m := range f.Metric {
 			var ls []string
 			for _, lp := range m.Label {
-				ls = append(ls, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+				// An empty label is no label, to Prometheus too.
+				if lp.GetValue() != "" {
+					ls = append(ls, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+				}
 			}
 			sort.Strings(ls)
 			key := name + "{" + strings.Join(ls, ",") + "}"
@@ -157,7 +178,9 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 func series(name string, labels ...string) string {
 	var ls []string
 	for i := 0; i+1 < len(labels); i += 2 {
-		ls = append(ls, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+		if labels[i+1] != "" {
+			ls = append(ls, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+		}
 	}
 	sort.Strings(ls)
 	return name + "{" + strings.Join(ls, ",") + "}"
@@ -171,6 +194,10 @@ func (s *stream) want() map[string]float64 {
 		p := strconv.Itoa(int(pid))
 		for _, d := range s.l.Devices(pid) {
 			c := strconv.Itoa(int(d.Device))
+			uid := ""
+			if d.UID != nil {
+				uid = *d.UID
+			}
 			pk := d.Peaks
 			for _, v := range []struct {
 				typ       string
@@ -183,11 +210,15 @@ func (s *stream) want() map[string]float64 {
 				{"system_memory", d.SystemMemoryBytes, pk.SystemMemoryBytes.Value},
 				{"cb", d.CBBytes, pk.CBBytes.Value},
 			} {
-				w[series("tttrace_device_memory_bytes", "chip", c, "type", v.typ, "pid", p, "command", cmd)] = float64(v.cur)
-				w[series("tttrace_device_memory_peak_bytes", "chip", c, "type", v.typ, "pid", p, "command", cmd)] = float64(v.peak)
-				chips[series("tttrace_chip_memory_bytes", "chip", c, "type", v.typ)] += float64(v.cur)
+				w[series("tttrace_device_memory_bytes", "chip", c, "chip_uid", uid, "pci", d.PCI, "type", v.typ, "pid", p, "command", cmd)] = float64(v.cur)
+				w[series("tttrace_device_memory_peak_bytes", "chip", c, "chip_uid", uid, "pci", d.PCI, "type", v.typ, "pid", p, "command", cmd)] = float64(v.peak)
+				if uid != "" {
+					chips[series("tttrace_chip_memory_bytes", "chip_uid", uid, "pci", d.PCI, "type", v.typ)] += float64(v.cur)
+				} else {
+					chips[series("tttrace_chip_memory_bytes", "chip", c, "pid", p, "type", v.typ)] += float64(v.cur)
+				}
 			}
-			w[series("tttrace_live_buffers", "chip", c, "pid", p, "command", cmd)] = float64(d.LiveBuffers)
+			w[series("tttrace_live_buffers", "chip", c, "chip_uid", uid, "pci", d.PCI, "pid", p, "command", cmd)] = float64(d.LiveBuffers)
 		}
 	}
 	for k, v := range chips {
@@ -282,11 +313,11 @@ func TestExpositionFollowsLedger(t *testing.T) {
 	diff(t, "both running", got, s.want())
 	// Spot checks against values known independently of the ledger.
 	for k, v := range map[string]float64{
-		series("tttrace_device_memory_bytes", "chip", "0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"):      1<<20 + 65536,
-		series("tttrace_device_memory_peak_bytes", "chip", "0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"): 4 << 20,
-		series("tttrace_device_memory_bytes", "chip", "1", "type", "cb", "pid", "100", "command", "python3 -m pytest tests/ttnn"):        16384,
-		series("tttrace_live_buffers", "chip", "1", "pid", "100", "command", "python3 -m pytest tests/ttnn"):                             3,
-		series("tttrace_chip_memory_bytes", "chip", "0", "type", "dram"):                                                                 1<<20 + 65536 + 7<<20,
+		series("tttrace_device_memory_bytes", "chip", "0", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"):      1<<20 + 65536,
+		series("tttrace_device_memory_peak_bytes", "chip", "0", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"): 4 << 20,
+		series("tttrace_device_memory_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "type", "cb", "pid", "100", "command", "python3 -m pytest tests/ttnn"):        16384,
+		series("tttrace_live_buffers", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):                             3,
+		series("tttrace_chip_memory_bytes", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram"):                                                                              1<<20 + 65536 + 7<<20,
 		"tttrace_lost_events_total{}": 5,
 	} {
 		if got[k] != v {
@@ -429,7 +460,9 @@ func TestCommandLabel(t *testing.T) {
 func TestChipTotalsSaturate(t *testing.T) {
 	e := New(Options{})
 	for pid := range 3 {
-		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), labels: []string{strconv.Itoa(pid), "w"}, devs: []devices.DeviceSummary{{Device: 0, DRAMBytes: 1 << 63}}})
+		uid := "0000:01:00.0"
+		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), labels: []string{strconv.Itoa(pid), "w", "", "", "", ""},
+			devs: []devices.DeviceSummary{{Device: 0, ChipIdentity: devices.ChipIdentity{UID: &uid, PCI: uid}, DRAMBytes: 1 << 63}}})
 	}
 	e.publish()
 	ch := make(chan prom.Metric, 1000)
@@ -444,7 +477,7 @@ func TestChipTotalsSaturate(t *testing.T) {
 		if err := m.Write(&pb); err != nil {
 			t.Fatal(err)
 		}
-		if pb.GetLabel()[1].GetValue() != "dram" {
+		if pb.GetLabel()[len(pb.GetLabel())-1].GetValue() != "dram" {
 			continue
 		}
 		found = true
@@ -541,10 +574,10 @@ func TestLabelsWithoutCommand(t *testing.T) {
 	s.alloc(5, 0x1000, 2, events.DRAM, 4096)
 	s.tick()
 	got := scrape(t, e.Addr().String())
-	if v, ok := got[series("tttrace_device_memory_bytes", "chip", "2", "type", "dram", "pid", "5")]; !ok || v != 4096 {
+	if v, ok := got[series("tttrace_device_memory_bytes", "chip", "2", "chip_uid", "0000:02:00.0", "pci", "0000:02:00.0", "type", "dram", "pid", "5")]; !ok || v != 4096 {
 		t.Errorf("dram of pid 5 on chip 2 = %v (%v), want 4096", v, ok)
 	}
-	if v := got[series("tttrace_live_buffers", "chip", "2", "pid", "5")]; v != 1 {
+	if v := got[series("tttrace_live_buffers", "chip", "2", "chip_uid", "0000:02:00.0", "pci", "0000:02:00.0", "pid", "5")]; v != 1 {
 		t.Errorf("live buffers = %v, want 1", v)
 	}
 	for k := range got {
@@ -589,5 +622,60 @@ func TestLeakChipsCapped(t *testing.T) {
 	}
 	if n != 3*5 {
 		t.Errorf("%d leaked series, want 15 (3 chips x 5 types)", n)
+	}
+}
+
+// Host-wide sums go by physical chip: processes that each call their chip
+// 0 (TT_VISIBLE_DEVICES=0, =1) are told apart, two on one physical chip
+// are added, and chips of unknown identity are never added to anything.
+// The ranks are labels of every per-process series.
+func TestPhysicalChips(t *testing.T) {
+	e := listenWith(t, Options{Host: "node-a"})
+	s := newStream(t, e)
+	visible := func(v string) devices.ChipMap {
+		return devices.NewChipMap(func(k string) (string, bool) { return v, k == "TT_VISIBLE_DEVICES" }, hostChips, nil)
+	}
+	unknown := devices.NewChipMap(noEnv, nil, errors.New("no /dev/tenstorrent"))
+	s.startWith(1, "a", visible("0"))
+	s.startWith(2, "b", visible("1"))
+	s.startWith(3, "c", visible("0000:00:00.0")) // chip 0 of a too
+	s.startWith(4, "d", unknown)
+	s.startWith(5, "e", unknown)
+	rank := int64(7)
+	s.place = map[uint32]devices.Placement{2: {Host: "node-a", Rank: &rank, MeshID: &rank}}
+	for pid, size := range map[uint32]uint64{1: 1000, 2: 20000, 3: 300000, 4: 4000000, 5: 50000000} {
+		s.alloc(pid, 0x1000*uint64(pid), 0, events.DRAM, size)
+	}
+	s.tick()
+	got := scrape(t, e.Addr().String())
+	chip := func(labels ...string) float64 {
+		return got[series("tttrace_chip_memory_bytes", append([]string{"host", "node-a", "type", "dram"}, labels...)...)]
+	}
+	for _, c := range []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"chip_uid", "0000:00:00.0", "pci", "0000:00:00.0"}, 1000 + 300000},
+		{[]string{"chip_uid", "0000:01:00.0", "pci", "0000:01:00.0"}, 20000},
+		{[]string{"chip", "0", "pid", "4"}, 4000000},
+		{[]string{"chip", "0", "pid", "5"}, 50000000},
+	} {
+		if g := chip(c.labels...); g != c.want {
+			t.Errorf("tttrace_chip_memory_bytes %v = %v, want %v", c.labels, g, c.want)
+		}
+	}
+	n := 0
+	for k := range got {
+		if strings.HasPrefix(k, "tttrace_chip_memory_bytes{") && strings.Contains(k, `type="dram"`) {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d dram chip series, want 4", n)
+	}
+	k := series("tttrace_device_memory_bytes", "chip", "0", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "type", "dram",
+		"pid", "2", "command", "b", "host", "node-a", "rank", "7", "mesh_id", "7")
+	if got[k] != 20000 {
+		t.Errorf("%s = %v, want 20000", k, got[k])
 	}
 }

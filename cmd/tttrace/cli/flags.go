@@ -63,6 +63,9 @@ type Flags struct {
 	PProf, Folded, FoldedType string
 	// Host names this machine in the outputs (--host, default its name).
 	Host string
+	// DevRoot: tests only: a directory whose dev/tenstorrent and sys stand
+	// for every process's /dev/tenstorrent and the host's /sys.
+	DevRoot string
 	// Snapshots: each value asks for a snapshot (SIGUSR1); set by Main.
 	Snapshots <-chan struct{}
 
@@ -183,7 +186,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
-	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
+	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command, host, rank, mesh_id, mesh_host_rank); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
 	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
 	fs.IntVar(&f.KeepEnded, "keep-ended", devices.DefaultKeepEnded, "keep the last `N` ended processes in full (leak lists, sites, anomalies) for the final report; older ones keep only their totals and counters")
 	fs.IntVar(&f.KeepEndedTotals, "keep-ended-totals", devices.DefaultKeepEndedTotals, "keep `N` more ended processes as totals only; older ones are only summed (dropped_processes); bounds tttrace's memory under --all")
@@ -199,6 +202,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.ShowVer, "version", false, "print the version")
 	fs.BoolVar(&f.NoMulti, "no-uprobe-multi", false, "attach one classic uprobe per probe point, as on kernels before 6.6 (for tests)")
 	_ = fs.MarkHidden("ready-file")
+	fs.StringVar(&f.DevRoot, "dev-root", "", "read every process's /dev/tenstorrent and the host's /sys under `DIR` (for tests)")
+	_ = fs.MarkHidden("dev-root")
 	_ = fs.MarkHidden("no-uprobe-multi")
 	fs.BoolVar(&f.AtEntry, "probe-at-entry", false, "put entry probes on each function's first instruction even where the kernel would single-step it (for measurements)")
 	_ = fs.MarkHidden("probe-at-entry")

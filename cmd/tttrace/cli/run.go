@@ -222,7 +222,7 @@ func prometheusOutput(e *outputEnv) (sinks.Sink, error) {
 	if f.Listen == "" {
 		return nil, nil
 	}
-	x, err := promexport.Listen(f.Listen, promexport.Options{Labels: f.MetricsLabels})
+	x, err := promexport.Listen(f.Listen, promexport.Options{Labels: f.MetricsLabels, Host: f.Host})
 	if err != nil {
 		return nil, fail(ExitUsage, "--listen: %w", err)
 	}
@@ -416,6 +416,6 @@ func (f *Flags) config(log io.Writer) session.Config {
 		SiteUsage: f.PProf != "" || f.Folded != "",
 		Snapshots: f.Snapshots,
 		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals,
-		Host: f.Host,
+		Host: f.Host, DevRoot: f.DevRoot,
 	}
 }

@@ -1,0 +1,178 @@
+package devices
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ChipIdentity is the physical chip behind a process's chip id: in the
+// usual one-process-per-chip layout every process calls its chip 0
+// (TT_VISIBLE_DEVICES), so host-wide sums go by this identity, never by
+// the id. docs/ttmetal.md "Physical chips" has the rules and their
+// upstream sources.
+type ChipIdentity struct {
+	// UID names the physical chip host-wide: its PCI address for a chip
+	// reached over PCIe. Nil when not known (Why says why): such a chip is
+	// never added to another process's.
+	UID *string `json:"chip_uid"`
+	// PCI is the chip's PCI address; Dev its /dev/tenstorrent/N.
+	PCI string `json:"pci,omitempty"`
+	Dev string `json:"dev,omitempty"`
+	Why string `json:"chip_uid_why,omitempty"`
+}
+
+// PCIChip is one /dev/tenstorrent/N of a process's view, with its PCI
+// address and PCI device id (procfs.TTDevices).
+type PCIChip struct {
+	Num      int
+	PCI      string
+	DeviceID string
+}
+
+// ChipMap maps one process's chip ids to physical chips, as UMD numbers
+// them: the PCIe devices it opens (all of /dev/tenstorrent, or those
+// TT_VISIBLE_DEVICES selects) sorted by PCI address take the ids 0..n-1;
+// chips reached over Ethernet come after them. The zero value knows
+// nothing ("not read").
+type ChipMap struct {
+	pcie []PCIChip // the PCIe chips, in chip id order
+	why  string    // set: nothing is known, for this reason
+	// visible: TT_VISIBLE_DEVICES as the process has it (for people).
+	visible string
+}
+
+// The environment variables that decide the chip ids (docs/ttmetal.md).
+const (
+	EnvVisibleDevices      = "TT_VISIBLE_DEVICES"
+	EnvMetalVisibleDevices = "TT_METAL_VISIBLE_DEVICES"
+)
+
+// NewChipMap builds a process's chip map from its environment (getenv)
+// and the Tenstorrent devices of its mount namespace (devs; devsErr set
+// when they could not be listed).
+func NewChipMap(getenv func(string) (string, bool), devs []PCIChip, devsErr error) ChipMap {
+	for _, k := range []string{"TT_METAL_SIMULATOR", "TT_METAL_MOCK_CLUSTER_DESC_PATH"} {
+		if v, ok := getenv(k); ok && v != "" {
+			return ChipMap{why: k + " is set: a simulated or mock cluster's chips are the process's own"}
+		}
+	}
+	if v, ok := getenv(EnvMetalVisibleDevices); ok && v != "" {
+		return ChipMap{why: EnvMetalVisibleDevices + "=" + quoteShort(v) + ": TT-Metal renumbers the chips it selects, which tttrace does not follow"}
+	}
+	if devsErr != nil {
+		return ChipMap{why: "no Tenstorrent device list in the process's mount namespace (" + devsErr.Error() + ")"}
+	}
+	if len(devs) == 0 {
+		return ChipMap{why: "/dev/tenstorrent in the process's mount namespace has no PCIe device with a known address"}
+	}
+	all := append([]PCIChip(nil), devs...)
+	sort.Slice(all, func(i, j int) bool { return all[i].PCI < all[j].PCI })
+	v, set := getenv(EnvVisibleDevices)
+	m := ChipMap{visible: v}
+	if !set {
+		m.pcie = all
+		return m.sameArch()
+	}
+	if v == "" {
+		return ChipMap{why: EnvVisibleDevices + " is empty: UMD opens no PCIe device"}
+	}
+	picked := map[string]PCIChip{}
+	for _, tok := range strings.Split(v, ",") {
+		tok = strings.Trim(tok, " \n\r\t")
+		if tok == "" {
+			continue
+		}
+		switch {
+		case isBDFToken(tok):
+			n := 0
+			for _, d := range all {
+				if strings.Contains(d.PCI, tok) {
+					picked[d.PCI] = d
+					n++
+				}
+			}
+			if n == 0 {
+				return ChipMap{why: EnvVisibleDevices + " entry " + quoteShort(tok) + " matches no PCI address of /dev/tenstorrent (UMD refuses it)"}
+			}
+		case isDigits(tok):
+			i, err := strconv.Atoi(tok)
+			if err != nil || i >= len(all) {
+				return ChipMap{why: EnvVisibleDevices + " entry " + quoteShort(tok) + fmt.Sprintf(" is past the %d device(s) of /dev/tenstorrent (UMD refuses it)", len(all))}
+			}
+			picked[all[i].PCI] = all[i]
+		default:
+			return ChipMap{why: EnvVisibleDevices + " entry " + quoteShort(tok) + " is neither a number nor a PCI address (UMD refuses it)"}
+		}
+	}
+	for _, d := range all {
+		if _, ok := picked[d.PCI]; ok {
+			m.pcie = append(m.pcie, d)
+		}
+	}
+	return m.sameArch()
+}
+
+// sameArch: UMD skips the devices whose architecture differs from the
+// cluster's, which shifts the ids after them; such a mix is not followed.
+func (m ChipMap) sameArch() ChipMap {
+	for _, d := range m.pcie {
+		if d.DeviceID == "" || d.DeviceID != m.pcie[0].DeviceID {
+			return ChipMap{why: "the PCIe devices' PCI device ids are unknown or differ (chips of two architectures: UMD skips some)"}
+		}
+	}
+	return m
+}
+
+// isBDFToken is UMD's test for a PCI address (or part of one) in
+// TT_VISIBLE_DEVICES: a ':' or '.' and only hex digits and those.
+func isBDFToken(s string) bool {
+	if !strings.ContainsAny(s, ":.") {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == ':' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// quoteShort quotes a value from the process for a message, cut to 64
+// bytes.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Known says whether the map was read (a zero ChipMap was not).
+func (m *ChipMap) Known() bool { return m.why != "" || m.pcie != nil }
+
+// Identity is the physical chip behind chip id.
+func (m *ChipMap) Identity(chip int32) ChipIdentity {
+	switch {
+	case !m.Known():
+		return ChipIdentity{Why: "the process's devices were not read"}
+	case m.why != "":
+		return ChipIdentity{Why: m.why}
+	case chip < 0:
+		return ChipIdentity{Why: "a negative chip id"}
+	case int(chip) >= len(m.pcie):
+		return ChipIdentity{Why: fmt.Sprintf("past the process's %d PCIe chip(s) with a known address: a chip reached over Ethernet (n300, T3K), known only to UMD's cluster descriptor in the process", len(m.pcie))}
+	}
+	d := m.pcie[chip]
+	uid := d.PCI
+	return ChipIdentity{UID: &uid, PCI: d.PCI, Dev: "/dev/tenstorrent/" + strconv.Itoa(d.Num)}
+}
