@@ -98,11 +98,12 @@ func (v *Live) frame(view *View, width int) []string {
 	var all []chipTot
 	at := map[string]int{}
 	for _, p := range view.Procs {
-		head := fmt.Sprintf("pid %d  %s", p.Pid, Printable(p.Command))
+		// The placement before the command, which may be long and cut.
+		head := fmt.Sprintf("pid %d", p.Pid)
 		if pl := p.Placement.String(); pl != "" {
 			head += "  [" + Printable(pl) + "]"
 		}
-		lines = append(lines, head)
+		lines = append(lines, head+"  "+Printable(p.Command))
 		devs := l.Devices(p.Pid)
 		if len(devs) == 0 {
 			lines = append(lines, "  no device memory yet")

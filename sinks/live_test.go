@@ -59,7 +59,7 @@ func TestLiveFrame(t *testing.T) {
 		text := strings.Join(lines, "\n")
 		for _, want := range []string{"9 events", "1 library probed", "3 process(es) (1 waiting for libtt_metal.so)",
 			"pid 10", "chip 0 (pci 0000:00:00.0)  1 buffer(s), peak 2", "chip 3 (pci 0000:03:00.0)  2 buffer(s), peak 2",
-			"pid 12  u  [host n1, rank 3]", "chip 0 (physical chip unknown)  1 buffer(s)",
+			"pid 12  [host n1, rank 3]  u", "chip 0 (physical chip unknown)  1 buffer(s)",
 			"all processes, per physical chip (current)",
 			"pci 0000:00:00.0  DRAM 12.0 KiB", "pci 0000:03:00.0  DRAM 64 B  L1 512 B  CB 1.0 KiB",
 			"pid 12 chip 0 (physical chip unknown)  DRAM 2.0 KiB",

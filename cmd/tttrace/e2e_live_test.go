@@ -87,8 +87,8 @@ func TestE2ELiveView(t *testing.T) {
 			t.Errorf("a line of %d columns in a %d-column terminal: %q", n, width, line)
 		}
 	}
-	// Parse "  chip N ..." and its bars "    TYPE  ###|  CUR  peak  PEAK".
-	chipRe := regexp.MustCompile(`^  chip (\d+)  (\d+) buffer\(s\)`)
+	// Parse "  chip N (...) ..." and its bars "    TYPE  ###|  CUR  peak  PEAK".
+	chipRe := regexp.MustCompile(`^  chip (\d+) \([^)]*\)  (\d+) buffer\(s\)`)
 	barRe := regexp.MustCompile(`^    (\S+)\s+#*-*\|\s+(.+?)\s+peak\s+(.+)$`)
 	got := map[string]string{}
 	chip := ""
@@ -122,6 +122,122 @@ func TestE2ELiveView(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatalf("nothing compared: the screen was\n%s", screen)
+	}
+	if t.Failed() {
+		t.Logf("the screen:\n%s", screen)
+	}
+}
+
+// TestE2ELiveViewAllocator: the live view in a tmux pane, tttrace -p on an
+// n300-shaped workload started by a faked tt-run (ranks) with
+// TT_VISIBLE_DEVICES=1 on a host of two PCIe devices: the process line
+// carries its host and ranks, chip 0 its PCI address and chip 1 (reached
+// over Ethernet) says its identity is unknown, and each allocator line
+// (used / capacity, percentage, largest free block, banks) equals the
+// replica's own get_statistics.
+func TestE2ELiveViewAllocator(t *testing.T) {
+	bin, replica := setup(t)
+	requireTool(t, "tmux", "tmux")
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	f := func(name string) string { return filepath.Join(tmp, name) }
+	root := devRoot(t, map[int]string{0: "0000:05:00.0", 1: "0000:02:00.0"})
+	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "n300", "--leak", "--truth", f("truth"),
+		"--go-file", f("go"), "--hold-file", f("hold"))
+	w.Env = append(os.Environ(), "TT_VISIBLE_DEVICES=1", "OMPI_COMM_WORLD_RANK=3", "TT_MESH_ID=1", "TT_MESH_HOST_RANK=0")
+	wout := &syncBuffer{}
+	w.Stdout, w.Stderr = wout, wout
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		touch(t, f("hold"))
+		w.Wait()
+	}()
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+	const width = 120
+	session := fmt.Sprintf("tttrace-alloc-%d", os.Getpid())
+	cmd := fmt.Sprintf("%s -p %d -o %s --interval 100ms --host node-a --dev-root %s --ready-file %s", bin, w.Process.Pid, f("report"), root, f("ready"))
+	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", "100", cmd).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	waitFor(t, func() bool { _, err := os.Stat(f("ready")); return err == nil }, "tttrace ready")
+	touch(t, f("go"))
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "holding") }, "workload holding\n"+wout.String())
+	atr := readAllocTruth(t, f("truth"))
+
+	// What the screen must say, from the truth and the faked layout alone.
+	fmtPct := func(allocated, bank uint64) string {
+		return fmt.Sprintf("%.1f%%", 100*float64(allocated)/float64(bank))
+	}
+	var want []string
+	want = append(want, fmt.Sprintf("pid %d  [host node-a, rank 3, mesh 1, mesh host rank 0]  ", w.Process.Pid))
+	for _, d := range atr.Devices {
+		phys := "physical chip unknown"
+		if d.Device == 0 {
+			phys = "pci 0000:05:00.0" // TT_VISIBLE_DEVICES=1: the second by address
+		}
+		want = append(want, fmt.Sprintf("  chip %d (%s)  ", d.Device, phys))
+		for _, typ := range []string{"dram", "l1", "l1_small", "trace"} {
+			a, ok := d.Allocator[typ]
+			if !ok || a.Banks == 0 || a.BankSize == 0 {
+				continue
+			}
+			used := uint64(a.Banks) * a.Allocated
+			want = append(want, fmt.Sprintf("chip %d: %s alloc %s / %s %s largest free block %s x %d bank(s)", d.Device,
+				strings.ToUpper(typ), liveBytes(used), liveBytes(uint64(a.Banks)*a.BankSize), fmtPct(a.Allocated, a.BankSize),
+				liveBytes(a.LargestBlock), a.Banks))
+		}
+	}
+	if len(atr.Devices) < 2 {
+		t.Fatalf("the n300 truth has %d chip(s)", len(atr.Devices))
+	}
+	// The screen, its allocator lines prefixed with their chip and spaces
+	// squeezed, as "want" is written.
+	allocRe := regexp.MustCompile(`^    (\S+) alloc\s+(.+?)\s+/\s+(.+?)\s+(\S+%)\s+largest free block (.+)$`)
+	chipRe := regexp.MustCompile(`^  chip (\d+) \(`)
+	var screen, text string
+	var missing []string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-t", session).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		screen = string(out)
+		var b strings.Builder
+		chip := ""
+		for _, line := range strings.Split(screen, "\n") {
+			if m := chipRe.FindStringSubmatch(line); m != nil {
+				chip = m[1]
+			}
+			if m := allocRe.FindStringSubmatch(line); m != nil {
+				fmt.Fprintf(&b, "chip %s: %s alloc %s / %s %s largest free block %s\n", chip, m[1], m[2], m[3], m[4], m[5])
+			} else {
+				b.WriteString(line + "\n")
+			}
+		}
+		text = b.String()
+		missing = missing[:0]
+		for _, s := range want {
+			if !strings.Contains(text, s) {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, s := range missing {
+		t.Errorf("the live view lacks %q", s)
+	}
+	frame := screen[max(0, strings.Index(screen, "tttrace live ")):]
+	for _, line := range strings.Split(frame, "\n") {
+		if n := utf8.RuneCountInString(line); n > width {
+			t.Errorf("a line of %d columns in a %d-column terminal: %q", n, width, line)
+		}
 	}
 	if t.Failed() {
 		t.Logf("the screen:\n%s", screen)
