@@ -21,6 +21,7 @@ REPLICA_VARIANTS := \
 	v2-gcc-O2-symtab:LAYOUT=V2,CXX=g++,OPT=-O2,STRIP=symtab \
 	v2-clang-O3:LAYOUT=V2,CXX=clang++,OPT=-O3 \
 	inline-gcc-O2:INLINE_TRACKER=1,CXX=g++,OPT=-O2 \
+	inline-alloc-gcc-O2:INLINE_ALLOCATOR=1,CXX=g++,OPT=-O2 \
 	inline-clang-O3:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=clang++,OPT=-O3 \
 	inline-gcc-O3-symtab:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=g++,OPT=-O3,STRIP=symtab \
 	unknown-gcc-O2:LAYOUT=UNKNOWN,CXX=g++,OPT=-O2 \

@@ -16,6 +16,21 @@ import (
 // Buffer::create(device, address, ...).
 const symBufferView = "_ZN2tt8tt_metal6Buffer4viewERKNS0_12BufferRegionE"
 
+// AllocatorImpl::allocate_buffer(Buffer*) (2026; Allocator:: before):
+// calls the type's BankManager::allocate_buffer (docs/ttmetal.md §9).
+const (
+	symAllocatorImplAllocate = "_ZN2tt8tt_metal13AllocatorImpl15allocate_bufferEPNS0_6BufferE"
+	symAllocatorAllocate     = "_ZN2tt8tt_metal9Allocator15allocate_bufferEPNS0_6BufferE"
+)
+
+// What is not seen where BankManager::allocate_buffer is inlined.
+const (
+	bankAllocateInlined = "the allocator's requests made there are not seen: the chips' allocator numbers are " +
+		"unknown (each chip says why) and failed allocations are not reported"
+	bankAllocateNoCaller = "the allocator's requests are not seen (inlined into every caller?): the chips' allocator " +
+		"numbers are unknown (each chip says why) and failed allocations are not reported"
+)
+
 // knownCaller is a probed function and a function known to call it
 // directly: a caller that reaches it through other functions would look as
 // if it had inlined it.
@@ -51,6 +66,13 @@ var knownCallers = []knownCaller{
 	// caller is needed to tell inlined from not called): no caller named.
 	{program: ProgTrackDeallocateCB, callee: symTrackDeallocateCB, calleeName: "GraphTracker::track_deallocate_cb",
 		noCaller: "CBs are released with their program", exact: true, onlyIf: symTrackAllocateCB},
+	// The allocator's requests: only the allocator calls the bank
+	// managers, so a library that never calls allocate_buffer inlined it.
+	{program: ProgBankManagerAllocate, callee: symBankManagerAllocatePrefix + "*", calleeName: "BankManager::allocate_buffer",
+		caller: symAllocatorImplAllocate, callerName: "AllocatorImpl::allocate_buffer(Buffer*)",
+		inlined: bankAllocateInlined, noCaller: bankAllocateNoCaller},
+	{program: ProgBankManagerAllocate, callee: symBankManagerAllocatePrefix + "*", calleeName: "BankManager::allocate_buffer",
+		caller: symAllocatorAllocate, callerName: "Allocator::allocate_buffer(Buffer*)", inlined: bankAllocateInlined},
 }
 
 // knownCallerNames and knownCallerPrefixes are the symbols the check

@@ -481,3 +481,87 @@ func lineOf(t *testing.T, path, text string) int {
 	}
 	return line
 }
+
+// TestE2EAllocatorInlined: a build whose BankManager::allocate_buffer is
+// inlined into its caller (INLINE_ALLOCATOR=1: the exported copy is never
+// called). The plan says the allocator's requests are not seen, the size_
+// totals stay exact, and no chip gives allocator numbers other than the
+// truth's: each type either equals it or is null with a why (a chip whose
+// managers were seen made says it allocated without a
+// BankManager::allocate_buffer record; one whose constructors were inlined
+// too has a null allocator with its why).
+func TestE2EAllocatorInlined(t *testing.T) {
+	var out string
+	r := run{variant: "inline-alloc-gcc-O2", mode: "cmd", scenario: "alloc", args: []string{"--shape", "n300", "--leak"}, out: &out}
+	bin, replica := setup(t)
+	doc, err := exec.Command(bin, "doctor", filepath.Join(replica, r.variant, "libtt_metal.so")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, doc)
+	}
+	if !bytes.Contains(doc, []byte("BankManager::allocate_buffer has no caller in this library")) {
+		t.Errorf("doctor does not say allocate_buffer is not called:\n%s", doc)
+	}
+	sum, tr := trace(t, r)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+	atr := readAllocTruth(t, truthPathOf(t, out))
+	o := readAllocOut(t, out)
+	truthOf := map[int32]map[string]allocTruthAllocator{}
+	for _, d := range atr.Devices {
+		truthOf[d.Device] = d.Allocator
+	}
+	procs, _ := o.summary["processes"].([]any)
+	unknown := 0
+	for _, p := range procs {
+		pm, _ := p.(map[string]any)
+		ds, _ := pm["devices"].([]any)
+		for _, d := range ds {
+			dm, _ := d.(map[string]any)
+			id, _ := dm["device"].(float64)
+			a, _ := dm["allocator"].(map[string]any)
+			if a == nil {
+				// The bank managers' constructors inlined as well (the
+				// build lets the compiler inline within the file).
+				if why, _ := dm["allocator_why"].(string); why == "" {
+					t.Errorf("chip %v: allocator null without allocator_why", id)
+				}
+				unknown++
+				continue
+			}
+			for typ, v := range a {
+				g, _ := v.(map[string]any)
+				if g == nil {
+					continue
+				}
+				if g["total_allocated_bytes"] == nil {
+					why, _ := g["why"].(string)
+					if why == "" {
+						t.Errorf("chip %v %s: numbers null without a why", id, typ)
+					}
+					if int32(id) == 0 && typ == "dram" && !strings.Contains(why, "without a BankManager::allocate_buffer record") {
+						t.Errorf("chip 0 dram: why %q", why)
+					}
+					unknown++
+					continue
+				}
+				want, ok := truthOf[int32(id)][strings.ToUpper(typ)]
+				if !ok {
+					t.Errorf("chip %v %s: numbers %v, the truth has none", id, typ, g)
+					continue
+				}
+				for _, f := range []struct {
+					key  string
+					want uint64
+				}{{"total_allocated_bytes", want.Allocated}, {"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock}} {
+					if v, ok := num(g, f.key); !ok || v != f.want {
+						t.Errorf("chip %v %s %s = %v, the truth has %d", id, typ, f.key, g[f.key], f.want)
+					}
+				}
+			}
+		}
+	}
+	if unknown == 0 {
+		t.Error("no chip type says its numbers are unknown: the test proves nothing")
+	}
+}

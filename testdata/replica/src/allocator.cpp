@@ -272,7 +272,7 @@ DeviceAddr BankManager::span_for(DeviceAddr size, DeviceAddr page_size, std::opt
     return free_list_.alloc_size(calculate_bank_size_spread(size, page_size, banks, alignment_bytes_));
 }
 
-DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
+TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
                                         DeviceAddr page_size,
                                         bool bottom_up,
                                         const CoreRangeSet& compute_grid,

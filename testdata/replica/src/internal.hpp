@@ -21,6 +21,14 @@
 // INLINE_LIFECYCLE=1 builds: Buffer::allocate_impl, deallocate and deallocate_impl are inlined
 // into their callers in buffer.cpp (Buffer::create, ~Buffer, deallocate), as an optimizer may;
 // their exported out-of-line copies stay.
+// INLINE_ALLOCATOR=1 builds: BankManager::allocate_buffer is inlined into the chip allocator's
+// allocate_buffer (same file), as an optimizer may; its exported copy stays.
+#ifdef TT_REPLICA_INLINE_ALLOCATOR
+#define TT_ALLOCATOR_INLINE __attribute__((always_inline))
+#else
+#define TT_ALLOCATOR_INLINE
+#endif
+
 #ifdef TT_REPLICA_INLINE_LIFECYCLE
 #define TT_LIFECYCLE __attribute__((always_inline))
 #else
