@@ -78,6 +78,12 @@ func NewChipMap(getenv func(string) (string, bool), devs []PCIChip, devsErr erro
 	if v == "" {
 		return ChipMap{why: EnvVisibleDevices + " is empty: UMD opens no PCIe device"}
 	}
+	// Bounded work on a value from the process: a host has at most a few
+	// dozen devices, so more entries than this say nothing UMD would use.
+	const maxEntries = 4096
+	if strings.Count(v, ",") >= maxEntries {
+		return ChipMap{why: fmt.Sprintf("%s has more than %d entries", EnvVisibleDevices, maxEntries)}
+	}
 	picked := map[string]PCIChip{}
 	for _, tok := range strings.Split(v, ",") {
 		tok = strings.Trim(tok, " \n\r\t")

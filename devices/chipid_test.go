@@ -2,6 +2,7 @@ package devices
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +48,7 @@ func TestChipMap(t *testing.T) {
 		{"no devices", nil, nil, errors.New("no /dev/tenstorrent"), []want{{0, "", ""}}},
 		{"two architectures", nil, []PCIChip{{0, "0000:01:00.0", "0x401e"}, {1, "0000:02:00.0", "0xb140"}}, nil, []want{{0, "", ""}}},
 		{"negative chip", nil, devs, nil, []want{{-1, "", ""}}},
+		{"too many entries", []string{"TT_VISIBLE_DEVICES", strings.Repeat("0,", 5000)}, devs, nil, []want{{0, "", ""}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := NewChipMap(envOf(c.env...), c.devs, c.err)

@@ -37,10 +37,13 @@ const MaxTTDevices = 1024
 // /dev/tenstorrent.
 func TTDevices(root, sys string) ([]TTDevice, error) {
 	dir := filepath.Join(root, "dev", "tenstorrent")
-	f, err := os.Open(dir)
+	// A directory only, opened without blocking: a process's file system
+	// may hold a FIFO by that name.
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
 	ents, err := f.ReadDir(MaxTTDevices + 1)
 	if err != nil && len(ents) == 0 {

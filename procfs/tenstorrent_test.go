@@ -69,6 +69,17 @@ func TestTTDevices(t *testing.T) {
 	if _, err := TTDevices(t.TempDir(), "/sys"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("no /dev/tenstorrent: %v", err)
 	}
+	// A FIFO named /dev/tenstorrent is refused at once, not waited on.
+	fifo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(fifo, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(fifo, "dev", "tenstorrent"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TTDevices(fifo, "/sys"); err == nil {
+		t.Error("a FIFO read as /dev/tenstorrent")
+	}
 }
 
 func TestIsPCIAddress(t *testing.T) {
