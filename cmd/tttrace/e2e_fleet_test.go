@@ -407,6 +407,45 @@ func TestE2EPrometheusFleet(t *testing.T) {
 	if checked < len(truths) {
 		t.Fatalf("%d queries checked, %d panels with a truth", checked, len(truths))
 	}
+	// The queries docs/prometheus.md suggests are valid PromQL over these
+	// metrics (a wrong join is an error), and its VRAM % equals the truth.
+	doc, err := os.ReadFile("../../docs/prometheus.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```promql\n")
+	block, _, _ = strings.Cut(block, "```")
+	n := 0
+	for _, q := range strings.Split(block, "\n") {
+		if q = strings.TrimSpace(q); q == "" || strings.HasPrefix(q, "#") {
+			continue
+		}
+		n++
+		if _, err := promQueryHosts(base, q, hosts); err != nil {
+			t.Errorf("docs/prometheus.md: %v", err)
+		}
+	}
+	if n < 5 {
+		t.Errorf("docs/prometheus.md: %d queries found", n)
+	}
+	vram, err := promQueryHosts(base, `1 - sum by (host, rank, pid, chip, chip_uid, type) (tttrace_device_free_bytes{chip_uid!=""}) / on (host, chip_uid, type) group_left max by (host, chip_uid, type) (tttrace_device_capacity_bytes{chip_uid!=""})`, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ranks {
+		for _, d := range r.atr.Devices {
+			if chipOf(r, d.Device) == "" {
+				continue
+			}
+			for ty, a := range d.Allocator {
+				k := key("host", r.host, "rank", strconv.Itoa(r.rank), "pid", r.pid, "chip", strconv.Itoa(int(d.Device)), "chip_uid", chipOf(r, d.Device), "type", strings.ToLower(ty))
+				want := 1 - float64(a.Free)/float64(a.BankSize)
+				if g, ok := vram[k]; !ok || g-want > 1e-9 || want-g > 1e-9 {
+					t.Errorf("VRAM %% %s = %v (%v), want %v", k, g, ok, want)
+				}
+			}
+		}
+	}
 	for i, r := range ranks {
 		touch(t, f(fmt.Sprint(i, ".hold")))
 		if err := r.cmd.Wait(); err != nil {
