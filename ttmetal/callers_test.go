@@ -161,3 +161,32 @@ func TestKnownCallersInlinedOrAbsent(t *testing.T) {
 		})
 	}
 }
+
+// Options.NoAllocator (the bench's --no-allocator-probes) leaves every
+// allocator program out of the attach points, and only those.
+func TestPlanNoAllocator(t *testing.T) {
+	so := buildCallers(t)
+	lib, syms := openResolved(t, so)
+	count := func(noAlloc bool) (alloc, other int) {
+		p, err := ChoosePlan(lib, syms, LayoutV1, Options{Mode: ProbesTracker, NoAllocator: noAlloc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range p.AttachPoints {
+			if allocatorPrograms[s.Program] {
+				alloc++
+			} else {
+				other++
+			}
+		}
+		return alloc, other
+	}
+	a, o := count(false)
+	if a == 0 {
+		t.Fatal("the test library's plan has no allocator probe: the test proves nothing")
+	}
+	a2, o2 := count(true)
+	if a2 != 0 || o2 != o {
+		t.Errorf("NoAllocator: %d allocator and %d other points, want 0 and %d", a2, o2, o)
+	}
+}

@@ -228,8 +228,33 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
 		}
 	}
+	if opts.NoAllocator {
+		p.dropAllocator()
+	}
 	sort.SliceStable(p.AttachPoints, func(i, j int) bool { return p.AttachPoints[i].Addr < p.AttachPoints[j].Addr })
 	return p, nil
+}
+
+// allocatorPrograms are the programs of the allocator's view.
+var allocatorPrograms = map[Program]bool{ProgInitializeAllocator: true, ProgBankManagerVec: true, ProgBankManagerMap: true,
+	ProgBankManagerAllocate: true, ProgBankManagerAllocateNoID: true, ProgBankManagerOOM: true}
+
+// dropAllocator takes the allocator's probes out of the plan
+// (Options.NoAllocator).
+func (p *Plan) dropAllocator() {
+	kept := p.AttachPoints[:0]
+	for _, s := range p.AttachPoints {
+		if !allocatorPrograms[s.Program] {
+			kept = append(kept, s)
+		}
+	}
+	p.AttachPoints = kept
+	for i := range p.Points {
+		if allocatorPrograms[p.Points[i].Program] && p.Points[i].Status == StatusAttached {
+			p.Points[i].Status, p.Points[i].Detail = StatusNotNeeded, "allocator probes left out (measurement)"
+		}
+	}
+	p.Notes = append(p.Notes, "the allocator's probes are left out: no allocator view")
 }
 
 // countedFunctions are the functions whose call sites the plan reports

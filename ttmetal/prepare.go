@@ -20,6 +20,10 @@ type Options struct {
 	// AtEntry keeps every entry probe on its function's first instruction
 	// instead of placing it where the kernel emulates (for measurements).
 	AtEntry bool
+	// NoAllocator leaves the allocator's probes out of the plan (the
+	// bank managers' making, requests and out-of-memory path), for
+	// measuring what the allocator's view costs.
+	NoAllocator bool
 }
 
 // DefaultOptions are the options of a run without flags.

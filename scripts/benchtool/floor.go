@@ -37,14 +37,14 @@ const floorProgName = "floor_count"
 // floorPlan resolves the sites tttrace attaches in lib, as ttmetal.Prepare
 // does with --probes auto, and checks that each can be probed, as
 // Tracer.AttachPlan does.
-func floorPlan(lib string, atEntry bool) (*ttmetal.Plan, error) {
+func floorPlan(lib string, atEntry, noAllocator bool) (*ttmetal.Plan, error) {
 	l, err := ttmetal.OpenLibrary(lib)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
 	opts := ttmetal.DefaultOptions()
-	opts.AtEntry = atEntry
+	opts.AtEntry, opts.NoAllocator = atEntry, noAllocator
 	prep, err := ttmetal.Prepare(l, opts)
 	if err != nil {
 		return nil, err
@@ -184,12 +184,12 @@ func (f *floor) close() {
 }
 
 // floorMain is benchtool's floor mode; it returns the exit status.
-func floorMain(lib string, atEntry bool, argv []string) int {
+func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
 	if len(argv) == 0 {
 		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] -- CMD ARGS...")
 		return 2
 	}
-	plan, err := floorPlan(lib, atEntry)
+	plan, err := floorPlan(lib, atEntry, noAllocator)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1

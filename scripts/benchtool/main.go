@@ -54,7 +54,7 @@ type config struct {
 func main() {
 	var c config
 	var only, floorLib string
-	var floorAtEntry bool
+	var floorAtEntry, floorNoAllocator bool
 	flag.StringVar(&c.tttrace, "tttrace", "bin/tttrace", "tttrace binary")
 	flag.StringVar(&c.replica, "replica", "build/bench/replica", "replica build directory")
 	flag.StringVar(&c.socket, "socket", "build/bench/replica-socket", "REPORTER=socket replica build directory")
@@ -64,13 +64,14 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
-	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed", "parts to run")
+	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
 	flag.StringVar(&floorLib, "floor-lib", "", "floor mode: count hits at the sites tttrace attaches in this library while running the command after --")
 	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
+	flag.BoolVar(&floorNoAllocator, "floor-no-allocator", false, "floor mode: leave the allocator's sites out (as tttrace --no-allocator-probes)")
 	flag.Parse()
 	if floorLib != "" {
-		os.Exit(floorMain(floorLib, floorAtEntry, flag.Args()))
+		os.Exit(floorMain(floorLib, floorAtEntry, floorNoAllocator, flag.Args()))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -124,6 +125,9 @@ func main() {
 	}
 	if c.only["fixed"] {
 		r.Fixed = runFixed(&c)
+	}
+	if c.only["allocator"] {
+		r.Allocator = runAllocatorCost(&c)
 	}
 	r.Machine.LoadEnd = loadAvg()
 	r.Seconds = time.Since(start).Seconds()
@@ -210,6 +214,7 @@ type results struct {
 	Resolve   []resolveRun   `json:"resolve,omitempty"`
 	Memory    []memoryRun    `json:"memory,omitempty"`
 	Fixed     []fixedRun     `json:"fixed,omitempty"`
+	Allocator []costRun      `json:"allocator,omitempty"`
 	Seconds   float64        `json:"seconds"`
 	Notes     map[string]any `json:"notes,omitempty"`
 }

@@ -40,6 +40,7 @@ func (r *results) print(w io.Writer, c *config) {
 	rows = append(rows, r.attachRows(c)...)
 	rows = append(rows, r.memoryRows(c)...)
 	rows = append(rows, r.fixedRows()...)
+	rows = append(rows, r.allocatorRows(c)...)
 	fmt.Fprintln(w, "| # | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, x := range rows {
@@ -50,9 +51,14 @@ func (r *results) print(w io.Writer, c *config) {
 
 // byMode returns the burst seconds of the good runs of each mode, by round.
 func (r *results) byMode() (map[string]map[int]float64, map[string][]string) {
+	return byModeOf(r.Cost)
+}
+
+// byModeOf returns the burst seconds of the good runs of each mode of runs, by round.
+func byModeOf(runs []costRun) (map[string]map[int]float64, map[string][]string) {
 	secs := map[string]map[int]float64{}
 	bad := map[string][]string{}
-	for _, x := range r.Cost {
+	for _, x := range runs {
 		if secs[x.Mode] == nil {
 			secs[x.Mode] = map[int]float64{}
 		}
@@ -148,7 +154,7 @@ func (r *results) costRows(c *config) []row {
 
 // floorSites says how many sites the floor probes, in how many functions.
 func floorSites(c *config) string {
-	plan, err := floorPlan(filepath.Join(c.replica, "libtt_metal.so"), false)
+	plan, err := floorPlan(filepath.Join(c.replica, "libtt_metal.so"), false, false)
 	if err != nil {
 		return "?"
 	}

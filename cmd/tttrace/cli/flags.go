@@ -79,6 +79,7 @@ type Flags struct {
 	All                        bool
 	NoMulti                    bool // hidden: classic uprobes even where uprobe_multi links exist (tests)
 	AtEntry                    bool // hidden: entry probes on the first instruction, not placed (measurements)
+	NoAllocatorProbes          bool // hidden: the allocator's probes left out (measurements)
 	Timing                     bool // hidden: say how long each step of start-up and teardown took
 	// FailOnLeak is --fail-on-leak's threshold, FailOnLeakSet whether the
 	// gate is on.
@@ -207,6 +208,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	_ = fs.MarkHidden("no-uprobe-multi")
 	fs.BoolVar(&f.AtEntry, "probe-at-entry", false, "put entry probes on each function's first instruction even where the kernel would single-step it (for measurements)")
 	_ = fs.MarkHidden("probe-at-entry")
+	fs.BoolVar(&f.NoAllocatorProbes, "no-allocator-probes", false, "leave the allocator's probes out: no allocator view (for measurements)")
+	_ = fs.MarkHidden("no-allocator-probes")
 	fs.BoolVar(&f.Timing, "timing", false, "say on stderr how long each step of start-up and teardown took (for measurements)")
 	_ = fs.MarkHidden("timing")
 	fs.Usage = func() {

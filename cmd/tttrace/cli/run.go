@@ -395,7 +395,7 @@ var processStart = time.Now()
 // analysis is how libraries are analysed, from the flags.
 func (f *Flags) analysis() ttmetal.Options {
 	opts := ttmetal.DefaultOptions()
-	opts.LayoutFile, opts.Mode, opts.AtEntry = f.Layout, f.Probes, f.AtEntry
+	opts.LayoutFile, opts.Mode, opts.AtEntry, opts.NoAllocator = f.Layout, f.Probes, f.AtEntry, f.NoAllocatorProbes
 	return opts
 }
 
