@@ -84,24 +84,87 @@ AllocatorConfig AllocatorConfig::shaped(ChipShape shape) {
 
 namespace allocator {
 
-FreeList::FreeList(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment)
-    : max_size_(max_size),
-      offset_(offset),
-      min_allocation_size_(min_allocation_size),
-      alignment_(alignment ? alignment : 1) {
+Algorithm::~Algorithm() = default;
+
+FreeListOpt::FreeListOpt(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment)
+    : Algorithm(max_size, offset, min_allocation_size, alignment ? alignment : 1) {
     clear();
 }
 
-DeviceAddr FreeList::align(DeviceAddr size) const { return (size + alignment_ - 1) / alignment_ * alignment_; }
+FreeListOpt::~FreeListOpt() = default;
 
-DeviceAddr FreeList::alloc_size(DeviceAddr size) const { return align(std::max(size, min_allocation_size_)); }
-
-void FreeList::clear() {
-    blocks_.clear();
-    if (max_size_ > 0) blocks_.emplace(0, Block{max_size_, false});
+void FreeListOpt::mirror() {
+    // Slots in use keep their index while their block keeps its address (as upstream's blocks
+    // keep theirs); a slot freed goes to free_meta_block_indices_ and is reused first.
+    std::map<DeviceAddr, size_t> old;
+    for (size_t i = 0; i < block_address_.size(); ++i) {
+        if (meta_block_is_allocated_[i]) old.emplace(block_address_[i], i);
+    }
+    std::vector<size_t> slot_of;
+    slot_of.reserve(blocks_.size());
+    std::vector<uint8_t> taken(block_address_.size(), 0);
+    for (const auto& [addr, b] : blocks_) {
+        auto it = old.find(addr);
+        if (it != old.end()) {
+            slot_of.push_back(it->second);
+            taken[it->second] = 1;
+        } else {
+            slot_of.push_back(SIZE_MAX);
+        }
+    }
+    free_meta_block_indices_.clear();
+    for (size_t i = 0; i < taken.size(); ++i) {
+        if (!taken[i]) {
+            meta_block_is_allocated_[i] = 0;  // stale data stays, as upstream's
+            free_meta_block_indices_.push_back(i);
+        }
+    }
+    for (auto& s : slot_of) {
+        if (s != SIZE_MAX) continue;
+        if (!free_meta_block_indices_.empty()) {
+            s = free_meta_block_indices_.back();
+            free_meta_block_indices_.pop_back();
+        } else {
+            s = block_address_.size();
+            block_address_.push_back(0);
+            block_size_.push_back(0);
+            block_prev_block_.push_back(-1);
+            block_next_block_.push_back(-1);
+            block_is_allocated_.push_back(0);
+            meta_block_is_allocated_.push_back(0);
+        }
+    }
+    size_t k = 0;
+    for (const auto& [addr, b] : blocks_) {
+        const size_t i = slot_of[k];
+        block_address_[i] = addr;
+        block_size_[i] = b.size;
+        block_prev_block_[i] = k == 0 ? -1 : static_cast<ssize_t>(slot_of[k - 1]);
+        block_next_block_[i] = k + 1 == slot_of.size() ? -1 : static_cast<ssize_t>(slot_of[k + 1]);
+        block_is_allocated_[i] = b.allocated;
+        meta_block_is_allocated_[i] = 1;
+        ++k;
+    }
+    lowest_occupied_address_.reset();
+    for (const auto& [addr, b] : blocks_) {
+        if (b.allocated) {
+            lowest_occupied_address_ = addr;
+            break;
+        }
+    }
 }
 
-std::optional<DeviceAddr> FreeList::allocate(DeviceAddr size, bool bottom_up) {
+DeviceAddr FreeListOpt::align(DeviceAddr size) const { return (size + alignment_ - 1) / alignment_ * alignment_; }
+
+DeviceAddr FreeListOpt::alloc_size(DeviceAddr size) const { return align(std::max(size, min_allocation_size_)); }
+
+void FreeListOpt::clear() {
+    blocks_.clear();
+    if (max_size_bytes_ > 0) blocks_.emplace(0, Block{max_size_bytes_, false});
+    mirror();
+}
+
+std::optional<DeviceAddr> FreeListOpt::allocate(DeviceAddr size, bool bottom_up) {
     const DeviceAddr span = alloc_size(size);
     std::optional<DeviceAddr> at;
     if (bottom_up) {
@@ -120,37 +183,37 @@ std::optional<DeviceAddr> FreeList::allocate(DeviceAddr size, bool bottom_up) {
         }
     }
     if (!at) return std::nullopt;
-    allocate_at(*at + offset_, span);
-    return *at + offset_;
+    allocate_at(*at + offset_bytes_, span);
+    return *at + offset_bytes_;
 }
 
-std::optional<DeviceAddr> FreeList::find_from(DeviceAddr from, DeviceAddr span) const {
-    const DeviceAddr rel_from = from > offset_ ? from - offset_ : 0;
+std::optional<DeviceAddr> FreeListOpt::find_from(DeviceAddr from, DeviceAddr span) const {
+    const DeviceAddr rel_from = from > offset_bytes_ ? from - offset_bytes_ : 0;
     for (const auto& [addr, b] : blocks_) {
         if (b.allocated) continue;
         const DeviceAddr start = std::max(addr, align(rel_from));
-        if (start < addr + b.size && addr + b.size - start >= span) return start + offset_;
+        if (start < addr + b.size && addr + b.size - start >= span) return start + offset_bytes_;
     }
     return std::nullopt;
 }
 
-std::optional<DeviceAddr> FreeList::find_below(DeviceAddr to, DeviceAddr span) const {
-    if (to < offset_) return std::nullopt;
-    const DeviceAddr rel_to = to - offset_;
+std::optional<DeviceAddr> FreeListOpt::find_below(DeviceAddr to, DeviceAddr span) const {
+    if (to < offset_bytes_) return std::nullopt;
+    const DeviceAddr rel_to = to - offset_bytes_;
     for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
         const auto& [addr, b] = *it;
         if (b.allocated || addr >= rel_to) continue;
         const DeviceAddr end = std::min(addr + b.size, rel_to);
         if (end - addr < span) continue;
         const DeviceAddr start = (end - span) / alignment_ * alignment_;
-        if (start >= addr) return start + offset_;
+        if (start >= addr) return start + offset_bytes_;
     }
     return std::nullopt;
 }
 
-bool FreeList::allocate_at(DeviceAddr abs_addr, DeviceAddr span) {
-    if (abs_addr < offset_) return false;
-    const DeviceAddr addr = abs_addr - offset_;
+bool FreeListOpt::allocate_at(DeviceAddr abs_addr, DeviceAddr span) {
+    if (abs_addr < offset_bytes_) return false;
+    const DeviceAddr addr = abs_addr - offset_bytes_;
     auto it = blocks_.upper_bound(addr);
     if (it == blocks_.begin()) return false;
     --it;
@@ -161,12 +224,13 @@ bool FreeList::allocate_at(DeviceAddr abs_addr, DeviceAddr span) {
     if (addr > bstart) blocks_.emplace(bstart, Block{addr - bstart, false});
     blocks_.emplace(addr, Block{span, true});
     if (addr + span < bstart + b.size) blocks_.emplace(addr + span, Block{bstart + b.size - addr - span, false});
+    mirror();
     return true;
 }
 
-bool FreeList::deallocate(DeviceAddr abs_addr) {
-    if (abs_addr < offset_) return false;
-    auto it = blocks_.find(abs_addr - offset_);
+bool FreeListOpt::deallocate(DeviceAddr abs_addr) {
+    if (abs_addr < offset_bytes_) return false;
+    auto it = blocks_.find(abs_addr - offset_bytes_);
     if (it == blocks_.end() || !it->second.allocated) return false;
     it->second.allocated = false;
     // Merge with a free next neighbour, then with a free previous one.
@@ -182,12 +246,13 @@ bool FreeList::deallocate(DeviceAddr abs_addr) {
             blocks_.erase(it);
         }
     }
+    mirror();
     return true;
 }
 
-Statistics FreeList::get_statistics() const {
+Statistics FreeListOpt::get_statistics() const {
     Statistics s;
-    s.total_allocatable_size_bytes = max_size_;
+    s.total_allocatable_size_bytes = max_size_bytes_;
     for (const auto& [addr, b] : blocks_) {
         if (b.allocated) {
             s.total_allocated_bytes += b.size;
@@ -197,15 +262,15 @@ Statistics FreeList::get_statistics() const {
         }
     }
     if (s.total_allocated_bytes == 0) {
-        s.total_free_bytes = max_size_;
-        s.largest_free_block_bytes = max_size_;
+        s.total_free_bytes = max_size_bytes_;
+        s.largest_free_block_bytes = max_size_bytes_;
     }
     return s;
 }
 
-std::optional<DeviceAddr> FreeList::lowest_occupied_address() const {
+std::optional<DeviceAddr> FreeListOpt::lowest_occupied_address() const {
     for (const auto& [addr, b] : blocks_) {
-        if (b.allocated) return addr + offset_;
+        if (b.allocated) return addr + offset_bytes_;
     }
     return std::nullopt;
 }
@@ -242,9 +307,9 @@ BankManager::BankManager(const BufferType& buffer_type,
                          DeviceAddr alloc_offset,
                          bool /*disable_interleaved*/,
                          const AllocatorDependencies& /*dependencies*/)
-    : buffer_type_(buffer_type),
-      num_banks_(static_cast<uint32_t>(bank_offsets.size())),
-      alignment_bytes_(alignment_bytes) {
+    : buffer_type_(buffer_type), alignment_bytes_(alignment_bytes) {
+    uint32_t bank_id = 0;
+    for (const int64_t offset : bank_offsets) bank_id_to_bank_offset_.emplace(bank_id++, offset);
     init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
 }
 
@@ -257,19 +322,20 @@ BankManager::BankManager(const BufferType& buffer_type,
                          bool /*disable_interleaved*/,
                          const AllocatorDependencies& /*dependencies*/)
     : buffer_type_(buffer_type),
-      num_banks_(static_cast<uint32_t>(bank_id_to_bank_offset.size())),
+      bank_id_to_bank_offset_(bank_id_to_bank_offset),
       interleaved_address_limit_(interleaved_address_limit),
       alignment_bytes_(alignment_bytes) {
     init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
 }
 
 void BankManager::init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset) {
-    free_list_ = allocator::FreeList(size_bytes, offset, alignment_bytes, alignment_bytes);
+    allocators_.resize(1);
+    allocators_[0] = std::make_unique<allocator::FreeListOpt>(size_bytes, offset, alignment_bytes, alignment_bytes);
 }
 
 DeviceAddr BankManager::span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const {
-    const uint32_t banks = num_shards ? *num_shards : num_banks_;
-    return free_list_.alloc_size(calculate_bank_size_spread(size, page_size, banks, alignment_bytes_));
+    const uint32_t banks = num_shards ? *num_shards : num_banks();
+    return free_list().alloc_size(calculate_bank_size_spread(size, page_size, banks, alignment_bytes_));
 }
 
 TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
@@ -279,22 +345,22 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
                                         std::optional<uint32_t> num_shards,
                                         AllocatorDependencies::AllocatorID allocator_id) {
     if (allocator_id.get() != 0) throw std::runtime_error("Invalid allocator ID (replica: one allocator per bank manager)");
-    uint32_t num_banks = num_banks_;
+    uint32_t banks = num_banks();
     if (num_shards) {
         if (*num_shards > compute_grid.num_cores()) {
             throw std::runtime_error("Expected number of shards " + std::to_string(*num_shards) +
                                      " to be less than or equal to total number of L1 banks " +
                                      std::to_string(compute_grid.num_cores()) + " in compute cores");
         }
-        num_banks = *num_shards;
+        banks = *num_shards;
     }
-    const DeviceAddr size_per_bank = calculate_bank_size_spread(size, page_size, num_banks, alignment_bytes_);
-    std::optional<DeviceAddr> address = free_list_.allocate(size_per_bank, bottom_up);
+    const DeviceAddr size_per_bank = calculate_bank_size_spread(size, page_size, banks, alignment_bytes_);
+    std::optional<DeviceAddr> address = mutable_free_list().allocate(size_per_bank, bottom_up);
     if (!address) {
-        const Statistics s = free_list_.get_statistics();
+        const Statistics s = mutable_free_list().get_statistics();
         const std::string message =
             "Out of Memory: Not enough space to allocate " + std::to_string(size) + " B " + buffer_type_name(buffer_type_) +
-            " buffer across " + std::to_string(num_banks) + " banks, where each bank needs to store " +
+            " buffer across " + std::to_string(banks) + " banks, where each bank needs to store " +
             std::to_string(size_per_bank) + " B, but bank size is " + std::to_string(bank_size()) +
             " B (allocated: " + std::to_string(s.total_allocated_bytes) + " B, free: " +
             std::to_string(s.total_free_bytes) + " B, largest free block: " + std::to_string(s.largest_free_block_bytes) +
@@ -305,15 +371,15 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         f.type = buffer_type_;
         f.size = size;
         f.page_size = page_size;
-        f.banks = num_banks;
+        f.banks = banks;
         f.size_per_bank = size_per_bank;
-        f.span = free_list_.alloc_size(size_per_bank);
+        f.span = mutable_free_list().alloc_size(size_per_bank);
         f.bottom_up = bottom_up;
         f.bank_size = bank_size();
         f.cause = cause_of(s, f.span);
         f.message = message;
         f.before = s;
-        f.after = free_list_.get_statistics();  // unchanged: nothing was reserved
+        f.after = mutable_free_list().get_statistics();  // unchanged: nothing was reserved
         f.callers = replica::callers_of_caller();
         replica::note_alloc_failure(f);
         throw std::runtime_error(message);
@@ -321,7 +387,7 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
     return *address;
 }
 
-void BankManager::deallocate_buffer(DeviceAddr address) { free_list_.deallocate(address); }
+void BankManager::deallocate_buffer(DeviceAddr address) { mutable_free_list().deallocate(address); }
 
 // ---------------------------------------------------------------------------------------------
 // Chip allocator (upstream AllocatorImpl / L1BankingAllocator)

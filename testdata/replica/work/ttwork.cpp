@@ -58,6 +58,10 @@ struct Options {
     std::string shape = "n150";  // alloc scenario: the chips' shape
     bool uncaught = false;       // alloc scenario: the last OOM is not caught (the process aborts)
     bool open_before_go = false; // alloc scenario: the chips open before the go point
+    // alloc scenario: the chips open and hold buffers before the go point; after it, one
+    // allocation of each type, then a pause (settle_ms) for a tracer to read the allocators.
+    bool alloc_before_go = false;
+    int settle_ms = 1000;
 };
 
 struct Ctx {
@@ -715,12 +719,28 @@ int scenario_alloc(Ctx& ctx) {
     std::vector<int> ids;
     for (int i = 0; i < nchips; ++i) ids.push_back(i);
     const AllocatorConfig cfg = AllocatorConfig::shaped(*shape);
-    if (!ctx.opt.open_before_go) go_point(ctx);
+    const bool before = ctx.opt.open_before_go || ctx.opt.alloc_before_go;
+    if (!before) go_point(ctx);
     std::vector<Device*> chips = open_chips(ids, cfg);
-    if (ctx.opt.open_before_go) go_point(ctx);
     Device* d = chips[0];
     const ChipAllocator* a = d->chip_allocator();
     const DeviceAddr page = 2048;
+    // Held before the go point: a tracer attached then knows nothing of them.
+    std::vector<BufferPtr> pre;
+    if (ctx.opt.alloc_before_go) {
+        for (int i = 0; i < 5; ++i) pre.push_back(Buffer::create(d, (8 + 4 * i) * page * 12, page, BufferType::DRAM));
+        pre[1].reset();  // a hole: the free list the tracer reads is fragmented
+        pre[3].reset();
+        pre.push_back(Buffer::create(d, 64 * 1024, page, BufferType::TRACE));
+        pre.push_back(Buffer::create(d, 200 * page, page, BufferType::L1));
+        pre.push_back(Buffer::create(d, 40 * page, page, BufferType::L1));
+        pre.push_back(Buffer::create(d, 8 * 1024, 1024, BufferType::L1_SMALL,
+                                     BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, 4}));
+        for (std::size_t i = 1; i < chips.size(); ++i) {
+            pre.push_back(Buffer::create(chips[i], (3 + i) * 16 * page, page, BufferType::DRAM));
+        }
+    }
+    if (before) go_point(ctx);
     std::vector<BufferPtr> keep;
 
     // Interleaved buffers of every type; a page size that is not a multiple of the alignment.
@@ -737,6 +757,15 @@ int scenario_alloc(Ctx& ctx) {
     // One buffer on every other chip.
     for (std::size_t i = 1; i < chips.size(); ++i) {
         keep.push_back(Buffer::create(chips[i], (1 + i) * 12 * page, page, BufferType::DRAM));
+    }
+    if (ctx.opt.alloc_before_go) {
+        // Every chip and type allocated once since the go point: let a tracer read them.
+        usleep(static_cast<useconds_t>(ctx.opt.settle_ms) * 1000);
+        // Frees of buffers a late tracer never saw allocated; L1 must be empty again below.
+        pre[0].reset();
+        for (auto& b : pre) {
+            if (b && (b->buffer_type() == BufferType::L1 || b->buffer_type() == BufferType::L1_SMALL)) b.reset();
+        }
     }
     // No mesh buffer here: the replica's mesh allocator reserves on the chips' free lists
     // without a BankManager::allocate_buffer call (upstream's mesh has bank managers of its
@@ -786,6 +815,7 @@ int scenario_alloc(Ctx& ctx) {
     }
     chunks.clear();
     keep.clear();
+    pre.clear();  // frees of buffers a late tracer never saw allocated
     std::printf("alloc: done (%s, %d chips)\n", chip_shape_name(*shape), nchips);
     return 0;
 }
@@ -1110,7 +1140,7 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
                  "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
-                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go]\n"
+                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -1166,6 +1196,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.uncaught = true;
         } else if (a == "--open-before-go") {
             ctx.opt.open_before_go = true;
+        } else if (a == "--alloc-before-go") {
+            ctx.opt.alloc_before_go = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {
             const char* v = value();
             if (!parse_u64(v, &n)) {

@@ -7,6 +7,8 @@
 // the ground truth here.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,6 +31,32 @@ public:
 
 private:
     T value_{};
+};
+
+// ttsl::SmallVector (upstream: an alias of llvm::SmallVector<T, 8>, tt_stl/small_vector.hpp) as
+// far as a reader of memory goes: llvm's SmallVectorBase<uint32_t>, the data pointer then a
+// 32-bit size and capacity. (Here the elements live in a std::vector after them.)
+template <typename T>
+class SmallVector {
+public:
+    SmallVector() = default;
+    SmallVector(const SmallVector&) = delete;
+    SmallVector& operator=(const SmallVector&) = delete;
+    void resize(std::size_t n) {
+        store_.resize(n);
+        data_ = store_.data();
+        size_ = static_cast<uint32_t>(store_.size());
+        capacity_ = static_cast<uint32_t>(store_.capacity());
+    }
+    std::size_t size() const { return size_; }
+    T& operator[](std::size_t i) { return data_[i]; }
+    const T& operator[](std::size_t i) const { return data_[i]; }
+
+private:
+    T* data_ = nullptr;
+    uint32_t size_ = 0;
+    uint32_t capacity_ = 0;
+    std::vector<T> store_;
 };
 }  // namespace ttsl
 
@@ -93,12 +121,37 @@ struct Statistics {
 };
 
 namespace allocator {
-// First fit by address over [0, max_size) (relative), returned plus offset; upstream's
-// FreeListOpt with SearchPolicy::FIRST, in behaviour (not in data structure).
-class FreeList {
+// Upstream's allocator::Algorithm (algorithms/allocator_algorithm.hpp): polymorphic, its members
+// in upstream's order (a tracer attached late reads them from memory, offsets from DWARF).
+class Algorithm {
 public:
-    FreeList() = default;
-    FreeList(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment);
+    Algorithm() = default;
+    Algorithm(DeviceAddr max_size_bytes, DeviceAddr offset_bytes, DeviceAddr min_allocation_size, DeviceAddr alignment)
+        : max_size_bytes_(max_size_bytes),
+          offset_bytes_(offset_bytes),
+          min_allocation_size_(min_allocation_size),
+          alignment_(alignment) {}
+    virtual ~Algorithm();
+
+protected:
+    DeviceAddr max_size_bytes_ = 0;
+    DeviceAddr offset_bytes_ = 0;
+    DeviceAddr min_allocation_size_ = 32;
+    DeviceAddr alignment_ = 32;
+    DeviceAddr shrink_size_ = 0;
+    std::optional<DeviceAddr> lowest_occupied_address_;
+};
+
+// First fit by address over [0, max_size) (relative), returned plus offset; upstream's
+// FreeListOpt with SearchPolicy::FIRST in behaviour. Its block list is kept in upstream's
+// shape too (algorithms/free_list_opt.hpp: SoA vectors, blocks chained by prev/next index,
+// meta slots reused), rebuilt from the replica's own map after every change: that is what a
+// tracer attached late reads; the map is what the replica decides with and its truth reads.
+class FreeListOpt : public Algorithm {
+public:
+    FreeListOpt() = default;
+    FreeListOpt(DeviceAddr max_size, DeviceAddr offset, DeviceAddr min_allocation_size, DeviceAddr alignment);
+    ~FreeListOpt() override;
 
     DeviceAddr align(DeviceAddr size) const;
     // The span an allocation of `size` takes: align(max(size, min_allocation_size)).
@@ -117,21 +170,32 @@ public:
     void clear();
     Statistics get_statistics() const;
     std::optional<DeviceAddr> lowest_occupied_address() const;
-    DeviceAddr max_size() const { return max_size_; }
-    DeviceAddr offset() const { return offset_; }
+    DeviceAddr max_size() const { return max_size_bytes_; }
+    DeviceAddr offset() const { return offset_bytes_; }
     DeviceAddr alignment() const { return alignment_; }
 
 private:
+    // Rebuild the SoA image of blocks_ (upstream's shape), reusing slots as upstream's
+    // alloc_meta_block / free_meta_block do: a slot no block uses keeps stale data and
+    // meta_block_is_allocated_ 0.
+    void mirror();
+
+    // upstream's members, in its order
+    std::vector<DeviceAddr> block_address_;
+    std::vector<DeviceAddr> block_size_;
+    std::vector<ssize_t> block_prev_block_;
+    std::vector<ssize_t> block_next_block_;
+    std::vector<uint8_t> block_is_allocated_;
+    std::vector<uint8_t> meta_block_is_allocated_;
+    std::vector<size_t> free_meta_block_indices_;
+
     struct Block {
         DeviceAddr size;
         bool allocated;
     };
-    DeviceAddr max_size_ = 0;
-    DeviceAddr offset_ = 0;
-    DeviceAddr min_allocation_size_ = 32;
-    DeviceAddr alignment_ = 32;
     std::map<DeviceAddr, Block> blocks_;  // relative address -> block; they tile [0, max_size)
 };
+using FreeList = FreeListOpt;
 }  // namespace allocator
 
 // Upstream: ceil(size / page_size / num_banks) pages x page_size rounded up to the alignment
@@ -164,12 +228,12 @@ public:
                 bool disable_interleaved = false,
                 const AllocatorDependencies& dependencies = AllocatorDependencies());
 
-    uint32_t num_banks() const { return num_banks_; }
-    DeviceAddr bank_size() const { return free_list_.max_size(); }
-    DeviceAddr base() const { return free_list_.offset(); }
+    uint32_t num_banks() const { return static_cast<uint32_t>(bank_id_to_bank_offset_.size()); }
+    DeviceAddr bank_size() const { return free_list().max_size(); }
+    DeviceAddr base() const { return free_list().offset(); }
     uint32_t alignment() const { return alignment_bytes_; }
     BufferType buffer_type() const { return buffer_type_; }
-    const allocator::FreeList& free_list() const { return free_list_; }
+    const allocator::FreeList& free_list() const { return static_cast<const allocator::FreeList&>(*allocators_[0]); }
 
     // Throws std::runtime_error "Out of Memory: ..." (upstream's wording, with statistics) when
     // no free block fits; nothing changes then. Records the failure in the ground truth.
@@ -180,13 +244,13 @@ public:
                                std::optional<uint32_t> num_shards,
                                AllocatorDependencies::AllocatorID allocator_id = AllocatorDependencies::AllocatorID{0});
     void deallocate_buffer(DeviceAddr address);
-    void clear() { free_list_.clear(); }
-    Statistics get_statistics() const { return free_list_.get_statistics(); }
+    void clear() { mutable_free_list().clear(); }
+    Statistics get_statistics() const { return free_list().get_statistics(); }
 
     // Mesh allocations (replica): the span the free list takes for a request, and reserving it
     // at a chosen address.
     DeviceAddr span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const;
-    allocator::FreeList& mutable_free_list() { return free_list_; }
+    allocator::FreeList& mutable_free_list() { return static_cast<allocator::FreeList&>(*allocators_[0]); }
 
     // The chip this manager belongs to, for the truth's failure records (-1 = none).
     void set_chip(int chip) { chip_ = chip; }
@@ -195,11 +259,13 @@ private:
     // As upstream: the free list's alignment is the HAL's DRAM alignment for every manager.
     void init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset);
 
+    // Upstream's members (bank_manager.hpp), in its order; the bank count is the map's size.
     BufferType buffer_type_ = BufferType::DRAM;
-    uint32_t num_banks_ = 0;
+    std::unordered_map<uint32_t, int64_t> bank_id_to_bank_offset_;
     DeviceAddr interleaved_address_limit_ = 0;
     uint32_t alignment_bytes_ = 32;
-    allocator::FreeList free_list_;
+    AllocatorDependencies allocator_dependencies_;
+    ttsl::SmallVector<std::unique_ptr<allocator::Algorithm>> allocators_;
     int chip_ = -1;
 };
 
