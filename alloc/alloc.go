@@ -346,3 +346,61 @@ func (m *Manager) Blocks(f func(addr, size uint64, allocated bool) bool) {
 		}
 	}
 }
+
+// Block is one block of a free list, its address relative to the list's
+// base (Offset not included).
+type Block struct {
+	Addr, Size uint64
+	Allocated  bool
+}
+
+// FromBlocks returns a manager of cfg whose list holds blocks, in address
+// order (a bank manager read from a traced process). They must tile
+// [0, BankSize) exactly; nothing else is assumed of them.
+func FromBlocks(cfg Config, blocks []Block) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg}
+	var pos uint64
+	m.fl.blocks = make([]block, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Addr != pos || b.Size == 0 || b.Size > cfg.BankSize-pos {
+			return nil, fmt.Errorf("block %d [%#x +%d] does not follow at %#x", i, b.Addr, b.Size, pos)
+		}
+		m.fl.blocks = append(m.fl.blocks, block{addr: b.Addr, size: b.Size, used: b.Allocated})
+		if b.Allocated {
+			m.fl.allocated += b.Size
+			m.fl.used++
+		}
+		pos += b.Size
+	}
+	if pos != cfg.BankSize {
+		return nil, fmt.Errorf("blocks cover %d of %d bytes", pos, cfg.BankSize)
+	}
+	m.fl.dirty = true
+	return m, nil
+}
+
+// Holds reports whether an allocated block of span bytes starts at addr
+// (Offset included).
+func (m *Manager) Holds(addr, span uint64) bool {
+	if addr < m.cfg.Offset {
+		return false
+	}
+	i := m.fl.find(addr - m.cfg.Offset)
+	return i >= 0 && m.fl.blocks[i].used && m.fl.blocks[i].addr == addr-m.cfg.Offset && m.fl.blocks[i].size == span
+}
+
+// AllocatedAt returns the size of the allocated block starting at addr
+// (Offset included).
+func (m *Manager) AllocatedAt(addr uint64) (uint64, bool) {
+	if addr < m.cfg.Offset {
+		return 0, false
+	}
+	i := m.fl.find(addr - m.cfg.Offset)
+	if i < 0 || !m.fl.blocks[i].used || m.fl.blocks[i].addr != addr-m.cfg.Offset {
+		return 0, false
+	}
+	return m.fl.blocks[i].size, true
+}

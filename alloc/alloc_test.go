@@ -263,3 +263,34 @@ func TestCauseNames(t *testing.T) {
 		t.Error(`"" parsed`)
 	}
 }
+
+func TestFromBlocks(t *testing.T) {
+	cfg := Config{Banks: 2, BankSize: 0x1000, Offset: 0x40, Alignment: 32, BlockAlign: 32}
+	m, err := FromBlocks(cfg, []Block{{0, 0x100, true}, {0x100, 0x300, false}, {0x400, 0x100, true}, {0x500, 0xb00, false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st != (Statistics{0x1000, 0x200, 0xe00, 0xb00}) {
+		t.Fatalf("%+v", st)
+	}
+	if size, ok := m.AllocatedAt(0x440); !ok || size != 0x100 || !m.Holds(0x40, 0x100) || m.Holds(0x140, 0x300) {
+		t.Fatal("blocks not where read")
+	}
+	// The list goes on as upstream's: a free merges, an allocation is first fit.
+	if _, ok := m.Free(0x440); !ok {
+		t.Fatal("free")
+	}
+	if a, f := m.Allocate(Request{Size: 0x400, PageSize: 0x200, BottomUp: true}); f != nil || a != 0x140 {
+		t.Fatalf("allocate at %#x, %+v", a, f)
+	}
+	for name, bs := range map[string][]Block{
+		"gap":   {{0, 0x100, true}, {0x200, 0xe00, false}},
+		"short": {{0, 0x100, true}},
+		"past":  {{0, 0x2000, false}},
+		"empty": {{0, 0, false}, {0, 0x1000, false}},
+	} {
+		if _, err := FromBlocks(cfg, bs); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

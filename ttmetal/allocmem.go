@@ -1,0 +1,413 @@
+package ttmetal
+
+// A bank manager read from the traced process's memory (docs/ttmetal.md
+// §9, "Reading a bank manager from memory"): when tttrace attaches after a
+// chip's allocator was made, the BankManager* of the first
+// BankManager::allocate_buffer call it sees on each type leads to the
+// manager's members, its allocator 0 (a FreeListOpt) and that free list's
+// blocks. Member offsets come from DWARF only (BankManager,
+// allocator::Algorithm, allocator::FreeListOpt, in namespace tt::tt_metal
+// or tt::tt_metal::v0); a build without them is refused with what is
+// missing. Container layouts are the libstdc++ / boost ABI facts of
+// docs/ttmetal.md §9. Process memory is hostile: every read is bounded,
+// the block chain is walked at most once per slot and must tile the bank.
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tttrace/tttrace/elfx"
+)
+
+// BankManagerLayout are the member offsets a bank manager is read with.
+type BankManagerLayout struct {
+	// BankManager
+	BufferType, BankMap, AddressLimit, Alignment, Allocators int64
+	// allocator::Algorithm (FreeListOpt's base, at offset 0 of it)
+	MaxSize, Offset, MinAlloc, FreeAlign, Shrink int64
+	// allocator::FreeListOpt's SoA vectors
+	BlockAddress, BlockSize, BlockPrev, BlockNext, BlockAllocated, MetaAllocated int64
+}
+
+// Limits on what is read from a process.
+const (
+	// MaxMemBlocks bounds a free list's slots (a chip's list holds one
+	// block per live buffer and hole: far fewer).
+	MaxMemBlocks = 1 << 20
+	// maxAllocators bounds a bank manager's allocators (1, or 1 + the L1
+	// banks in HYBRID mode).
+	maxAllocators = 4096
+)
+
+// BankManagerLayoutFromDWARF reads the layout from lib's DWARF (or its
+// separate debug file under dbg), or says why it cannot.
+func BankManagerLayoutFromDWARF(lib *Library, dbg elfx.Debug) (*BankManagerLayout, error) {
+	df := findDebugInfo(lib, dbg)
+	if df.path == "" {
+		return nil, fmt.Errorf("no DWARF for %s (looked at: %s)", lib.Path, strings.Join(df.checked, "; "))
+	}
+	ef, err := elfx.Open(df.path, elfx.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	defer ef.Close()
+	d, err := elfx.DWARF(ef.File, ef.Limits())
+	if err != nil {
+		return nil, fmt.Errorf("read DWARF of %s: %w", df.path, err)
+	}
+	return bankManagerLayout(d)
+}
+
+// bmClass is one class of the scan: its namespace below tt::tt_metal
+// ("" or "allocator") and the members wanted, each with the start of its
+// type's name that the reader relies on ("" for any scalar).
+type bmClass struct {
+	ns, name string
+	members  []bmMember
+	found    bool
+}
+
+type bmMember struct {
+	name, typePrefix string
+	size             int64 // wanted size of the type; 0: any
+	dst              func(l *BankManagerLayout) *int64
+}
+
+func bankManagerClasses() []*bmClass {
+	return []*bmClass{
+		{ns: "", name: "BankManager", members: []bmMember{
+			{"buffer_type_", "", 0, func(l *BankManagerLayout) *int64 { return &l.BufferType }},
+			{"bank_id_to_bank_offset_", "unordered_map<", 56, func(l *BankManagerLayout) *int64 { return &l.BankMap }},
+			{"interleaved_address_limit_", "", 8, func(l *BankManagerLayout) *int64 { return &l.AddressLimit }},
+			{"alignment_bytes_", "", 4, func(l *BankManagerLayout) *int64 { return &l.Alignment }},
+			{"allocators_", "SmallVector<", 0, func(l *BankManagerLayout) *int64 { return &l.Allocators }},
+		}},
+		{ns: "allocator", name: "Algorithm", members: []bmMember{
+			{"max_size_bytes_", "", 8, func(l *BankManagerLayout) *int64 { return &l.MaxSize }},
+			{"offset_bytes_", "", 8, func(l *BankManagerLayout) *int64 { return &l.Offset }},
+			{"min_allocation_size_", "", 8, func(l *BankManagerLayout) *int64 { return &l.MinAlloc }},
+			{"alignment_", "", 8, func(l *BankManagerLayout) *int64 { return &l.FreeAlign }},
+			{"shrink_size_", "", 8, func(l *BankManagerLayout) *int64 { return &l.Shrink }},
+		}},
+		{ns: "allocator", name: "FreeListOpt", members: []bmMember{
+			{"block_address_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockAddress }},
+			{"block_size_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockSize }},
+			{"block_prev_block_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockPrev }},
+			{"block_next_block_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockNext }},
+			{"block_is_allocated_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockAllocated }},
+			{"meta_block_is_allocated_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.MetaAllocated }},
+		}},
+	}
+}
+
+// bankManagerLayout walks the compile units for the three definitions.
+func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
+	l := &BankManagerLayout{}
+	classes := bankManagerClasses()
+	var problems []string
+	r := d.Reader()
+	remaining := len(classes)
+	var walk func(path []string) error
+	walk = func(path []string) error {
+		for remaining > 0 {
+			e, err := r.Next()
+			if err != nil {
+				return err
+			}
+			if e == nil || e.Tag == 0 {
+				return nil
+			}
+			name, _ := e.Val(dwarf.AttrName).(string)
+			if e.Tag == dwarf.TagNamespace && e.Children && bmNamespaceStep(path, name) {
+				if err := walk(append(path, name)); err != nil {
+					return err
+				}
+				continue
+			}
+			decl, _ := e.Val(dwarf.AttrDeclaration).(bool)
+			var c *bmClass
+			if (e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagStructType) && !decl && e.Children {
+				ns, ok := bmNamespace(path)
+				for _, k := range classes {
+					if ok && !k.found && k.ns == ns && k.name == name {
+						c = k
+					}
+				}
+			}
+			if c == nil {
+				if e.Children {
+					r.SkipChildren()
+				}
+				continue
+			}
+			members, err := readMembers(r)
+			if err != nil {
+				return err
+			}
+			c.found = true
+			remaining--
+			byName := map[string]dwarfMember{}
+			for _, m := range members {
+				byName[m.name] = m
+			}
+			for _, w := range c.members {
+				m, ok := byName[w.name]
+				if !ok {
+					problems = append(problems, c.name+"::"+w.name+" missing")
+					continue
+				}
+				tn, size := dwarfTypeName(d, m.typ)
+				if w.typePrefix != "" && !strings.HasPrefix(bareTypeName(tn), w.typePrefix) {
+					problems = append(problems, fmt.Sprintf("%s::%s is a %q, not a %s...>", c.name, w.name, tn, w.typePrefix))
+					continue
+				}
+				if w.size != 0 && size != w.size {
+					problems = append(problems, fmt.Sprintf("%s::%s is %d bytes, want %d", c.name, w.name, size, w.size))
+					continue
+				}
+				*w.dst(l) = m.off
+			}
+		}
+		return nil
+	}
+	for remaining > 0 {
+		e, err := r.Next()
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
+			if e.Children {
+				r.SkipChildren()
+			}
+			continue
+		}
+		if e.Children {
+			if err := walk(nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, c := range classes {
+		if !c.found {
+			where := "tt::tt_metal::" + c.name
+			if c.ns != "" {
+				where = "tt::tt_metal::" + c.ns + "::" + c.name
+			}
+			problems = append(problems, "no definition of "+where)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New("DWARF: " + strings.Join(problems, "; "))
+	}
+	return l, nil
+}
+
+// bareTypeName drops the namespaces before a template's name
+// ("std::vector<...>" -> "vector<...>", "ttsl::SmallVector<" ->
+// "SmallVector<"), and takes boost's small_vector for SmallVector.
+func bareTypeName(n string) string {
+	for _, kw := range []string{"class ", "struct "} {
+		n = strings.TrimPrefix(n, kw)
+	}
+	head, _, _ := strings.Cut(n, "<")
+	if i := strings.LastIndex(head, "::"); i >= 0 {
+		n = n[i+2:]
+	}
+	if strings.HasPrefix(n, "small_vector<") {
+		n = "SmallVector<" + n[len("small_vector<"):]
+	}
+	return n
+}
+
+// bmNamespaceStep: namespace name inside path leads to tt::tt_metal,
+// tt::tt_metal::v0 or their allocator namespace.
+func bmNamespaceStep(path []string, name string) bool {
+	if ttNamespaceStep(path, name) {
+		return true
+	}
+	return ttPath(path) && name == "allocator"
+}
+
+// bmNamespace: the namespace below tt::tt_metal(::v0) path is in.
+func bmNamespace(path []string) (string, bool) {
+	if ttPath(path) {
+		return "", true
+	}
+	if len(path) >= 3 && path[len(path)-1] == "allocator" && ttPath(path[:len(path)-1]) {
+		return "allocator", true
+	}
+	return "", false
+}
+
+// MemBlock is one block of a free list read from memory: its address
+// relative to the list's base, its size, whether it is allocated.
+type MemBlock struct {
+	Addr, Size uint64
+	Allocated  bool
+}
+
+// MemBankManager is a bank manager as read from a process.
+type MemBankManager struct {
+	BufferType   int32
+	Banks        uint32
+	Alignment    uint64 // alignment_bytes_
+	AddressLimit uint64 // interleaved_address_limit_
+	Allocators   uint32 // its free lists (more than 1: sub-devices or HYBRID)
+	// Allocator 0's free list.
+	BankSize, Offset, BlockAlign uint64
+	Blocks                       []MemBlock // in address order, tiling [0, BankSize)
+}
+
+// ReadBankManager reads the bank manager at ptr from mem (a process's
+// memory, read at virtual addresses) with layout l. Every value is
+// checked; an error says what did not check out.
+func ReadBankManager(mem io.ReaderAt, ptr uint64, l *BankManagerLayout) (*MemBankManager, error) {
+	rd := memReader{mem: mem}
+	m := &MemBankManager{}
+	bt := rd.u32(ptr + uint64(l.BufferType))
+	m.BufferType = int32(bt)
+	// libstdc++ _Hashtable: the element count at 24.
+	banks := rd.u64(ptr + uint64(l.BankMap) + 24)
+	m.Alignment = uint64(rd.u32(ptr + uint64(l.Alignment)))
+	m.AddressLimit = rd.u64(ptr + uint64(l.AddressLimit))
+	// ttsl::SmallVector (llvm::SmallVector in 2026, boost's small_vector
+	// before): the data pointer at 0, the element count at 8 (a uint32_t
+	// for llvm's of 8-byte elements, the low half of boost's size_t).
+	data := rd.u64(ptr + uint64(l.Allocators))
+	n := uint64(rd.u32(ptr + uint64(l.Allocators) + 8))
+	if rd.err != nil {
+		return nil, fmt.Errorf("BankManager at %#x: %w", ptr, rd.err)
+	}
+	switch {
+	case banks == 0 || banks > 1<<20:
+		return nil, fmt.Errorf("BankManager at %#x: %d banks", ptr, banks)
+	case n == 0 || n > maxAllocators:
+		return nil, fmt.Errorf("BankManager at %#x: %d allocators", ptr, n)
+	case m.Alignment == 0 || m.Alignment > 1<<20:
+		return nil, fmt.Errorf("BankManager at %#x: alignment %d", ptr, m.Alignment)
+	}
+	m.Banks, m.Allocators = uint32(banks), uint32(n)
+	fl := rd.u64(data) // unique_ptr<Algorithm>: one pointer
+	if rd.err != nil || fl == 0 {
+		return nil, fmt.Errorf("BankManager at %#x: allocator 0 unreadable or null (%v)", ptr, rd.err)
+	}
+	m.BankSize = rd.u64(fl + uint64(l.MaxSize))
+	m.Offset = rd.u64(fl + uint64(l.Offset))
+	m.BlockAlign = rd.u64(fl + uint64(l.MinAlloc))
+	align := rd.u64(fl + uint64(l.FreeAlign))
+	shrink := rd.u64(fl + uint64(l.Shrink))
+	if rd.err != nil {
+		return nil, fmt.Errorf("free list at %#x: %w", fl, rd.err)
+	}
+	switch {
+	case m.BankSize == 0 || m.BankSize > 1<<44:
+		return nil, fmt.Errorf("free list at %#x: size %d", fl, m.BankSize)
+	case m.BlockAlign == 0 || m.BlockAlign > 1<<20 || align != m.BlockAlign:
+		return nil, fmt.Errorf("free list at %#x: min allocation %d, alignment %d (tttrace models them equal)", fl, m.BlockAlign, align)
+	case shrink != 0:
+		return nil, fmt.Errorf("free list at %#x is shrunk by %d bytes (not modelled)", fl, shrink)
+	}
+	vec := func(off int64, elem uint64) ([]byte, uint64) {
+		begin := rd.u64(fl + uint64(off))
+		end := rd.u64(fl + uint64(off) + 8)
+		if rd.err != nil {
+			return nil, 0
+		}
+		if end < begin || (end-begin)%elem != 0 || (end-begin)/elem > MaxMemBlocks {
+			rd.err = fmt.Errorf("vector at %#x: [%#x, %#x) is no array of %d-byte elements under the limit", fl+uint64(off), begin, end, elem)
+			return nil, 0
+		}
+		return rd.bytes(begin, end-begin), (end - begin) / elem
+	}
+	addrs, na := vec(l.BlockAddress, 8)
+	sizes, ns := vec(l.BlockSize, 8)
+	prevs, np := vec(l.BlockPrev, 8)
+	nexts, nn := vec(l.BlockNext, 8)
+	alloc, nal := vec(l.BlockAllocated, 1)
+	meta, nm := vec(l.MetaAllocated, 1)
+	if rd.err != nil {
+		return nil, fmt.Errorf("free list at %#x: %w", fl, rd.err)
+	}
+	if ns != na || np != na || nn != na || nal != na || nm != na {
+		return nil, fmt.Errorf("free list at %#x: its block vectors differ in length (%d %d %d %d %d %d)", fl, na, ns, np, nn, nal, nm)
+	}
+	at := func(b []byte, i uint64) uint64 { return binary.LittleEndian.Uint64(b[i*8:]) }
+	// The chain starts at the live slot with no previous block.
+	head := int64(-1)
+	for i := range na {
+		if meta[i] != 0 && int64(at(prevs, i)) == -1 {
+			if head >= 0 {
+				return nil, fmt.Errorf("free list at %#x: two first blocks (%d, %d)", fl, head, i)
+			}
+			head = int64(i)
+		}
+	}
+	if head < 0 {
+		return nil, fmt.Errorf("free list at %#x: no first block among %d slots", fl, na)
+	}
+	var pos uint64
+	prev := int64(-1)
+	for i, steps := head, uint64(0); i != -1; steps++ {
+		if i < 0 || uint64(i) >= na || steps >= na || meta[i] == 0 {
+			return nil, fmt.Errorf("free list at %#x: chain broken at slot %d", fl, i)
+		}
+		u := uint64(i)
+		a, s := at(addrs, u), at(sizes, u)
+		if a != pos || s == 0 || s > m.BankSize-pos || int64(at(prevs, u)) != prev {
+			return nil, fmt.Errorf("free list at %#x: block %d [%#x +%d] does not follow at %#x", fl, i, a, s, pos)
+		}
+		m.Blocks = append(m.Blocks, MemBlock{Addr: a, Size: s, Allocated: alloc[u] != 0})
+		pos += s
+		prev, i = i, int64(at(nexts, u))
+	}
+	if pos != m.BankSize {
+		return nil, fmt.Errorf("free list at %#x: blocks cover %d of %d bytes", fl, pos, m.BankSize)
+	}
+	return m, nil
+}
+
+// memReader reads little-endian values, keeping the first error.
+type memReader struct {
+	mem io.ReaderAt
+	err error
+}
+
+func (r *memReader) bytes(addr, n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if addr > 1<<56 || n > 1<<56 {
+		r.err = fmt.Errorf("address %#x +%d out of range", addr, n)
+		return nil
+	}
+	b := make([]byte, n)
+	if n == 0 {
+		return b
+	}
+	if _, err := r.mem.ReadAt(b, int64(addr)); err != nil {
+		r.err = fmt.Errorf("read %d bytes at %#x: %w", n, addr, err)
+		return nil
+	}
+	return b
+}
+
+func (r *memReader) u64(addr uint64) uint64 {
+	if b := r.bytes(addr, 8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *memReader) u32(addr uint64) uint32 {
+	if b := r.bytes(addr, 4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
