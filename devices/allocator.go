@@ -55,6 +55,8 @@ type typeAlloc struct {
 	perCore, perCoreBytes uint64
 	failures              uint64
 	dirty                 bool // in proc.adirty
+	// mem: read from the process's memory (allocmem.go), nil: from probes.
+	mem *memState
 }
 
 // exact reports whether the model holds the allocator's state.
@@ -98,6 +100,8 @@ type allocReq struct {
 	// stack of that moment, else the request's own (none is taken today).
 	thrown bool
 	site   uint32
+	// unknownMgr: the bank manager was not seen made.
+	unknownMgr bool
 }
 
 // AllocObserver is told of every change of a chip's allocator state for a
@@ -204,6 +208,7 @@ func (p *proc) request(e *events.Event) {
 	switch {
 	case !ok:
 		r.why = fmt.Sprintf("tttrace did not see bank manager %#x made", e.Object)
+		r.unknownMgr = true
 	case e.AllocatorID != 0:
 		r.why = "a per-core allocation (not lockstep over the banks)"
 		r.chip, r.typ = ref.chip, ref.typ
@@ -480,6 +485,9 @@ func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 		})
 		return
 	}
+	if r != nil && r.unknownMgr && e.DeviceKind == events.DeviceChip && r.e.AllocatorID == 0 {
+		p.wantMem(r.e.Object, e.Chip, t)
+	}
 	if r != nil {
 		if ref, ok := p.managers[r.e.Object]; ok && ref.typ != t {
 			r = nil // a request of another type: not this buffer's
@@ -528,6 +536,9 @@ func (p *proc) placeOn(c *chipState, b *bufEntry, e *events.Event) {
 		ta.lose(fmt.Sprintf("buffer %#x (seq %d) was allocated without a BankManager::allocate_buffer record", b.key, b.seq))
 		return
 	}
+	if !ta.memPlace(e.TsNs, b.addr, b.span) {
+		return
+	}
 	if err := ta.m.Place(b.addr, b.span); err != nil {
 		ta.lose(fmt.Sprintf("buffer %#x (seq %d): %d bytes per bank at %#x %v", b.key, b.seq, b.span, b.addr, err))
 		p.anomaly(anAllocatorState, e, "chip %d %s: buffer %#x: %d bytes per bank at %#x %v", c.id, t, b.key, b.span, b.addr, err)
@@ -535,7 +546,7 @@ func (p *proc) placeOn(c *chipState, b *bufEntry, e *events.Event) {
 }
 
 // allocRelease frees live buffer b's span from its chips' lists.
-func (p *proc) allocRelease(idx uint32, b *bufEntry) {
+func (p *proc) allocRelease(idx uint32, b *bufEntry, ts uint64) {
 	t := events.BufferType(b.btype)
 	if !allocatable(t) {
 		return
@@ -554,7 +565,7 @@ func (p *proc) allocRelease(idx uint32, b *bufEntry) {
 			ta.perCoreBytes -= b.size
 			return
 		}
-		if ta.exact() && b.span != 0 {
+		if ta.exact() && b.span != 0 && ta.memFree(ts, b.addr) {
 			if _, ok := ta.m.Free(b.addr); !ok {
 				ta.lose(fmt.Sprintf("buffer %#x (seq %d): nothing allocated at %#x to free", b.key, b.seq, b.addr))
 			}
@@ -744,7 +755,7 @@ type AllocatorType struct {
 	TotalAllocated   *uint64 `json:"total_allocated_bytes"`
 	TotalFree        *uint64 `json:"total_free_bytes"`
 	LargestFree      *uint64 `json:"largest_free_block_bytes"`
-	Source           string  `json:"source"` // "probe"
+	Source           string  `json:"source"` // "probe" or "memory"
 	// Why the three numbers above are null.
 	Why string `json:"why,omitempty"`
 	// Per-core (HYBRID) L1 buffers live, not accounted per bank.
@@ -816,18 +827,27 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 	if c.alloc == nil || c.alloc.types[events.DRAM] == nil && c.alloc.types[events.L1] == nil &&
 		c.alloc.types[events.L1Small] == nil && c.alloc.types[events.Trace] == nil {
 		if p.info.AttachedMidRun {
-			return nil, "the chip's allocator was made before tttrace attached"
+			return nil, "the chip's allocator was made before tttrace attached, and no BankManager::allocate_buffer call on the chip since named its bank managers (they are read from memory then)"
 		}
 		return nil, "tttrace saw no bank manager of this chip made (the library's probes do not cover BankManager, or the chip was opened before tracing)"
 	}
 	var a Allocator
+	memFailed, present := "", 0
 	for _, t := range allocTypes {
 		ta := c.alloc.types[t]
 		if ta == nil {
 			continue
 		}
+		present++
+		if ta.mem != nil && ta.m == nil && ta.mem.to != 0 {
+			if memFailed == "" {
+				memFailed = ta.why
+			} else if memFailed != ta.why {
+				memFailed = "-"
+			}
+		}
 		at := &AllocatorType{Banks: ta.cfg.Banks, BankSize: ta.cfg.BankSize, Alignment: ta.cfg.Alignment, Base: ta.cfg.Offset,
-			TotalAllocatable: ta.cfg.BankSize, Source: "probe", PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
+			TotalAllocatable: ta.cfg.BankSize, Source: ta.source(), PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
 		switch {
 		case ta.exact():
 			st := ta.m.Stats()
@@ -848,7 +868,30 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 			a.Trace = at
 		}
 	}
+	if memFailed != "" && memFailed != "-" && p.memFailures(c) == present {
+		// Every type failed alike (no layout, say): the chip has no view.
+		return nil, memFailed
+	}
 	return &a, ""
+}
+
+// source is the summary's "source" of a type's view.
+func (ta *typeAlloc) source() string {
+	if ta.mem != nil {
+		return "memory"
+	}
+	return "probe"
+}
+
+// memFailures counts chip c's types whose read from memory failed.
+func (p *proc) memFailures(c *chipState) int {
+	n := 0
+	for _, ta := range c.alloc.types {
+		if ta != nil && ta.mem != nil && ta.m == nil && ta.mem.to != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // AllocFailures returns the alloc_failed records of pid kept so far (the

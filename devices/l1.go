@@ -137,6 +137,8 @@ type hooks struct {
 	notify   func(*Notice)
 	warn     uint64 // --l1-warn; 0: no l1_headroom notices
 	maxChips int    // SetMaxChips; 0: DefaultMaxChips
+	// wantMem asks for a bank manager to be read from memory (nil: never).
+	wantMem func(MemWant)
 	// layoutBad counts the anomalies of every process that only a wrong
 	// layout (or a bad read) makes (LayoutAnomalies).
 	layoutBad uint64

@@ -92,7 +92,9 @@ type Ledger struct {
 	lastTs  uint64 // the latest event time applied
 	observe Observer
 	hooks   hooks
-	sites   bool // TrackSites
+	// memWants: bank managers to read from memory (TakeMemWants).
+	memWants []MemWant
+	sites    bool // TrackSites
 	// allocObserve hears of allocator state changes (allocator.go).
 	allocObserve AllocObserver
 	ret          retention
@@ -198,6 +200,16 @@ const DefaultMaxChips = 256
 // default). An event on a chip past the bound is a too_many_chips anomaly
 // and counts nothing.
 func (l *Ledger) SetMaxChips(n int) { l.hooks.maxChips = n }
+
+// SetMemReads makes a chip whose allocator was made before tttrace
+// attached ask for its bank managers to be read from memory
+// (TakeMemWants, InstallMem) when a request names one.
+func (l *Ledger) SetMemReads(on bool) {
+	l.hooks.wantMem = nil
+	if on {
+		l.hooks.wantMem = func(w MemWant) { l.memWants = append(l.memWants, w) }
+	}
+}
 
 // SetObserver installs o (nil: none) as the observer of chip totals.
 func (l *Ledger) SetObserver(o Observer) {

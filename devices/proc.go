@@ -430,6 +430,7 @@ func (p *proc) free(e *events.Event) {
 	switch idx, known := p.bufs.index[e.Object]; {
 	case !known:
 		p.unknownFrees++ // allocated before the tracer attached
+		p.unknownFreeMem(e)
 		if e.Size <= maxSize {
 			p.unknownFreeBytes = SatAdd(p.unknownFreeBytes, e.Size)
 		}
@@ -479,7 +480,7 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		p.stats.ReleasedByMark++
 	}
 	p.held -= b.size
-	p.allocRelease(idx, b)
+	p.allocRelease(idx, b, e.TsNs)
 	p.bufs.remove(idx, state)
 }
 

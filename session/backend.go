@@ -113,6 +113,10 @@ type bpfBackend struct {
 	rec    ringbuf.Record
 	libs   int
 	logOut io.Writer
+	// attached: the probed libraries by file, for ReadBankManager;
+	// bmLayouts: their bank manager layouts, read on first use.
+	attached  map[probes.FileKey]string
+	bmLayouts map[string]*bmLayout
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
@@ -194,6 +198,12 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 	}
 	b.cfg.Timeline.Mark(path + ": attached")
 	b.libs++
+	if k, err := probes.KeyOf(path); err == nil {
+		if b.attached == nil {
+			b.attached = map[probes.FileKey]string{}
+		}
+		b.attached[k] = path
+	}
 	reportPrepared(b.logOut, lib.Path, prep)
 	return LibAttached, nil
 }

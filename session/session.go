@@ -230,6 +230,9 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 	if cfg.SiteUsage {
 		s.ledger.TrackSites()
 	}
+	if _, ok := be.(MemReader); ok {
+		s.ledger.SetMemReads(true)
+	}
 	s.observe()
 	s.sites = newAllocSites(s)
 	defer func() {
@@ -613,6 +616,7 @@ func (s *session) dispatch(ev *events.Event) {
 func (s *session) emit(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
+		s.readAllocators()
 		if s.ledger.LayoutAnomalies() != 0 && !s.layoutSaid {
 			s.layoutSaid = true
 			fmt.Fprintf(s.log, "tttrace: pid %d: a %s with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit this library, "+

@@ -111,8 +111,15 @@ func num(m map[string]any, key string) (uint64, bool) {
 // contractType is the summary's key of a truth type name ("L1_SMALL" -> "l1_small").
 func contractType(t string) string { return strings.ToLower(t) }
 
-// compareAlloc lists every difference between tttrace's allocator view and the truth.
+// compareAlloc lists every difference between tttrace's allocator view and the truth
+// (every type from the probes).
 func compareAlloc(name string, o allocOut, tr *allocTruth) (diffs []string) {
+	return compareAllocFrom(name, o, tr, "probe", nil)
+}
+
+// compareAllocFrom is compareAlloc with the source every type must have, and the types
+// tttrace cannot know (absent: true), which must be null.
+func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, absent func(chip int32, typ string) bool) (diffs []string) {
 	errorf := func(format string, args ...any) { diffs = append(diffs, name+": "+fmt.Sprintf(format, args...)) }
 	var proc map[string]any
 	procs, _ := o.summary["processes"].([]any)
@@ -151,6 +158,12 @@ func compareAlloc(name string, o allocOut, tr *allocTruth) (diffs []string) {
 		}
 		for typ, want := range td.Allocator {
 			g, _ := got[contractType(typ)].(map[string]any)
+			if absent != nil && absent(td.Device, typ) {
+				if g != nil {
+					errorf("chip %d: allocator has %s (%v), which tttrace cannot know", td.Device, contractType(typ), g)
+				}
+				continue
+			}
 			if g == nil {
 				errorf("chip %d: allocator has no %s", td.Device, contractType(typ))
 				continue
@@ -167,8 +180,8 @@ func compareAlloc(name string, o allocOut, tr *allocTruth) (diffs []string) {
 					errorf("chip %d %s %s = %v, want %d", td.Device, typ, f.key, g[f.key], f.want)
 				}
 			}
-			if g["source"] != "probe" {
-				errorf("chip %d %s source = %v, want probe", td.Device, typ, g["source"])
+			if g["source"] != source {
+				errorf("chip %d %s source = %v, want %s", td.Device, typ, g["source"], source)
 			}
 		}
 	}
@@ -564,4 +577,74 @@ func TestE2EAllocatorInlined(t *testing.T) {
 	if unknown == 0 {
 		t.Error("no chip type says its numbers are unknown: the test proves nothing")
 	}
+}
+
+// TestE2EAllocatorFromMemory: "-p" attached after the chips opened and after
+// allocations, frees and a fragmented DRAM list (ttwork --alloc-before-go).
+// With the library's DWARF, each bank manager named by a request after the
+// attach is read from the process's memory ("source": "memory") and the
+// live model goes on from there: every number equals the replica's
+// get_statistics at the end, and the three failures after the attach are
+// explained with the allocator's exact state. Without DWARF, each chip says
+// why it has no allocator view.
+func TestE2EAllocatorFromMemory(t *testing.T) {
+	// Types the scenario never allocates on after the go point: their bank
+	// managers are never named, so tttrace cannot read them.
+	absent := func(chip int32, typ string) bool { return chip != 0 && typ != "DRAM" }
+	t.Run("dwarf", func(t *testing.T) {
+		var out string
+		r := run{variant: "gcc-O3-dwarf-zstd", mode: "pid", scenario: "alloc",
+			args: []string{"--shape", "n300", "--alloc-before-go", "--leak"}, out: &out}
+		sum, tr := trace(t, r)
+		for _, d := range compare(r, sum, tr) {
+			t.Error(d)
+		}
+		atr := readAllocTruth(t, truthPathOf(t, out))
+		held := false
+		for _, d := range atr.Devices {
+			if a, ok := d.Allocator["DRAM"]; ok && d.Device == 0 && a.Allocated != 0 {
+				held = true
+			}
+		}
+		if !held {
+			t.Fatal("the replica's chip 0 holds no DRAM at the end: the test proves nothing")
+		}
+		for _, d := range compareAllocFrom(r.name(), readAllocOut(t, out), atr, "memory", absent) {
+			t.Error(d)
+		}
+	})
+	t.Run("no-dwarf", func(t *testing.T) {
+		var out string
+		r := run{variant: "gcc-O2", mode: "pid", scenario: "alloc",
+			args: []string{"--shape", "n300", "--alloc-before-go", "--leak"}, out: &out}
+		trace(t, r)
+		atr := readAllocTruth(t, truthPathOf(t, out))
+		o := readAllocOut(t, out)
+		chips := 0
+		for _, p := range o.summary["processes"].([]any) {
+			pm := p.(map[string]any)
+			if pid, _ := num(pm, "pid"); uint32(pid) != atr.Pid {
+				continue
+			}
+			for _, d := range pm["devices"].([]any) {
+				dm := d.(map[string]any)
+				chips++
+				why, _ := dm["allocator_why"].(string)
+				if dm["allocator"] != nil || !strings.Contains(why, "DWARF") {
+					t.Errorf("chip %v: allocator %v, allocator_why %q; want null and why, naming the missing DWARF", dm["device"], dm["allocator"], why)
+				}
+			}
+		}
+		if chips != 2 {
+			t.Errorf("%d chips of the process in the summary, want 2", chips)
+		}
+		if len(o.failures) != len(atr.Failures) {
+			t.Errorf("%d alloc_failed records, the replica failed %d allocations", len(o.failures), len(atr.Failures))
+		}
+		for _, f := range o.failures {
+			if f["cause"] != nil || f["why"] == nil {
+				t.Errorf("failure without a known allocator: cause %v why %v", f["cause"], f["why"])
+			}
+		}
+	})
 }
