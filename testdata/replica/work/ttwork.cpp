@@ -61,7 +61,7 @@ struct Options {
     // alloc scenario: the chips open and hold buffers before the go point; after it, one
     // allocation of each type, then a pause (settle_ms) for a tracer to read the allocators.
     bool alloc_before_go = false;
-    int settle_ms = 1000;
+    int settle_ms = 3000;
 };
 
 struct Ctx {
