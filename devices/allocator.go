@@ -298,6 +298,7 @@ func (p *proc) failRequest(t *thread) {
 		f.DeviceKind = events.DeviceChip.String()
 		chip := r.chip
 		f.Device = &chip
+		f.Physical = p.info.Chips.Identity(chip)
 		if ta := p.typeAlloc(r.chip, r.typ); ta != nil {
 			ta.failures++
 		}
@@ -684,8 +685,11 @@ type AllocFailure struct {
 	// "none" (its bank manager is tied to no known chip).
 	DeviceKind string `json:"device_kind"`
 	Device     *int32 `json:"device,omitempty"`
-	Manager    string `json:"manager"` // BankManager*, hex
-	BufferType string `json:"buffer_type"`
+	// Physical: the physical chip behind Device (for host-wide counters;
+	// the summary's devices carry it in NDJSON).
+	Physical   ChipIdentity `json:"-"`
+	Manager    string       `json:"manager"` // BankManager*, hex
+	BufferType string       `json:"buffer_type"`
 	// The request: the aligned size and page size the allocator got.
 	Size      uint64 `json:"size"`
 	PageSize  uint64 `json:"page_size"`

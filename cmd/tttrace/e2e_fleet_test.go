@@ -270,7 +270,7 @@ func TestE2EPrometheusFleet(t *testing.T) {
 			w := map[string]float64{}
 			for _, r := range ranks {
 				for _, fl := range r.atr.Failures {
-					w[key("instance", r.host, "chip", strconv.Itoa(int(fl.Device)), "type", strings.ToLower(fl.Type), "cause", fl.Cause)]++
+					w[key("instance", r.host, "chip", strconv.Itoa(int(fl.Device)), "chip_uid", chipOf(r, fl.Device), "type", strings.ToLower(fl.Type), "cause", fl.Cause)]++
 				}
 			}
 			return w
@@ -314,7 +314,7 @@ func TestE2EPrometheusFleet(t *testing.T) {
 			for _, r := range ranks {
 				for _, d := range r.tr.Devices {
 					for _, ty := range allTypes[:5] {
-						w[key("instance", r.host, "chip", strconv.Itoa(int(d.Device)), "type", ty)] = 0
+						w[key("instance", r.host, "chip", strconv.Itoa(int(d.Device)), "chip_uid", chipOf(r, d.Device), "type", ty)] = 0
 					}
 				}
 			}

@@ -55,12 +55,11 @@ func TestAllocatorMetrics(t *testing.T) {
 	}
 	for _, typ := range []string{"dram", "l1", "l1_small", "trace"} {
 		for _, c := range []string{"exhausted", "fragmented", "larger_than_bank", "unknown"} {
-			for _, chip := range []string{"2", UnplacedChip} {
-				want[series("tttrace_alloc_failures_total", "chip", chip, "type", typ, "cause", c)] = 0
-			}
+			want[series("tttrace_alloc_failures_total", "chip", "2", "chip_uid", chip2, "pci", chip2, "type", typ, "cause", c)] = 0
+			want[series("tttrace_alloc_failures_total", "chip", UnplacedChip, "type", typ, "cause", c)] = 0
 		}
 	}
-	want[series("tttrace_alloc_failures_total", "chip", "2", "type", "dram", "cause", "larger_than_bank")] = 1
+	want[series("tttrace_alloc_failures_total", "chip", "2", "chip_uid", chip2, "pci", chip2, "type", "dram", "cause", "larger_than_bank")] = 1
 	want[series("tttrace_alloc_failures_total", "chip", UnplacedChip, "type", "unknown", "cause", "unknown")] = 1
 	for k := range got {
 		if strings.HasPrefix(k, "tttrace_device_capacity") || strings.HasPrefix(k, "tttrace_device_free") ||

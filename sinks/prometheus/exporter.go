@@ -159,8 +159,8 @@ func newDescs(procLabels []string) descs {
 			"Device memory all traced processes of this host hold on a physical chip now (chip_uid), by type; a chip of unknown identity has its own series per process (chip, pid).",
 			phys("type"), nil),
 		leaked: prom.NewDesc("tttrace_leaked_bytes_total",
-			"Device memory buffers still held when their process ended, summed over ended processes, by chip and buffer type (0 from a chip's first sight).",
-			[]string{"chip", "type"}, nil),
+			"Device memory buffers still held when their process ended, summed over ended processes, by chip (the processes' id, and the physical chip when known: chip_uid, pci) and buffer type (0 from a chip's first sight).",
+			[]string{"chip", "chip_uid", "pci", "type"}, nil),
 		events: prom.NewDesc("tttrace_events_total",
 			"Events tttrace received, by kind (the NDJSON event types).",
 			[]string{"kind"}, nil),
@@ -178,7 +178,7 @@ func newDescs(procLabels []string) descs {
 			with("chip", "chip_uid", "pci", "type"), nil),
 		failures: prom.NewDesc("tttrace_alloc_failures_total",
 			"Failed device allocations (TT-Metal's Out of Memory) by chip, type and cause (exhausted, fragmented, larger_than_bank, unknown); 0 from a chip's first allocator.",
-			[]string{"chip", "type", "cause"}, nil),
+			[]string{"chip", "chip_uid", "pci", "type", "cause"}, nil),
 	}
 }
 
@@ -189,13 +189,13 @@ type Exporter struct {
 	// Owned by the sink goroutine.
 	kinds  [256]uint64 // events by kind
 	leaked map[leakKey]uint64
-	chips  map[int32]bool // chips seen, whose leaked series exist (at 0 at first)
-	procs  []procSnap     // the last published processes
+	chips  map[chipKey]bool // chips seen, whose leaked series exist (at 0 at first); false: counted as "other"
+	procs  []procSnap       // the last published processes
 	lost   uint64
 	// failed: failed allocations by chip, type and cause; allocChips: the
 	// chips whose failure series exist.
 	failed     map[failKey]uint64
-	allocChips map[string]bool
+	allocChips map[chipLabels]bool
 
 	snap atomic.Pointer[snapshot] // what scrapes read; never changed once stored
 
@@ -206,9 +206,35 @@ type Exporter struct {
 	done chan error
 }
 
-type leakKey struct{ chip, typ string }
+// chipKey is a chip as the counters tell chips apart: the process's id and
+// the physical chip behind it (uid, pci; "" when not known), so processes
+// that each call their chip 0 count apart when their chips are known.
+type chipKey struct {
+	id       int32
+	uid, pci string
+}
 
-type failKey struct{ chip, typ, cause string }
+// keyOf is the chipKey of chip id with identity ci.
+func keyOf(id int32, ci devices.ChipIdentity) chipKey {
+	k := chipKey{id: id, pci: ci.PCI}
+	if ci.UID != nil {
+		k.uid = *ci.UID
+	}
+	return k
+}
+
+// chipLabels are a counter's chip, chip_uid and pci label values.
+type chipLabels struct{ chip, uid, pci string }
+
+type leakKey struct {
+	chipLabels
+	typ string
+}
+
+type failKey struct {
+	chipLabels
+	typ, cause string
+}
 
 // Causes of a failed allocation, the "cause" label values ("unknown": the
 // allocator's state was not known).
@@ -330,7 +356,7 @@ func (c *capConn) Close() error {
 // CheckLabels.
 func New(o Options) *Exporter {
 	o = o.withDefaults()
-	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[int32]bool{}, failed: map[failKey]uint64{}, allocChips: map[string]bool{},
+	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[chipKey]bool{}, failed: map[failKey]uint64{}, allocChips: map[chipLabels]bool{},
 		opt: o, d: newDescs(o.Labels)}
 	e.publish()
 	return e
@@ -373,9 +399,10 @@ func (e *Exporter) Tick(v *sinks.View) {
 			}
 		}
 		for i := range ps.devs {
-			e.seeChip(ps.devs[i].Device)
+			k := keyOf(ps.devs[i].Device, ps.devs[i].ChipIdentity)
+			e.seeChip(k)
 			if ps.devs[i].Allocator != nil {
-				e.seeAllocChip(e.leakChip(ps.devs[i].Device))
+				e.seeAllocChip(e.leakChip(k))
 			}
 		}
 		procs = append(procs, ps)
@@ -389,32 +416,27 @@ func (e *Exporter) Tick(v *sinks.View) {
 // 0: a counter that appeared with its first leak would hide that leak
 // from increase() and rate(). Past MaxLeakChips chips, the chip's leaks
 // go to chip="other" (leakChip), whose series appear then.
-func (e *Exporter) seeChip(id int32) {
-	if _, seen := e.chips[id]; seen {
+func (e *Exporter) seeChip(k chipKey) {
+	if _, seen := e.chips[k]; seen {
 		return
 	}
-	chip := OtherChip
-	if len(e.chips) < e.opt.MaxLeakChips {
-		chip = strconv.FormatInt(int64(id), 10)
-		e.chips[id] = true
-	} else {
-		e.chips[id] = false
-	}
+	e.chips[k] = len(e.chips) < e.opt.MaxLeakChips
+	cl := e.leakChip(k)
 	for t := events.BufferType(0); t < events.NumBufferTypes; t++ {
-		e.leaked[leakKey{chip, typeOf(t.String())}] += 0
+		e.leaked[leakKey{cl, typeOf(t.String())}] += 0
 	}
 }
 
 // seeAllocChip creates the failure series of a chip (a leakChip label) at
 // 0, for the same reason as seeChip.
-func (e *Exporter) seeAllocChip(chip string) {
-	if e.allocChips[chip] {
+func (e *Exporter) seeAllocChip(cl chipLabels) {
+	if e.allocChips[cl] {
 		return
 	}
-	e.allocChips[chip] = true
+	e.allocChips[cl] = true
 	for _, t := range devices.AllocatorTypes() {
 		for _, c := range causes {
-			e.failed[failKey{chip, devices.AllocatorKey(t), c}] += 0
+			e.failed[failKey{cl, devices.AllocatorKey(t), c}] += 0
 		}
 	}
 }
@@ -425,28 +447,30 @@ func (e *Exporter) Notice(n *devices.Notice) {
 	if n.Type != devices.NoticeAllocFailed || f == nil {
 		return
 	}
-	chip := UnplacedChip
+	cl := chipLabels{chip: UnplacedChip}
 	if f.Device != nil {
-		e.seeChip(*f.Device)
-		chip = e.leakChip(*f.Device)
+		k := keyOf(*f.Device, f.Physical)
+		e.seeChip(k)
+		cl = e.leakChip(k)
 	}
-	e.seeAllocChip(chip)
+	e.seeAllocChip(cl)
 	cause := f.Cause
 	if cause == "" {
 		cause = "unknown"
 	}
 	typ := strings.ToLower(f.BufferType)
-	k := failKey{chip, typ, cause}
+	k := failKey{cl, typ, cause}
 	e.failed[k] = devices.SatAdd(e.failed[k], 1)
 	e.publish()
 }
 
-// leakChip is the chip label of chip id's leaked series.
-func (e *Exporter) leakChip(id int32) string {
-	if own, seen := e.chips[id]; seen && !own {
-		return OtherChip
+// leakChip is the chip labels of chip k's counters: chip="other" past
+// MaxLeakChips.
+func (e *Exporter) leakChip(k chipKey) chipLabels {
+	if own, seen := e.chips[k]; seen && !own {
+		return chipLabels{chip: OtherChip}
 	}
-	return strconv.FormatInt(int64(id), 10)
+	return chipLabels{chip: strconv.FormatInt(int64(k.id), 10), uid: k.uid, pci: k.pci}
 }
 
 // ProcessEnded removes the process's series and adds what it left
@@ -463,15 +487,22 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 			}
 		}
 		e.procs = kept
+		keys := make(map[int32]chipKey, len(p.Devices))
 		for _, d := range p.Devices {
-			e.seeChip(d.Device)
+			keys[d.Device] = keyOf(d.Device, d.ChipIdentity)
+			e.seeChip(keys[d.Device])
 		}
 		for _, g := range p.LeakGroups {
-			k := leakKey{e.leakChip(g.Device), typeOf(g.Type)}
+			ck, ok := keys[g.Device]
+			if !ok {
+				ck = chipKey{id: g.Device}
+				e.seeChip(ck)
+			}
+			k := leakKey{e.leakChip(ck), typeOf(g.Type)}
 			e.leaked[k] = devices.SatAdd(e.leaked[k], g.Bytes)
 		}
 		for l := range p.AllUnplacedLeaks() {
-			k := leakKey{UnplacedChip, typeOf(l.Type)}
+			k := leakKey{chipLabels{chip: UnplacedChip}, typeOf(l.Type)}
 			e.leaked[k] = devices.SatAdd(e.leaked[k], l.Size)
 		}
 	}
@@ -609,13 +640,13 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 		}
 	}
 	for k, v := range s.leaked {
-		counter(dd.leaked, v, k.chip, k.typ)
+		counter(dd.leaked, v, k.chip, k.uid, k.pci, k.typ)
 	}
 	for _, k := range capOrder {
 		gauge(dd.capacity, capacity[k], host, k.k.uid, k.k.pci, k.k.chip, k.k.pid, k.typ)
 	}
 	for k, v := range s.failed {
-		counter(dd.failures, v, k.chip, k.typ, k.cause)
+		counter(dd.failures, v, k.chip, k.uid, k.pci, k.typ, k.cause)
 	}
 	// A kind's series appears with its first event, as with a CounterVec.
 	for k, n := range s.kinds {

@@ -55,6 +55,18 @@ var hostChips = func() []devices.PCIChip {
 
 func noEnv(string) (string, bool) { return "", false }
 
+// counterChip is the chip labels of a counter of chip c (decimal, or
+// "other", "unknown") of a process started with start(): chips 0-7 are
+// the host's PCIe chips.
+func counterChip(c string) []string {
+	n, err := strconv.Atoi(c)
+	if err != nil || n < 0 || n >= len(hostChips) {
+		return []string{"chip", c}
+	}
+	pci := hostChips[n].PCI
+	return []string{"chip", c, "chip_uid", pci, "pci", pci}
+}
+
 func (s *stream) start(pid uint32, cmd string) {
 	s.startWith(pid, cmd, devices.NewChipMap(noEnv, hostChips, nil))
 }
@@ -227,12 +239,12 @@ func (s *stream) want() map[string]float64 {
 	// Every chip seen has its leaked series, from 0.
 	for c := range s.chips {
 		for _, typ := range []string{"dram", "l1", "l1_small", "trace", "system_memory"} {
-			w[series("tttrace_leaked_bytes_total", "chip", strconv.Itoa(int(c)), "type", typ)] = 0
+			w[series("tttrace_leaked_bytes_total", append(counterChip(strconv.Itoa(int(c))), "type", typ)...)] = 0
 		}
 	}
 	for k, v := range s.leaked {
 		chip, typ, _ := strings.Cut(k, "/")
-		w[series("tttrace_leaked_bytes_total", "chip", chip, "type", typ)] = float64(v)
+		w[series("tttrace_leaked_bytes_total", append(counterChip(chip), "type", typ)...)] = float64(v)
 	}
 	for k, n := range s.kinds {
 		w[series("tttrace_events_total", "kind", k)] = float64(n)
@@ -608,20 +620,23 @@ func TestLeakChipsCapped(t *testing.T) {
 	s.end(9)
 	got := scrape(t, e.Addr().String())
 	want := map[string]float64{"0": 100, "10": 101, OtherChip: 102 + 103 + 104}
-	n := 0
+	n, found := 0, 0
 	for k, v := range got {
 		if !strings.HasPrefix(k, "tttrace_leaked_bytes_total{") {
 			continue
 		}
 		n++
 		for chip, w := range want {
-			if k == series("tttrace_leaked_bytes_total", "chip", chip, "type", "l1") && v != w {
-				t.Errorf("%s = %v, want %v", k, v, w)
+			if k == series("tttrace_leaked_bytes_total", append(counterChip(chip), "type", "l1")...) {
+				found++
+				if v != w {
+					t.Errorf("%s = %v, want %v", k, v, w)
+				}
 			}
 		}
 	}
-	if n != 3*5 {
-		t.Errorf("%d leaked series, want 15 (3 chips x 5 types)", n)
+	if n != 3*5 || found != len(want) {
+		t.Errorf("%d leaked series, want 15 (3 chips x 5 types); %d of the %d compared", n, found, len(want))
 	}
 }
 
@@ -677,5 +692,23 @@ func TestPhysicalChips(t *testing.T) {
 		"pid", "2", "command", "b", "host", "node-a", "rank", "7", "mesh_id", "7")
 	if got[k] != 20000 {
 		t.Errorf("%s = %v, want 20000", k, got[k])
+	}
+	// Their leaks count apart by physical chip too (all call it chip 0).
+	for _, pid := range []uint32{1, 2, 3, 4} {
+		s.end(pid)
+	}
+	got = scrape(t, e.Addr().String())
+	for _, c := range []struct {
+		labels []string
+		want   float64
+	}{
+		{[]string{"chip", "0", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0"}, 1000 + 300000},
+		{[]string{"chip", "0", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0"}, 20000},
+		{[]string{"chip", "0"}, 4000000},
+	} {
+		k := series("tttrace_leaked_bytes_total", append(c.labels, "type", "dram")...)
+		if got[k] != c.want {
+			t.Errorf("%s = %v, want %v", k, got[k], c.want)
+		}
 	}
 }
