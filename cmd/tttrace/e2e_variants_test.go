@@ -12,6 +12,7 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -365,6 +366,12 @@ func checkDoctor(t *testing.T, v variantCase, lib string) {
 			if m == nil || string(m[1]) != strconv.FormatUint(p.Addr, 16) {
 				t.Errorf("%s: at %#x, but readelf says slot 2 of %s (%#x) holds %q", p.Program, p.Addr, vt, slot, m)
 			}
+			continue
+		}
+		if p.Program == "bank_manager_oom" {
+			// Inside allocate_buffer, on the instruction that loads the
+			// out-of-memory message (objdump's target, the bytes there).
+			checkLoadsOOMMessage(t, lib, p.Addr)
 			continue
 		}
 		name, _, isExit := strings.Cut(p.Symbol, "+")
@@ -725,6 +732,39 @@ func TestE2EDoctorPid(t *testing.T) {
 // checkPlaced: an entry probe moved below the function's start (at entry)
 // to at must skip only instructions that set flags (objdump: endbr64,
 // test, cmp) and sit on one the kernel emulates (push, a jump, a call).
+// checkLoadsOOMMessage: objdump finds at `at` a lea whose rip-relative
+// target holds "Out of Memory: Not enough space".
+func checkLoadsOOMMessage(t *testing.T, lib string, at uint64) {
+	t.Helper()
+	d, err := exec.Command("objdump", "-d", "--no-show-raw-insn", fmt.Sprintf("--start-address=%#x", at),
+		fmt.Sprintf("--stop-address=%#x", at+16), lib).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(fmt.Sprintf(`(?m)^\s*%x:\s+lea\s+\S+\(%%rip\),%%\w+\s+#\s+([0-9a-f]+)`, at)).FindSubmatch(d)
+	if m == nil {
+		t.Errorf("bank_manager_oom at %#x: objdump finds no rip-relative lea there:\n%s", at, d)
+		return
+	}
+	target, _ := strconv.ParseUint(string(m[1]), 16, 64)
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const msg = "Out of Memory: Not enough space"
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_PROGBITS && target >= sec.Addr && target+uint64(len(msg)) <= sec.Addr+sec.Size {
+			b := make([]byte, len(msg))
+			if _, err := sec.ReadAt(b, int64(target-sec.Addr)); err != nil || string(b) != msg {
+				t.Errorf("bank_manager_oom at %#x: the lea loads %#x, which holds %q", at, target, b)
+			}
+			return
+		}
+	}
+	t.Errorf("bank_manager_oom at %#x: the lea loads %#x, in no section", at, target)
+}
+
 func checkPlaced(t *testing.T, lib, prog string, entry, at uint64) {
 	t.Helper()
 	if at == entry {
