@@ -91,7 +91,7 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			v[vAllocSpace] = int64(u.AllocBytes)
 			v[vAllocObjects] = int64(u.AllocObjects)
 			v[vPeakSpace] = int64(u.PeakBytes)
-			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), u.Type)
+			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), chipUID(ps, u.Device), u.Type)
 		}
 		// Live mesh buffers of a mesh whose chips were never learned:
 		// held, but on no chip the ledger knows.
@@ -111,10 +111,21 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			sums[k][vInuseObjects]++
 		}
 		for _, k := range order {
-			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", k.typ)
+			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", "", k.typ)
 		}
 	}
 	return p
+}
+
+// chipUID is the physical chip (chip_uid) of ps's chip id dev, "" when
+// not known.
+func chipUID(ps *devices.ProcessSummary, dev int32) string {
+	for i := range ps.Devices {
+		if d := &ps.Devices[i]; d.Device == dev && d.UID != nil {
+			return *d.UID
+		}
+	}
+	return ""
 }
 
 // siteDesc finds the description of site in ps (Sites, then SiteUsage).
@@ -145,15 +156,16 @@ type builder struct {
 	funcs map[funcKey]*profile.Function
 }
 
-func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, typ string) {
+// sample adds one sample; chipUID (the physical chip) labels it when known.
+func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, chipUID, typ string) {
 	if v == ([nValues]int64{}) {
 		return
 	}
-	b.p.Sample = append(b.p.Sample, &profile.Sample{
-		Location: chain,
-		Value:    v[:],
-		Label:    map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}},
-	})
+	label := map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}}
+	if chipUID != "" {
+		label["chip_uid"] = []string{chipUID}
+	}
+	b.p.Sample = append(b.p.Sample, &profile.Sample{Location: chain, Value: v[:], Label: label})
 }
 
 func (b *builder) loc(fn, file string, line int) *profile.Location {

@@ -42,6 +42,8 @@ func TestProfileRoundTrip(t *testing.T) {
 		{Site: 0, Device: 3, Type: "L1", AllocBytes: 64, AllocObjects: 1},
 		{Site: 7, Device: 4, Type: "DRAM"}, // all zero: no sample
 	}}}}
+	uid := "0000:05:00.0"
+	s.Processes[0].Devices = []devices.DeviceSummary{{Device: 3, ChipIdentity: devices.ChipIdentity{UID: &uid, PCI: uid}}, {Device: 4}}
 	var buf bytes.Buffer
 	if err := Build(s, time.Unix(1, 0)).Write(&buf); err != nil {
 		t.Fatal(err)
@@ -62,6 +64,9 @@ func TestProfileRoundTrip(t *testing.T) {
 	}
 	if s0.Label["pid"][0] != "42" || s0.Label["chip"][0] != "3" || s0.Label["type"][0] != "DRAM" || s0.Label["site"][0] != "7" {
 		t.Errorf("labels %v", s0.Label)
+	}
+	if got := s0.Label["chip_uid"]; len(got) != 1 || got[0] != uid {
+		t.Errorf("chip 3 is physical chip %s, labels %v", uid, s0.Label)
 	}
 	if l := s0.Location; len(l) != 2 || l[0].Line[0].Function.Name != "f" || l[0].Line[0].Line != 10 || l[0].Line[0].Function.Filename != "f.cpp" || l[1].Line[0].Function.Filename != "/l.so" {
 		t.Errorf("locations %+v", l)
