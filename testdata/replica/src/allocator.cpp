@@ -516,7 +516,8 @@ void ChipAllocator::deallocate_buffer(Buffer* buffer) { release(buffer->buffer_t
 
 void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size) {
     const uint64_t epoch = replica::attach_epoch();
-    held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch});
+    const uint64_t serial = replica::trace_note_alloc(device_->id(), type, addr, span, owner, size);
+    held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch, serial});
     replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(size), false);
     replica::charge(device_->id(), replica::kLive, 1, false);
 }
@@ -603,10 +604,12 @@ DeviceAddr MeshAllocator::allocate_buffer(Buffer* buffer) {
         }
         if (!moved) break;
     }
+    replica::trace_group(true);  // one allocation: one serial on every chip
     for (ChipAllocator* a : allocs) {
         a->list(type).allocate_at(cand, span);
         a->reserve(type, cand, span, buffer, buffer->size());
     }
+    replica::trace_group(false);
     return cand;
 }
 

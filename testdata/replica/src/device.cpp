@@ -56,6 +56,7 @@ TT_PROBED bool Device::close() {
     // Drop the allocator wholesale: every buffer's memory and every CB on the chip is released.
     allocator_->clear();
     replica::chip_closed(id_);
+    replica::traces_device_closed(this);
     initialized_.store(false, std::memory_order_release);
     replica::device_closed_locked(this);
     return true;

@@ -47,6 +47,7 @@
 namespace tt::tt_metal {
 class IDevice;
 class Device;
+class Buffer;
 }  // namespace tt::tt_metal
 
 namespace tt::tt_metal::replica {
@@ -127,6 +128,16 @@ enum Call : int {
 // Out of line in another TU: a probed function's first instruction is never a lock-prefixed
 // atomic (a uprobe cannot single-step those).
 TT_REPLICA_HIDDEN void count_call(Call call);
+
+// Metal trace truth (trace.cpp). Require mem_mutex() held. trace_note_alloc: an allocation a
+// chip's allocator reserved (remembered by the captures active on the chip); returns its serial.
+TT_REPLICA_HIDDEN uint64_t trace_note_alloc(int chip, BufferType type, DeviceAddr addr, DeviceAddr span,
+                                            const Buffer* owner, DeviceAddr size);
+// trace_group(true) ... (false): the reservations between are one (mesh) allocation's.
+TT_REPLICA_HIDDEN void trace_group(bool on);
+TT_REPLICA_HIDDEN void traces_device_closed(const Device* chip);
+TT_REPLICA_HIDDEN void trace_truth_json(std::string& out);
+TT_REPLICA_HIDDEN void trace_mark_attach();
 
 // Device registry (device.cpp). Require mem_mutex() held.
 TT_REPLICA_HIDDEN std::vector<Device*> open_devices_locked();

@@ -148,6 +148,7 @@ extern "C" void tt_replica_mark_attach(void) {
     l.epoch += 1;
     l.l1_clashes.clear();  // a tracer attached now sees only the clashes from here on
     l.alloc_failures.clear();
+    replica::trace_mark_attach();
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
@@ -308,7 +309,9 @@ extern "C" int tt_replica_write_truth(const char* path) {
         }
         out += "]}";
     }
-    std::snprintf(buf, sizeof buf, "],\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
+    out += "]";
+    trace_truth_json(out);
+    std::snprintf(buf, sizeof buf, ",\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);
     out += buf;
     const GraphTracker& g = GraphTracker::instance();

@@ -1105,6 +1105,168 @@ int scenario_mark(Ctx& ctx) {
     return 0;
 }
 
+// ---------------------------------------------------------------- metal trace (src/trace.cpp)
+// Chips 80-86, which no other scenario uses. The truth's trace_hazards, trace_invalid_replays,
+// trace_region_hazards and trace_capture_allocs are what a tracer must report.
+
+// Captured buffers stay alive until the trace is released; what comes after the capture lands
+// elsewhere: no hazard.
+int scenario_trace_safe(Ctx& ctx) {
+    go_point(ctx);
+    Device* d = CreateDevice(80);
+    BufferPtr in = Buffer::create(d, 8192, 1024, BufferType::DRAM);
+    const uint32_t tid = Trace::next_id();
+    d->begin_trace(0, tid);
+    BufferPtr a = Buffer::create(d, 8192, 1024, BufferType::DRAM);
+    BufferPtr b = Buffer::create(d, 2048, 1024, BufferType::L1);
+    d->end_trace(0, tid);
+    BufferPtr c = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    BufferPtr e = Buffer::create(d, 1024, 1024, BufferType::L1);
+    for (int i = 0; i < 3; ++i) d->replay_trace(0, tid, false, false);
+    d->release_trace(tid);
+    std::printf("trace_safe: trace %u replayed 3 times\n", tid);
+    return 0;
+}
+
+// The ops' intermediates are freed during the capture; buffers allocated after it take their
+// addresses and are alive at the replay: the replay overwrites them.
+int scenario_trace_hazard(Ctx& ctx) {
+    go_point(ctx);
+    Device* d = CreateDevice(81);
+    BufferPtr in = Buffer::create(d, 8192, 1024, BufferType::DRAM);
+    const uint32_t tid = Trace::next_id();
+    d->begin_trace(0, tid);
+    BufferPtr a = Buffer::create(d, 16384, 1024, BufferType::DRAM);
+    BufferPtr b = Buffer::create(d, 4096, 1024, BufferType::L1);
+    BufferPtr out = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    a.reset();
+    b.reset();
+    d->end_trace(0, tid);
+    BufferPtr c = Buffer::create(d, 8192, 1024, BufferType::DRAM);  // where a was
+    BufferPtr l = Buffer::create(d, 2048, 1024, BufferType::L1);    // where b was
+    BufferPtr gone = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    gone.reset();  // freed before the replay: no hazard
+    d->replay_trace(0, tid, false, false);
+    d->replay_trace(0, tid, false, false);
+    c.reset();
+    BufferPtr f = Buffer::create(d, 1024, 1024, BufferType::DRAM);  // where a was, after replay 2
+    d->replay_trace(0, tid, true, false);
+    d->release_trace(tid);
+    std::printf("trace_hazard: trace %u\n", tid);
+    return 0;
+}
+
+// Dynamic trace storage (no trace region): the second trace's buffer is placed, top-down, under
+// the first trace's DRAM high-water mark; replaying the first overwrites it.
+int scenario_trace_two(Ctx& ctx) {
+    go_point(ctx);
+    AllocatorConfig cfg;
+    cfg.capacity[0] = 1 << 20;  // DRAM 1 MiB
+    cfg.capacity[4] = 0;        // no trace region
+    Device* d = CreateDevice(82, cfg);
+    const DeviceAddr base = d->allocator_config().base[0];
+    const DeviceAddr top = base + d->allocator_config().capacity[0];
+    const uint32_t t1 = Trace::next_id();
+    d->begin_trace(0, t1);
+    BufferPtr i1 = Buffer::create(d, 512 << 10, 1024, BufferType::DRAM);
+    i1.reset();
+    d->end_trace(0, t1);  // its buffer at the top
+    // A filler from the top down to base + 400 KiB, so the next trace buffer goes below it.
+    const DeviceAddr t1_bytes = 4096 + 2048;
+    BufferPtr filler = Buffer::create(d, top - t1_bytes - (base + (400 << 10)), 1024, BufferType::DRAM,
+                                      BufferShardingArgs{}, false);
+    const uint32_t t2 = Trace::next_id();
+    d->begin_trace(0, t2);
+    BufferPtr i2 = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    i2.reset();
+    d->end_trace(0, t2);  // under the filler: under t1's high-water mark
+    filler.reset();
+    d->replay_trace(0, t2, false, false);
+    d->replay_trace(0, t1, false, false);
+    d->release_trace(t1);
+    d->release_trace(t2);
+    std::printf("trace_two: traces %u %u\n", t1, t2);
+    return 0;
+}
+
+// A trace replayed after release_trace, and one replayed after its device closed: TT-Metal
+// throws for both.
+int scenario_trace_released(Ctx& ctx) {
+    go_point(ctx);
+    Device* d = CreateDevice(83);
+    const uint32_t tid = Trace::next_id();
+    d->begin_trace(1, tid);
+    BufferPtr a = Buffer::create(d, 4096, 1024, BufferType::DRAM);
+    d->end_trace(1, tid);
+    d->replay_trace(1, tid, false, false);
+    d->release_trace(tid);
+    bool threw = false;
+    try {
+        d->replay_trace(1, tid, false, false);
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    CHECK(threw);
+    a.reset();
+
+    Device* c = CreateDevice(84);
+    const uint32_t t2 = Trace::next_id();
+    c->begin_trace(0, t2);
+    BufferPtr b = Buffer::create(c, 4096, 1024, BufferType::DRAM);
+    c->end_trace(0, t2);
+    c->replay_trace(0, t2, false, false);
+    c->close();
+    threw = false;
+    try {
+        c->replay_trace(0, t2, false, false);
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    CHECK(threw);
+    b.reset();
+    std::printf("trace_released: traces %u %u\n", tid, t2);
+    return 0;
+}
+
+// A mesh trace (2026 form: begin_mesh_trace(cq) takes the id), then one with the id given.
+int scenario_trace_mesh(Ctx& ctx) {
+    go_point(ctx);
+    auto mesh = MeshDevice::create(open_chips({85, 86}));
+    Device* c85 = mesh->get_devices()[0];
+    Device* c86 = mesh->get_devices()[1];
+    MeshBufferPtr in = MeshBuffer::create(mesh.get(), 8192, 1024, BufferType::DRAM);
+    distributed::MeshTraceId id = mesh->begin_mesh_trace(0);
+    MeshBufferPtr ma = MeshBuffer::create(mesh.get(), 8192, 1024, BufferType::DRAM);
+    BufferPtr sa = Buffer::create(c85, 2048, 1024, BufferType::L1);
+    ma.reset();
+    sa.reset();
+    mesh->end_mesh_trace(0, id);
+    MeshBufferPtr mc = MeshBuffer::create(mesh.get(), 4096, 1024, BufferType::DRAM);  // where ma was
+    BufferPtr sc = Buffer::create(c86, 2048, 1024, BufferType::L1);  // chip 86 captured no L1
+    mesh->replay_mesh_trace(0, id, false);
+    mesh->replay_mesh_trace(0, id, true);
+
+    distributed::MeshTraceId id2 = distributed::MeshTrace::next_id();
+    mesh->begin_mesh_trace(0, id2);
+    MeshBufferPtr mb = MeshBuffer::create(mesh.get(), 2048, 1024, BufferType::L1);
+    mesh->end_mesh_trace(0, id2);
+    mesh->replay_mesh_trace(0, id2, false);
+    mesh->release_mesh_trace(id2);
+    mesh->release_mesh_trace(id);
+    std::printf("trace_mesh: mesh traces %u %u\n", id.get(), id2.get());
+    return 0;
+}
+
+// Every trace scenario, one after the other (distinct chips).
+int scenario_traces(Ctx& ctx) {
+    int rc = scenario_trace_safe(ctx);
+    if (rc == 0) rc = scenario_trace_hazard(ctx);
+    if (rc == 0) rc = scenario_trace_two(ctx);
+    if (rc == 0) rc = scenario_trace_released(ctx);
+    if (rc == 0) rc = scenario_trace_mesh(ctx);
+    return rc;
+}
+
 struct Scenario {
     const char* name;
     int (*fn)(Ctx&);
@@ -1130,6 +1292,12 @@ const Scenario kScenarios[] = {
     {"layout", scenario_layout},
     {"l1", scenario_l1},
     {"alloc", scenario_alloc},
+    {"trace_safe", scenario_trace_safe},
+    {"trace_hazard", scenario_trace_hazard},
+    {"trace_two", scenario_trace_two},
+    {"trace_released", scenario_trace_released},
+    {"trace_mesh", scenario_trace_mesh},
+    {"traces", scenario_traces},
 };
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.

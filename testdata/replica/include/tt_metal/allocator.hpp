@@ -288,6 +288,7 @@ struct AllocatorBlock {
     DeviceAddr size = 0;          // Buffer::size_ (what ground truth counts)
     const Buffer* owner = nullptr;
     uint64_t epoch = 0;  // replica attach epoch at reservation (midrun scenario)
+    uint64_t serial = 0; // order of the reservation among all chips' (trace truth, src/trace.cpp)
 };
 
 class ChipAllocator final : public Allocator {

@@ -44,6 +44,16 @@ public:
     const AllocatorConfig& allocator_config() const;
     ChipAllocator* chip_allocator() const { return allocator_.get(); }
 
+    // Metal trace (upstream tt_metal/impl/device/device.cpp, docs/ttmetal.md §10). begin_trace
+    // starts capturing on command queue cq_id (throws if it already captures); end_trace stops
+    // it and stores the trace in a TRACE buffer (in DRAM top-down when the chip has no trace
+    // region: dynamic trace storage); replay_trace throws for a trace that does not exist
+    // (released, never captured, or its device closed); release_trace frees its buffer.
+    void begin_trace(uint8_t cq_id, uint32_t tid);
+    void end_trace(uint8_t cq_id, uint32_t tid);
+    void replay_trace(uint8_t cq_id, uint32_t tid, bool block_on_device, bool block_on_worker_thread);
+    void release_trace(uint32_t tid);
+
 private:
     static void static_checks();
     std::unique_ptr<ChipAllocator> initialize_allocator(const AllocatorConfig& config);
@@ -65,7 +75,20 @@ bool IsDeviceOpen(int device_id);
 void set_legacy_cb_behaviour(bool legacy);
 bool legacy_cb_behaviour();
 
+// Trace ids of the single-device API (upstream Trace::next_id, a process-wide counter).
+struct Trace {
+    static uint32_t next_id();
+};
+
 namespace distributed {
+
+// Upstream mesh_trace_id.hpp: the id of a mesh trace.
+using MeshTraceId = ttsl::StrongType<uint32_t, struct MeshTraceIdTag>;
+
+// Upstream MeshTrace::next_id (its own process-wide counter).
+struct MeshTrace {
+    static MeshTraceId next_id();
+};
 
 class MeshDevice : public IDevice, public std::enable_shared_from_this<MeshDevice> {
     struct Private {
@@ -92,6 +115,15 @@ public:
     std::shared_ptr<MeshDevice> create_submesh(const std::vector<Device*>& chips);
     const std::vector<Device*>& get_devices() const { return chips_; }
     MeshDevice* get_parent_mesh() const { return parent_; }
+
+    // Metal trace on every chip of the mesh (upstream mesh_device.cpp): the same rules as
+    // Device's, the trace stored in a mesh buffer. begin_mesh_trace(cq_id) takes the next id
+    // itself (2026 upstream) and returns it.
+    MeshTraceId begin_mesh_trace(uint8_t cq_id);
+    void begin_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id);
+    void end_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id);
+    void replay_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id, bool blocking);
+    void release_mesh_trace(const MeshTraceId& trace_id);
 
 private:
     int mesh_id_;
