@@ -46,6 +46,8 @@ const struct py_stack_record *unused_py_stack_record __attribute__((unused));
 const struct py_code_record *unused_py_code_record __attribute__((unused));
 const struct alloc_capacity_record *unused_alloc_capacity_record __attribute__((unused));
 const struct alloc_request_record *unused_alloc_request_record __attribute__((unused));
+const struct trace_record *unused_trace_record __attribute__((unused));
+const enum trace_flags *unused_trace_flags __attribute__((unused));
 const enum stack_flags *unused_stack_flags __attribute__((unused));
 const enum py_stack_flags *unused_py_stack_flags __attribute__((unused));
 const enum py_code_flags *unused_py_code_flags __attribute__((unused));
@@ -849,6 +851,124 @@ int bank_manager_oom(struct pt_regs *ctx)
 		attach_stack(ctx, e);
 	finish(e);
 	return 0;
+}
+
+/* ---- Metal trace (docs/ttmetal.md §10) --------------------------------- */
+
+/* A trace call's entry: the device (classified by its vptr, as any), the
+ * command queue, the id (by value for a Device, through the MeshTraceId&
+ * for a MeshDevice: id_ref) and, for a replay, whether it blocks. */
+static __always_inline int on_trace(struct pt_regs *ctx, enum trace_op op, __u64 dev,
+				    __u8 flags, __u8 cq, __u32 id, __u64 id_ref)
+{
+	__u64 lost_before = 0;
+	struct trace_record *r;
+	struct event probe;
+	struct site site;
+
+	r = start_record(EV_TRACE, sizeof(*r), &lost_before);
+	if (!r)
+		return 0;
+	site = locate(ctx);
+	r->lost_before = lost_before;
+	r->op = op;
+	r->cq = cq;
+	r->flags = flags;
+	r->trace_id = id;
+	if (id_ref) {
+		if (bpf_probe_read_user(&r->trace_id, sizeof(r->trace_id), (void *)id_ref) < 0) {
+			r->read_error = 1;
+			r->flags &= ~TRACE_ID_KNOWN;
+		}
+	}
+	__builtin_memset(&probe, 0, sizeof(probe));
+	probe.chip = -1;
+	classify_device(&probe, dev, &site);
+	r->device = probe.device;
+	r->device_vptr = probe.device_vptr;
+	r->device_kind = probe.device_kind;
+	r->chip = probe.chip;
+	r->read_error |= probe.read_error;
+	finish(r);
+	return 0;
+}
+
+/* void Device::begin_trace(uint8_t cq_id, uint32_t tid) */
+SEC("uprobe.multi")
+int device_begin_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_BEGIN, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN,
+			(__u8)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx), 0);
+}
+
+/* void Device::end_trace(uint8_t cq_id, uint32_t tid) */
+SEC("uprobe.multi")
+int device_end_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_END, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN,
+			(__u8)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx), 0);
+}
+
+/* void Device::replay_trace(uint8_t cq_id, uint32_t tid, bool block_on_device,
+ *     bool block_on_worker_thread) */
+SEC("uprobe.multi")
+int device_replay_trace(struct pt_regs *ctx)
+{
+	__u8 blocking = (__u8)PT_REGS_PARM4(ctx) ? TRACE_BLOCKING : 0;
+
+	return on_trace(ctx, TRACE_REPLAY, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN | blocking,
+			(__u8)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx), 0);
+}
+
+/* void Device::release_trace(uint32_t tid) */
+SEC("uprobe.multi")
+int device_release_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_RELEASE, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN, 0,
+			(__u32)PT_REGS_PARM2(ctx), 0);
+}
+
+/* void MeshDevice::begin_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id) */
+SEC("uprobe.multi")
+int mesh_begin_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_BEGIN, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN,
+			(__u8)PT_REGS_PARM2(ctx), 0, PT_REGS_PARM3(ctx));
+}
+
+/* MeshTraceId MeshDevice::begin_mesh_trace(uint8_t cq_id): the id is taken
+ * inside (the MeshTraceId, a u32, comes back in eax). */
+SEC("uprobe.multi")
+int mesh_begin_trace_noid(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_BEGIN, PT_REGS_PARM1(ctx), TRACE_CQ_KNOWN,
+			(__u8)PT_REGS_PARM2(ctx), 0, 0);
+}
+
+/* void MeshDevice::end_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id) */
+SEC("uprobe.multi")
+int mesh_end_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_END, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN,
+			(__u8)PT_REGS_PARM2(ctx), 0, PT_REGS_PARM3(ctx));
+}
+
+/* void MeshDevice::replay_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id,
+ *     bool blocking) */
+SEC("uprobe.multi")
+int mesh_replay_trace(struct pt_regs *ctx)
+{
+	__u8 blocking = (__u8)PT_REGS_PARM4(ctx) ? TRACE_BLOCKING : 0;
+
+	return on_trace(ctx, TRACE_REPLAY, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN | TRACE_CQ_KNOWN | blocking,
+			(__u8)PT_REGS_PARM2(ctx), 0, PT_REGS_PARM3(ctx));
+}
+
+/* void MeshDevice::release_mesh_trace(const MeshTraceId& trace_id) */
+SEC("uprobe.multi")
+int mesh_release_trace(struct pt_regs *ctx)
+{
+	return on_trace(ctx, TRACE_RELEASE, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN, 0, 0, PT_REGS_PARM2(ctx));
 }
 
 /* ---- processes --------------------------------------------------------- */

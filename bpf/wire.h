@@ -59,6 +59,8 @@ enum event_kind : __u8 {
 	EV_ALLOC_OOM = 21,        /* the Out of Memory path of BankManager::allocate_buffer (an
 				   * instruction found from the library's code): the request of
 				   * this thread threw; its stack is the failure's site */
+	EV_TRACE = 40,            /* struct trace_record: Metal trace begin/end/replay/release
+				   * (Device and MeshDevice forms) */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
 	EV_EXIT = 65,             /* user space: a traced process has ended */
 };
@@ -276,6 +278,40 @@ struct alloc_request_record {
 	__u8 bottom_up;
 	__u8 read_error;
 	__u8 _pad[6];
+};
+
+/* ---- Metal trace (docs/ttmetal.md §10) --------------------------------- */
+
+/* trace_record.op: which call. */
+enum trace_op : __u8 {
+	TRACE_BEGIN = 1,   /* Device::begin_trace, MeshDevice::begin_mesh_trace */
+	TRACE_END = 2,     /* Device::end_trace, MeshDevice::end_mesh_trace */
+	TRACE_REPLAY = 3,  /* Device::replay_trace, MeshDevice::replay_mesh_trace */
+	TRACE_RELEASE = 4, /* Device::release_trace, MeshDevice::release_mesh_trace */
+};
+
+/* trace_record.flags */
+enum trace_flags : __u8 {
+	TRACE_ID_KNOWN = 1, /* trace_id holds the id: the one-argument
+			     * begin_mesh_trace(cq) takes its id inside */
+	TRACE_CQ_KNOWN = 2, /* cq holds the command queue (release has none) */
+	TRACE_BLOCKING = 4, /* replay: blocking (block_on_device for a Device) */
+};
+
+/* The entry of a trace call on a Device or a MeshDevice. */
+struct trace_record {
+	struct record_header hdr;
+	__u64 device;      /* the Device* or MeshDevice* (this) */
+	__u64 device_vptr; /* *(u64 *)device, for diagnosis of DEV_UNKNOWN */
+	__u64 lost_before; /* records this CPU failed to reserve since its previous record */
+	__u32 trace_id;    /* tid, or the MeshTraceId's value (flags: TRACE_ID_KNOWN) */
+	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */
+	enum trace_op op;
+	enum device_kind device_kind;
+	__u8 cq;           /* command queue id (flags: TRACE_CQ_KNOWN) */
+	__u8 flags;        /* enum trace_flags */
+	__u8 read_error;   /* a user-memory read failed: fields may be zero */
+	__u8 _pad[3];
 };
 
 #endif /* TTTRACE_WIRE_H */

@@ -156,6 +156,11 @@ const (
 	// NoticeAllocFailed: a BankManager::allocate_buffer call threw (Out
 	// of Memory); Notice.AllocFailed says all.
 	NoticeAllocFailed
+	// The Metal trace records (trace.go); Notice.Trace says all.
+	NoticeTraceHazard
+	NoticeTraceReplayInvalid
+	NoticeTraceRegionHazard
+	NoticeTraceCaptureAlloc
 )
 
 func (k NoticeKind) String() string {
@@ -166,6 +171,14 @@ func (k NoticeKind) String() string {
 		return "l1_headroom"
 	case NoticeAllocFailed:
 		return "alloc_failed"
+	case NoticeTraceHazard:
+		return "trace_hazard"
+	case NoticeTraceReplayInvalid:
+		return "trace_replay_invalid"
+	case NoticeTraceRegionHazard:
+		return "trace_region_hazard"
+	case NoticeTraceCaptureAlloc:
+		return "trace_capture_alloc"
 	}
 	return "notice(?)"
 }
@@ -175,7 +188,8 @@ func (k NoticeKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 
 // UnmarshalText reads an NDJSON "type".
 func (k *NoticeKind) UnmarshalText(b []byte) error {
-	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom, NoticeAllocFailed} {
+	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom, NoticeAllocFailed, NoticeTraceHazard,
+		NoticeTraceReplayInvalid, NoticeTraceRegionHazard, NoticeTraceCaptureAlloc} {
 		if string(b) == c.String() {
 			*k = c
 			return nil
@@ -222,6 +236,8 @@ type Notice struct {
 	// AllocFailed is the record of an alloc_failed notice (its line is
 	// this record alone); Chip is -1 when the allocator is no chip's.
 	AllocFailed *AllocFailure `json:"-"`
+	// Trace is the record of a trace notice (its line is this record alone).
+	Trace *TraceNote `json:"-"`
 }
 
 // MarshalJSON writes the notice's NDJSON line: an alloc_failed is its
@@ -229,6 +245,9 @@ type Notice struct {
 func (n *Notice) MarshalJSON() ([]byte, error) {
 	if n.Type == NoticeAllocFailed && n.AllocFailed != nil {
 		return json.Marshal(n.AllocFailed)
+	}
+	if n.Trace != nil {
+		return json.Marshal(n.Trace)
 	}
 	type plain Notice
 	return json.Marshal((*plain)(n))

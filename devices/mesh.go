@@ -111,6 +111,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 		p.changed(c)
 	}
 	c.closed = true
+	p.traceClosed(id)
 }
 
 // meshClose handles distributed::MeshDevice::close: the mesh's buffers and

@@ -68,6 +68,10 @@ type proc struct {
 	failures      []AllocFailure           // the first alloc_failed records
 	allocObserved bool                     // the ledger has an AllocObserver
 	adirty        []allocDirty             // chips and types the event being applied changed
+
+	// Metal trace (trace.go): nil until the process's first trace record.
+	tr     *traceProc
+	bufGen uint64 // bumped by every alloc and release of a buffer
 }
 
 // chipState holds one chip's current totals and their peaks.
@@ -291,6 +295,8 @@ func (p *proc) apply(e *events.Event) {
 		p.request(e)
 	case events.KindAllocOom:
 		p.oom(e)
+	case events.KindTrace:
+		p.trace(e)
 	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:
@@ -388,6 +394,7 @@ func (p *proc) alloc(e *events.Event) {
 	}
 	p.allocPlace(idx, e, req)
 	placed = true
+	p.traceAlloc(idx, e)
 	t := Counter(e.BufferType)
 	sk := siteKey{e.Site, uint8(t)}
 	if meshIndex == 0 {
@@ -480,6 +487,7 @@ func (p *proc) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		p.stats.ReleasedByMark++
 	}
 	p.held -= b.size
+	p.bufGen++
 	p.allocRelease(idx, b, e.TsNs)
 	p.bufs.remove(idx, state)
 }

@@ -106,6 +106,18 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 			nameID(h.Site)
 		}
 	}
+	if tr := ps.Traces; tr != nil {
+		for _, list := range [][]TraceNote{tr.Hazards, tr.RegionHazards, tr.CaptureAllocs} {
+			for i := range list {
+				if b := list[i].Buffer; b != nil {
+					nameID(b.Site)
+				}
+				if b := list[i].Captured; b != nil {
+					nameID(b.Site)
+				}
+			}
+		}
+	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	ps.Sites = ps.Sites[:0]
 	ps.LeakSites = ps.LeakSites[:0]

@@ -90,6 +90,9 @@ type ProcessSummary struct {
 	// AllocFailures: the first 100 alloc_failed records, in stream order
 	// (stats.alloc_failures counts them all).
 	AllocFailures []AllocFailure `json:"alloc_failures"`
+	// Traces: what the process did with Metal traces and the hazards found
+	// (docs/ndjson.md); absent when it made no trace call.
+	Traces *TraceSummary `json:"traces,omitempty"`
 
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
@@ -513,6 +516,7 @@ func (p *proc) summary() ProcessSummary {
 		Stats:            p.stats,
 		L1Clashes:        append([]Notice{}, p.clashes...),
 		AllocFailures:    p.sortedFailures(),
+		Traces:           p.traceSummary(),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),

@@ -129,4 +129,5 @@ type Event struct {
 
 	// The allocator records' own fields (allocator.go).
 	AllocatorFields
+	TraceFields
 }

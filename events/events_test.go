@@ -128,13 +128,14 @@ func TestDecodePython(t *testing.T) {
 func TestWireTables(t *testing.T) {
 	sizes := map[uint8]uint32{(*Wire)(nil).wireID(): WireSize, (*StackWire)(nil).wireID(): StackWireSize,
 		(*PyStackWire)(nil).wireID(): PyStackWireSize, (*PyCodeWire)(nil).wireID(): PyCodeWireSize,
-		(*AllocCapacityWire)(nil).wireID(): AllocCapacityWireSize, (*AllocRequestWire)(nil).wireID(): AllocRequestWireSize}
+		(*AllocCapacityWire)(nil).wireID(): AllocCapacityWireSize, (*AllocRequestWire)(nil).wireID(): AllocRequestWireSize,
+		(*TraceWire)(nil).wireID(): TraceWireSize}
 	for k := KindAlloc; k <= KindGroupExit; k++ {
 		if wireOf[k] != (*Wire)(nil).wireID() {
 			t.Errorf("%s: not a struct event", k)
 		}
 	}
-	for _, k := range []Kind{KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest} {
+	for _, k := range []Kind{KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace} {
 		if wireOf[k] == 0 || wireOf[k] == (*Wire)(nil).wireID() {
 			t.Errorf("%s: record type %d", k, wireOf[k])
 		}

@@ -63,6 +63,8 @@ func AppendJSON(buf []byte, e *Event) []byte {
 			buf = append(buf, `,"site":`...)
 			buf = appendUint(buf, uint64(e.Site))
 		}
+	case KindTrace:
+		buf = appendTrace(buf, e)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
 		buf = appendUint(buf, uint64(e.ParentPid))

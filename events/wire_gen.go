@@ -29,6 +29,7 @@ const (
 	KindAllocCapacity   Kind = 19
 	KindAllocRequest    Kind = 20
 	KindAllocOom        Kind = 21
+	KindTrace           Kind = 40
 	KindLost            Kind = 64
 	KindExit            Kind = 65
 )
@@ -71,6 +72,23 @@ const (
 // enum py_code_flags of bpf/wire.h.
 const (
 	PyCodeReadError = 1
+)
+
+// TraceOp is enum trace_op of bpf/wire.h.
+type TraceOp uint8
+
+const (
+	TraceBegin   TraceOp = 1
+	TraceEnd     TraceOp = 2
+	TraceReplay  TraceOp = 3
+	TraceRelease TraceOp = 4
+)
+
+// enum trace_flags of bpf/wire.h.
+const (
+	TraceIDKnown  = 1
+	TraceCqKnown  = 2
+	TraceBlocking = 4
 )
 
 // Header is struct record_header of bpf/wire.h: the first bytes of every record.
@@ -210,6 +228,29 @@ const AllocRequestWireSize = 80
 
 func (*AllocRequestWire) wireID() uint8 { return 6 }
 
+// TraceWire is struct trace_record of bpf/wire.h: the records of kind
+// KindTrace.
+type TraceWire struct {
+	_          structs.HostLayout
+	Hdr        Header
+	Device     uint64
+	DeviceVptr uint64
+	LostBefore uint64
+	TraceID    uint32
+	Chip       int32
+	Op         TraceOp
+	DeviceKind DeviceKind
+	Cq         uint8
+	Flags      uint8
+	ReadError  uint8
+	_          [3]uint8
+}
+
+// TraceWireSize is the size of TraceWire in bytes.
+const TraceWireSize = 72
+
+func (*TraceWire) wireID() uint8 { return 7 }
+
 // PyCode is struct py_code of bpf/wire.h.
 type PyCode struct {
 	_             structs.HostLayout
@@ -279,6 +320,7 @@ var wireOf = [64]uint8{
 	KindPyCode:          4,
 	KindAllocCapacity:   5,
 	KindAllocRequest:    6,
+	KindTrace:           7,
 }
 
 // wireSize is, per kind BPF writes, the size of its records' type: the
@@ -305,6 +347,7 @@ var wireSize = [64]uint32{
 	KindPyCode:          4752,
 	KindAllocCapacity:   104,
 	KindAllocRequest:    80,
+	KindTrace:           72,
 }
 
 // kindNames are the Kind names, by value.
@@ -330,6 +373,7 @@ var kindNames = [66]string{
 	19: "alloc_capacity",
 	20: "alloc_request",
 	21: "alloc_oom",
+	40: "trace",
 	64: "lost",
 	65: "exit",
 }
@@ -347,4 +391,12 @@ var stackStateNames = [3]string{
 	0: "none",
 	1: "follows",
 	2: "lost",
+}
+
+// traceOpNames are the TraceOp names, by value.
+var traceOpNames = [5]string{
+	1: "begin",
+	2: "end",
+	3: "replay",
+	4: "release",
 }

@@ -229,7 +229,11 @@ type tttraceProgramSpecs struct {
 	BankManagerVec            *ebpf.ProgramSpec `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.ProgramSpec `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.ProgramSpec `ebpf:"deallocate_circular_buffers"`
+	DeviceBeginTrace          *ebpf.ProgramSpec `ebpf:"device_begin_trace"`
 	DeviceClose               *ebpf.ProgramSpec `ebpf:"device_close"`
+	DeviceEndTrace            *ebpf.ProgramSpec `ebpf:"device_end_trace"`
+	DeviceReleaseTrace        *ebpf.ProgramSpec `ebpf:"device_release_trace"`
+	DeviceReplayTrace         *ebpf.ProgramSpec `ebpf:"device_replay_trace"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
 	InitializeAllocator       *ebpf.ProgramSpec `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.ProgramSpec `ebpf:"lc_alloc_enter"`
@@ -240,7 +244,12 @@ type tttraceProgramSpecs struct {
 	LcFreeDispose             *ebpf.ProgramSpec `ebpf:"lc_free_dispose"`
 	LcFreeOwned               *ebpf.ProgramSpec `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.ProgramSpec `ebpf:"mark_as_deallocated"`
+	MeshBeginTrace            *ebpf.ProgramSpec `ebpf:"mesh_begin_trace"`
+	MeshBeginTraceNoid        *ebpf.ProgramSpec `ebpf:"mesh_begin_trace_noid"`
 	MeshDeviceClose           *ebpf.ProgramSpec `ebpf:"mesh_device_close"`
+	MeshEndTrace              *ebpf.ProgramSpec `ebpf:"mesh_end_trace"`
+	MeshReleaseTrace          *ebpf.ProgramSpec `ebpf:"mesh_release_trace"`
+	MeshReplayTrace           *ebpf.ProgramSpec `ebpf:"mesh_replay_trace"`
 	ProcessExit               *ebpf.ProgramSpec `ebpf:"process_exit"`
 	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
@@ -290,6 +299,8 @@ type tttraceVariableSpecs struct {
 	UnusedPyStackRecord       *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
 	UnusedStackFlags          *ebpf.VariableSpec `ebpf:"unused_stack_flags"`
 	UnusedStackRecord         *ebpf.VariableSpec `ebpf:"unused_stack_record"`
+	UnusedTraceFlags          *ebpf.VariableSpec `ebpf:"unused_trace_flags"`
+	UnusedTraceRecord         *ebpf.VariableSpec `ebpf:"unused_trace_record"`
 	WakeupBytes               *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -366,6 +377,8 @@ type tttraceVariables struct {
 	UnusedPyStackRecord       *ebpf.Variable `ebpf:"unused_py_stack_record"`
 	UnusedStackFlags          *ebpf.Variable `ebpf:"unused_stack_flags"`
 	UnusedStackRecord         *ebpf.Variable `ebpf:"unused_stack_record"`
+	UnusedTraceFlags          *ebpf.Variable `ebpf:"unused_trace_flags"`
+	UnusedTraceRecord         *ebpf.Variable `ebpf:"unused_trace_record"`
 	WakeupBytes               *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
@@ -381,7 +394,11 @@ type tttracePrograms struct {
 	BankManagerVec            *ebpf.Program `ebpf:"bank_manager_vec"`
 	BufferCreateView          *ebpf.Program `ebpf:"buffer_create_view"`
 	DeallocateCircularBuffers *ebpf.Program `ebpf:"deallocate_circular_buffers"`
+	DeviceBeginTrace          *ebpf.Program `ebpf:"device_begin_trace"`
 	DeviceClose               *ebpf.Program `ebpf:"device_close"`
+	DeviceEndTrace            *ebpf.Program `ebpf:"device_end_trace"`
+	DeviceReleaseTrace        *ebpf.Program `ebpf:"device_release_trace"`
+	DeviceReplayTrace         *ebpf.Program `ebpf:"device_replay_trace"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
 	InitializeAllocator       *ebpf.Program `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.Program `ebpf:"lc_alloc_enter"`
@@ -392,7 +409,12 @@ type tttracePrograms struct {
 	LcFreeDispose             *ebpf.Program `ebpf:"lc_free_dispose"`
 	LcFreeOwned               *ebpf.Program `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.Program `ebpf:"mark_as_deallocated"`
+	MeshBeginTrace            *ebpf.Program `ebpf:"mesh_begin_trace"`
+	MeshBeginTraceNoid        *ebpf.Program `ebpf:"mesh_begin_trace_noid"`
 	MeshDeviceClose           *ebpf.Program `ebpf:"mesh_device_close"`
+	MeshEndTrace              *ebpf.Program `ebpf:"mesh_end_trace"`
+	MeshReleaseTrace          *ebpf.Program `ebpf:"mesh_release_trace"`
+	MeshReplayTrace           *ebpf.Program `ebpf:"mesh_replay_trace"`
 	ProcessExit               *ebpf.Program `ebpf:"process_exit"`
 	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
@@ -413,7 +435,11 @@ func (p *tttracePrograms) Close() error {
 		p.BankManagerVec,
 		p.BufferCreateView,
 		p.DeallocateCircularBuffers,
+		p.DeviceBeginTrace,
 		p.DeviceClose,
+		p.DeviceEndTrace,
+		p.DeviceReleaseTrace,
+		p.DeviceReplayTrace,
 		p.DlDebugState,
 		p.InitializeAllocator,
 		p.LcAllocEnter,
@@ -424,7 +450,12 @@ func (p *tttracePrograms) Close() error {
 		p.LcFreeDispose,
 		p.LcFreeOwned,
 		p.MarkAsDeallocated,
+		p.MeshBeginTrace,
+		p.MeshBeginTraceNoid,
 		p.MeshDeviceClose,
+		p.MeshEndTrace,
+		p.MeshReleaseTrace,
+		p.MeshReplayTrace,
 		p.ProcessExit,
 		p.ProcessFork,
 		p.ProgramDestroy,

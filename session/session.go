@@ -183,6 +183,7 @@ type session struct {
 	decodeErrors  uint64
 	clashNotes    int // l1_clash notes written to the log
 	oomNotes      int // alloc_failed notes written to the log
+	traceNotes    int // trace hazard notes written to the log
 	followedQuiet int // followed processes that ended without using TT-Metal
 }
 
@@ -326,6 +327,10 @@ func (s *session) noteClash(n *devices.Notice) {
 		s.noteOOM(n.AllocFailed)
 		return
 	}
+	if n.Trace != nil {
+		s.noteTrace(n.Trace)
+		return
+	}
 	if n.Type != devices.NoticeL1Clash {
 		return
 	}
@@ -336,6 +341,35 @@ func (s *session) noteClash(n *devices.Notice) {
 			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.L1BuffersCount)
 	case s.clashNotes == 11:
 		fmt.Fprintf(s.log, "tttrace: more L1 clashes: see the report\n")
+	}
+}
+
+// noteTrace tells people of a trace hazard when the replay is seen, before
+// it runs (the first few only; the report and NDJSON have them all).
+func (s *session) noteTrace(n *devices.TraceNote) {
+	if n.Type == devices.NoticeTraceCaptureAlloc {
+		return
+	}
+	s.traceNotes++
+	if s.traceNotes > 10 {
+		if s.traceNotes == 11 {
+			fmt.Fprintf(s.log, "tttrace: more trace hazards: see the report\n")
+		}
+		return
+	}
+	id := "?"
+	if n.Trace != nil {
+		id = fmt.Sprint(*n.Trace)
+	}
+	switch n.Type {
+	case devices.NoticeTraceHazard:
+		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: replay %d of trace %s overwrites live %s buffer %s at %#x (%d bytes, seq %d): it was allocated after the capture, over captured buffer %s at %#x\n",
+			n.Pid, n.Device, n.Replay, id, n.Buffer.BufferType, n.Buffer.Buffer, n.Buffer.Address, n.Buffer.Size, n.Buffer.Seq, n.Captured.Buffer, n.Captured.Address)
+	case devices.NoticeTraceReplayInvalid:
+		fmt.Fprintf(s.log, "tttrace: pid %d: trace %s replayed (%s)\n", n.Pid, id, n.Reason)
+	case devices.NoticeTraceRegionHazard:
+		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: the buffer of trace %s at %#x is under another live trace's high-water mark %#x\n",
+			n.Pid, n.Device, id, n.Buffer.Address, n.HighWaterMark)
 	}
 }
 
@@ -566,6 +600,8 @@ func (s *session) handle(raw []byte) {
 	decode := events.Decode
 	if h.Kind == events.KindAllocCapacity || h.Kind == events.KindAllocRequest {
 		decode = events.DecodeAllocator
+	} else if h.Kind == events.KindTrace {
+		decode = events.DecodeTrace
 	}
 	if err := decode(raw, &ev); err != nil {
 		s.badRecord(err)

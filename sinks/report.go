@@ -158,6 +158,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 	}
 
 	r.allocFailures(p)
+	r.traces(p)
 	r.l1(p)
 	r.leaks(p)
 	r.leakSites(p)

@@ -146,6 +146,16 @@ const (
 	ProgProgramDestroy    Program = "program_destroy"
 	ProgDeviceClose       Program = "device_close"
 	ProgMeshDeviceClose   Program = "mesh_device_close"
+	// Metal trace (docs/ttmetal.md §10).
+	ProgDeviceBeginTrace   Program = "device_begin_trace"
+	ProgDeviceEndTrace     Program = "device_end_trace"
+	ProgDeviceReplayTrace  Program = "device_replay_trace"
+	ProgDeviceReleaseTrace Program = "device_release_trace"
+	ProgMeshBeginTrace     Program = "mesh_begin_trace"
+	ProgMeshBeginTraceNoID Program = "mesh_begin_trace_noid"
+	ProgMeshEndTrace       Program = "mesh_end_trace"
+	ProgMeshReplayTrace    Program = "mesh_replay_trace"
+	ProgMeshReleaseTrace   Program = "mesh_release_trace"
 	// The allocator (docs/ttmetal.md §9).
 	ProgInitializeAllocator Program = "initialize_allocator"
 	ProgBankManagerVec      Program = "bank_manager_vec"

@@ -26,6 +26,18 @@ const (
 	symProgramImplD1          = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
 	symDeviceClose            = "_ZN2tt8tt_metal6Device5closeEv"
 	symMeshDeviceClose        = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
+	// Metal trace (docs/ttmetal.md §10). The mesh forms take a
+	// MeshTraceId& whose StrongType moved from tt::stl to ttsl: prefixes
+	// up to the reference.
+	symDeviceBeginTrace       = "_ZN2tt8tt_metal6Device11begin_traceEhj"
+	symDeviceEndTrace         = "_ZN2tt8tt_metal6Device9end_traceEhj"
+	symDeviceReplayTrace      = "_ZN2tt8tt_metal6Device12replay_traceEhjbb"
+	symDeviceReleaseTrace     = "_ZN2tt8tt_metal6Device13release_traceEj"
+	symMeshBeginTracePrefix   = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEhRK"
+	symMeshBeginTraceNoID     = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEh"
+	symMeshEndTracePrefix     = "_ZN2tt8tt_metal11distributed10MeshDevice14end_mesh_traceEhRK"
+	symMeshReplayTracePrefix  = "_ZN2tt8tt_metal11distributed10MeshDevice17replay_mesh_traceEhRK"
+	symMeshReleaseTracePrefix = "_ZN2tt8tt_metal11distributed10MeshDevice18release_mesh_traceERK"
 	symVtableDevice           = "_ZTVN2tt8tt_metal6DeviceE"
 	symVtableMeshDevice       = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
 
@@ -194,6 +206,24 @@ var attachTable = []point{
 		"memory released by closing a chip"},
 	{ProgMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
 		"memory released by closing a mesh"},
+	{ProgDeviceBeginTrace, "Device::begin_trace(cq, tid)", []string{symDeviceBeginTrace}, false,
+		"trace captures"},
+	{ProgDeviceEndTrace, "Device::end_trace(cq, tid)", []string{symDeviceEndTrace}, false,
+		"the end of trace captures"},
+	{ProgDeviceReplayTrace, "Device::replay_trace(cq, tid, ...)", []string{symDeviceReplayTrace}, false,
+		"trace replays (trace hazards)"},
+	{ProgDeviceReleaseTrace, "Device::release_trace(tid)", []string{symDeviceReleaseTrace}, false,
+		"trace releases"},
+	{ProgMeshBeginTrace, "distributed::MeshDevice::begin_mesh_trace(cq, const MeshTraceId&)",
+		[]string{symMeshBeginTracePrefix + "*"}, false, "mesh trace captures"},
+	{ProgMeshBeginTraceNoID, "distributed::MeshDevice::begin_mesh_trace(cq)", []string{symMeshBeginTraceNoID}, false,
+		"mesh trace captures (2026 form)"},
+	{ProgMeshEndTrace, "distributed::MeshDevice::end_mesh_trace(cq, const MeshTraceId&)",
+		[]string{symMeshEndTracePrefix + "*"}, false, "the end of mesh trace captures"},
+	{ProgMeshReplayTrace, "distributed::MeshDevice::replay_mesh_trace(cq, const MeshTraceId&, bool)",
+		[]string{symMeshReplayTracePrefix + "*"}, false, "mesh trace replays (trace hazards)"},
+	{ProgMeshReleaseTrace, "distributed::MeshDevice::release_mesh_trace(const MeshTraceId&)",
+		[]string{symMeshReleaseTracePrefix + "*"}, false, "mesh trace releases"},
 	{ProgInitializeAllocator, "Device::initialize_allocator(...)", []string{symInitializeAllocatorPrefix + "*"}, false,
 		"which chip an allocator belongs to"},
 	{ProgBankManagerVec, "BankManager::BankManager(type, bank offsets, size, alignment, offset, ...)",

@@ -50,6 +50,11 @@ var fullNames = []string{
 	symBankManagerVecC1Prefix + "mbRKNS1_21AllocatorDependenciesE",
 	symBankManagerMapC2Prefix + "mbRKNS1_21AllocatorDependenciesE",
 	symBankManagerAllocatePrefix + symAllocatorIDParam + "0_" + symAllocatorIDTagName,
+	symDeviceBeginTrace, symDeviceEndTrace, symDeviceReplayTrace, symDeviceReleaseTrace, symMeshBeginTraceNoID,
+	symMeshBeginTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
+	symMeshEndTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
+	symMeshReplayTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEEb",
+	symMeshReleaseTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
 }
 
 func TestResolveSymbols(t *testing.T) {

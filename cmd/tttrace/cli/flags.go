@@ -25,16 +25,16 @@ import (
 // CMD's status instead, unless tracing failed or lost events.
 const (
 	ExitOK          = 0
-	ExitError       = 1 // anything not listed below
-	ExitUsage       = 2 // bad flags or arguments
-	ExitPermission  = 3 // not root / BPF refused
-	ExitNoProcess   = 4 // -p PID does not exist
-	ExitNoLibrary   = 5 // library not found, or not mapped within --wait
-	ExitUnsupported = 6 // library lacks symbols tttrace needs, or its layout is unknown
-	ExitLost        = 7 // tracing worked but events were lost: the ledger is incomplete
-	ExitLeaks       = 8 // --fail-on-leak: more device memory was left allocated than allowed
-	ExitOOM         = 9 // --fail-on-oom: a traced process had a failed device allocation (caught or not)
-	// 10 is kept for trace-replay hazards (--fail-on-trace-hazard, not built yet).
+	ExitError       = 1   // anything not listed below
+	ExitUsage       = 2   // bad flags or arguments
+	ExitPermission  = 3   // not root / BPF refused
+	ExitNoProcess   = 4   // -p PID does not exist
+	ExitNoLibrary   = 5   // library not found, or not mapped within --wait
+	ExitUnsupported = 6   // library lacks symbols tttrace needs, or its layout is unknown
+	ExitLost        = 7   // tracing worked but events were lost: the ledger is incomplete
+	ExitLeaks       = 8   // --fail-on-leak: more device memory was left allocated than allowed
+	ExitOOM         = 9   // --fail-on-oom: a traced process had a failed device allocation (caught or not)
+	ExitTraceHazard = 10  // --fail-on-trace-hazard: a trace replay overwrote live buffers, or another trace hazard
 	ExitLateLibrary = 11  // a process's library was probed only after it mapped it: its calls before were missed
 	ExitBadLayout   = 12  // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
@@ -87,6 +87,8 @@ type Flags struct {
 	FailOnLeakSet bool
 	// FailOnOOM: --fail-on-oom.
 	FailOnOOM bool
+	// FailOnTraceHazard: --fail-on-trace-hazard.
+	FailOnTraceHazard bool
 	// L1Warn is --l1-warn (0: off).
 	L1Warn   ByteSize
 	ShowHelp bool
@@ -140,6 +142,9 @@ otherwise 0. Errors of tttrace itself: 1 other, 2 usage, 3 permission,
 4 no such process, 5 library not found, 6 unsupported library, 7 events were
 lost (the ledger is incomplete), 8 more device memory left allocated than
 --fail-on-leak allows, 9 a failed device allocation with --fail-on-oom,
+10 a trace hazard with --fail-on-trace-hazard (a Metal trace replay that
+overwrites live buffers, a replay of a released trace or of one whose device
+closed, a trace buffer under another live trace's high-water mark),
 11 a process loaded a TT-Metal library that was not probed in advance (with
 --all: one no process had mapped before), so its calls before the probes
 landed were missed (late_library; give --lib to trace it from the start),
@@ -148,7 +153,8 @@ buffer types or sizes were read: the numbers cannot be trusted), 127 CMD not
 found. In "-- CMD" mode 7, 8, 11 and 12 are reported only when CMD succeeded;
 7 wins over 12, 12 over 11, and all three over 8 (a ledger incomplete or untrusted
 cannot judge leaks); 9 wins over every other status, CMD's included (an
-allocation seen failing did fail).
+allocation seen failing did fail), then 10 (a replay seen overwriting live
+buffers did).
 
 CI gate: sudo tttrace --fail-on-leak -- python -m pytest tests/  exits 8 if
 any test left device memory allocated (the report lists where);
@@ -193,6 +199,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVar(&f.KeepEndedTotals, "keep-ended-totals", devices.DefaultKeepEndedTotals, "keep `N` more ended processes as totals only; older ones are only summed (dropped_processes); bounds tttrace's memory under --all")
 	fs.Var(&f.FailOnLeak, "fail-on-leak", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
+	fs.BoolVar(&f.FailOnTraceHazard, "fail-on-trace-hazard", false, "exit 10 when a traced process replayed a Metal trace over live buffers allocated after its capture (trace_hazard), replayed a released trace or one whose device closed, or placed a trace buffer under another live trace's high-water mark; a CI gate")
 	fs.BoolVar(&f.FailOnOOM, "fail-on-oom", false, "exit 9 when a traced process had any failed device allocation (TT-Metal's \"Out of Memory\"), even one it caught; a CI gate")
 	fs.Var(&f.L1Warn, "l1-warn", "report (l1_headroom) a chip whose L1 headroom, lowest L1 buffer address minus the end of the circular-buffer region, drops under `BYTES` (K, M suffixes); clashes (l1_clash) are reported always")
 	fs.StringVar(&f.Host, "host", "", "name this machine `HOST` on every process in the outputs (default: its host name); with one tttrace per host, ranks are told apart by host")

@@ -337,6 +337,16 @@ func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 			}
 		}
 	}
+	if f.FailOnTraceHazard {
+		var n uint64
+		for _, p := range res.Summary.Processes {
+			n += p.Traces.Problems()
+		}
+		if n > 0 {
+			fmt.Fprintf(stderr, "tttrace: %d trace hazard(s) (--fail-on-trace-hazard); the report lists them\n", n)
+			status = ExitTraceHazard
+		}
+	}
 	if f.FailOnOOM {
 		var n uint64
 		for _, p := range res.Summary.Processes {

@@ -43,6 +43,8 @@ var enums = []struct {
 	{"stack_flags", "", "STACK_", "Stack", false},
 	{"py_stack_flags", "", "PY_", "Py", false},
 	{"py_code_flags", "", "PY_CODE_", "PyCode", false},
+	{"trace_op", "TraceOp", "TRACE_", "Trace", true},
+	{"trace_flags", "", "TRACE_", "Trace", false},
 }
 
 const (

@@ -1,0 +1,101 @@
+package sinks
+
+import (
+	"strconv"
+
+	"github.com/tttrace/tttrace/devices"
+)
+
+// traces writes what the process did with Metal traces and every trace
+// hazard found (docs/ndjson.md, "trace_hazard").
+func (r *reporter) traces(p *devices.ProcessSummary) {
+	t := p.Traces
+	if t == nil {
+		return
+	}
+	r.printf("  Metal traces: %d capture(s), %d replay(s), %d release(s); %d buffer(s) allocated after a capture checked clear at its replays",
+		t.Captures, t.Replays, t.Releases, t.Checked)
+	if t.UnknownReplays > 0 {
+		r.printf("; %d replay(s) of traces captured before tttrace attached (not checked)", t.UnknownReplays)
+	}
+	r.printf("\n")
+	if t.HazardCount > 0 {
+		r.printf("  TRACE HAZARDS: %d (a replay writes where these live buffers are: they were allocated after the capture, where buffers it used were)\n", t.HazardCount)
+		for i := range t.Hazards {
+			n := &t.Hazards[i]
+			if i == reportAnomalies {
+				r.printf("    … %d more (the JSON summary lists the first %d)\n", t.HazardCount-uint64(i), devices.MaxAnomalies)
+				break
+			}
+			r.printf("    %s replay %d (tid %d seq %d), chip %d:\n", traceName(n), n.Replay, n.Tid, n.Seq, n.Device)
+			r.traceBuf(p, "      overwrites", n.Buffer)
+			r.traceBuf(p, "      captured  ", n.Captured)
+		}
+	}
+	if t.InvalidReplayCount > 0 {
+		r.printf("  invalid trace replays: %d (TT-Metal refuses them)\n", t.InvalidReplayCount)
+		for i := range t.InvalidReplays {
+			n := &t.InvalidReplays[i]
+			if i == reportAnomalies {
+				r.printf("    … %d more\n", t.InvalidReplayCount-uint64(i))
+				break
+			}
+			why := "after release_trace"
+			switch n.Reason {
+			case "device_closed":
+				why = "after its device closed"
+			case "capturing":
+				why = "while it is still being captured"
+			}
+			r.printf("    %s replayed %s (tid %d seq %d)\n", traceName(n), why, n.Tid, n.Seq)
+		}
+	}
+	if t.RegionHazardCount > 0 {
+		r.printf("  trace buffers under another live trace's high-water mark: %d (that trace's replay overwrites them; TT-Metal checks only the newest trace, tt-metal#48869)\n", t.RegionHazardCount)
+		for i := range t.RegionHazards {
+			n := &t.RegionHazards[i]
+			if i == reportAnomalies {
+				r.printf("    … %d more\n", t.RegionHazardCount-uint64(i))
+				break
+			}
+			other := "?"
+			if n.OtherTrace != nil {
+				other = strconv.FormatUint(uint64(*n.OtherTrace), 10)
+			}
+			r.printf("    %s, chip %d: its buffer at %#x is under trace %s's mark %#x\n", traceName(n), n.Device, n.Buffer.Address, other, n.HighWaterMark)
+		}
+	}
+	if t.CaptureAllocCount > 0 {
+		r.printf("  allocations during a trace capture: %d (the trace's replays write there)\n", t.CaptureAllocCount)
+		for i := range t.CaptureAllocs {
+			n := &t.CaptureAllocs[i]
+			if i == reportAnomalies {
+				r.printf("    … %d more (the JSON summary lists the first %d)\n", t.CaptureAllocCount-uint64(i), devices.MaxAnomalies)
+				break
+			}
+			r.traceBuf(p, "    "+traceName(n)+":", n.Buffer)
+		}
+	}
+}
+
+func traceName(n *devices.TraceNote) string {
+	id := "(id unknown)"
+	if n.Trace != nil {
+		id = strconv.FormatUint(uint64(*n.Trace), 10)
+	}
+	if n.MeshDevice != "" {
+		return "mesh trace " + id + " of mesh " + n.MeshDevice
+	}
+	return "trace " + id + " of chip " + strconv.Itoa(int(n.Device))
+}
+
+func (r *reporter) traceBuf(p *devices.ProcessSummary, what string, b *devices.TraceBuffer) {
+	if b == nil {
+		return
+	}
+	r.printf("%s %s %#x  %s (%s per bank)  ", what, b.BufferType, b.Address, human(b.Size), human(b.Span))
+	if b.Mesh {
+		r.printf("mesh ")
+	}
+	r.whose(p, false, b.Buffer, "", b.Tid, b.Seq, b.Site)
+}
