@@ -230,3 +230,20 @@ func Request(tid uint32, mgr, size, page uint64, bottomUp bool) events.Event {
 	e.BottomUp = bottomUp
 	return e
 }
+
+// Trace is the entry of a Metal trace call (op) on a chip with command
+// queue cq and trace id (docs/ttmetal.md §10).
+func Trace(tid uint32, op events.TraceOp, chip int32, cq uint8, id uint32) events.Event {
+	e := events.Event{Kind: events.KindTrace, Tid: tid, Device: ChipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip,
+		BufferType: -1}
+	e.TraceOp, e.TraceID, e.TraceIDKnown, e.CQ, e.CQKnown = op, id, true, cq, op != events.TraceRelease
+	return e
+}
+
+// MeshTrace is Trace on MeshDevice* mesh; idKnown false is the
+// one-argument begin_mesh_trace(cq).
+func MeshTrace(tid uint32, op events.TraceOp, mesh uint64, cq uint8, id uint32, idKnown bool) events.Event {
+	e := events.Event{Kind: events.KindTrace, Tid: tid, Device: mesh, DeviceKind: events.DeviceMesh, Chip: -1, BufferType: -1}
+	e.TraceOp, e.TraceID, e.TraceIDKnown, e.CQ, e.CQKnown = op, id, idKnown, cq, op != events.TraceRelease
+	return e
+}

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # "alloc:SHAPE" runs ttwork --scenario alloc --shape SHAPE.
 SHAPES = ["n150", "n300", "galaxy", "blackhole"]
 SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb", "cb_legacy",
-             "close", "capture", "sametype", "mark", "midrun", "concurrent", "layout", "l1", "all"] + \
+             "close", "capture", "sametype", "mark", "midrun", "concurrent", "layout", "l1", "all", "traces"] + \
             ["alloc:" + s for s in SHAPES]
 # Buffers a scenario leaves allocated by design, even without --leak: mark marks a DRAM buffer of
 # chip 42 deallocated, which (as upstream) gives nothing back to the allocator, and never closes
@@ -218,6 +218,24 @@ def scenario_facts(scenario, t, leak, out, secs, go):
                 fail("%s: clash %s" % (name, k))
     elif t.get("l1_clashes"):
         fail("%s: unexpected l1 clashes %s" % (name, t["l1_clashes"][:2]))
+    if scenario == "traces":
+        # By hand from ttwork.cpp (scenario_trace_*): trace 1 (chip 81) overwrites c and l at
+        # replay 1 and f at replay 3; trace 2 (chip 82, dynamic storage) overwrites trace 3's
+        # buffer, which lies under its mark; mesh trace 0 overwrites mc once (chip 85, the
+        # lowest); traces 4 and 5 are replayed released and after their device closed.
+        hz = sorted((h["trace"], h["mesh"], h["replay"], h["device"], h["buffer_type"]) for h in t["trace_hazards"])
+        want = [(0, True, 1, 85, "DRAM"), (1, False, 1, 81, "DRAM"), (1, False, 1, 81, "L1"),
+                (1, False, 3, 81, "DRAM"), (2, False, 1, 82, "DRAM")]
+        if hz != want:
+            fail("%s: trace hazards %s, want %s" % (name, hz, want))
+        inv = [(r["trace"], r["reason"]) for r in t["trace_invalid_replays"]]
+        if inv != [(4, "released"), (5, "device_closed")]:
+            fail("%s: invalid replays %s" % (name, inv))
+        reg = [(r["trace"], r["other_trace"], r["device"]) for r in t["trace_region_hazards"]]
+        if reg != [(3, 2, 82)]:
+            fail("%s: region hazards %s" % (name, reg))
+        if len(t["trace_capture_allocs"]) != 12:
+            fail("%s: %d capture allocs, want 12" % (name, len(t["trace_capture_allocs"])))
     if scenario == "capture":
         if c["track_allocate"] != 8:
             fail("%s: capture track_allocate %s" % (name, c["track_allocate"]))

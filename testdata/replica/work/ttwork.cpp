@@ -1124,6 +1124,7 @@ int scenario_trace_safe(Ctx& ctx) {
     BufferPtr e = Buffer::create(d, 1024, 1024, BufferType::L1);
     for (int i = 0; i < 3; ++i) d->replay_trace(0, tid, false, false);
     d->release_trace(tid);
+    if (ctx.opt.leak) keep_forever(in);
     std::printf("trace_safe: trace %u replayed 3 times\n", tid);
     return 0;
 }
