@@ -257,11 +257,16 @@ func checkTraceStream(t *testing.T, path string) {
 // holdArgs keep the workload alive a second after its calls: tttrace
 // reads the maps of a process that loads a library, and a process gone
 // before then has no stacks (docs/stacks.md).
+// The scenario also waits at its go point (0.7 s from now) before its first call:
+// a site's stack is unwound with the maps tttrace has read of the process,
+// and on a loaded machine a process that calls at once can be faster.
 func holdArgs(t *testing.T) []string {
-	hold := filepath.Join(t.TempDir(), "hold")
-	timer := time.AfterFunc(time.Second, func() { os.WriteFile(hold, nil, 0o644) })
-	t.Cleanup(func() { timer.Stop() })
-	return []string{"--hold-file", hold}
+	dir := t.TempDir()
+	hold, goFile := filepath.Join(dir, "hold"), filepath.Join(dir, "go")
+	timer := time.AfterFunc(time.Second+700*time.Millisecond, func() { os.WriteFile(hold, nil, 0o644) })
+	goTimer := time.AfterFunc(700*time.Millisecond, func() { os.WriteFile(goFile, nil, 0o644) })
+	t.Cleanup(func() { timer.Stop(); goTimer.Stop() })
+	return []string{"--hold-file", hold, "--go-file", goFile}
 }
 
 func TestE2ETraceHazards(t *testing.T) {
