@@ -31,6 +31,7 @@ type Trimmed struct {
 	Anomalies     uint64 `json:"anomalies"`      // entries of anomalies (still counted in anomaly_counts)
 	L1Clashes     uint64 `json:"l1_clashes"`     // entries of l1_clashes (still counted in stats)
 	AllocFailures uint64 `json:"alloc_failures"` // entries of alloc_failures (still counted in stats)
+	TraceRecords  uint64 `json:"trace_records"`  // entries of the traces lists (still counted there)
 	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
 	// lacks the process).
 	SiteUsage uint64 `json:"site_usage"`
@@ -44,6 +45,9 @@ type DroppedProcesses struct {
 	LeakedBytes uint64 `json:"leaked_bytes"` // their bytes
 	Anomalies   uint64 `json:"anomalies"`
 	LateLibrary uint64 `json:"late_library"` // processes among them with late_library
+	// TraceProblems: their trace hazards, invalid replays and region
+	// hazards (what --fail-on-trace-hazard fails for).
+	TraceProblems uint64 `json:"trace_problems"`
 }
 
 // retention is the ledger's retention state.
@@ -153,6 +157,10 @@ func (ps *ProcessSummary) trim() {
 	}
 	ps.Leaks, ps.UnplacedLeaks, ps.Sites, ps.Anomalies, ps.L1Clashes = []Leak{}, []Leak{}, []Site{}, []Anomaly{}, []Notice{}
 	ps.AllocFailures, ps.SiteUsage = []AllocFailure{}, nil
+	if tr := ps.Traces; tr != nil {
+		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
+		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}
+	}
 	ps.leaks = nil
 	ps.Trimmed = t
 }
@@ -174,4 +182,5 @@ func (d *DroppedProcesses) add(ps *ProcessSummary) {
 	for _, n := range ps.AnomalyCounts {
 		d.Anomalies = SatAdd(d.Anomalies, n)
 	}
+	d.TraceProblems = SatAdd(d.TraceProblems, ps.Traces.Problems())
 }

@@ -128,3 +128,50 @@ func TestTraceMeshAndRegion(t *testing.T) {
 		t.Errorf("invalid replays: %+v", ts.InvalidReplays)
 	}
 }
+
+// Ended processes past --keep-ended keep their trace counts with empty
+// lists; past --keep-ended-totals their problems are summed in
+// dropped_processes, so --fail-on-trace-hazard still sees them.
+func TestTraceRetention(t *testing.T) {
+	l := NewLedger()
+	l.SetRetention(1, 1)
+	var seq uint64
+	for pid := uint32(10); pid < 13; pid++ {
+		for _, e := range []events.Event{
+			devicestest.Trace(1, events.TraceBegin, 0, 0, 1),
+			evAlloc(1, 0xa1, 0, events.DRAM, 0x1000, 0x1000),
+			evFree(1, 0xa1, 0),
+			devicestest.Trace(1, events.TraceEnd, 0, 0, 1),
+			evAlloc(1, 0xa2, 0, events.DRAM, 0x1000, 0x1000),
+			devicestest.Trace(1, events.TraceReplay, 0, 0, 1),
+			evExit(0, 0),
+		} {
+			seq++
+			e.Pid, e.Seq, e.TsNs = pid, seq, seq
+			l.Apply(&e)
+		}
+		l.Trim()
+	}
+	s := l.Summary()
+	if s.DroppedProcesses == nil || s.DroppedProcesses.TraceProblems != 1 {
+		t.Fatalf("dropped: %+v, want one trace problem", s.DroppedProcesses)
+	}
+	var trimmed, full int
+	for _, p := range s.Processes {
+		switch {
+		case p.Trimmed != nil:
+			trimmed++
+			if p.Traces.HazardCount != 1 || len(p.Traces.Hazards) != 0 || p.Trimmed.TraceRecords != 2 {
+				t.Errorf("trimmed pid %d: %+v, trimmed %+v", p.Pid, p.Traces, p.Trimmed)
+			}
+		default:
+			full++
+			if p.Traces.HazardCount != 1 || len(p.Traces.Hazards) != 1 || len(p.Traces.CaptureAllocs) != 1 {
+				t.Errorf("pid %d: %+v", p.Pid, p.Traces)
+			}
+		}
+	}
+	if trimmed != 1 || full != 1 {
+		t.Errorf("%d trimmed, %d full; want 1 and 1", trimmed, full)
+	}
+}

@@ -342,6 +342,9 @@ func (f *Flags) status(res *session.Result, stderr io.Writer) int {
 		for _, p := range res.Summary.Processes {
 			n += p.Traces.Problems()
 		}
+		if d := res.Summary.DroppedProcesses; d != nil {
+			n += d.TraceProblems
+		}
 		if n > 0 {
 			fmt.Fprintf(stderr, "tttrace: %d trace hazard(s) (--fail-on-trace-hazard); the report lists them\n", n)
 			status = ExitTraceHazard
