@@ -31,6 +31,80 @@
 
 #define STACK_PAGE 4096
 
+/* ---- known stacks: a stack is sent once per site ----------------------
+ *
+ * User space unwinds every stack it gets with the CFI. Where each frame's
+ * canonical frame address is the stack pointer plus a constant and its
+ * return address is saved at a constant offset from it (the rule of
+ * nearly every frame of compiled code), the positions of the return
+ * addresses in the copy depend only on the pcs: user space then tells
+ * stack_steps the two constants of each pc and stack_sites the whole
+ * chain (the probe's pc and every return address up to the outermost
+ * frame) with a token naming the stack it unwound. A later capture walks
+ * its copy with stack_steps; a chain found in stack_sites is the same
+ * stack, exactly (the same pcs, so the same frames), and only its token
+ * is sent. Any pc without a step, a chain deeper than STACK_KEY_FRAMES or
+ * not found, and the copy goes out as before. Entries are per process
+ * (tgid): user space deletes a process's when it ends or its mappings
+ * change. */
+
+/* Walk every copy for a stack user space made known (below). Off by
+ * default: the walk costs the verifier ~17,000 more instructions per
+ * stack-capturing program (Linux 6.18), and whether it beats sending the
+ * copy is to be measured on an idle machine (docs/bench.md). A constant:
+ * with 0 the walk is pruned. */
+const volatile __u8 known_stacks = 0;
+/* Send the copy of a known stack too: user space checks that it unwinds
+ * to the stack its token names (tests, measurements). Set before load. */
+const volatile __u8 check_known_stacks = 0;
+
+/* stack_sites' key: a stack's whole chain. */
+struct stack_site_key {
+	__u32 tgid;
+	__u32 n;  /* return addresses in pcs (the rest are 0) */
+	__u64 ip; /* the probe's pc */
+	__u64 pcs[STACK_KEY_FRAMES];
+};
+
+/* stack_steps: how to go from the frame at pc to its caller: the rule
+ * user space's unwinder applies at pc, when it is one the walk below does
+ * the same way (the CFA from rsp or rbp plus a constant, the return
+ * address and rbp saved at constant offsets from it). */
+struct stack_step_key {
+	__u32 tgid;
+	__u32 first; /* 1: pc is the probe's (the innermost frame) */
+	__u64 pc;
+};
+
+#define STACK_STEP_END 0x7fffffff /* ra of the outermost frame's step */
+
+struct stack_step {
+	__s32 cfa;     /* the CFA (the caller's stack pointer) is this frame's
+			* stack pointer, or with cfa_bp its rbp, plus cfa */
+	__s32 ra;      /* the return address is at the CFA plus ra;
+			* STACK_STEP_END: pc is the outermost frame */
+	__s32 bp;      /* with bp_saved: the caller's rbp is at the CFA plus bp
+			* (else this frame did not change rbp) */
+	__u8 cfa_bp;
+	__u8 bp_saved;
+	__u8 _pad[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stack_step_key);
+	__type(value, struct stack_step);
+} stack_steps SEC(".maps");
+
+/* stack_sites: the chains user space described, to its token. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stack_site_key);
+	__type(value, __u64);
+} stack_sites SEC(".maps");
+
 /* The scratch value: the record and one page of slack after it, so the
  * verifier can bound a page-sized read at any offset below the copy size
  * without proving offset + length <= STACK_COPY_BYTES. */
@@ -39,6 +113,7 @@ struct stack_scratch {
 	__u8 slack[STACK_PAGE];
 	__u32 busy; /* a capture owns rec until stack_release() */
 	__u32 _pad;
+	struct stack_site_key key; /* the walk's key (stack_known) */
 };
 
 /* One record under construction per CPU. A uprobe program runs with
@@ -69,6 +144,91 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
 {
 	*(__u64 *)data = vma->vm_end;
 	return 0;
+}
+
+struct stack_walk {
+	struct stack_record *rec;
+	struct stack_site_key *key;
+	__u64 pc; /* the frame being left, its stack pointer and rbp */
+	__u64 sp;
+	__u64 bp;
+	__u32 done;
+};
+
+/* The u64 at user address addr, from the copy. */
+static __always_inline int stack_read8(struct stack_record *rec, __u64 addr, __u64 *v)
+{
+	__u64 off = addr - rec->sp;
+
+	if (addr < rec->sp || off + 8 > rec->size || off + 8 > STACK_COPY_BYTES)
+		return -1;
+	return bpf_probe_read_kernel(v, sizeof(*v), rec->data + (off & (STACK_COPY_BYTES - 1)));
+}
+
+/* bpf_loop body: from frame i to its caller, as stacks.Unwind does with
+ * the same rule (the same checks: a CFA above the stack pointer, a saved
+ * rbp below it is the one in the register). Stops (1) at the outermost
+ * frame (done) or where the walk cannot go on. */
+static long stack_walk_step(__u64 i, void *arg)
+{
+	struct stack_walk *w = arg;
+	struct stack_step_key k = {};
+	struct stack_step *st;
+	__u64 cfa, ra = 0, bp;
+
+	k.tgid = w->key->tgid;
+	k.first = i == 0;
+	k.pc = w->pc;
+	st = bpf_map_lookup_elem(&stack_steps, &k);
+	if (!st)
+		return 1;
+	if (st->ra == STACK_STEP_END) {
+		w->key->n = i;
+		w->done = 1;
+		return 1;
+	}
+	if (i >= STACK_KEY_FRAMES)
+		return 1;
+	cfa = (st->cfa_bp ? w->bp : w->sp) + (__s64)st->cfa;
+	if (cfa <= w->sp || stack_read8(w->rec, cfa + (__s64)st->ra, &ra))
+		return 1;
+	if (st->bp_saved && cfa + (__s64)st->bp >= w->sp) {
+		if (stack_read8(w->rec, cfa + (__s64)st->bp, &bp))
+			return 1;
+		w->bp = bp;
+	}
+	w->key->pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
+	w->sp = cfa;
+	w->pc = ra;
+	return 0;
+}
+
+/* The token of the stack in s->rec if user space described it before
+ * (see stack_sites), else 0. */
+static __always_inline __u64 stack_known(struct stack_scratch *s)
+{
+	struct stack_walk w = {};
+	__u64 *token;
+
+	if (!known_stacks)
+		return 0;
+	__builtin_memset(&s->key, 0, sizeof(s->key));
+	s->key.tgid = s->rec.hdr.pid;
+	s->key.ip = s->rec.ip;
+	w.rec = &s->rec;
+	w.key = &s->key;
+	w.pc = s->rec.ip;
+	w.sp = s->rec.sp;
+	w.bp = s->rec.bp;
+	/* 0 at run time, unknown to the verifier (see py_opaque_zero in
+	 * python.h): with a constant here it would check the step again. */
+	*(volatile __u32 *)&s->_pad = 0;
+	w.done = *(volatile __u32 *)&s->_pad;
+	bpf_loop(STACK_KEY_FRAMES + 1, stack_walk_step, &w, 0);
+	if (!w.done)
+		return 0;
+	token = bpf_map_lookup_elem(&stack_sites, &s->key);
+	return token ? *token : 0;
 }
 
 /* Fill the per-CPU record with the current thread's registers and stack,
@@ -104,6 +264,7 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	rec->ip = PT_REGS_IP(ctx);
 	rec->sp = sp;
 	rec->bp = PT_REGS_FP(ctx);
+	rec->token = 0;
 	rec->flags = 0;
 	rec->_pad[0] = 0;
 	rec->_pad[1] = 0;
@@ -139,6 +300,14 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	if (n > STACK_COPY_BYTES)
 		n = STACK_COPY_BYTES;
 	rec->size = n;
+	rec->token = stack_known(s);
+	if (rec->token) {
+		rec->flags |= STACK_KNOWN;
+		if (!check_known_stacks) {
+			rec->size = 0;
+			n = 0;
+		}
+	}
 	*len = STACK_HDR_SIZE + n;
 	return rec;
 }

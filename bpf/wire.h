@@ -142,7 +142,15 @@ enum stack_flags : __u8 {
 			     * of the stack's mapping, or at a page that could not
 			     * be read (not present) */
 	STACK_NO_STACK = 2, /* not even the first page could be read: size 0 */
+	STACK_KNOWN = 4,    /* a stack user space described before (stack_sites):
+			     * token names it, no data follows (size 0) */
 };
+
+/* Return addresses a known stack may have (stack_site_key.pcs): deeper
+ * stacks are always copied. A power of two. */
+#ifndef STACK_KEY_FRAMES
+#define STACK_KEY_FRAMES 32
+#endif
 
 /* The registers of the thread at the probe and the top of its user stack:
  * user space unwinds it (package stacks). */
@@ -151,6 +159,7 @@ struct stack_record {
 	__u64 ip;   /* user rip at the probe */
 	__u64 sp;   /* user rsp at the probe: data[0] is the byte at sp */
 	__u64 bp;   /* user rbp at the probe */
+	__u64 token; /* with STACK_KNOWN: the token user space gave the stack */
 	__u32 size; /* bytes of data that follow; the record is
 		     * offsetof(struct stack_record, data) + size bytes long */
 	__u8 flags; /* enum stack_flags */

@@ -89,6 +89,9 @@ type StackRecord struct {
 	IP, SP, BP uint64
 	Pid, Tid   uint32
 	Flags      uint8
+	// Token: with StackKnown in Flags, the token user space gave this
+	// stack before (no Data follows).
+	Token uint64
 	// Data aliases the raw record: valid as long as it is.
 	Data []byte
 }
@@ -103,7 +106,7 @@ func DecodeStack(raw []byte, s *StackRecord) error {
 	if int(w.Size) > len(raw)-StackWireSize {
 		return fmt.Errorf("stack record seq %d: %d bytes of stack in a record of %d", w.Hdr.Seq, w.Size, len(raw))
 	}
-	*s = StackRecord{Seq: w.Hdr.Seq, IP: w.Ip, SP: w.Sp, BP: w.Bp, Pid: w.Hdr.Pid, Tid: w.Hdr.Tid, Flags: w.Flags,
+	*s = StackRecord{Seq: w.Hdr.Seq, IP: w.Ip, SP: w.Sp, BP: w.Bp, Pid: w.Hdr.Pid, Tid: w.Hdr.Tid, Flags: w.Flags, Token: w.Token,
 		Data: raw[StackWireSize : StackWireSize+int(w.Size)]}
 	return nil
 }

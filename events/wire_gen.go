@@ -57,6 +57,7 @@ const (
 const (
 	StackPartial = 1
 	StackNoStack = 2
+	StackKnown   = 4
 )
 
 // enum py_stack_flags of bpf/wire.h.
@@ -146,13 +147,14 @@ type StackWire struct {
 	Ip    uint64
 	Sp    uint64
 	Bp    uint64
+	Token uint64
 	Size  uint32
 	Flags uint8
 	_     [3]uint8
 }
 
 // StackWireSize is the size of StackWire in bytes.
-const StackWireSize = 64
+const StackWireSize = 72
 
 func (*StackWire) wireID() uint8 { return 2 }
 
@@ -342,7 +344,7 @@ var wireSize = [64]uint32{
 	KindMainExit:        112,
 	KindGroupExit:       112,
 	KindAllocOom:        112,
-	KindStack:           64,
+	KindStack:           72,
 	KindPyStack:         1584,
 	KindPyCode:          4752,
 	KindAllocCapacity:   104,

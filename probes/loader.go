@@ -44,6 +44,13 @@ type Options struct {
 	// Stacks copies the user stack of every allocation into the ring after
 	// its record (an EV_STACK record, docs/stacks.md).
 	Stacks bool
+	// KnownStacks walks each stack's copy for a stack made known with
+	// LearnStack, and sends only its token when found (bpf/stack.h).
+	KnownStacks bool
+	// CheckKnownStacks sends the copy of a known stack with its token
+	// (bpf/stack.h), so that user space can check the one against the
+	// other.
+	CheckKnownStacks bool
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -123,10 +130,12 @@ func Load(opts Options) (*Tracer, error) {
 		stacks = 1
 	}
 	consts := map[string]any{
-		"filter_pids":     filter,
-		"follow_children": follow,
-		"capture_stacks":  stacks,
-		"wakeup_bytes":    uint64(opts.RingSize / 64),
+		"filter_pids":        filter,
+		"follow_children":    follow,
+		"capture_stacks":     stacks,
+		"known_stacks":       map[bool]uint8{false: 0, true: 1}[opts.KnownStacks],
+		"check_known_stacks": map[bool]uint8{false: 0, true: 1}[opts.CheckKnownStacks],
+		"wakeup_bytes":       uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -599,6 +608,82 @@ func (t *Tracer) AddPID(pid uint32) error {
 // stacks: value is its struct py_proc (pyframes.Process.ProcValue).
 func (t *Tracer) SetPython(pid uint32, value []byte) error {
 	return t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny)
+}
+
+// KnownStackFrames is the most return addresses a known stack may have
+// (STACK_KEY_FRAMES in bpf/wire.h).
+const KnownStackFrames = len(tttraceStackSiteKey{}.Pcs)
+
+// StackStep is how a stack of a process goes from the frame at PC to its
+// caller (struct stack_step in bpf/stack.h, stacks.Step).
+type StackStep struct {
+	PC                 uint64
+	First, End         bool
+	CFAFromBP, BPSaved bool
+	CFA, RA, BP        int32
+}
+
+// stackStepEnd is STACK_STEP_END.
+const stackStepEnd = 0x7fffffff
+
+// LearnStack makes a stack of process pid known to the BPF side: the steps
+// of its frames, and its chain (ip, the probe's pc, then every return
+// address up to the outermost frame) with token. A later capture whose
+// walk finds the same chain sends only the token (STACK_KNOWN). The
+// chain must be fixed by its pcs (stacks.UnwindSteps).
+func (t *Tracer) LearnStack(pid uint32, ip uint64, steps []StackStep, chain []uint64, token uint64) error {
+	if len(chain) > KnownStackFrames || token == 0 {
+		return fmt.Errorf("stack of %d return addresses, token %d: not one BPF can know", len(chain), token)
+	}
+	for _, s := range steps {
+		k := tttraceStackStepKey{Tgid: pid, Pc: s.PC}
+		if s.First {
+			k.First = 1
+		}
+		v := tttraceStackStep{Cfa: s.CFA, Ra: s.RA, Bp: s.BP}
+		if s.CFAFromBP {
+			v.CfaBp = 1
+		}
+		if s.BPSaved {
+			v.BpSaved = 1
+		}
+		if s.End {
+			v = tttraceStackStep{Ra: stackStepEnd}
+		}
+		if err := t.objs.StackSteps.Update(&k, &v, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	k := tttraceStackSiteKey{Tgid: pid, N: uint32(len(chain)), Ip: ip}
+	copy(k.Pcs[:], chain)
+	return t.objs.StackSites.Update(&k, token, ebpf.UpdateAny)
+}
+
+// ForgetStacks deletes what LearnStack told of process pid: it ended, or
+// its mappings changed (a pc may name other code now).
+func (t *Tracer) ForgetStacks(pid uint32) {
+	var sk tttraceStackStepKey
+	var sv tttraceStackStep
+	var steps []tttraceStackStepKey
+	for it := t.objs.StackSteps.Iterate(); it.Next(&sk, &sv); {
+		if sk.Tgid == pid {
+			steps = append(steps, sk)
+		}
+	}
+	for i := range steps {
+		_ = t.objs.StackSteps.Delete(&steps[i])
+	}
+	var ck tttraceStackSiteKey
+	var token uint64
+	var sites []tttraceStackSiteKey
+	for it := t.objs.StackSites.Iterate(); it.Next(&ck, &token); {
+		if ck.Tgid == pid {
+			sites = append(sites, ck)
+		}
+	}
+	for i := range sites {
+		_ = t.objs.StackSites.Delete(&sites[i])
+	}
 }
 
 // ClearPython forgets the interpreter of process pid (it ended).

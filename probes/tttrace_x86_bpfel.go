@@ -169,6 +169,7 @@ type tttraceStackScratch struct {
 		Ip    uint64
 		Sp    uint64
 		Bp    uint64
+		Token uint64
 		Size  uint32
 		Flags uint8
 		Pad   [3]uint8
@@ -177,6 +178,32 @@ type tttraceStackScratch struct {
 	Slack [4096]uint8
 	Busy  uint32
 	Pad   uint32
+	Key   tttraceStackSiteKey
+}
+
+type tttraceStackSiteKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	N    uint32
+	Ip   uint64
+	Pcs  [32]uint64
+}
+
+type tttraceStackStep struct {
+	_       structs.HostLayout
+	Cfa     int32
+	Ra      int32
+	Bp      int32
+	CfaBp   uint8
+	BpSaved uint8
+	Pad     [2]uint8
+}
+
+type tttraceStackStepKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	First uint32
+	Pc    uint64
 }
 
 // loadTttrace returns the embedded CollectionSpec for tttrace.
@@ -276,6 +303,8 @@ type tttraceMapSpecs struct {
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StackSites   *ebpf.MapSpec `ebpf:"stack_sites"`
+	StackSteps   *ebpf.MapSpec `ebpf:"stack_steps"`
 	TracedPids   *ebpf.MapSpec `ebpf:"traced_pids"`
 }
 
@@ -284,9 +313,11 @@ type tttraceMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tttraceVariableSpecs struct {
 	CaptureStacks             *ebpf.VariableSpec `ebpf:"capture_stacks"`
+	CheckKnownStacks          *ebpf.VariableSpec `ebpf:"check_known_stacks"`
 	DlDropped                 *ebpf.VariableSpec `ebpf:"dl_dropped"`
 	FilterPids                *ebpf.VariableSpec `ebpf:"filter_pids"`
 	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
+	KnownStacks               *ebpf.VariableSpec `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.VariableSpec `ebpf:"next_seq"`
 	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
@@ -336,6 +367,8 @@ type tttraceMaps struct {
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	StackSites   *ebpf.Map `ebpf:"stack_sites"`
+	StackSteps   *ebpf.Map `ebpf:"stack_steps"`
 	TracedPids   *ebpf.Map `ebpf:"traced_pids"`
 }
 
@@ -353,6 +386,8 @@ func (m *tttraceMaps) Close() error {
 		m.PyProcs,
 		m.PyScratch,
 		m.StackScratch,
+		m.StackSites,
+		m.StackSteps,
 		m.TracedPids,
 	)
 }
@@ -362,9 +397,11 @@ func (m *tttraceMaps) Close() error {
 // It can be passed to loadTttraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tttraceVariables struct {
 	CaptureStacks             *ebpf.Variable `ebpf:"capture_stacks"`
+	CheckKnownStacks          *ebpf.Variable `ebpf:"check_known_stacks"`
 	DlDropped                 *ebpf.Variable `ebpf:"dl_dropped"`
 	FilterPids                *ebpf.Variable `ebpf:"filter_pids"`
 	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
+	KnownStacks               *ebpf.Variable `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.Variable `ebpf:"next_seq"`
 	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`

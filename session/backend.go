@@ -38,6 +38,10 @@ type Backend interface {
 	// (value: pyframes.Process.ProcValue); ClearPython forgets it.
 	SetPython(pid uint32, value []byte) error
 	ClearPython(pid uint32)
+	// LearnStack makes a stack of pid known in the kernel under token
+	// (probes.Tracer.LearnStack); ForgetStacks forgets pid's.
+	LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error
+	ForgetStacks(pid uint32)
 	// Traced reports whether pid is still in the BPF filter: the kernel
 	// takes a process out when its last thread exits.
 	Traced(pid uint32) bool
@@ -120,7 +124,7 @@ type bpfBackend struct {
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks})
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks})
 	if err != nil {
 		if errors.Is(err, probes.ErrPermission) {
 			return nil, &Error{ErrPermission, err}
@@ -144,7 +148,11 @@ func (b *bpfBackend) Traced(pid uint32) bool { return b.t.Traced(pid) }
 func (b *bpfBackend) SetPython(pid uint32, value []byte) error {
 	return b.t.SetPython(pid, value)
 }
-func (b *bpfBackend) ClearPython(pid uint32)       { b.t.ClearPython(pid) }
+func (b *bpfBackend) ClearPython(pid uint32) { b.t.ClearPython(pid) }
+func (b *bpfBackend) LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error {
+	return b.t.LearnStack(pid, ip, steps, chain, token)
+}
+func (b *bpfBackend) ForgetStacks(pid uint32)      { b.t.ForgetStacks(pid) }
 func (b *bpfBackend) Wake()                        { _ = b.t.Reader().Flush() }
 func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
 func (b *bpfBackend) Detach() error                { return b.t.Detach() }

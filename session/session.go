@@ -49,6 +49,14 @@ type Config struct {
 	L1Warn uint64
 	// NoStacks: no allocation stacks (no sites in the report).
 	NoStacks bool
+	// KnownStacks: each stack fixed by its pcs is made known to the
+	// kernel, which then sends a token instead of the copy
+	// (bpf/stack.h; off by default until measured on an idle machine).
+	KnownStacks bool
+	// CheckKnownStacks: a known stack comes with its copy too, which is
+	// unwound and compared with the stack its token names; the counts
+	// are said on the log at the end (tests of the known stacks).
+	CheckKnownStacks bool
 	// MaxChips bounds the distinct chips of each process (0: the ledger's
 	// default); events on chips past it are too_many_chips anomalies.
 	MaxChips int
@@ -676,6 +684,12 @@ func (s *session) finish() (devices.Summary, error) {
 	s.cfg.Timeline.Mark("probes detached")
 	s.drain()
 	s.sites.releaseAll()
+	if a := s.sites; a.on && s.cfg.Timeline != nil {
+		s.cfg.Timeline.Mark(fmt.Sprintf("stacks: %d copied, %d known (%d of an earlier process)", a.copied, a.known, a.staleKnown))
+	}
+	if a := s.sites; a.on && s.cfg.CheckKnownStacks {
+		fmt.Fprintf(s.log, "tttrace: known stacks checked: %d copied, %d known, %d checked, %d wrong\n", a.copied, a.known, a.checked, a.wrong)
+	}
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)
 	}

@@ -84,6 +84,10 @@ func (b *fakeBackend) AddPID(pid uint32) error {
 }
 func (b *fakeBackend) SetPython(uint32, []byte) error { return nil }
 func (b *fakeBackend) ClearPython(uint32)             {}
+func (b *fakeBackend) LearnStack(uint32, uint64, []probes.StackStep, []uint64, uint64) error {
+	return nil
+}
+func (b *fakeBackend) ForgetStacks(uint32) {}
 
 func (b *fakeBackend) RemovePID(pid uint32) error {
 	b.mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/stacks"
@@ -40,6 +41,15 @@ type procStacks struct {
 	pyKey   []byte
 	siteIDs map[sitePair]uint32 // -> index+1 in sites
 	sites   []sitePair
+	// learned: the native stacks made known to the kernel (LearnStack)
+	// since its entries of this process were last forgotten.
+	learned map[stacks.StackID]bool
+}
+
+// knownStack is what a token names: a native stack of one process.
+type knownStack struct {
+	ps *procStacks
+	id stacks.StackID
 }
 
 // sitePair is a site: native stack, Python stack (0: none).
@@ -72,6 +82,21 @@ type allocSites struct {
 	waiting int                    // allocs in held still waiting
 	pyOf    map[uint64]uint32      // seq of a held alloc -> its interned Python stack
 	sinks   []sinks.SiteSink
+
+	// Known stacks (bpf/stack.h): each stack fixed by its pcs is made
+	// known to the kernel with a token, and later captures of it come as
+	// the token alone. learn: on with Config.KnownStacks.
+	learn      bool
+	tokens     map[uint64]knownStack
+	steps      []stacks.Step
+	chain      []uint64
+	pSteps     []probes.StackStep
+	timeline   *Timeline
+	copied     uint64 // stack records with the stack's bytes
+	known      uint64 // stack records with a token
+	staleKnown uint64 // tokens of a process no longer the pid's
+	checked    uint64 // known stacks that came with their copy (CheckKnownStacks)
+	wrong      uint64 // of those, copies that unwind to another stack than the token's
 }
 
 func newAllocSites(s *session) *allocSites {
@@ -86,6 +111,9 @@ func newAllocSites(s *session) *allocSites {
 		cache:    stacks.NewCache(),
 		procs:    map[uint32]*procStacks{},
 		pyOf:     map[uint64]uint32{},
+		learn:    s.cfg.KnownStacks,
+		tokens:   map[uint64]knownStack{},
+		timeline: s.cfg.Timeline,
 	}
 	for _, k := range s.sinks {
 		if ss, ok := k.(sinks.SiteSink); ok && ss.WantSites() {
@@ -116,6 +144,9 @@ func (a *allocSites) snapshot(pid uint32) {
 	if err == nil {
 		ps.mods = mods
 		ps.retried = false
+		// A pc may name other code now (a library unmapped, another
+		// mapped at its place): the kernel's known stacks of pid go.
+		a.forgetKnown(pid, ps)
 	}
 	a.pythonOf(pid)
 }
@@ -268,11 +299,51 @@ func (a *allocSites) enter(pid uint32) {
 // descriptor may still symbolize its sites), nil when none.
 func (a *allocSites) ended(pid uint32) *pyframes.Process {
 	ps := a.procs[pid]
+	if ps != nil {
+		a.forgetKnown(pid, ps)
+	}
 	if ps == nil || ps.py == nil {
 		return nil
 	}
 	a.be.ClearPython(pid)
 	return ps.py
+}
+
+// forgetKnown deletes the kernel's known stacks of pid, if it has any.
+func (a *allocSites) forgetKnown(pid uint32, ps *procStacks) {
+	if len(ps.learned) > 0 {
+		a.be.ForgetStacks(pid)
+		clear(ps.learned)
+	}
+}
+
+// learnStack makes the stack id of pid, just unwound into a.steps, known
+// to the kernel: the next captures of it come as its token.
+func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, ip uint64) {
+	if ps.learned[id] {
+		return
+	}
+	st, ok := ps.tab.Stack(id)
+	if !ok || len(st.Locs) == 0 || len(st.Locs)-1 > probes.KnownStackFrames || len(a.steps) != len(st.Locs) {
+		return
+	}
+	a.chain = a.chain[:0]
+	for _, l := range st.Locs[1:] {
+		a.chain = append(a.chain, l.PC)
+	}
+	a.pSteps = a.pSteps[:0]
+	for _, s := range a.steps {
+		a.pSteps = append(a.pSteps, probes.StackStep{PC: s.PC, First: s.First, End: s.End, CFAFromBP: s.CFAFromBP, BPSaved: s.BPSaved, CFA: s.CFA, RA: s.RA, BP: s.BP})
+	}
+	token := uint64(len(a.tokens) + 1)
+	if err := a.be.LearnStack(pid, ip, a.pSteps, a.chain, token); err != nil {
+		return // the map is full: this stack keeps being copied
+	}
+	a.tokens[token] = knownStack{ps: ps, id: id}
+	if ps.learned == nil {
+		ps.learned = map[stacks.StackID]bool{}
+	}
+	ps.learned[id] = true
 }
 
 // onStack interns a stack record and gives its site to the held alloc of
@@ -296,16 +367,38 @@ func (a *allocSites) onStack(raw []byte) {
 	}
 	py := a.pyOf[rec.Seq]
 	delete(a.pyOf, rec.Seq)
-	if ps.mods != nil {
+	if rec.Flags&events.StackKnown != 0 {
+		// A stack made known before: its token names it.
+		a.known++
+		if k, ok := a.tokens[rec.Token]; ok && k.ps == ps {
+			ev.Site = ps.site(k.id, py)
+			if len(rec.Data) > 0 && ps.mods != nil {
+				a.checked++
+				regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
+				if id, _ := ps.tab.Add(ps.mods, regs, rec.Data); id != k.id {
+					a.wrong++
+					fmt.Fprintf(a.log, "tttrace: pid %d seq %d: known stack %d unwinds to stack %d\n", rec.Pid, rec.Seq, k.id, id)
+				}
+			}
+		} else {
+			a.staleKnown++ // of an earlier process with this pid: no site
+		}
+	} else if ps.mods != nil {
+		a.copied++
 		regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
-		id, trunc := ps.tab.Add(ps.mods, regs, rec.Data)
+		var id stacks.StackID
+		var trunc, fixed bool
+		id, trunc, a.steps, fixed = ps.tab.AddSteps(ps.mods, regs, rec.Data, a.steps)
 		if trunc && !ps.retried {
 			// The maps may be stale (a snapshot taken while ld.so was
 			// still mapping, or before an exec): look again, once per
 			// snapshot.
 			a.snapshot(rec.Pid)
 			ps.retried = true
-			id, _ = ps.tab.Add(ps.mods, regs, rec.Data)
+			id, _, a.steps, fixed = ps.tab.AddSteps(ps.mods, regs, rec.Data, a.steps)
+		}
+		if fixed && a.learn {
+			a.learnStack(rec.Pid, ps, id, rec.IP)
 		}
 		ev.Site = ps.site(id, py)
 	}

@@ -42,6 +42,15 @@ func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (StackID, bool) {
 	return t.internLocked(t.scratch, trunc), trunc
 }
 
+// AddSteps is Add that also returns the stack's steps and whether it is
+// fixed by its pcs (UnwindSteps); steps is reused.
+func (t *Table) AddSteps(mods *Modules, regs Regs, stack []byte, steps []Step) (_ StackID, truncated bool, _ []Step, fixed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.scratch, steps, truncated, fixed = UnwindSteps(mods, regs, stack, t.MaxFrames, t.scratch[:0], steps)
+	return t.internLocked(t.scratch, truncated), truncated, steps, fixed
+}
+
 // Intern returns the id of the stack locs (copied when new).
 func (t *Table) Intern(locs []Loc, truncated bool) StackID {
 	t.mu.Lock()

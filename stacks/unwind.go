@@ -36,11 +36,43 @@ const DefaultMaxFrames = 128
 // frame that does not move up the stack. It never fails otherwise: garbage
 // gives a short stack.
 func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_ []Loc, truncated bool) {
+	out, truncated, _ = unwind(mods, regs, stack, maxFrames, out, nil)
+	return out, truncated
+}
+
+// Step is how an unwind went from the frame at PC to its caller, when the
+// frame's rule is a plain one: the caller's stack pointer (the CFA) is this
+// frame's stack pointer (or with CFAFromBP its rbp) plus CFA, the return
+// address is saved at the CFA plus RA, and with BPSaved the caller's rbp at
+// the CFA plus BP (else rbp is unchanged). End: PC is the outermost frame
+// (no caller). First: PC is the innermost frame's (its rule is looked up at
+// PC itself, a caller's at PC-1).
+type Step struct {
+	PC                 uint64
+	First, End         bool
+	CFAFromBP, BPSaved bool
+	CFA, RA, BP        int32
+}
+
+func fitsInt32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
+
+// UnwindSteps is Unwind that also gives the step of every frame, and says
+// whether the stack is fixed by its pcs alone: every frame's rule is the
+// simple one and the walk reached the outermost frame. Then a walk that
+// reads, in any copy, the return addresses at the positions the steps give
+// and finds the same pcs has the same frames (bpf/stack.h: known stacks).
+func UnwindSteps(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, steps []Step) (_ []Loc, _ []Step, truncated, fixed bool) {
+	steps = steps[:0]
+	out, truncated, fixed = unwind(mods, regs, stack, maxFrames, out, &steps)
+	return out, steps, truncated, fixed && !truncated
+}
+
+func unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, steps *[]Step) (_ []Loc, truncated, fixed bool) {
 	defer func() {
 		// The CFI comes from files of the traced processes: a panic on
 		// one ends this stack, not the tracer (elfx.Recover's rule).
 		if recover() != nil {
-			truncated = true
+			truncated, fixed = true, false
 		}
 	}()
 	if maxFrames <= 0 {
@@ -50,16 +82,17 @@ func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_
 	st.set(regRSP, regs.SP)
 	st.set(regRBP, regs.BP)
 	pc := regs.IP
+	fixed = true
 	for n := 0; ; n++ {
 		if n >= maxFrames {
-			return out, true
+			return out, true, false
 		}
 		m := mods.find(pc)
 		if m == nil {
 			if pc != 0 {
 				out = append(out, Loc{PC: pc})
 			}
-			return out, pc != 0 || n == 0
+			return out, pc != 0 || n == 0, false
 		}
 		addr := pc - m.bias
 		out = append(out, Loc{PC: pc, File: m.file, Addr: addr})
@@ -69,19 +102,38 @@ func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_
 		}
 		rw := m.file.rowFor(lookup)
 		if rw == nil {
-			return out, true
+			return out, true, false
+		}
+		if steps != nil {
+			stp := Step{PC: pc, First: n == 0}
+			switch {
+			case rw.regs[regRA].kind == ruleUndefined:
+				stp.End = true
+			case rw.cfaExpr == nil && (rw.cfaReg == regRSP || rw.cfaReg == regRBP) && fitsInt32(rw.cfaOff) &&
+				rw.regs[regRA].kind == ruleOffset && fitsInt32(rw.regs[regRA].off) &&
+				rw.regs[regRSP].kind == ruleSame &&
+				(rw.regs[regRBP].kind == ruleSame || rw.regs[regRBP].kind == ruleOffset && fitsInt32(rw.regs[regRBP].off)):
+				stp.CFAFromBP = rw.cfaReg == regRBP
+				stp.CFA, stp.RA = int32(rw.cfaOff), int32(rw.regs[regRA].off)
+				if rw.regs[regRBP].kind == ruleOffset {
+					stp.BPSaved, stp.BP = true, int32(rw.regs[regRBP].off)
+				}
+			default:
+				fixed = false
+			}
+			*steps = append(*steps, stp)
 		}
 		st.set(regRA, pc) // DW_OP_breg16 (PLT rules) reads the current pc
 		next, ok, end := st.step(rw)
 		if end {
-			return out, false
+			return out, false, fixed
 		}
 		if !ok {
-			return out, true
+			return out, true, false
 		}
 		pc = next
 		if pc == 0 {
-			return out, false
+			return out, false, false
 		}
 	}
 }

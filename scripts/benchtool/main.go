@@ -430,6 +430,11 @@ func readTruth(path string) (*truth, error) {
 
 // ---- 1. cost per event -----------------------------------------------
 
+// knownMode: allocation stacks with known stacks (bpf/stack.h): a site's
+// stack is copied and unwound until the kernel knows it, then sent as a
+// token.
+const knownMode = "tttrace --json -o /dev/null --known-stacks"
+
 type mode struct {
 	name string
 	run  func(c *config, round int) costRun
@@ -449,6 +454,9 @@ func modes(c *config) []mode {
 		}},
 		{"tttrace --json -o /dev/null --no-stacks", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--no-stacks"}, false)
+		}},
+		{knownMode, func(c *config, r int) costRun {
+			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--known-stacks"}, false)
 		}},
 		{floorMode, runFloor},
 		{"in-process socket reporter", runReporter},
@@ -648,6 +656,8 @@ func runProfile(c *config) []profileRun {
 		{"tttrace --json -o /dev/null", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{"tttrace --json -o /dev/null --no-stacks", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--no-stacks", "--lib",
+			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
+		{knownMode, c.tttrace, append([]string{"--json", "-o", "/dev/null", "--known-stacks", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{floorMode, c.self, c.floorArgs()},
 	}

@@ -119,7 +119,7 @@ func (r *results) costRows(c *config) []row {
 			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**", ra) + r.countCheck(rep, c), "(alternative)", ""},
 	}
 	const stacksOn, stacksOff = "tttrace --json -o /dev/null", "tttrace --json -o /dev/null --no-stacks"
-	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff} {
+	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff, knownMode} {
 		if len(secs[mode]) == 0 {
 			rows = append(rows, row{"1", mode, "no successful run: " + strings.Join(bad[mode], "; "), "", "**no**"})
 			continue
@@ -139,6 +139,11 @@ func (r *results) costRows(c *config) []row {
 		on, off := added(stacksOn)*2, added(stacksOff)*2
 		rows = append(rows, row{"1", "allocation stacks: added per allocation (and its free), stacks on (default) vs --no-stacks",
 			fmt.Sprintf("%.2f µs vs %.2f µs = **%.2fx** (the stack: %.2f µs)", on, off, on/off, on-off), "≤ 2x", yesNo(on <= 2*off)})
+		if len(secs[knownMode]) > 0 {
+			k := added(knownMode) * 2
+			rows = append(rows, row{"1", "allocation stacks: added per allocation, --known-stacks (a site's stack sent once, then a token) vs stacks on (default) and --no-stacks",
+				fmt.Sprintf("%.2f µs vs %.2f µs vs %.2f µs: the stack costs %.2f µs known, %.2f µs copied", k, on, off, k-off, on-off), "less than copied", yesNo(k < on)})
+		}
 	}
 	for _, p := range r.Profile {
 		if p.Err != "" && p.ProgRuns == 0 {

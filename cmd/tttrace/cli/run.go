@@ -421,8 +421,8 @@ func (f *Flags) config(log io.Writer) session.Config {
 		tl = session.NewTimeline(log, processStart)
 	}
 	return session.Config{
-		Timeline: tl,
-		PIDs:     f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
+		Timeline: tl, KnownStacks: f.KnownStacks, CheckKnownStacks: f.CheckKnownStacks,
+		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
 		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips:  f.MaxChips,

@@ -27,6 +27,7 @@ type stacktestStackRecord struct {
 	Ip    uint64
 	Sp    uint64
 	Bp    uint64
+	Token uint64
 	Size  uint32
 	Flags uint8
 	Pad   [3]uint8
@@ -39,6 +40,32 @@ type stacktestStackScratch struct {
 	Slack [4096]uint8
 	Busy  uint32
 	Pad   uint32
+	Key   stacktestStackSiteKey
+}
+
+type stacktestStackSiteKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	N    uint32
+	Ip   uint64
+	Pcs  [32]uint64
+}
+
+type stacktestStackStep struct {
+	_       structs.HostLayout
+	Cfa     int32
+	Ra      int32
+	Bp      int32
+	CfaBp   uint8
+	BpSaved uint8
+	Pad     [2]uint8
+}
+
+type stacktestStackStepKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	First uint32
+	Pc    uint64
 }
 
 // loadStacktest returns the embedded CollectionSpec for stacktest.
@@ -96,13 +123,17 @@ type stacktestMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	StackSites   *ebpf.MapSpec `ebpf:"stack_sites"`
+	StackSteps   *ebpf.MapSpec `ebpf:"stack_steps"`
 }
 
 // stacktestVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type stacktestVariableSpecs struct {
+	CheckKnownStacks  *ebpf.VariableSpec `ebpf:"check_known_stacks"`
 	GuardResult       *ebpf.VariableSpec `ebpf:"guard_result"`
+	KnownStacks       *ebpf.VariableSpec `ebpf:"known_stacks"`
 	NextSeq           *ebpf.VariableSpec `ebpf:"next_seq"`
 	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
 	UnusedStackRecord *ebpf.VariableSpec `ebpf:"unused_stack_record"`
@@ -132,6 +163,8 @@ type stacktestMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	StackSites   *ebpf.Map `ebpf:"stack_sites"`
+	StackSteps   *ebpf.Map `ebpf:"stack_steps"`
 }
 
 func (m *stacktestMaps) Close() error {
@@ -139,6 +172,8 @@ func (m *stacktestMaps) Close() error {
 		m.Events,
 		m.Lost,
 		m.StackScratch,
+		m.StackSites,
+		m.StackSteps,
 	)
 }
 
@@ -146,7 +181,9 @@ func (m *stacktestMaps) Close() error {
 //
 // It can be passed to loadStacktestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type stacktestVariables struct {
+	CheckKnownStacks  *ebpf.Variable `ebpf:"check_known_stacks"`
 	GuardResult       *ebpf.Variable `ebpf:"guard_result"`
+	KnownStacks       *ebpf.Variable `ebpf:"known_stacks"`
 	NextSeq           *ebpf.Variable `ebpf:"next_seq"`
 	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
 	UnusedStackRecord *ebpf.Variable `ebpf:"unused_stack_record"`
