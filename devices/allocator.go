@@ -200,8 +200,15 @@ func (p *proc) buildManagers(c *chipState) {
 func (p *proc) request(e *events.Event) {
 	p.stats.AllocRequests++
 	t := p.thread(e.Tid)
-	if t.req != nil {
-		p.failRequest(t) // the thread's previous request threw
+	if prev := t.req; prev != nil {
+		if perCoreNext(prev, e) {
+			// A per-core buffer takes one call per core of its shard grid
+			// (allocator id bank + 1), then one track_allocate: the call
+			// before this one succeeded.
+			p.takeRequest(t)
+		} else {
+			p.failRequest(t) // the thread's previous request threw
+		}
 	}
 	r := &allocReq{e: *e, chip: -1, typ: -1, site: e.Site}
 	ref, ok := p.managers[e.Object]
@@ -243,6 +250,13 @@ func (p *proc) request(e *events.Event) {
 	}
 	t.req = r
 	p.nreqs++
+}
+
+// perCoreNext reports whether request e is the next core's call of the
+// per-core allocation prev belongs to: both per-core (a non-zero allocator
+// id) on the same bank manager, prev not seen throwing.
+func perCoreNext(prev *allocReq, e *events.Event) bool {
+	return !prev.thrown && prev.e.AllocatorID != 0 && e.AllocatorID != 0 && prev.e.Object == e.Object
 }
 
 // oom handles alloc_oom: the thread's request reached BankManager::

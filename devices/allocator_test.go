@@ -245,13 +245,20 @@ func TestAllocatorMeshAndClose(t *testing.T) {
 			t.Fatalf("chip %d: %+v", chip, got)
 		}
 	}
-	// A per-core L1 allocation on chip 1: counted apart.
-	pc := evReq(2, mgrL1+0x10, 2048, 2048, false)
-	pc.AllocatorID = 5
-	r.apply(pc, evAllocPage(2, 0xb0, 1, events.L1, 0x20000, 2048, 2048))
+	// A per-core L1 allocation on chip 1 (one call per core of its grid,
+	// then one track_allocate): counted apart, none of its calls a failure.
+	for core := range uint32(4) {
+		pc := evReq(2, mgrL1+0x10, 2048, 2048, false)
+		pc.AllocatorID = 5 + core
+		r.apply(pc)
+	}
+	r.apply(evAllocPage(2, 0xb0, 1, events.L1, 0x20000, 4*2048, 2048))
 	d := r.dev(1)
-	if d.Allocator.L1.PerCoreBuffers != 1 || d.Allocator.L1.PerCoreBytes != 2048 || *d.Allocator.L1.TotalAllocated != 0 {
+	if d.Allocator.L1.PerCoreBuffers != 1 || d.Allocator.L1.PerCoreBytes != 4*2048 || *d.Allocator.L1.TotalAllocated != 0 {
 		t.Fatalf("per-core %+v", d.Allocator.L1)
+	}
+	if f := r.proc().AllocFailures; len(f) != 0 {
+		t.Fatalf("per-core calls taken for failures: %+v", f)
 	}
 	r.apply(evMeshFree(1, 0xa0, mesh))
 	if got := allocStats(t, r.dev(0), events.DRAM); got.TotalAllocated != 4096 || got.LargestFreeBlock != dramBank-8192-4096 {

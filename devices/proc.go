@@ -222,7 +222,8 @@ func (p *proc) apply(e *events.Event) {
 		case e.Kind == events.KindAllocOom:
 			// Handled below: the thread's request failed, seen failing.
 		case e.Kind != events.KindAlloc:
-			if t := p.threads[e.Tid]; t != nil && t.req != nil {
+			if t := p.threads[e.Tid]; t != nil && t.req != nil &&
+				!(e.Kind == events.KindAllocRequest && perCoreNext(t.req, e)) {
 				p.failRequest(t)
 			}
 		}

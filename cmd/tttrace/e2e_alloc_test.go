@@ -47,6 +47,8 @@ type allocTruthAllocator struct {
 	Banks    uint32 `json:"banks"`
 	BankSize uint64 `json:"bank_size"`
 	allocTruthStats
+	PerCoreBuffers uint64 `json:"per_core_buffers"`
+	PerCoreBytes   uint64 `json:"per_core_bytes"`
 }
 
 type allocTruthFailure struct {
@@ -647,4 +649,49 @@ func TestE2EAllocatorFromMemory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestE2EAllocatorHybrid: chips in AllocatorMode::HYBRID with per-core L1
+// buffers (ttwork alloc --hybrid: one BankManager::allocate_buffer call per
+// shard core, allocator id bank + 1, each at its own address; a lockstep
+// buffer after them avoids their ranges). The per-core buffers are counted
+// apart (per_core_buffers, per_core_bytes), never in the lockstep list, their
+// calls are not failures, and every lockstep number and failure equals the
+// replica's get_statistics(L1), which reports allocator 0 only.
+func TestE2EAllocatorHybrid(t *testing.T) {
+	var out string
+	r := run{variant: "gcc-O2", mode: "cmd", scenario: "alloc", args: []string{"--shape", "n150", "--hybrid", "--leak"},
+		peaks: true, out: &out}
+	sum, tr := trace(t, r)
+	for _, d := range compare(r, sum, tr) {
+		t.Error(d)
+	}
+	atr := readAllocTruth(t, truthPathOf(t, out))
+	o := readAllocOut(t, out)
+	for _, d := range compareAlloc(r.name(), o, atr) {
+		t.Error(d)
+	}
+	want := atr.Devices[0].Allocator["L1"]
+	if want.PerCoreBuffers == 0 {
+		t.Fatal("the replica holds no per-core buffer at the end: the test proves nothing")
+	}
+	for _, p := range o.summary["processes"].([]any) {
+		pm := p.(map[string]any)
+		if pid, _ := num(pm, "pid"); uint32(pid) != atr.Pid {
+			continue
+		}
+		for _, d := range pm["devices"].([]any) {
+			dm := d.(map[string]any)
+			if id, _ := num(dm, "device"); id != 0 {
+				continue
+			}
+			l1, _ := dm["allocator"].(map[string]any)["l1"].(map[string]any)
+			if n, _ := num(l1, "per_core_buffers"); n != want.PerCoreBuffers {
+				t.Errorf("per_core_buffers = %v, the truth has %d", l1["per_core_buffers"], want.PerCoreBuffers)
+			}
+			if n, _ := num(l1, "per_core_bytes"); n != want.PerCoreBytes {
+				t.Errorf("per_core_bytes = %v, the truth has %d", l1["per_core_bytes"], want.PerCoreBytes)
+			}
+		}
+	}
 }

@@ -228,6 +228,55 @@ bool FreeListOpt::allocate_at(DeviceAddr abs_addr, DeviceAddr span) {
     return true;
 }
 
+std::vector<std::pair<DeviceAddr, DeviceAddr>> FreeListOpt::allocated_ranges() const {
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> out;
+    for (const auto& [addr, b] : blocks_) {
+        if (b.allocated) out.emplace_back(addr + offset_bytes_, addr + offset_bytes_ + b.size);
+    }
+    return out;
+}
+
+std::optional<DeviceAddr> FreeListOpt::allocate_avoiding(DeviceAddr size, bool bottom_up,
+                                                         std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked) {
+    const DeviceAddr span = alloc_size(size);
+    std::sort(blocked.begin(), blocked.end());
+    // Free space of this list minus the blocked ranges, in address order.
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> room;
+    for (const auto& [rel, b] : blocks_) {
+        if (b.allocated) continue;
+        DeviceAddr start = rel + offset_bytes_;
+        const DeviceAddr end = start + b.size;
+        for (const auto& [bs, be] : blocked) {
+            if (be <= start || bs >= end) continue;
+            if (bs > start) room.emplace_back(start, bs);
+            start = std::max(start, be);
+            if (start >= end) break;
+        }
+        if (start < end) room.emplace_back(start, end);
+    }
+    std::optional<DeviceAddr> at;
+    if (bottom_up) {
+        for (const auto& [s, e] : room) {
+            const DeviceAddr a = offset_bytes_ + align(s - offset_bytes_);
+            if (a < e && e - a >= span) {
+                at = a;
+                break;
+            }
+        }
+    } else {
+        for (auto it = room.rbegin(); it != room.rend(); ++it) {
+            if (it->second - it->first < span) continue;
+            const DeviceAddr a = offset_bytes_ + (it->second - span - offset_bytes_) / alignment_ * alignment_;
+            if (a >= it->first) {
+                at = a;
+                break;
+            }
+        }
+    }
+    if (!at || !allocate_at(*at, span)) return std::nullopt;
+    return at;
+}
+
 bool FreeListOpt::deallocate(DeviceAddr abs_addr) {
     if (abs_addr < offset_bytes_) return false;
     auto it = blocks_.find(abs_addr - offset_bytes_);
@@ -292,6 +341,8 @@ namespace {
 // The free list's alignment: the HAL's DRAM alignment for every manager (upstream
 // init_allocators). Each chip's managers are built after its config is known.
 thread_local uint32_t t_freelist_alignment = 32;
+// Set while experimental::per_core_allocation::create_per_core_buffer makes its buffer.
+thread_local bool t_per_core = false;
 
 const char* cause_of(const Statistics& s, DeviceAddr span) {
     if (span > s.total_allocatable_size_bytes) return "larger_than_bank";
@@ -306,8 +357,8 @@ BankManager::BankManager(const BufferType& buffer_type,
                          uint32_t alignment_bytes,
                          DeviceAddr alloc_offset,
                          bool /*disable_interleaved*/,
-                         const AllocatorDependencies& /*dependencies*/)
-    : buffer_type_(buffer_type), alignment_bytes_(alignment_bytes) {
+                         const AllocatorDependencies& dependencies)
+    : buffer_type_(buffer_type), alignment_bytes_(alignment_bytes), allocator_dependencies_(dependencies) {
     uint32_t bank_id = 0;
     for (const int64_t offset : bank_offsets) bank_id_to_bank_offset_.emplace(bank_id++, offset);
     init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
@@ -320,17 +371,20 @@ BankManager::BankManager(const BufferType& buffer_type,
                          uint32_t alignment_bytes,
                          DeviceAddr alloc_offset,
                          bool /*disable_interleaved*/,
-                         const AllocatorDependencies& /*dependencies*/)
+                         const AllocatorDependencies& dependencies)
     : buffer_type_(buffer_type),
       bank_id_to_bank_offset_(bank_id_to_bank_offset),
       interleaved_address_limit_(interleaved_address_limit),
-      alignment_bytes_(alignment_bytes) {
+      alignment_bytes_(alignment_bytes) , allocator_dependencies_(dependencies) {
     init_allocators(size_bytes, t_freelist_alignment, alloc_offset);
 }
 
 void BankManager::init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset) {
-    allocators_.resize(1);
-    allocators_[0] = std::make_unique<allocator::FreeListOpt>(size_bytes, offset, alignment_bytes, alignment_bytes);
+    const uint32_t n = allocator_dependencies_.num_allocators();
+    allocators_.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+        allocators_[i] = std::make_unique<allocator::FreeListOpt>(size_bytes, offset, alignment_bytes, alignment_bytes);
+    }
 }
 
 DeviceAddr BankManager::span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const {
@@ -344,7 +398,11 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
                                         const CoreRangeSet& compute_grid,
                                         std::optional<uint32_t> num_shards,
                                         AllocatorDependencies::AllocatorID allocator_id) {
-    if (allocator_id.get() != 0) throw std::runtime_error("Invalid allocator ID (replica: one allocator per bank manager)");
+    const uint32_t id = allocator_id.get();
+    if (id >= allocators_.size()) {
+        throw std::runtime_error("Invalid allocator ID " + std::to_string(id) + " (num_allocators=" +
+                                 std::to_string(allocators_.size()) + ")");
+    }
     uint32_t banks = num_banks();
     if (num_shards) {
         if (*num_shards > compute_grid.num_cores()) {
@@ -355,7 +413,20 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         banks = *num_shards;
     }
     const DeviceAddr size_per_bank = calculate_bank_size_spread(size, page_size, banks, alignment_bytes_);
-    std::optional<DeviceAddr> address = mutable_free_list().allocate(size_per_bank, bottom_up);
+    std::optional<DeviceAddr> address;
+    if (allocators_.size() == 1) {
+        address = mutable_free_list().allocate(size_per_bank, bottom_up);
+    } else {
+        // Dependent allocators (HYBRID): lockstep (0) avoids every per-core list's blocks, a
+        // per-core list (bank + 1) avoids the lockstep list's.
+        std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked;
+        for (uint32_t k = 0; k < allocators_.size(); ++k) {
+            if ((id == 0) == (k == 0)) continue;
+            const auto r = static_cast<const allocator::FreeListOpt&>(*allocators_[k]).allocated_ranges();
+            blocked.insert(blocked.end(), r.begin(), r.end());
+        }
+        address = static_cast<allocator::FreeListOpt&>(*allocators_[id]).allocate_avoiding(size_per_bank, bottom_up, blocked);
+    }
     if (!address) {
         const Statistics s = mutable_free_list().get_statistics();
         const std::string message =
@@ -387,7 +458,11 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
     return *address;
 }
 
-void BankManager::deallocate_buffer(DeviceAddr address) { mutable_free_list().deallocate(address); }
+void BankManager::deallocate_buffer(DeviceAddr address, AllocatorDependencies::AllocatorID allocator_id) {
+    if (allocator_id.get() < allocators_.size()) {
+        static_cast<allocator::FreeListOpt&>(*allocators_[allocator_id.get()]).deallocate(address);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Chip allocator (upstream AllocatorImpl / L1BankingAllocator)
@@ -446,7 +521,8 @@ void ChipAllocator::init_compute_and_storage_l1_bank_manager() {
     const DeviceAddr interleaved_limit = config_.worker_l1_size - l1_bank_size;
     const DeviceAddr allocatable = l1_bank_size - config_.l1_small_size;
     banks_[static_cast<int>(BufferType::L1)] = std::make_unique<BankManager>(
-        BufferType::L1, l1_banks, allocatable, interleaved_limit, config_.l1_alignment, config_.l1_unreserved_base);
+        BufferType::L1, l1_banks, allocatable, interleaved_limit, config_.l1_alignment, config_.l1_unreserved_base, false,
+        BankManager::AllocatorDependencies(config_.hybrid ? 1 + static_cast<uint32_t>(l1_banks.size()) : 1));
     banks_[static_cast<int>(BufferType::L1_SMALL)] = std::make_unique<BankManager>(
         BufferType::L1_SMALL, small_banks, config_.l1_small_size, config_.worker_l1_size - config_.l1_small_size,
         config_.l1_alignment, config_.l1_unreserved_base + allocatable);
@@ -498,6 +574,30 @@ DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
         return *address;
     }
     BankManager& bank = *banks_[static_cast<int>(type)];
+    if (t_per_core && config_.hybrid && type == BufferType::L1 && r.num_shards) {
+        // Per-core: one call per shard core (bank i, allocator id i + 1), each its own address,
+        // its pages spread over that one core (replica choice of arguments).
+        const uint32_t cores = *r.num_shards;
+        const DeviceAddr pages = r.page_size ? r.size / r.page_size : 0;
+        const DeviceAddr per_core = (pages + cores - 1) / cores * r.page_size;
+        PerCore pc;
+        pc.size = buffer->size();
+        pc.epoch = replica::attach_epoch();
+        for (uint32_t core = 0; core < cores; ++core) {
+            try {
+                pc.cores.emplace_back(core, bank.allocate_buffer(per_core, r.page_size, false, config_.compute_grid, 1u,
+                                                                 BankManager::AllocatorDependencies::AllocatorID{core + 1}));
+            } catch (...) {
+                for (const auto& [c, a] : pc.cores) bank.deallocate_buffer(a, BankManager::AllocatorDependencies::AllocatorID{c + 1});
+                throw;
+            }
+        }
+        const DeviceAddr address = pc.cores.front().second;
+        per_core_.emplace(buffer, std::move(pc));
+        replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(buffer->size()), false);
+        replica::charge(device_->id(), replica::kLive, 1, false);
+        return address;
+    }
     const DeviceAddr address = bank.allocate_buffer(r.size, r.page_size, r.bottom_up, config_.compute_grid, r.num_shards);
     reserve(type, address, span_for(type, r), buffer, buffer->size());
     return address;
@@ -512,7 +612,38 @@ DeviceAddr ChipAllocator::span_for(BufferType type, const Request& r) const {
     return banks_[static_cast<int>(type)]->span_for(r.size, r.page_size, r.num_shards);
 }
 
-void ChipAllocator::deallocate_buffer(Buffer* buffer) { release(buffer->buffer_type(), buffer->address()); }
+void ChipAllocator::deallocate_buffer(Buffer* buffer) {
+    auto it = per_core_.find(buffer);
+    if (it == per_core_.end()) {
+        release(buffer->buffer_type(), buffer->address());
+        return;
+    }
+    BankManager& bank = *banks_[static_cast<int>(BufferType::L1)];
+    for (const auto& [core, addr] : it->second.cores) {
+        bank.deallocate_buffer(addr, BankManager::AllocatorDependencies::AllocatorID{core + 1});
+    }
+    const bool pre = it->second.epoch < replica::attach_epoch();
+    replica::charge(device_->id(), static_cast<int>(BufferType::L1), -static_cast<int64_t>(it->second.size), pre);
+    replica::charge(device_->id(), replica::kLive, -1, pre);
+    per_core_.erase(it);
+}
+
+DeviceAddr ChipAllocator::per_core_bytes() const {
+    DeviceAddr n = 0;
+    for (const auto& [b, pc] : per_core_) n += pc.size;
+    return n;
+}
+
+namespace experimental::per_core_allocation {
+std::shared_ptr<Buffer> create_per_core_buffer(IDevice* device, DeviceAddr size, DeviceAddr page_size, uint32_t shard_cores) {
+    struct Flag {
+        Flag() { t_per_core = true; }
+        ~Flag() { t_per_core = false; }
+    } flag;
+    return Buffer::create(device, size, page_size, BufferType::L1,
+                          BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, shard_cores});
+}
+}  // namespace experimental::per_core_allocation
 
 void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size) {
     const uint64_t epoch = replica::attach_epoch();
@@ -545,6 +676,7 @@ void ChipAllocator::clear() {
     }
     system_.clear();
     for (auto& held : held_) held.clear();
+    per_core_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------

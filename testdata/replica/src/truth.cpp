@@ -184,6 +184,11 @@ extern "C" int tt_replica_write_truth(const char* path) {
                 sums[kLive] += 1;
             }
         }
+        for (const auto& [buf, pc] : d->chip_allocator()->per_core()) {
+            leaks.push_back({d->id(), BufferType::L1, pc.cores.front().second, pc.size});
+            sums[static_cast<int>(BufferType::L1)] += static_cast<int64_t>(pc.size);
+            sums[kLive] += 1;
+        }
         auto it = l.chips.find(d->id());
         const ChipTruth empty{};
         const ChipTruth& t = it == l.chips.end() ? empty : it->second;
@@ -248,10 +253,13 @@ extern "C" int tt_replica_write_truth(const char* path) {
                               "%s\"%s\":{\"banks\":%u,\"bank_size\":%" PRIu64 ",\"alignment\":%u,\"freelist_alignment\":%" PRIu64
                               ",\"base\":%" PRIu64
                               ",\"total_allocatable_size_bytes\":%" PRIu64 ",\"total_allocated_bytes\":%" PRIu64
-                              ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64 "}",
+                              ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64
+                              ",\"per_core_buffers\":%zu,\"per_core_bytes\":%" PRIu64 "}",
                               first_type ? "" : ",", buffer_type_name(bt), bank.num_banks(), bank.bank_size(),
                               bank.alignment(), bank.free_list().alignment(), bank.base(), st.total_allocatable_size_bytes, st.total_allocated_bytes,
-                              st.total_free_bytes, st.largest_free_block_bytes);
+                              st.total_free_bytes, st.largest_free_block_bytes,
+                              bt == BufferType::L1 ? open_chip->chip_allocator()->per_core().size() : std::size_t{0},
+                              bt == BufferType::L1 ? open_chip->chip_allocator()->per_core_bytes() : DeviceAddr{0});
                 out += buf;
                 first_type = false;
             }

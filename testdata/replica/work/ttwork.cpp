@@ -61,6 +61,7 @@ struct Options {
     // alloc scenario: the chips open and hold buffers before the go point; after it, one
     // allocation of each type, then a pause (settle_ms) for a tracer to read the allocators.
     bool alloc_before_go = false;
+    bool hybrid = false;  // alloc scenario: chips in AllocatorMode::HYBRID, with per-core L1 buffers
     int settle_ms = 3000;
 };
 
@@ -718,7 +719,8 @@ int scenario_alloc(Ctx& ctx) {
     const int nchips = *shape == ChipShape::N300 ? 2 : *shape == ChipShape::Galaxy ? 32 : 1;
     std::vector<int> ids;
     for (int i = 0; i < nchips; ++i) ids.push_back(i);
-    const AllocatorConfig cfg = AllocatorConfig::shaped(*shape);
+    AllocatorConfig cfg = AllocatorConfig::shaped(*shape);
+    cfg.hybrid = ctx.opt.hybrid;
     const bool before = ctx.opt.open_before_go || ctx.opt.alloc_before_go;
     if (!before) go_point(ctx);
     std::vector<Device*> chips = open_chips(ids, cfg);
@@ -809,6 +811,17 @@ int scenario_alloc(Ctx& ctx) {
     // The process goes on after its OOMs: a chunk still fits.
     chunks[1] = Buffer::create(d, chunk, page, BufferType::L1);
 
+    if (ctx.opt.hybrid) {
+        // Per-core L1 buffers (one allocate_buffer call per shard core, each its own address),
+        // then a lockstep one, which avoids their ranges; one per-core buffer is freed.
+        using experimental::per_core_allocation::create_per_core_buffer;
+        BufferPtr pc1 = create_per_core_buffer(d, 16 * page, page, 8);
+        BufferPtr pc2 = create_per_core_buffer(d, 8 * page, page, 4);
+        keep.push_back(Buffer::create(d, 64 * page * l1.num_banks() / 64, page, BufferType::L1));
+        pc1.reset();
+        keep.push_back(pc2);
+        if (ctx.opt.leak) keep_forever(pc2);
+    }
     if (ctx.opt.leak) {
         keep_forever(keep[0]);
         keep_forever(chunks[0]);
@@ -1309,7 +1322,7 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
                  "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
-                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go]\n"
+                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--hybrid]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -1365,6 +1378,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.uncaught = true;
         } else if (a == "--open-before-go") {
             ctx.opt.open_before_go = true;
+        } else if (a == "--hybrid") {
+            ctx.opt.hybrid = true;
         } else if (a == "--alloc-before-go") {
             ctx.opt.alloc_before_go = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {

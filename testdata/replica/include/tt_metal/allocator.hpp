@@ -64,6 +64,7 @@ namespace tt::tt_metal {
 
 class Buffer;
 class Device;
+class IDevice;
 
 // Which chip the allocator's numbers are shaped like (docs/ttmetal.md §9, soc descriptors).
 enum class ChipShape : int {
@@ -107,6 +108,9 @@ struct AllocatorConfig {
     DeviceAddr trace_region_size = 0;
     uint32_t l1_alignment = 16;
     CoreRangeSet compute_grid;
+    // AllocatorMode::HYBRID (upstream: TT_METAL_ALLOCATOR_MODE_HYBRID=1): the L1 bank manager
+    // has one more free list per bank (allocator id bank + 1) for per-core buffers.
+    bool hybrid = false;
 
     // The config of a chip shaped like `shape` (Flat: the default above).
     static AllocatorConfig shaped(ChipShape shape);
@@ -165,6 +169,12 @@ public:
     std::optional<DeviceAddr> find_below(DeviceAddr to, DeviceAddr span) const;
     // Reserve [addr, addr+span) (absolute), which must lie in one free block.
     bool allocate_at(DeviceAddr addr, DeviceAddr span);
+    // First fit as allocate(), in free space not overlapping `blocked` (absolute [start, end)
+    // ranges of dependent allocators), as upstream's BankManager with dependencies.
+    std::optional<DeviceAddr> allocate_avoiding(DeviceAddr size, bool bottom_up,
+                                                std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked);
+    // The allocated blocks, absolute [start, end).
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> allocated_ranges() const;
     // Free the block at absolute `addr` and merge it with free neighbours; false if unknown.
     bool deallocate(DeviceAddr addr);
     void clear();
@@ -206,7 +216,11 @@ class BankManager {
 public:
     struct AllocatorDependencies {
         using AllocatorID = ttsl::StrongType<uint32_t, struct AllocatorIDTag>;
-        AllocatorDependencies() = default;
+        AllocatorDependencies() : count(1) {}
+        // Replica: allocator 0 and n - 1 others, each dependent on 0 only (HYBRID's shape).
+        explicit AllocatorDependencies(uint32_t n) : count(n ? n : 1) {}
+        uint32_t num_allocators() const { return count; }
+        uint32_t count;
     };
 
     BankManager() = default;
@@ -243,7 +257,8 @@ public:
                                const CoreRangeSet& compute_grid,
                                std::optional<uint32_t> num_shards,
                                AllocatorDependencies::AllocatorID allocator_id = AllocatorDependencies::AllocatorID{0});
-    void deallocate_buffer(DeviceAddr address);
+    void deallocate_buffer(DeviceAddr address,
+                           AllocatorDependencies::AllocatorID allocator_id = AllocatorDependencies::AllocatorID{0});
     void clear() { mutable_free_list().clear(); }
     Statistics get_statistics() const { return free_list().get_statistics(); }
 
@@ -321,6 +336,15 @@ public:
     allocator::FreeList& list(BufferType type);
     DeviceAddr span_for(BufferType type, const Request& r) const;
 
+    // Per-core (HYBRID) buffers: the address each shard core (bank) got, the buffer's size.
+    struct PerCore {
+        std::vector<std::pair<uint32_t, DeviceAddr>> cores;
+        DeviceAddr size = 0;
+        uint64_t epoch = 0;
+    };
+    const std::map<const Buffer*, PerCore>& per_core() const { return per_core_; }
+    DeviceAddr per_core_bytes() const;
+
     // Record an allocation the caller placed (the free list already holds it) and charge the truth.
     void reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size);
     // Release the allocation at addr, if any, and credit the truth.
@@ -340,7 +364,15 @@ private:
     std::unique_ptr<BankManager> banks_[kNumBufferTypes];
     allocator::FreeList system_;
     std::map<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
+    std::map<const Buffer*, PerCore> per_core_;
 };
+
+namespace experimental::per_core_allocation {
+// Replica stand-in for upstream's per-core buffer API (tt-metalium/experimental/
+// per_core_allocation/buffer.hpp): a sharded L1 buffer whose shard cores each get their own
+// address from their bank's free list (HYBRID chips only).
+std::shared_ptr<Buffer> create_per_core_buffer(IDevice* device, DeviceAddr size, DeviceAddr page_size, uint32_t shard_cores);
+}  // namespace experimental::per_core_allocation
 
 namespace distributed {
 class MeshDevice;
