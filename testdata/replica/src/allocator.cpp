@@ -413,20 +413,8 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         banks = *num_shards;
     }
     const DeviceAddr size_per_bank = calculate_bank_size_spread(size, page_size, banks, alignment_bytes_);
-    std::optional<DeviceAddr> address;
-    if (allocators_.size() == 1) {
-        address = mutable_free_list().allocate(size_per_bank, bottom_up);
-    } else {
-        // Dependent allocators (HYBRID): lockstep (0) avoids every per-core list's blocks, a
-        // per-core list (bank + 1) avoids the lockstep list's.
-        std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked;
-        for (uint32_t k = 0; k < allocators_.size(); ++k) {
-            if ((id == 0) == (k == 0)) continue;
-            const auto r = static_cast<const allocator::FreeListOpt&>(*allocators_[k]).allocated_ranges();
-            blocked.insert(blocked.end(), r.begin(), r.end());
-        }
-        address = static_cast<allocator::FreeListOpt&>(*allocators_[id]).allocate_avoiding(size_per_bank, bottom_up, blocked);
-    }
+    std::optional<DeviceAddr> address = allocators_.size() == 1 ? mutable_free_list().allocate(size_per_bank, bottom_up)
+                                                                 : allocate_dependent(id, size_per_bank, bottom_up);
     if (!address) {
         const Statistics s = mutable_free_list().get_statistics();
         const std::string message =
@@ -456,6 +444,20 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         throw std::runtime_error(message);
     }
     return *address;
+}
+
+// Out of line, so allocate_buffer's own code keeps its shape in every build.
+__attribute__((noinline)) std::optional<DeviceAddr> BankManager::allocate_dependent(uint32_t id, DeviceAddr size_per_bank,
+                                                                                    bool bottom_up) {
+    // Dependent allocators (HYBRID): lockstep (0) avoids every per-core list's blocks, a
+    // per-core list (bank + 1) avoids the lockstep list's.
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked;
+    for (uint32_t k = 0; k < allocators_.size(); ++k) {
+        if ((id == 0) == (k == 0)) continue;
+        const auto r = static_cast<const allocator::FreeListOpt&>(*allocators_[k]).allocated_ranges();
+        blocked.insert(blocked.end(), r.begin(), r.end());
+    }
+    return static_cast<allocator::FreeListOpt&>(*allocators_[id]).allocate_avoiding(size_per_bank, bottom_up, blocked);
 }
 
 void BankManager::deallocate_buffer(DeviceAddr address, AllocatorDependencies::AllocatorID allocator_id) {

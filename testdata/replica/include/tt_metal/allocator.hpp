@@ -273,6 +273,8 @@ public:
 private:
     // As upstream: the free list's alignment is the HAL's DRAM alignment for every manager.
     void init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset);
+    // HYBRID: first fit in allocator `id`'s list, avoiding its dependent lists' blocks.
+    std::optional<DeviceAddr> allocate_dependent(uint32_t id, DeviceAddr size_per_bank, bool bottom_up);
 
     // Upstream's members (bank_manager.hpp), in its order; the bank count is the map's size.
     BufferType buffer_type_ = BufferType::DRAM;
