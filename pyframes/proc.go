@@ -79,27 +79,9 @@ func (o *Offsets) nameOffset() int64 {
 // error that says why (the Interpreter is still returned, for reports).
 func ForProcess(pid int) (_ *Process, err error) {
 	defer elfx.Recover(&err, fmt.Sprintf("pid %d: its interpreter", pid))
-	maps, err := procfs.Maps(pid)
+	cands, err := candidates(pid)
 	if err != nil {
 		return nil, err
-	}
-	type mapping struct {
-		start uint64
-		m     procfs.Mapping
-	}
-	var cands []mapping
-	seen := map[string]bool{}
-	exe, _ := procfs.Exe(pid)
-	for _, m := range maps {
-		if !m.File() || m.Offset != 0 || seen[m.Path] {
-			continue
-		}
-		base := filepath.Base(m.Path)
-		if m.Path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
-			continue
-		}
-		seen[m.Path] = true
-		cands = append(cands, mapping{m.Start, m})
 	}
 	for _, c := range cands {
 		// map_files opens the very file mapped, even if it was replaced
@@ -121,6 +103,94 @@ func ForProcess(pid int) (_ *Process, err error) {
 		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[codeKey]*codeInfo{}}, nil
 	}
 	return nil, ErrNoInterpreter
+}
+
+// mapping is a file mapped at offset 0 that may be the interpreter.
+type mapping struct {
+	start uint64
+	m     procfs.Mapping
+}
+
+// candidates lists the files pid maps that may hold its interpreter: its
+// executable, and files named python* or libpython*.
+func candidates(pid int) ([]mapping, error) {
+	maps, err := procfs.Maps(pid)
+	if err != nil {
+		return nil, err
+	}
+	var cands []mapping
+	seen := map[string]bool{}
+	exe, _ := procfs.Exe(pid)
+	for _, m := range maps {
+		if !m.File() || m.Offset != 0 || seen[m.Path] {
+			continue
+		}
+		base := filepath.Base(m.Path)
+		if m.Path != exe && !strings.HasPrefix(base, "python") && !strings.HasPrefix(base, "libpython") {
+			continue
+		}
+		seen[m.Path] = true
+		cands = append(cands, mapping{m.Start, m})
+	}
+	return cands, nil
+}
+
+// inflight: the files being read by Prefetch, by identity, each with the
+// calls to make when it is done.
+var (
+	inflightMu sync.Mutex
+	inflight   = map[string][]func(){}
+)
+
+// Prefetch starts reading, in the background, each file pid maps that may
+// be its interpreter and that is not read yet; done is called (from
+// another goroutine) once each such read ends, and then ForProcess finds
+// the answer at once. It reports whether it started or joined a read:
+// false means ForProcess has nothing slow left to do for pid. Reading an
+// interpreter's symbols takes hundreds of milliseconds, in which a short
+// program loads TT-Metal, allocates and ends: whoever waits for its
+// records must not wait for this.
+func Prefetch(pid int, done func()) (pending bool) {
+	cands, err := candidates(pid)
+	if err != nil {
+		return false
+	}
+	for _, c := range cands {
+		ef, err := elfx.Open(c.m.MapFile(pid), limits) // opened while pid maps it
+		if err != nil {
+			continue
+		}
+		key, err := fileKey(ef)
+		if err != nil {
+			ef.Close()
+			continue
+		}
+		if _, ok := detectCache.Load(key); ok {
+			ef.Close()
+			continue
+		}
+		pending = true
+		inflightMu.Lock()
+		waiters, running := inflight[key]
+		inflight[key] = append(waiters, done)
+		inflightMu.Unlock()
+		if running {
+			ef.Close()
+			continue
+		}
+		go func(ef *elfx.File, key, path string) {
+			defer ef.Close()
+			detectFile(ef, key, path)
+			inflightMu.Lock()
+			waiters := inflight[key]
+			delete(inflight, key)
+			inflightMu.Unlock()
+			for _, w := range waiters {
+				w()
+			}
+		}(ef, key, c.m.Path)
+	}
+	return pending
 }
 
 // Close releases the process's memory file. Nil-safe.
@@ -149,18 +219,38 @@ func detectCached(open, path string) (*Interpreter, uint64, error) {
 		return nil, 0, err
 	}
 	defer ef.Close()
-	st, err := ef.OS().Stat()
+	key, err := fileKey(ef)
 	if err != nil {
 		return nil, 0, err
-	}
-	key := fmt.Sprintf("%d", st.ModTime().UnixNano())
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		key = fmt.Sprintf("%d/%d/%d/%s", sys.Dev, sys.Ino, st.Size(), key)
 	}
 	if d, ok := detectCache.Load(key); ok {
 		d := d.(detected)
 		return d.in, d.lowest, d.err
 	}
+	d := detectFile(ef, key, path)
+	return d.in, d.lowest, d.err
+}
+
+// fileKey is the identity of ef's file: device, inode, size, modification
+// time.
+func fileKey(ef *elfx.File) (string, error) {
+	st, err := ef.OS().Stat()
+	if err != nil {
+		return "", err
+	}
+	key := fmt.Sprintf("%d", st.ModTime().UnixNano())
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		key = fmt.Sprintf("%d/%d/%d/%s", sys.Dev, sys.Ino, st.Size(), key)
+	}
+	return key, nil
+}
+
+// detectFile detects the interpreter in ef and caches the answer under
+// key. A malformed file is refused, never a panic (Prefetch runs this on
+// a goroutine of its own).
+func detectFile(ef *elfx.File, key, path string) (d detected) {
+	defer func() { detectCache.Store(key, d) }()
+	defer elfx.Recover(&d.err, path)
 	in, err := detect(path, ef.File)
 	lowest := ^uint64(0)
 	for _, p := range ef.Progs {
@@ -168,8 +258,7 @@ func detectCached(open, path string) (*Interpreter, uint64, error) {
 			lowest = p.Vaddr &^ 0xfff
 		}
 	}
-	detectCache.Store(key, detected{in, lowest, err})
-	return in, lowest, err
+	return detected{in, lowest, err}
 }
 
 // ProcValue is the value of this process's py_procs entry (struct py_proc

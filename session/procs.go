@@ -374,9 +374,9 @@ func (s *session) onLinkMap(pid uint32) {
 		// and tools a command runs) cost nothing here.
 		if st := s.procs[pid]; st != nil {
 			if st.hasLib {
-				s.sites.snapshot(pid)
+				s.sites.snapshotSoon(pid)
 			} else {
-				s.sites.pythonOf(pid) // early: before it loads TT-Metal and allocates
+				s.sites.pythonSoon(pid) // early: before it loads TT-Metal and allocates
 			}
 		}
 	}()

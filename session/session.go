@@ -503,10 +503,11 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		}
 		if ok {
 			s.handle(rec)
-			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline)) {
+			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && s.sites.pyReadyN.Load() == 0 && time.Now().Before(deadline)) {
 				continue
 			}
 		}
+		s.sites.takePyReady()
 		s.checkGone()
 		s.reapExits()
 		select {

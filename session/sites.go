@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
@@ -34,8 +36,11 @@ type procStacks struct {
 	tab     *stacks.Table
 	sent    []bool // sent[id]: the site was described to the site sinks
 
-	py      *pyframes.Process // its interpreter, nil when none (or unsupported)
-	pyInfo  *devices.PythonInfo
+	py     *pyframes.Process // its interpreter, nil when none (or unsupported)
+	pyInfo *devices.PythonInfo
+	// pyWait: its interpreter's file is being read in the background
+	// (pyframes.Prefetch); pythonOf is called again when it is read.
+	pyWait  bool
 	pyIDs   map[string]uint32 // raw Python stack (frames and flags) -> index+1 in pyRaw
 	pyRaw   []pyframes.RawStack
 	pyKey   []byte
@@ -76,12 +81,18 @@ type allocSites struct {
 	// new process only when released).
 	reborn func(pid uint32)
 
-	cache   *stacks.Cache
-	procs   map[uint32]*procStacks // by pid: the current incarnation's
-	held    []events.Event         // records held behind an alloc waiting for its stack
-	waiting int                    // allocs in held still waiting
-	pyOf    map[uint64]uint32      // seq of a held alloc -> its interned Python stack
-	sinks   []sinks.SiteSink
+	cache *stacks.Cache
+	procs map[uint32]*procStacks // by pid: the current incarnation's
+	// pyReady: the pids whose interpreter files a background read
+	// finished (pyframes.Prefetch), for the loop's takePyReady; pyReadyN
+	// counts them so the loop looks without taking the lock.
+	pyMu     sync.Mutex
+	pyReady  []uint32
+	pyReadyN atomic.Int32
+	held     []events.Event    // records held behind an alloc waiting for its stack
+	waiting  int               // allocs in held still waiting
+	pyOf     map[uint64]uint32 // seq of a held alloc -> its interned Python stack
+	sinks    []sinks.SiteSink
 
 	// Known stacks (bpf/stack.h): each stack fixed by its pcs is made
 	// known to the kernel with a token, and later captures of it come as
@@ -134,8 +145,22 @@ func (a *allocSites) procStacksOf(pid uint32) *procStacks {
 }
 
 // snapshot retakes pid's executable mappings (after a link-map change: a
-// library mapped or unmapped). Stacks already interned keep their files.
+// library mapped or unmapped) and registers its interpreter, if any, now:
+// for a process that waits for tttrace (attached with -p). Stacks already
+// interned keep their files.
 func (a *allocSites) snapshot(pid uint32) {
+	a.snapshotMaps(pid)
+	a.pythonOf(pid)
+}
+
+// snapshotSoon is snapshot for the records' loop, which must not wait
+// for an interpreter's files to be read (pythonSoon).
+func (a *allocSites) snapshotSoon(pid uint32) {
+	a.snapshotMaps(pid)
+	a.pythonSoon(pid)
+}
+
+func (a *allocSites) snapshotMaps(pid uint32) {
 	if !a.on {
 		return
 	}
@@ -148,11 +173,10 @@ func (a *allocSites) snapshot(pid uint32) {
 		// mapped at its place): the kernel's known stacks of pid go.
 		a.forgetKnown(pid, ps)
 	}
-	a.pythonOf(pid)
 }
 
 // pythonOf registers pid's interpreter for Python stacks, if it has one
-// and it was not done yet.
+// and it was not done yet, reading its files now if need be.
 func (a *allocSites) pythonOf(pid uint32) {
 	if !a.on {
 		return
@@ -160,6 +184,57 @@ func (a *allocSites) pythonOf(pid uint32) {
 	ps := a.procStacksOf(pid)
 	if ps.py == nil && (ps.pyInfo == nil || ps.pyInfo.Error == "") {
 		a.findPython(pid, ps)
+	}
+}
+
+// pythonSoon is pythonOf for the records' loop. Reading an interpreter's
+// files the first time takes hundreds of milliseconds (a libpython with
+// DWARF), in which a short program loads TT-Metal, allocates and ends:
+// the records of pid behind this one (the load of the library, whose maps
+// must be read while pid lives) must not wait for it. So a file not read
+// yet is read in the background, and the interpreter registered when it
+// is (takePyReady); allocations made before have native frames only.
+func (a *allocSites) pythonSoon(pid uint32) {
+	if !a.on {
+		return
+	}
+	ps := a.procStacksOf(pid)
+	if ps.py != nil || (ps.pyInfo != nil && ps.pyInfo.Error != "") || ps.pyWait {
+		return
+	}
+	if pyframes.Prefetch(int(pid), func() { a.readyPython(pid) }) {
+		ps.pyWait = true
+		return
+	}
+	a.findPython(pid, ps)
+}
+
+// readyPython: a background read for pid's interpreter ended (called from
+// its goroutine).
+func (a *allocSites) readyPython(pid uint32) {
+	a.pyMu.Lock()
+	a.pyReady = append(a.pyReady, pid)
+	a.pyMu.Unlock()
+	a.pyReadyN.Add(1)
+	a.be.Wake()
+}
+
+// takePyReady registers the interpreters whose files were read since the
+// last call.
+func (a *allocSites) takePyReady() {
+	if a.pyReadyN.Load() == 0 {
+		return
+	}
+	a.pyMu.Lock()
+	pids := a.pyReady
+	a.pyReady = nil
+	a.pyReadyN.Store(0)
+	a.pyMu.Unlock()
+	for _, pid := range pids {
+		if ps := a.procs[pid]; ps != nil && ps.pyWait {
+			ps.pyWait = false
+			a.pythonSoon(pid)
+		}
 	}
 }
 
@@ -363,7 +438,7 @@ func (a *allocSites) onStack(raw []byte) {
 	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
 		// First stack of the process, or a library mapped without a
 		// link-map record (no loader probe): look at the maps now.
-		a.snapshot(rec.Pid)
+		a.snapshotSoon(rec.Pid)
 	}
 	py := a.pyOf[rec.Seq]
 	delete(a.pyOf, rec.Seq)
@@ -393,7 +468,7 @@ func (a *allocSites) onStack(raw []byte) {
 			// The maps may be stale (a snapshot taken while ld.so was
 			// still mapping, or before an exec): look again, once per
 			// snapshot.
-			a.snapshot(rec.Pid)
+			a.snapshotSoon(rec.Pid)
 			ps.retried = true
 			id, _, a.steps, fixed = ps.tab.AddSteps(ps.mods, regs, rec.Data, a.steps)
 		}

@@ -75,9 +75,18 @@ func TestE2ESites(t *testing.T) {
 				// tttrace reads the maps of a process it sees load a
 				// library; one that exits within a few milliseconds of it,
 				// before tttrace got there, has no stacks (docs/stacks.md).
+				// A Python process is registered for Python lines once its
+				// interpreter's files are read (hundreds of milliseconds
+				// for a libpython with DWARF, in the background; longer
+				// behind a shim such as pyenv's, which runs dozens of
+				// processes first): it lives on for three seconds.
 				hold := filepath.Join(t.TempDir(), "hold")
 				r.args = append(append([]string{}, r.args...), "--hold-file", hold)
-				timer := time.AfterFunc(time.Second, func() { os.WriteFile(hold, nil, 0o644) })
+				wait := time.Second
+				if r.mode == "python" {
+					wait = 3 * time.Second
+				}
+				timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
 				defer timer.Stop()
 			}
 			sum, tr := trace(t, r)
