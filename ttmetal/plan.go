@@ -350,6 +350,14 @@ func (p *Plan) pimpl2(lib *Library, fns map[string][]Symbol) error {
 	return nil
 }
 
+// alternativeForms pairs the attach points of which a library has one
+// form or the other (upstream changed the signature): the one missing is
+// no loss when the other is there (docs/ttmetal.md §10).
+var alternativeForms = map[Program]Program{
+	ProgMeshBeginTrace:     ProgMeshBeginTraceNoID,
+	ProgMeshBeginTraceNoID: ProgMeshBeginTrace,
+}
+
 // attachTable puts the attach table's points in the plan, both plans,
 // except the tracker's own in the lifecycle plan. A required point the
 // library lacks refuses it.
@@ -365,8 +373,18 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 		}
 		p.add(lib, s, "")
 	}
+	found := map[Program]bool{}
+	for _, s := range syms.AttachPoints {
+		found[s.Program] = true
+	}
 	for _, m := range syms.Missing {
 		if trackerOwn(m.Program) {
+			continue
+		}
+		if alt, ok := alternativeForms[m.Program]; ok && found[alt] {
+			// A library has one form or the other: not a loss.
+			p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusNotNeeded,
+				Detail: "this library has the other form"})
 			continue
 		}
 		p.Missing = append(p.Missing, m)

@@ -167,3 +167,17 @@ func TestOpenLibraryRejectsNonELF(t *testing.T) {
 		t.Fatal("a missing file was accepted")
 	}
 }
+
+// The two forms of MeshDevice::begin_mesh_trace pair each other, and
+// nothing else is paired: a library missing one attach point of any other
+// row still hears of it.
+func TestAlternativeForms(t *testing.T) {
+	for a, b := range alternativeForms {
+		if alternativeForms[b] != a || a == b {
+			t.Errorf("%v pairs %v, which pairs %v", a, b, alternativeForms[b])
+		}
+	}
+	if alternativeForms[ProgMeshBeginTrace] != ProgMeshBeginTraceNoID || len(alternativeForms) != 2 {
+		t.Errorf("alternative forms %v", alternativeForms)
+	}
+}
