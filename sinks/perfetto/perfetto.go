@@ -391,6 +391,10 @@ func (w *Writer) describeAlloc(p *proc, c *chip, uuid uint64, name string, rank 
 // Notice writes an instant per failed allocation, on the thread that
 // asked, with its numbers as arguments.
 func (w *Writer) Notice(n *devices.Notice) {
+	if n.Trace != nil {
+		w.traceNote(n.Trace)
+		return
+	}
 	f := n.AllocFailed
 	if n.Type != devices.NoticeAllocFailed || f == nil {
 		return
@@ -429,6 +433,55 @@ func (w *Writer) Notice(n *devices.Notice) {
 		args = append(args, ann{name: "site", kind: annUint, u: uint64(f.Site)})
 	}
 	w.instant(w.thread(p, f.Tid, f.TsNs), f.TsNs, name, args...)
+}
+
+// traceNote writes an instant per trace record (trace_hazard,
+// trace_replay_invalid, trace_region_hazard, trace_capture_alloc), on the
+// thread of the replay or allocation that made it, with its fields as
+// arguments (docs/ndjson.md has their meaning).
+func (w *Writer) traceNote(t *devices.TraceNote) {
+	p := w.proc(t.Pid, t.TsNs)
+	name := t.Type.String()
+	args := []ann{{name: "cq", kind: annUint, u: uint64(t.CQ)}, {name: "seq", kind: annUint, u: t.Seq}}
+	if t.Device >= 0 {
+		name += fmt.Sprintf(" chip %d", t.Device)
+		args = append(args, ann{name: "chip", kind: annInt, i: int64(t.Device)})
+	}
+	if t.Trace != nil {
+		name += fmt.Sprintf(" trace %d", *t.Trace)
+		args = append(args, ann{name: "trace", kind: annUint, u: uint64(*t.Trace)})
+	}
+	if t.Replay != 0 {
+		args = append(args, ann{name: "replay", kind: annUint, u: t.Replay})
+	}
+	if t.Reason != "" {
+		name += " (" + t.Reason + ")"
+		args = append(args, ann{name: "reason", kind: annString, s: t.Reason})
+	}
+	if t.MeshDevice != "" {
+		args = append(args, ann{name: "mesh_device", kind: annString, s: t.MeshDevice})
+	}
+	for _, b := range []struct {
+		prefix string
+		b      *devices.TraceBuffer
+	}{{"buffer_", t.Buffer}, {"captured_", t.Captured}} {
+		if b.b == nil {
+			continue
+		}
+		args = append(args,
+			ann{name: b.prefix + "type", kind: annString, s: b.b.BufferType},
+			ann{name: b.prefix + "address", kind: annUint, u: b.b.Address},
+			ann{name: b.prefix + "size", kind: annUint, u: b.b.Size},
+			ann{name: b.prefix + "pointer", kind: annString, s: b.b.Buffer})
+		if b.b.Site != 0 {
+			args = append(args, ann{name: b.prefix + "site", kind: annUint, u: uint64(b.b.Site)})
+		}
+	}
+	if t.OtherTrace != nil {
+		args = append(args, ann{name: "other_trace", kind: annUint, u: uint64(*t.OtherTrace)},
+			ann{name: "high_water_mark", kind: annUint, u: t.HighWaterMark})
+	}
+	w.instant(w.thread(p, t.Tid, t.TsNs), t.TsNs, name, args...)
 }
 
 // Event writes the instants: device and mesh closes, exits, lost records.
