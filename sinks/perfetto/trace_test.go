@@ -26,7 +26,7 @@ func TestTraceInstants(t *testing.T) {
 	emit(dt.Alloc(pid, 0xa1, 2, events.DRAM, 0x11000, 0x4000)) // captured (and allocated during the capture)
 	emit(dt.Free(pid, 0xa1, 2))
 	emit(dt.Trace(pid, events.TraceEnd, 2, 0, 7))
-	emit(dt.Alloc(pid, 0xa3, 2, events.Trace, 0x0, 0x2000))   // the trace buffer
+	emit(dt.Alloc(pid, 0xa3, 2, events.Trace, 0x0, 0x2000))    // the trace buffer
 	emit(dt.Alloc(pid, 0xb1, 2, events.DRAM, 0x12000, 0x1000)) // inside a1: in danger
 	emit(dt.Trace(pid, events.TraceReplay, 2, 0, 7))
 	emit(dt.Trace(pid, events.TraceRelease, 2, 0, 7))
