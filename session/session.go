@@ -503,7 +503,10 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		}
 		if ok {
 			s.handle(rec)
-			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && s.sites.pyReadyN.Load() == 0 && time.Now().Before(deadline)) {
+			// An interpreter read in the background is registered at once:
+			// the allocations that follow get their Python lines.
+			s.sites.takePyReady()
+			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline)) {
 				continue
 			}
 		}

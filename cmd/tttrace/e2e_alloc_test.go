@@ -407,7 +407,20 @@ func TestE2EAllocatorSite(t *testing.T) {
 			// real one does: tttrace reads its maps to unwind the stacks.
 			hold := filepath.Join(t.TempDir(), "hold")
 			r.args = []string{"--shape", "n150", "--hold-file", hold}
-			timer := time.AfterFunc(time.Second, func() { os.WriteFile(hold, nil, 0o644) })
+			wait := time.Second
+			if r.mode == "python" {
+				// The interpreter is registered for Python lines once its
+				// files are read (in the background; a libpython with DWARF
+				// takes a few hundred ms, behind pyenv's shim after dozens
+				// of processes): the script loads TT-Metal a second and a
+				// half in, as a real one does after its imports.
+				load := filepath.Join(t.TempDir(), "load")
+				r.args = append(r.args, "--load-after", load)
+				loadTimer := time.AfterFunc(1500*time.Millisecond, func() { os.WriteFile(load, nil, 0o644) })
+				defer loadTimer.Stop()
+				wait = 3 * time.Second
+			}
+			timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
 			defer timer.Stop()
 			sum, tr := trace(t, r)
 			for _, d := range compare(r, sum, tr) {
