@@ -411,14 +411,12 @@ func TestE2EAllocatorSite(t *testing.T) {
 			if r.mode == "python" {
 				// The interpreter is registered for Python lines once its
 				// files are read (in the background; a libpython with DWARF
-				// takes a few hundred ms, behind pyenv's shim after dozens
-				// of processes): the script loads TT-Metal a second and a
-				// half in, as a real one does after its imports.
-				load := filepath.Join(t.TempDir(), "load")
-				r.args = append(r.args, "--load-after", load)
-				loadTimer := time.AfterFunc(1500*time.Millisecond, func() { os.WriteFile(load, nil, 0o644) })
-				defer loadTimer.Stop()
-				wait = 3 * time.Second
+				// takes a few hundred ms, seconds on a loaded machine, and
+				// behind pyenv's shim it starts after dozens of processes):
+				// the script loads TT-Metal once tttrace says so, as a real
+				// one does after its imports.
+				r.loadWhen = "runs CPython"
+				wait = 5 * time.Second
 			}
 			timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
 			defer timer.Stop()

@@ -79,12 +79,14 @@ func TestE2ESites(t *testing.T) {
 				// interpreter's files are read (hundreds of milliseconds
 				// for a libpython with DWARF, in the background; longer
 				// behind a shim such as pyenv's, which runs dozens of
-				// processes first): it lives on for three seconds.
+				// processes first): the script loads TT-Metal once tttrace
+				// says so, and lives on for five seconds.
 				hold := filepath.Join(t.TempDir(), "hold")
 				r.args = append(append([]string{}, r.args...), "--hold-file", hold)
 				wait := time.Second
 				if r.mode == "python" {
-					wait = 3 * time.Second
+					r.loadWhen = "runs CPython"
+					wait = 5 * time.Second
 				}
 				timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
 				defer timer.Stop()

@@ -11,7 +11,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -126,6 +125,10 @@ type run struct {
 	flags    []string // extra tttrace flags
 	noLib    bool     // let tttrace find the library itself (no --lib)
 	out      *string  // receives the path of the NDJSON tttrace wrote (valid during the test)
+	// loadWhen (python mode): the script loads TT-Metal only once tttrace
+	// has said this (ttwork.py --load-after), as a real script does after
+	// its imports.
+	loadWhen string
 }
 
 func (r run) name() string {
@@ -142,7 +145,7 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 	out := filepath.Join(tmp, "out.ndjson")
 	truthPath := filepath.Join(tmp, "truth.json")
 	work := append([]string{"--scenario", r.scenario, "--truth", truthPath}, r.args...)
-	var stderr bytes.Buffer
+	stderr := &syncBuffer{}
 
 	switch r.mode {
 	case "cmd", "python":
@@ -151,6 +154,25 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 			target = append([]string{filepath.Join(dir, "ttwork")}, work...)
 		} else {
 			target = append([]string{"python3", filepath.Join(dir, "ttwork.py")}, work...)
+			if r.loadWhen != "" {
+				load := filepath.Join(tmp, "load")
+				target = append(target, "--load-after", load)
+				done := make(chan struct{})
+				defer close(done)
+				go func() {
+					defer os.WriteFile(load, nil, 0o644)
+					for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+						select {
+						case <-done:
+							return
+						case <-time.After(20 * time.Millisecond):
+						}
+						if strings.Contains(stderr.String(), r.loadWhen) {
+							return
+						}
+					}
+				}()
+			}
 		}
 		flags := []string{"--json", "-o", out}
 		if !r.noLib {
@@ -158,15 +180,15 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 		}
 		args := append(append(flags, r.flags...), append([]string{"--"}, target...)...)
 		cmd := exec.Command(bin, args...)
-		cmd.Stderr = &stderr
-		cmd.Stdout = &stderr
+		cmd.Stderr = stderr
+		cmd.Stdout = stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%s: tttrace %s: %v\n%s", r.name(), strings.Join(args, " "), err, stderr.String())
 		}
 	case "pid":
 		goFile := filepath.Join(tmp, "go")
 		w := exec.Command(filepath.Join(dir, "ttwork"), append(work, "--go-file", goFile)...)
-		traceHeld(t, bin, w, goFile, append([]string{"--json", "-o", out}, r.flags...), &stderr, &stderr)
+		traceHeld(t, bin, w, goFile, append([]string{"--json", "-o", out}, r.flags...), stderr, stderr)
 	default:
 		t.Fatalf("unknown mode %q", r.mode)
 	}
