@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -158,19 +159,28 @@ func Load(opts Options) (*Tracer, error) {
 		}
 	}
 
+	if kernelAtLeast(6, 1) {
+		for _, n := range growingMaps {
+			if m := spec.Maps[n]; m != nil && m.Type == ebpf.Hash {
+				m.Flags |= unix.BPF_F_NO_PREALLOC
+			}
+		}
+	}
+
 	// The maps and globals first, shared by every program; the programs
 	// of libraries are loaded when a plan needs them (programsFor): the
 	// verifier's time is most of a run's fixed cost, and a library gets
-	// one plan (docs/bench.md, rows 6).
+	// one plan (docs/bench.md, rows 6). So are the maps only some plans'
+	// programs use (planMaps).
 	t := &Tracer{multi: multi, spec: spec, progs: map[ttmetal.Program]*ebpf.Program{}}
-	coll, err := createMaps(spec)
+	coll, err := createMaps(spec, func(n string) bool { return !slices.Contains(planMaps, n) })
 	if err != nil {
 		return nil, err
 	}
 	t.coll, t.maps = coll, maps.Clone(coll.Maps)
-	if err := coll.Assign(&t.objs.tttraceMaps); err != nil {
+	if err := assignMaps(&t.objs.tttraceMaps, coll.Maps); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("load BPF maps: %w", err)
+		return nil, err
 	}
 	if err := coll.Assign(&t.objs.tttraceVariables); err != nil {
 		t.Close()
@@ -196,41 +206,104 @@ const (
 	progDlDebugState ttmetal.Program = "dl_debug_state"
 )
 
-// createMaps creates every map of spec: the global variables' sections
-// in one collection, the others at the same time (a preallocated hash
-// map of 64k entries takes the kernel ~10 ms to make).
-func createMaps(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
+// planMaps are the maps that only programs of some plans use and user
+// space never reads or writes: each is made with the first program that
+// needs it (programsFor), so a run that never loads such a program does
+// not pay for it. lc_calls (the lifecycle plan's pending calls): a
+// preallocated LRU map of 64k entries, ~13 ms of the kernel's time.
+var planMaps = []string{"lc_calls"}
+
+// growingMaps are the hash maps made without preallocated entries where
+// the kernel allows that in tracing programs (Linux 6.1: BPF's memory
+// allocator; before, such a map in a tracing program is refused or makes
+// the kernel warn). A preallocated hash map of 16k entries takes the
+// kernel ~10 ms to make. A map is here only if a failed insert cannot
+// lose an event silently: py_procs is written by user space only, which
+// sees the error; a dl_drops entry that cannot be made is counted in
+// dl_dropped. Not traced_pids: the fork hook's insert of a followed child
+// must not fail while the map has room.
+var growingMaps = []string{"py_procs", "dl_drops"}
+
+// createMaps creates the maps of spec that want says to: the global
+// variables' sections in one collection, the others at the same time (a
+// preallocated hash map of 64k entries takes the kernel ~10 ms to make).
+func createMaps(spec *ebpf.CollectionSpec, want func(name string) bool) (*ebpf.Collection, error) {
 	vars := &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{}, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
 	var names []string
 	for n, m := range spec.Maps {
-		if strings.HasPrefix(n, ".") {
+		switch {
+		case strings.HasPrefix(n, "."):
 			vars.Maps[n] = m
-		} else {
+		case want(n):
 			names = append(names, n)
 		}
 	}
+	made, err := newMaps(spec, names)
+	if err != nil {
+		return nil, err
+	}
+	coll, err := ebpf.NewCollection(vars)
+	if err != nil {
+		for _, m := range made {
+			m.Close()
+		}
+		return nil, loadError("create BPF maps", err)
+	}
+	maps.Copy(coll.Maps, made)
+	return coll, nil
+}
+
+// newMaps creates the maps names of spec, at the same time.
+func newMaps(spec *ebpf.CollectionSpec, names []string) (map[string]*ebpf.Map, error) {
 	made := make([]*ebpf.Map, len(names))
-	errs := make([]error, len(names)+1)
+	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Go(func() { made[i], errs[i] = ebpf.NewMap(spec.Maps[n]) })
 	}
-	coll, err := ebpf.NewCollection(vars)
-	errs[len(names)] = err
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		for _, m := range made {
 			m.Close()
 		}
-		if coll != nil {
-			coll.Close()
-		}
 		return nil, loadError("create BPF maps", err)
 	}
+	out := make(map[string]*ebpf.Map, len(names))
 	for i, n := range names {
-		coll.Maps[n] = made[i]
+		out[n] = made[i]
 	}
-	return coll, nil
+	return out, nil
+}
+
+// assignMaps sets each field of dst (the generated struct of maps) to the
+// map of its name in ms. A map of planMaps may be missing (made later);
+// any other missing map means bpf/ and probes/ disagree.
+func assignMaps(dst *tttraceMaps, ms map[string]*ebpf.Map) error {
+	v := reflect.ValueOf(dst).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		m := ms[name]
+		if m == nil && !slices.Contains(planMaps, name) {
+			return fmt.Errorf("BPF object has no map %q: bpf/ and probes/ disagree, run make generate", name)
+		}
+		if m != nil {
+			v.Field(i).Set(reflect.ValueOf(m))
+		}
+	}
+	return nil
+}
+
+// mapsUsedBy are the names of the maps the programs names refer to.
+func (t *Tracer) mapsUsedBy(names []ttmetal.Program) []string {
+	var out []string
+	for _, n := range names {
+		for _, ins := range t.spec.Programs[string(n)].Instructions {
+			if r := ins.Reference(); r != "" && t.spec.Maps[r] != nil && !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // loadError names a refusal by the kernel as such.
@@ -259,6 +332,30 @@ func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf
 		}
 		todo = append(todo, n)
 	}
+	// The plan maps these programs use that are not made yet, before
+	// them: every loader below must get the same map.
+	var missing []string
+	for _, n := range t.mapsUsedBy(todo) {
+		if t.maps[n] == nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		made, err := newMaps(t.spec, missing)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(t.maps, made)
+		if err := assignMaps(&t.objs.tttraceMaps, t.maps); err != nil {
+			return nil, err
+		}
+	}
+	// Only maps already made: a loader given a map spec without its map
+	// would make its own.
+	known := map[string]*ebpf.MapSpec{}
+	for n := range t.maps {
+		known[n] = t.spec.Maps[n]
+	}
 	// One loader per CPU, each with its share of the programs: a loader
 	// indexes the kernel's BTF once for all of its programs (~20 ms), and
 	// the verifier's work on different programs runs in parallel.
@@ -269,7 +366,7 @@ func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf
 	for g := range groups {
 		wg.Go(func() {
 			one := &ebpf.CollectionSpec{
-				Maps:      t.spec.Maps,
+				Maps:      known,
 				Programs:  map[string]*ebpf.ProgramSpec{},
 				Types:     t.spec.Types,
 				ByteOrder: t.spec.ByteOrder,
@@ -557,16 +654,20 @@ func HaveUprobeMulti() error {
 // only in the thread whose id is the pid, the main thread (fixed in 6.10 by
 // "bpf: fix multi-uprobe PID filtering logic", backported to some stable
 // kernels only, which the release does not tell).
-func multiPidFilterWholeProcess() bool {
+func multiPidFilterWholeProcess() bool { return kernelAtLeast(6, 10) }
+
+// kernelAtLeast says whether the running kernel's release is major.minor
+// or later (false if it cannot tell).
+func kernelAtLeast(major, minor int) bool {
 	var u unix.Utsname
 	if unix.Uname(&u) != nil {
 		return false
 	}
-	var major, minor int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
 		return false
 	}
-	return major > 6 || major == 6 && minor >= 10
+	return ma > major || ma == major && mi >= minor
 }
 
 func probeUprobeMulti() error {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -189,5 +190,74 @@ func TestUprobeMechanism(t *testing.T) {
 			t.Errorf("single uprobes %v on %s: loader link of type %v, want %v", single, release, info.Type, wantType)
 		}
 		tr.Close()
+	}
+}
+
+// TestPlanMapsShared: a map only plan programs use is not made by Load,
+// and is made once, before the first program that uses it: programs
+// loaded by different loaders, and at different times, share it. The
+// growing hash maps are made without preallocation exactly where the
+// kernel allows it in tracing programs (6.1).
+func TestPlanMapsShared(t *testing.T) {
+	probestest.RequireRoot(t)
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	for _, n := range planMaps {
+		if tr.maps[n] != nil {
+			t.Errorf("map %s made by Load, before any program uses it", n)
+		}
+	}
+	if tr.objs.LcCalls != nil {
+		t.Error("lc_calls assigned by Load")
+	}
+	mapIDs := func(p *ebpf.Program) []ebpf.MapID {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, _ := info.MapIDs()
+		return ids
+	}
+	// The enter program in one call, the exit programs in another, in two
+	// loaders.
+	enter := []ttmetal.Program{"lc_alloc_enter", "lc_create_enter"}
+	if _, err := tr.programsFor(enter[:1]); err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	if tr.objs.LcCalls == nil {
+		t.Fatal("lc_calls not made with the first program that uses it")
+	}
+	progs, err := tr.programsFor([]ttmetal.Program{"lc_create_enter", "lc_alloc_exit", "lc_create_exit"})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	info, err := tr.objs.LcCalls.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := info.ID()
+	for _, n := range []ttmetal.Program{"lc_alloc_enter", "lc_create_enter", "lc_alloc_exit", "lc_create_exit"} {
+		if !slices.Contains(mapIDs(progs[n]), want) {
+			t.Errorf("%s does not use the tracer's lc_calls (map %d): maps %v", n, want, mapIDs(progs[n]))
+		}
+	}
+	for _, n := range growingMaps {
+		info, err := tr.maps[n].Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := info.Flags&unix.BPF_F_NO_PREALLOC != 0, kernelAtLeast(6, 1); got != want {
+			t.Errorf("map %s: not preallocated = %v, want %v (kernel 6.1 or later)", n, got, want)
+		}
+	}
+	info, err = tr.objs.TracedPids.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Flags&unix.BPF_F_NO_PREALLOC != 0 {
+		t.Error("traced_pids is not preallocated: the fork hook's insert could fail")
 	}
 }
