@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/tttrace/tttrace/ttmetal"
 	"golang.org/x/sys/unix"
@@ -65,7 +64,7 @@ type Tracer struct {
 	progMu sync.Mutex
 	progs  map[ttmetal.Program]*ebpf.Program
 	links  []link.Link
-	rd     *ringbuf.Reader
+	rd     *Ring
 	// Sites lists the points attached, over all libraries.
 	AttachPoints []ttmetal.AttachPoint
 	// libs are the attached libraries, by index (the cookie's top bits).
@@ -192,7 +191,7 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
-	rd, err := ringbuf.NewReader(t.objs.Events)
+	rd, err := NewRing(t.objs.Events.FD(), opts.RingSize)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
@@ -849,7 +848,7 @@ func (t *Tracer) Traced(pid uint32) bool {
 }
 
 // Reader is the ring buffer's reader. Only one goroutine may read.
-func (t *Tracer) Reader() *ringbuf.Reader { return t.rd }
+func (t *Tracer) Reader() *Ring { return t.rd }
 
 // Losses are the records the ring buffer could not take, summed over the
 // CPUs.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/devices"
@@ -114,7 +113,7 @@ type Child interface {
 type bpfBackend struct {
 	t      *probes.Tracer
 	cfg    *Config
-	rec    ringbuf.Record
+	rec    []byte // the last record read, reused
 	libs   int
 	logOut io.Writer
 	// attached: the probed libraries by file, for ReadBankManager;
@@ -164,13 +163,15 @@ func (b *bpfBackend) Close() error { return b.t.Close() }
 func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rd := b.t.Reader()
 	rd.SetDeadline(deadline)
-	if err := rd.ReadInto(&b.rec); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
+	rec, err := rd.Read(b.rec)
+	b.rec = rec
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, probes.ErrFlushed) {
 			return nil, false, nil
 		}
 		return nil, false, err
 	}
-	return b.rec.RawSample, true, nil
+	return rec, true, nil
 }
 
 func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error) {
