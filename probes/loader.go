@@ -60,6 +60,9 @@ type Tracer struct {
 	spec *ebpf.CollectionSpec
 	coll *ebpf.Collection     // the maps and variables not in objs
 	maps map[string]*ebpf.Map // every map, by name
+	// kernelTypes: the kernel's BTF, which every load relocates against
+	// (nil: none found; each load then looks for itself).
+	kernelTypes *btf.Spec
 	// progMu guards progs, the programs loaded so far.
 	progMu sync.Mutex
 	progs  map[ttmetal.Program]*ebpf.Program
@@ -111,10 +114,14 @@ func Load(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
 	}
-	// The kernel's BTF is parsed once, beside the object, into cilium's
-	// cache, which every load below then shares (each would parse it).
+	// The kernel's BTF is parsed once, beside the object, and every load
+	// relocates against the same copy of it: the types a relocation
+	// needs are decoded once (task_struct and what it refers to: 15-30
+	// ms), not once per loader. Without it (no kernel BTF) each load
+	// finds out for itself.
 	var kernelBTF sync.WaitGroup
-	kernelBTF.Go(func() { _, _ = btf.LoadKernelSpec() })
+	var kernelTypes *btf.Spec
+	kernelBTF.Go(func() { kernelTypes, _ = btf.LoadKernelSpec() })
 	spec, err := loadTttrace()
 	kernelBTF.Wait()
 	if err != nil {
@@ -173,7 +180,7 @@ func Load(opts Options) (*Tracer, error) {
 	// verifier's time is most of a run's fixed cost, and a library gets
 	// one plan (docs/bench.md, rows 6). So are the maps only some plans'
 	// programs use (planMaps).
-	t := &Tracer{multi: multi, spec: spec, progs: map[ttmetal.Program]*ebpf.Program{}}
+	t := &Tracer{multi: multi, spec: spec, kernelTypes: kernelTypes, progs: map[ttmetal.Program]*ebpf.Program{}}
 	coll, err := createMaps(spec, func(n string) bool { return !slices.Contains(planMaps, n) })
 	if err != nil {
 		return nil, err
@@ -412,7 +419,10 @@ func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf
 			for i := g; i < len(todo); i += groups {
 				one.Programs[string(todo[i])] = t.spec.Programs[string(todo[i])]
 			}
-			c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: t.maps})
+			c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{
+				MapReplacements: t.maps,
+				Programs:        ebpf.ProgramOptions{KernelTypes: t.kernelTypes},
+			})
 			if err != nil {
 				errs[g] = loadError("load BPF programs", err)
 				return
