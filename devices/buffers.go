@@ -4,7 +4,7 @@ package devices
 // (or to a tombstone saying how the buffer ended), slots holds the entries
 // by value. Alloc and free of a recycled Buffer* touch no new memory: the
 // map entry is overwritten in place and slots are reused from a free list.
-// About 72 bytes of slot plus one map entry per live buffer (and 4 bytes
+// About 80 bytes of slot plus one map entry per live buffer (and 4 bytes
 // of L1 heap per live L1 buffer).
 
 const (
@@ -17,14 +17,19 @@ const (
 	maxSlots = int(slotReleased) - 1
 )
 
-// bufEntry is one live buffer (or a free slot when !live).
+// bufEntry is one live buffer (or a free slot when !live). Fields by size,
+// widest first, so the struct has no padding: 80 bytes (a million live
+// buffers hold 80 MB of slots, docs/bench.md rows 5).
 type bufEntry struct {
-	key   uint64 // Buffer*
-	addr  uint64
-	size  uint64
-	page  uint64
-	seq   uint64 // of the alloc event
-	ts    uint64 // of the alloc event
+	key  uint64 // Buffer*
+	addr uint64
+	size uint64
+	page uint64
+	seq  uint64 // of the alloc event
+	ts   uint64 // of the alloc event
+	// span: what the allocator reserves per bank (its request); 0:
+	// unknown.
+	span  uint64
 	mesh  uint32 // index in proc.meshes; 0: a single-chip buffer
 	chip  int32  // the chip of a single-chip buffer
 	tid   uint32 // allocating thread
@@ -32,9 +37,7 @@ type bufEntry struct {
 	site  uint32 // where it was allocated (the process's stack table); 0: unknown
 	btype uint8  // events.BufferType, valid
 	live  bool
-	// span: what the allocator reserves per bank (its request); 0:
-	// unknown. perCore: a per-core (HYBRID) allocation, in no lockstep list.
-	span    uint64
+	// perCore: a per-core (HYBRID) allocation, in no lockstep list.
 	perCore bool
 	// marked: Buffer::mark_as_deallocated was called. The allocator keeps
 	// the memory until the chip closes, so the buffer stays charged, but its
@@ -52,7 +55,7 @@ type slotStore struct {
 	n      int
 }
 
-// chunkLen slots (72 KiB) per chunk; the first chunk grows by appending up
+// chunkLen slots (80 KiB) per chunk; the first chunk grows by appending up
 // to it, so a process with few buffers holds little.
 const chunkLen = 1024
 
