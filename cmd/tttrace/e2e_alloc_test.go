@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tttrace/tttrace/devices"
 )
@@ -403,23 +402,10 @@ func TestE2EAllocatorSite(t *testing.T) {
 		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) {
 			var out string
 			r.out = &out
-			// The process keeps living a second after its failures, as a
-			// real one does: tttrace reads its maps to unwind the stacks.
-			hold := filepath.Join(t.TempDir(), "hold")
-			r.args = []string{"--shape", "n150", "--hold-file", hold}
-			wait := time.Second
-			if r.mode == "python" {
-				// The interpreter is registered for Python lines once its
-				// files are read (in the background; a libpython with DWARF
-				// takes a few hundred ms, seconds on a loaded machine, and
-				// behind pyenv's shim it starts after dozens of processes):
-				// the script loads TT-Metal once tttrace says so, as a real
-				// one does after its imports.
-				r.loadWhen = "runs CPython"
-				wait = 5 * time.Second
-			}
-			timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
-			defer timer.Stop()
+			r.args = []string{"--shape", "n150"}
+			// The process keeps living after its failures, as a real one
+			// does: tttrace reads its maps to unwind the stacks.
+			holdForSites(t, &r)
 			sum, tr := trace(t, r)
 			for _, d := range compare(r, sum, tr) {
 				t.Error(d)

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tttrace/tttrace/devices"
 )
@@ -71,25 +70,8 @@ func TestE2ESites(t *testing.T) {
 			r.out = &out
 			if r.mode != "pid" {
 				// The scenario takes milliseconds; the process then keeps
-				// its leaks for a second, as a real program lives on.
-				// tttrace reads the maps of a process it sees load a
-				// library; one that exits within a few milliseconds of it,
-				// before tttrace got there, has no stacks (docs/stacks.md).
-				// A Python process is registered for Python lines once its
-				// interpreter's files are read (hundreds of milliseconds
-				// for a libpython with DWARF, in the background; longer
-				// behind a shim such as pyenv's, which runs dozens of
-				// processes first): the script loads TT-Metal once tttrace
-				// says so, and lives on for five seconds.
-				hold := filepath.Join(t.TempDir(), "hold")
-				r.args = append(append([]string{}, r.args...), "--hold-file", hold)
-				wait := time.Second
-				if r.mode == "python" {
-					r.loadWhen = "runs CPython"
-					wait = 5 * time.Second
-				}
-				timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
-				defer timer.Stop()
+				// its leaks, as a real program lives on.
+				holdForSites(t, &r)
 			}
 			sum, tr := trace(t, r)
 			for _, d := range compare(r, sum, tr) {

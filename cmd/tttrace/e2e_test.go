@@ -135,6 +135,31 @@ func (r run) name() string {
 	return fmt.Sprintf("%s/%s/%s", r.variant, r.mode, r.scenario)
 }
 
+// holdForSites makes the traced process live on after its work, as a real
+// program does, so tttrace can read its maps to unwind its allocation
+// stacks: tttrace reads the maps of a process it sees load a library, and
+// one that exits within a few milliseconds of it, before tttrace got there,
+// has no stacks (docs/stacks.md). The replica waits on a hold file, written
+// a second after the start. In python mode the interpreter is registered
+// for Python lines once its files are read (hundreds of milliseconds for a
+// libpython with DWARF, in the background; seconds on a loaded machine or
+// behind a shim such as pyenv's, which runs dozens of processes first): the
+// script loads TT-Metal once tttrace says it runs CPython, as a real one does
+// after its imports, and lives on for five seconds. The hold is released when
+// the test ends.
+func holdForSites(t *testing.T, r *run) {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	r.args = append(append([]string{}, r.args...), "--hold-file", hold)
+	wait := time.Second
+	if r.mode == "python" {
+		r.loadWhen = "runs CPython"
+		wait = 5 * time.Second
+	}
+	timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
+	t.Cleanup(func() { timer.Stop() })
+}
+
 // trace runs r and returns tttrace's summary and the replica's truth.
 func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 	t.Helper()
