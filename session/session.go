@@ -503,14 +503,13 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		}
 		if ok {
 			s.handle(rec)
-			// An interpreter read in the background is registered at once:
-			// the allocations that follow get their Python lines.
-			s.sites.takePyReady()
-			if n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline)) {
-				continue
-			}
 		}
+		// An interpreter read in the background is registered at once: the
+		// allocations that follow get their Python lines.
 		s.sites.takePyReady()
+		if ok && (n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline))) {
+			continue
+		}
 		s.checkGone()
 		s.reapExits()
 		select {
