@@ -156,17 +156,8 @@ func Prefetch(pid int, done func()) (pending bool) {
 		return false
 	}
 	for _, c := range cands {
-		ef, err := elfx.Open(c.m.MapFile(pid), limits) // opened while pid maps it
-		if err != nil {
-			continue
-		}
-		key, err := fileKey(ef)
-		if err != nil {
-			ef.Close()
-			continue
-		}
-		if _, ok := detectCache.Load(key); ok {
-			ef.Close()
+		ef, key, _, hit, err := openCached(c.m.MapFile(pid)) // opened while pid maps it
+		if err != nil || hit {
 			continue
 		}
 		pending = true
@@ -214,21 +205,36 @@ type detected struct {
 var detectCache sync.Map
 
 func detectCached(open, path string) (*Interpreter, uint64, error) {
-	ef, err := elfx.Open(open, limits) // a regular file only, read with pread
+	ef, key, d, hit, err := openCached(open)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer ef.Close()
-	key, err := fileKey(ef)
-	if err != nil {
-		return nil, 0, err
+	if !hit {
+		d = detectFile(ef, key, path)
+		ef.Close()
 	}
-	if d, ok := detectCache.Load(key); ok {
-		d := d.(detected)
-		return d.in, d.lowest, d.err
-	}
-	d := detectFile(ef, key, path)
 	return d.in, d.lowest, d.err
+}
+
+// openCached opens the file at open (a regular file only, read with pread)
+// and looks its identity up in detectCache. On a hit the file is closed and
+// the cached answer returned; otherwise the open file and its key are, for
+// the caller to read and close.
+func openCached(open string) (ef *elfx.File, key string, d detected, hit bool, err error) {
+	ef, err = elfx.Open(open, limits)
+	if err != nil {
+		return nil, "", d, false, err
+	}
+	key, err = fileKey(ef)
+	if err != nil {
+		ef.Close()
+		return nil, "", d, false, err
+	}
+	if v, ok := detectCache.Load(key); ok {
+		ef.Close()
+		return nil, key, v.(detected), true, nil
+	}
+	return ef, key, d, false, nil
 }
 
 // fileKey is the identity of ef's file: device, inode, size, modification
