@@ -125,6 +125,15 @@ func (n *NDJSON) ProcessEnded(one *devices.Summary, more bool) {
 	_ = n.w.Flush()
 }
 
+// Tick writes out the lines buffered since the last tick, so a reader of
+// the stream (a pipe to jq, a file followed with tail -f) sees each record
+// within a tick of its event, not when 1 MiB has gathered.
+func (n *NDJSON) Tick(*View) {
+	if n.w.Buffered() > 0 {
+		_ = n.w.Flush()
+	}
+}
+
 // Summary writes the summary line.
 func (n *NDJSON) Summary(s *devices.Summary) error { return n.summary("", s) }
 

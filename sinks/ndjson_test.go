@@ -200,3 +200,24 @@ func TestNDJSONEscapesC1(t *testing.T) {
 		}
 	}
 }
+
+// A reader of the stream sees each event's line by the next tick, and the
+// line equals the event's own encoding.
+func TestNDJSONTickFlushes(t *testing.T) {
+	var got bytes.Buffer
+	n := NewNDJSON(&got, false)
+	ev := events.Event{Kind: events.KindAlloc, Seq: 7, Pid: 3, Tid: 3, Size: 4096}
+	n.Event(&ev)
+	if got.Len() != 0 {
+		t.Fatalf("written before the tick: %q (the test would prove nothing)", got.Bytes())
+	}
+	n.Tick(&View{})
+	want := events.AppendJSON(nil, &ev) // with its newline
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("after the tick: %q, want %q", got.Bytes(), want)
+	}
+	n.Tick(&View{}) // nothing buffered: nothing written
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("after a second tick: %q", got.Bytes())
+	}
+}
