@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -129,6 +130,9 @@ type run struct {
 	// has said this (ttwork.py --load-after), as a real script does after
 	// its imports.
 	loadWhen string
+	// holdFile: the workload holds until this file exists (holdForSites);
+	// trace writes it (releaseHold).
+	holdFile string
 }
 
 func (r run) name() string {
@@ -136,28 +140,63 @@ func (r run) name() string {
 }
 
 // holdForSites makes the traced process live on after its work, as a real
-// program does, so tttrace can read its maps to unwind its allocation
-// stacks: tttrace reads the maps of a process it sees load a library, and
-// one that exits within a few milliseconds of it, before tttrace got there,
-// has no stacks (docs/stacks.md). The replica waits on a hold file, written
-// a second after the start. In python mode the interpreter is registered
-// for Python lines once its files are read (hundreds of milliseconds for a
-// libpython with DWARF, in the background; seconds on a loaded machine or
-// behind a shim such as pyenv's, which runs dozens of processes first): the
-// script loads TT-Metal once tttrace says it runs CPython, as a real one does
-// after its imports, and lives on for five seconds. The hold is released when
-// the test ends.
+// program does, until tttrace has handled its allocations: tttrace unwinds
+// a stack with the maps of the process it came from, read while the process
+// lives, and one that exits before tttrace got there (a few milliseconds
+// after its work, or a second on a loaded machine whose tracer lags) has no
+// stacks (docs/stacks.md). The replica holds after writing its truth until
+// the hold file exists; trace writes it once tttrace's output (flushed at
+// each tick) has as many allocations and failed allocations as the truth
+// says the workload made (releaseHold). In python mode the interpreter is
+// registered for Python lines once its files are read (in the background;
+// seconds on a loaded machine or behind a shim such as pyenv's, which runs
+// dozens of processes first): the script loads TT-Metal once tttrace says
+// it runs CPython, as a real one does after its imports.
 func holdForSites(t *testing.T, r *run) {
 	t.Helper()
-	hold := filepath.Join(t.TempDir(), "hold")
-	r.args = append(append([]string{}, r.args...), "--hold-file", hold)
-	wait := time.Second
+	r.holdFile = filepath.Join(t.TempDir(), "hold")
+	r.args = append(append([]string{}, r.args...), "--hold-file", r.holdFile)
 	if r.mode == "python" {
 		r.loadWhen = "runs CPython"
-		wait = 5 * time.Second
 	}
-	timer := time.AfterFunc(wait, func() { os.WriteFile(hold, nil, 0o644) })
-	t.Cleanup(func() { timer.Stop() })
+}
+
+// releaseHold writes hold once the output file out (being written) has an alloc line per
+// track_allocate and an alloc_failed line per failed allocation of the
+// truth at truthPath (written before the replica holds): every stack was
+// then unwound while the process lived. It gives up after a minute, or when
+// done is closed, and writes hold then too.
+func releaseHold(hold, truthPath, out string, done <-chan struct{}) {
+	defer os.WriteFile(hold, nil, 0o644)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		var tr struct {
+			Calls    map[string]uint64 `json:"calls"`
+			Failures []json.RawMessage `json:"alloc_failures"`
+		}
+		b, err := os.ReadFile(truthPath)
+		if err != nil || json.Unmarshal(b, &tr) != nil {
+			continue // not written yet, or being written
+		}
+		// Until tracing ends, the output is a temporary file beside out
+		// (cli/outfile.go), renamed over it at the end.
+		tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".tttrace-*"))
+		var o []byte
+		for _, f := range append(tmps, out) {
+			if b, err := os.ReadFile(f); err == nil {
+				o = append(o, b...)
+			}
+		}
+		allocs := bytes.Count(o, []byte(`{"type":"alloc","seq":`))
+		failed := bytes.Count(o, []byte(`"type":"alloc_failed"`))
+		if uint64(allocs) >= tr.Calls["track_allocate"] && failed >= len(tr.Failures) {
+			return
+		}
+	}
 }
 
 // trace runs r and returns tttrace's summary and the replica's truth.
@@ -198,6 +237,11 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 					}
 				}()
 			}
+		}
+		if r.holdFile != "" {
+			done := make(chan struct{})
+			defer close(done)
+			go releaseHold(r.holdFile, truthPath, out, done)
 		}
 		flags := []string{"--json", "-o", out}
 		if !r.noLib {
