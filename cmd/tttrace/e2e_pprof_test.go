@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // rawSample is one sample of `go tool pprof -raw`.
@@ -106,10 +105,7 @@ func TestE2EPProf(t *testing.T) {
 			dir := t.TempDir()
 			prof, folded := filepath.Join(dir, "mem.pb.gz"), filepath.Join(dir, "mem.folded")
 			r.flags = []string{"--pprof", prof, "--folded", folded}
-			hold := filepath.Join(dir, "hold")
-			r.args = append(append([]string{}, r.args...), "--hold-file", hold)
-			timer := time.AfterFunc(3*time.Second, func() { os.WriteFile(hold, nil, 0o644) })
-			defer timer.Stop()
+			holdForSites(t, &r)
 			var out string
 			r.out = &out
 			sum, tr := trace(t, r)
