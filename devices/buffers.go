@@ -84,8 +84,13 @@ func (s *slotStore) add() uint32 {
 type bufTable struct {
 	index map[uint64]uint32
 	slots slotStore
-	free  []uint32 // free slot numbers, used last-in first-out
-	live  int
+	// freeHead: 1 + the number of the last slot freed, 0 when none is
+	// free. The free slots are a list threaded through themselves (a free
+	// slot's hpos is 1 + the next one's number), used last-in first-out:
+	// no memory beside the slots (a slice of them was 4 MB, and its
+	// growth's copies, when a million buffers were freed).
+	freeHead uint32
+	live     int
 }
 
 func newBufTable() bufTable {
@@ -104,9 +109,10 @@ func (t *bufTable) lookup(key uint64) (uint32, bool) {
 // insert takes a slot for key, which must not be live. The caller fills it.
 func (t *bufTable) insert(key uint64) (uint32, bool) {
 	var idx uint32
-	if n := len(t.free); n > 0 {
-		idx = t.free[n-1]
-		t.free = t.free[:n-1]
+	if t.freeHead != 0 {
+		idx = t.freeHead - 1
+		b := t.slots.at(idx)
+		t.freeHead, b.hpos = b.hpos, 0
 	} else {
 		if t.slots.len() >= maxSlots {
 			return 0, false
@@ -133,7 +139,7 @@ func (t *bufTable) remove(idx uint32, state uint32) {
 	if !b.marked {
 		t.index[b.key] = state
 	}
-	*b = bufEntry{}
-	t.free = append(t.free, idx)
+	*b = bufEntry{hpos: t.freeHead}
+	t.freeHead = idx + 1
 	t.live--
 }

@@ -109,8 +109,17 @@ func (c *checker) buffers() {
 		c.meshTot[b.mesh][b.btype] += b.size
 		c.meshTot[b.mesh][CounterLiveBuffers]++
 	}
-	if live != t.live || free != len(t.free) {
-		c.bad("%d live and %d free slots, table says %d live and %d free", live, free, t.live, len(t.free))
+	// The free list, threaded through the free slots: each free slot once.
+	listed := 0
+	for next := t.freeHead; next != 0; listed++ {
+		if listed > t.slots.len() || int(next-1) >= t.slots.len() || t.slots.at(next-1).live {
+			c.bad("free list: slot %d after %d free slots is not a free slot (or the list loops)", int(next)-1, listed)
+			break
+		}
+		next = t.slots.at(next - 1).hpos
+	}
+	if live != t.live || free != listed {
+		c.bad("%d live and %d free slots, table says %d live and %d free", live, free, t.live, listed)
 	}
 	for key, idx := range t.index {
 		if idx >= slotReleased {
