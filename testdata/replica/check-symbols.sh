@@ -57,6 +57,7 @@ exact=(
   _ZNK2tt8tt_metal11distributed10MeshDevice2idEv
   _ZTVN2tt8tt_metal6DeviceE
   _ZTVN2tt8tt_metal11distributed10MeshDeviceE
+  _ZN2tt8tt_metal11g_instancesE
   tt_replica_write_truth
   tt_replica_mark_attach
 )

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "internal.hpp"
+#include "tt_metal/metal_context.hpp"
 
 namespace tt::tt_metal {
 
@@ -29,7 +30,7 @@ void Device::static_checks() {
 
 Device::Device(int device_id, const AllocatorConfig& config)
     : id_(device_id), initialized_(true), build_id_(0x7e57u + static_cast<uint32_t>(device_id)) {
-    allocator_ = initialize_allocator(config);
+    default_allocator_ = initialize_allocator(config);
 }
 
 // Out of line as upstream's (which returns std::unique_ptr<AllocatorImpl>: rdi is the returned
@@ -44,9 +45,9 @@ ARCH Device::arch() const { return ARCH::WORMHOLE_B0; }
 int Device::id() const { return id_; }
 uint32_t Device::build_id() const { return build_id_; }
 bool Device::is_initialized() const { return initialized_.load(std::memory_order_acquire); }
-Allocator* Device::allocator() const { return allocator_.get(); }
+Allocator* Device::allocator() const { return default_allocator_.get(); }
 std::size_t Device::num_devices() const { return 1; }
-const AllocatorConfig& Device::allocator_config() const { return allocator_->config(); }
+const AllocatorConfig& Device::allocator_config() const { return default_allocator_->config(); }
 
 TT_PROBED bool Device::close() {
     replica::count_call(replica::kDeviceClose);
@@ -54,7 +55,7 @@ TT_PROBED bool Device::close() {
     replica::touch_chip(id_);
     if (!initialized_.load(std::memory_order_acquire)) return false;
     // Drop the allocator wholesale: every buffer's memory and every CB on the chip is released.
-    allocator_->clear();
+    default_allocator_->clear();
     replica::chip_closed(id_);
     replica::traces_device_closed(this);
     initialized_.store(false, std::memory_order_release);
@@ -69,6 +70,8 @@ Device* CreateDevice(int device_id, const AllocatorConfig& config) {
     if (it != r.open.end()) return it->second;
     Device* d = new Device(device_id, config);
     r.open.emplace(device_id, d);
+    // Upstream's DeviceManager owns the chips (the root a tracer attaching late starts from).
+    MetalContext::instance().device_manager()->add_device(d);
     return d;
 }
 

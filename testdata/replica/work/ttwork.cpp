@@ -61,6 +61,7 @@ struct Options {
     // alloc scenario: the chips open and hold buffers before the go point; after it, one
     // allocation of each type, then a pause (settle_ms) for a tracer to read the allocators.
     bool alloc_before_go = false;
+    bool idle_chip = false;      // alloc scenario: the last chip allocates nothing after the go point
     bool hybrid = false;  // alloc scenario: chips in AllocatorMode::HYBRID, with per-core L1 buffers
     int settle_ms = 3000;
 };
@@ -756,8 +757,9 @@ int scenario_alloc(Ctx& ctx) {
                                   BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, 8}));
     keep.push_back(Buffer::create(d, 4 * 1024, 1024, BufferType::L1_SMALL,
                                   BufferShardingArgs{TensorMemoryLayout::HEIGHT_SHARDED, 4}));
-    // One buffer on every other chip.
+    // One buffer on every other chip (but the last with --idle-chip).
     for (std::size_t i = 1; i < chips.size(); ++i) {
+        if (ctx.opt.idle_chip && i + 1 == chips.size()) continue;
         keep.push_back(Buffer::create(chips[i], (1 + i) * 12 * page, page, BufferType::DRAM));
     }
     if (ctx.opt.alloc_before_go) {
@@ -1322,7 +1324,7 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
                  "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
-                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--hybrid]\n"
+                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--idle-chip] [--hybrid]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -1382,6 +1384,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.hybrid = true;
         } else if (a == "--alloc-before-go") {
             ctx.opt.alloc_before_go = true;
+        } else if (a == "--idle-chip") {
+            ctx.opt.idle_chip = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {
             const char* v = value();
             if (!parse_u64(v, &n)) {

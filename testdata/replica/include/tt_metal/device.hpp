@@ -42,7 +42,7 @@ public:
     bool close() override;
 
     const AllocatorConfig& allocator_config() const;
-    ChipAllocator* chip_allocator() const { return allocator_.get(); }
+    ChipAllocator* chip_allocator() const { return default_allocator_.get(); }
 
     // Metal trace (upstream tt_metal/impl/device/device.cpp, docs/ttmetal.md §10). begin_trace
     // starts capturing on command queue cq_id (throws if it already captures); end_trace stops
@@ -61,7 +61,8 @@ private:
     int id_;  // first data member: offset 8
     std::atomic<bool> initialized_;
     uint32_t build_id_;
-    std::unique_ptr<ChipAllocator> allocator_;
+    // Upstream 2026 Device::default_allocator_ (what allocator_impl() returns).
+    std::unique_ptr<ChipAllocator> default_allocator_;
 };
 
 // Open chip `device_id`, or return it if it is already open (a closed chip is opened anew as a
