@@ -11,9 +11,10 @@ package devices
 // with the allocator's state at the request, its cause, its site and what
 // fills the chip and type then.
 //
-// A chip's allocator is known only from its making: a chip whose bank
-// managers were made before tttrace attached has no allocator view (and
-// says why), and a type whose state stops being exact (an allocation the
+// A chip's allocator is known from its making, or, for a chip whose bank
+// managers were made before tttrace attached, from the process's memory
+// (allocmem.go; a chip where neither works has no allocator view and says
+// why), and a type whose state stops being exact (an allocation the
 // model cannot place, one without its request) says so instead of giving
 // numbers. Per-core ("HYBRID") L1 allocations (allocator_id != 0) are
 // counted as not accounted per bank, never put in the lockstep list.
@@ -845,7 +846,11 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 	if c.alloc == nil || c.alloc.types[events.DRAM] == nil && c.alloc.types[events.L1] == nil &&
 		c.alloc.types[events.L1Small] == nil && c.alloc.types[events.Trace] == nil {
 		if p.info.AttachedMidRun {
-			return nil, "the chip's allocator was made before tttrace attached, and no BankManager::allocate_buffer call on the chip since named its bank managers (they are read from memory then)"
+			why := "the chip's allocator was made before tttrace attached, and no BankManager::allocate_buffer call on the chip since named its bank managers (they are read from memory then)"
+			if p.rootWhy != "" {
+				why += "; its open chips were not found at attach: " + p.rootWhy
+			}
+			return nil, why
 		}
 		return nil, "tttrace saw no bank manager of this chip made (the library's probes do not cover BankManager, or the chip was opened before tracing)"
 	}

@@ -1,12 +1,14 @@
 package devices
 
 // Allocators read from the traced process's memory ("source": "memory"):
-// a chip whose bank managers were made before tttrace attached. The first
-// BankManager::allocate_buffer request on a manager tttrace did not see
-// made, once its alloc names the chip and type, makes a MemWant; the
-// session reads that manager from the process (ttmetal.ReadBankManager)
-// and hands the result to InstallMem, with the monotonic times [From, To]
-// between which it read.
+// a chip whose bank managers were made before tttrace attached. At the
+// attach, the session finds the open chips' managers from the process's
+// root of its devices (ttmetal.ReadDevices) and registers each with
+// FoundMem; otherwise the first BankManager::allocate_buffer request on a
+// manager tttrace did not see made, once its alloc names the chip and
+// type, makes a MemWant. Either way the session reads that manager from
+// the process (ttmetal.ReadBankManager) and hands the result to
+// InstallMem, with the monotonic times [From, To] between which it read.
 //
 // The read races with the process, which goes on. Every allocator change
 // has a record whose time brackets it: an allocation changes the free list
@@ -86,6 +88,42 @@ func (p *proc) wantMem(ptr uint64, chip int32, t events.BufferType) {
 	p.allocTouch(c, t)
 	p.hooks.wantMem(MemWant{Pid: p.pid, Chip: chip, Type: t, Manager: ptr})
 }
+
+// FoundMem registers bank manager ptr as chip's type-t manager, found from
+// the process's own root of its open chips at attach (before any request
+// named it), and returns what to read into it with InstallMem. false: the
+// chip's type is known already, or the process may not have one more chip.
+func (l *Ledger) FoundMem(pid uint32, chip int32, t events.BufferType, ptr uint64) (MemWant, bool) {
+	p := l.proc(pid)
+	if !allocatable(t) || ptr == 0 {
+		return MemWant{}, false
+	}
+	if p.chips[chip] == nil {
+		limit := p.hooks.maxChips
+		if limit <= 0 {
+			limit = DefaultMaxChips
+		}
+		if len(p.chips) >= limit {
+			return MemWant{}, false
+		}
+	}
+	c := p.chip(chip)
+	ca := c.allocator()
+	if ca.types[t] != nil {
+		return MemWant{}, false
+	}
+	if p.managers == nil {
+		p.managers = make(map[uint64]mgrRef)
+	}
+	p.managers[ptr] = mgrRef{chip: chip, typ: t}
+	ca.types[t] = &typeAlloc{ptr: ptr, mem: &memState{}, why: "being read from the process's memory"}
+	p.allocTouch(c, t)
+	return MemWant{Pid: pid, Chip: chip, Type: t, Manager: ptr}, true
+}
+
+// SetRootWhy records why pid's open chips could not be found from its
+// root at attach (said by every chip without an allocator view).
+func (l *Ledger) SetRootWhy(pid uint32, why string) { l.proc(pid).rootWhy = why }
 
 // InstallMem gives the ledger what reading w's bank manager found (or
 // why it could not be read).

@@ -98,3 +98,49 @@ func TestAllocatorFromMemoryRefused(t *testing.T) {
 		t.Fatalf("installed twice: %+v", d.Allocator)
 	}
 }
+
+// TestAllocatorFoundAtAttach: bank managers found from the process's root
+// at attach are read at once, with no request naming them: a chip that
+// allocates nothing after the attach has its numbers (source "memory");
+// a later request on a manager found so is known, not unseen; a root that
+// could not be walked is said by each chip without a view.
+func TestAllocatorFoundAtAttach(t *testing.T) {
+	r := newRec(t)
+	r.l.SetProcessInfo(r.pid, ProcessInfo{AttachedMidRun: true})
+	r.l.SetMemReads(true)
+	w, ok := r.l.FoundMem(r.pid, 3, events.L1, 0xe1)
+	if !ok || w != (MemWant{Pid: r.pid, Chip: 3, Type: events.L1, Manager: 0xe1}) {
+		t.Fatalf("want %+v %v", w, ok)
+	}
+	if _, ok := r.l.FoundMem(r.pid, 3, events.L1, 0xe1); ok {
+		t.Fatal("a type found twice")
+	}
+	if _, ok := r.l.FoundMem(r.pid, 3, events.SystemMemory, 0xe2); ok {
+		t.Fatal("SYSTEM_MEMORY has no bank manager")
+	}
+	r.l.InstallMem(w, &MemManager{BufferType: int32(events.L1), Banks: 64, Alignment: 16, BankSize: 0x1000, Offset: 0x40, BlockAlign: 32,
+		Blocks: []alloc.Block{{Addr: 0, Size: 0xe00, Allocated: false}, {Addr: 0xe00, Size: 0x200, Allocated: true}}, FromNs: 10, ToNs: 20}, nil)
+	d := r.dev(3)
+	if st := allocStats(t, d, events.L1); st != stats(0x1000, 0x200, 0xe00, 0xe00) || d.Allocator.L1.Source != "memory" || d.Allocator.L1.Banks != 64 {
+		t.Fatalf("chip 3: %+v", d.Allocator.L1)
+	}
+	if len(r.l.TakeMemWants()) != 0 {
+		t.Fatal("a manager found at attach asked for again")
+	}
+	// A request on it after the attach is known; its alloc is placed.
+	r.apply(at(evReq(1, 0xe1, 0x100, 0x100, false), 1000), at(evAllocPage(1, 0xa0, 3, events.L1, 0xd40, 0x100, 0x100), 1100))
+	if st := allocStats(t, r.dev(3), events.L1); st != stats(0x1000, 0x300, 0xd00, 0xd00) {
+		t.Fatalf("after an alloc: %+v", st)
+	}
+	if len(r.l.TakeMemWants()) != 0 {
+		t.Fatal("a request on a manager found at attach asked for a read")
+	}
+	// Another process whose root could not be walked: its chips say why.
+	r2 := newRec(t)
+	r2.l.SetProcessInfo(r2.pid, ProcessInfo{AttachedMidRun: true})
+	r2.l.SetRootWhy(r2.pid, "no DWARF for libtt_metal.so")
+	r2.apply(evFree(1, 0xbb, 0))
+	if d := r2.dev(0); d.Allocator != nil || !strings.Contains(d.AllocatorWhy, "not found at attach: no DWARF") {
+		t.Fatalf("%+v %q", d.Allocator, d.AllocatorWhy)
+	}
+}

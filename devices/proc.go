@@ -62,7 +62,11 @@ type proc struct {
 	clashes []Notice     // the first l1_clash notices
 
 	// The allocator's view (allocator.go).
-	managers      map[uint64]mgrRef        // BankManager* -> its chip and type
+	managers map[uint64]mgrRef // BankManager* -> its chip and type
+	// rootWhy: why the open chips were not found from the process's root
+	// at attach (devices/allocmem.go FoundMem; "" when they were or none
+	// was looked for).
+	rootWhy       string
 	unsized       map[uint32]alloc.Request // slot -> the request of a mesh buffer not sized yet
 	nreqs         int                      // threads with a request waiting for its alloc
 	failures      []AllocFailure           // the first alloc_failed records

@@ -120,6 +120,8 @@ type bpfBackend struct {
 	// bmLayouts: their bank manager layouts, read on first use.
 	attached  map[probes.FileKey]string
 	bmLayouts map[string]*bmLayout
+	// rootLayouts: their root-of-devices layouts, read on first use.
+	rootLayouts map[string]*rootLayout
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {

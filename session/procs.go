@@ -61,6 +61,7 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 	st.hasLib = found
 	if found {
 		s.sites.snapshot(uint32(pid))
+		s.readRoot(uint32(pid))
 	}
 	s.anyLib = s.anyLib || found
 	return nil
@@ -394,10 +395,14 @@ func (s *session) onLinkMap(pid uint32) {
 		_ = s.adopt(int(pid), false, false)
 		if st = s.procs[pid]; st != nil {
 			st.info.AttachedMidRun = false
-			if s.attached != before && st.hasLib {
+			late := s.attached != before && st.hasLib
+			if late {
 				s.lateLibrary(pid, st, "its TT-Metal library")
 			}
 			s.enter(pid, st)
+			if late {
+				s.readRoot(pid)
+			}
 			s.checkLate(pid, st)
 		}
 		return

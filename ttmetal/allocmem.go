@@ -68,38 +68,43 @@ func BankManagerLayoutFromDWARF(lib *Library, dbg elfx.Debug) (*BankManagerLayou
 type bmClass struct {
 	ns, name string
 	members  []bmMember
-	found    bool
+	// all, when set, is given every member of the class (after members
+	// are checked), with the DWARF it was read from.
+	all   func(d *dwarf.Data, m dwarfMember)
+	found bool
 }
 
 type bmMember struct {
 	name, typePrefix string
 	size             int64 // wanted size of the type; 0: any
-	dst              func(l *BankManagerLayout) *int64
+	dst              *int64
+	// typeName, when set, receives the member's type name.
+	typeName *string
 }
 
-func bankManagerClasses() []*bmClass {
+func bankManagerClasses(l *BankManagerLayout) []*bmClass {
 	return []*bmClass{
 		{ns: "", name: "BankManager", members: []bmMember{
-			{"buffer_type_", "", 0, func(l *BankManagerLayout) *int64 { return &l.BufferType }},
-			{"bank_id_to_bank_offset_", "unordered_map<", 56, func(l *BankManagerLayout) *int64 { return &l.BankMap }},
-			{"interleaved_address_limit_", "", 8, func(l *BankManagerLayout) *int64 { return &l.AddressLimit }},
-			{"alignment_bytes_", "", 4, func(l *BankManagerLayout) *int64 { return &l.Alignment }},
-			{"allocators_", "SmallVector<", 0, func(l *BankManagerLayout) *int64 { return &l.Allocators }},
+			{name: "buffer_type_", dst: &l.BufferType},
+			{name: "bank_id_to_bank_offset_", typePrefix: "unordered_map<", size: 56, dst: &l.BankMap},
+			{name: "interleaved_address_limit_", size: 8, dst: &l.AddressLimit},
+			{name: "alignment_bytes_", size: 4, dst: &l.Alignment},
+			{name: "allocators_", typePrefix: "SmallVector<", dst: &l.Allocators},
 		}},
 		{ns: "allocator", name: "Algorithm", members: []bmMember{
-			{"max_size_bytes_", "", 8, func(l *BankManagerLayout) *int64 { return &l.MaxSize }},
-			{"offset_bytes_", "", 8, func(l *BankManagerLayout) *int64 { return &l.Offset }},
-			{"min_allocation_size_", "", 8, func(l *BankManagerLayout) *int64 { return &l.MinAlloc }},
-			{"alignment_", "", 8, func(l *BankManagerLayout) *int64 { return &l.FreeAlign }},
-			{"shrink_size_", "", 8, func(l *BankManagerLayout) *int64 { return &l.Shrink }},
+			{name: "max_size_bytes_", size: 8, dst: &l.MaxSize},
+			{name: "offset_bytes_", size: 8, dst: &l.Offset},
+			{name: "min_allocation_size_", size: 8, dst: &l.MinAlloc},
+			{name: "alignment_", size: 8, dst: &l.FreeAlign},
+			{name: "shrink_size_", size: 8, dst: &l.Shrink},
 		}},
 		{ns: "allocator", name: "FreeListOpt", members: []bmMember{
-			{"block_address_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockAddress }},
-			{"block_size_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockSize }},
-			{"block_prev_block_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockPrev }},
-			{"block_next_block_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockNext }},
-			{"block_is_allocated_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.BlockAllocated }},
-			{"meta_block_is_allocated_", "vector<", 24, func(l *BankManagerLayout) *int64 { return &l.MetaAllocated }},
+			{name: "block_address_", typePrefix: "vector<", size: 24, dst: &l.BlockAddress},
+			{name: "block_size_", typePrefix: "vector<", size: 24, dst: &l.BlockSize},
+			{name: "block_prev_block_", typePrefix: "vector<", size: 24, dst: &l.BlockPrev},
+			{name: "block_next_block_", typePrefix: "vector<", size: 24, dst: &l.BlockNext},
+			{name: "block_is_allocated_", typePrefix: "vector<", size: 24, dst: &l.BlockAllocated},
+			{name: "meta_block_is_allocated_", typePrefix: "vector<", size: 24, dst: &l.MetaAllocated},
 		}},
 	}
 }
@@ -107,7 +112,16 @@ func bankManagerClasses() []*bmClass {
 // bankManagerLayout walks the compile units for the three definitions.
 func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
 	l := &BankManagerLayout{}
-	classes := bankManagerClasses()
+	if err := scanClasses(d, bankManagerClasses(l)); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// scanClasses walks the compile units for the definitions of classes,
+// setting their members' offsets; it says what is missing or not of the
+// expected type.
+func scanClasses(d *dwarf.Data, classes []*bmClass) error {
 	var problems []string
 	r := d.Reader()
 	remaining := len(classes)
@@ -169,7 +183,15 @@ func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
 					problems = append(problems, fmt.Sprintf("%s::%s is %d bytes, want %d", c.name, w.name, size, w.size))
 					continue
 				}
-				*w.dst(l) = m.off
+				*w.dst = m.off
+				if w.typeName != nil {
+					*w.typeName = tn
+				}
+			}
+			if c.all != nil {
+				for _, m := range members {
+					c.all(d, m)
+				}
 			}
 		}
 		return nil
@@ -177,7 +199,7 @@ func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
 	for remaining > 0 {
 		e, err := r.Next()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if e == nil {
 			break
@@ -190,7 +212,7 @@ func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
 		}
 		if e.Children {
 			if err := walk(nil); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -204,9 +226,9 @@ func bankManagerLayout(d *dwarf.Data) (*BankManagerLayout, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, errors.New("DWARF: " + strings.Join(problems, "; "))
+		return errors.New("DWARF: " + strings.Join(problems, "; "))
 	}
-	return l, nil
+	return nil
 }
 
 // bareTypeName drops the namespaces before a template's name

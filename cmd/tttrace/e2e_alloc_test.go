@@ -68,6 +68,7 @@ type allocTruthFailure struct {
 // allocOut is what tttrace wrote: the alloc_failed records and the last summary, as JSON.
 type allocOut struct {
 	failures []map[string]any
+	allocs   []map[string]any // the alloc events
 	summary  map[string]any
 }
 
@@ -89,6 +90,8 @@ func readAllocOut(t *testing.T, path string) allocOut {
 		switch m["type"] {
 		case "alloc_failed":
 			o.failures = append(o.failures, m)
+		case "alloc":
+			o.allocs = append(o.allocs, m)
 		case "summary":
 			o.summary = m
 		}
@@ -580,35 +583,47 @@ func TestE2EAllocatorInlined(t *testing.T) {
 
 // TestE2EAllocatorFromMemory: "-p" attached after the chips opened and after
 // allocations, frees and a fragmented DRAM list (ttwork --alloc-before-go).
-// With the library's DWARF, each bank manager named by a request after the
-// attach is read from the process's memory ("source": "memory") and the
-// live model goes on from there: every number equals the replica's
-// get_statistics at the end, and the three failures after the attach are
-// explained with the allocator's exact state. Without DWARF, each chip says
-// why it has no allocator view.
+// With the library's DWARF, every open chip's bank managers are found at
+// attach from the process's root of its devices (g_instances ->
+// MetalContext -> DeviceManager -> Device -> its allocator) and read from
+// its memory ("source": "memory"), the types and the chip (--idle-chip: the
+// last one, which only frees, after the attach, a buffer allocated before
+// it: the list read must hold it) that allocate nothing after the attach
+// included; the live model
+// goes on from there: every number equals the replica's get_statistics at
+// the end, and the three failures after the attach are explained with the
+// allocator's exact state. Without DWARF, each chip says why it has no
+// allocator view.
 func TestE2EAllocatorFromMemory(t *testing.T) {
-	// Types the scenario never allocates on after the go point: their bank
-	// managers are never named, so tttrace cannot read them.
-	absent := func(chip int32, typ string) bool { return chip != 0 && typ != "DRAM" }
 	t.Run("dwarf", func(t *testing.T) {
 		var out string
 		r := run{variant: "gcc-O3-dwarf-zstd", mode: "pid", scenario: "alloc",
-			args: []string{"--shape", "n300", "--alloc-before-go", "--leak"}, out: &out}
+			args: []string{"--shape", "n300", "--alloc-before-go", "--idle-chip", "--leak"}, out: &out}
 		sum, tr := trace(t, r)
 		for _, d := range compare(r, sum, tr) {
 			t.Error(d)
 		}
 		atr := readAllocTruth(t, truthPathOf(t, out))
-		held := false
+		held, idle := false, false
 		for _, d := range atr.Devices {
 			if a, ok := d.Allocator["DRAM"]; ok && d.Device == 0 && a.Allocated != 0 {
 				held = true
 			}
+			idle = idle || d.Device == 1 && d.Allocator != nil
 		}
-		if !held {
-			t.Fatal("the replica's chip 0 holds no DRAM at the end: the test proves nothing")
+		if !held || !idle {
+			t.Fatalf("the replica's chip 0 holds no DRAM at the end, or chip 1 has no allocator (%v, %v): the test proves nothing", held, idle)
 		}
-		for _, d := range compareAllocFrom(r.name(), readAllocOut(t, out), atr, "memory", absent) {
+		o := readAllocOut(t, out)
+		if len(o.allocs) == 0 {
+			t.Fatal("no alloc event: the test proves nothing")
+		}
+		for _, e := range o.allocs {
+			if dev, ok := num(e, "device"); !ok || dev == 1 {
+				t.Fatalf("an alloc on chip 1, or on no chip, after the attach (%v): not idle, the test proves less than it says", e)
+			}
+		}
+		for _, d := range compareAllocFrom(r.name(), o, atr, "memory", nil) {
 			t.Error(d)
 		}
 	})
