@@ -48,15 +48,21 @@
  * (tgid): user space deletes a process's when it ends or its mappings
  * change. */
 
-/* Walk every copy for a stack user space made known (below). Off by
- * default: the walk costs the verifier ~17,000 more instructions per
- * stack-capturing program (Linux 6.18), and whether it beats sending the
- * copy is to be measured on an idle machine (docs/bench.md). A constant:
- * with 0 the walk is pruned. */
+/* Walk each capture for a stack user space made known (below). On by
+ * default (tttrace --known-stacks=false turns it off); the walk is a
+ * global function, verified once per program whatever the paths that
+ * reach it. A constant: with 0 the walk is pruned. */
 const volatile __u8 known_stacks = 0;
 /* Send the copy of a known stack too: user space checks that it unwinds
  * to the stack its token names (tests, measurements). Set before load. */
 const volatile __u8 check_known_stacks = 0;
+
+/* The first copy, walked before the rest is copied: the whole chain of
+ * most sites fits in it (a chain it cannot hold costs a second walk). A
+ * power of two, at most STACK_COPY_BYTES. */
+#ifndef STACK_FIRST_COPY
+#define STACK_FIRST_COPY 2048
+#endif
 
 /* stack_sites' key: a stack's whole chain. */
 struct stack_site_key {
@@ -114,6 +120,8 @@ struct stack_scratch {
 	__u32 busy; /* a capture owns rec until stack_release() */
 	__u32 _pad;
 	struct stack_site_key key; /* the walk's key (stack_known) */
+	__u32 short_copy; /* the last walk needed bytes past rec.size */
+	__u32 _pad2;
 };
 
 /* One record under construction per CPU. A uprobe program runs with
@@ -147,22 +155,27 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
 }
 
 struct stack_walk {
-	struct stack_record *rec;
-	struct stack_site_key *key;
+	struct stack_scratch *s;
 	__u64 pc; /* the frame being left, its stack pointer and rbp */
 	__u64 sp;
 	__u64 bp;
 	__u32 done;
 };
 
-/* The u64 at user address addr, from the copy. */
-static __always_inline int stack_read8(struct stack_record *rec, __u64 addr, __u64 *v)
+/* The u64 at user address addr, from the copy: -1 past its end (short_copy
+ * says so) or outside it. A plain load: the scratch's slack bounds it. */
+static __always_inline int stack_read8(struct stack_scratch *s, __u64 addr, __u64 *v)
 {
-	__u64 off = addr - rec->sp;
+	__u64 off = addr - s->rec.sp;
 
-	if (addr < rec->sp || off + 8 > rec->size || off + 8 > STACK_COPY_BYTES)
+	if (addr < s->rec.sp || off + 8 > STACK_COPY_BYTES)
 		return -1;
-	return bpf_probe_read_kernel(v, sizeof(*v), rec->data + (off & (STACK_COPY_BYTES - 1)));
+	if (off + 8 > s->rec.size) {
+		s->short_copy = 1;
+		return -1;
+	}
+	*v = *(__u64 *)(s->rec.data + (off & (STACK_COPY_BYTES - 1)));
+	return 0;
 }
 
 /* bpf_loop body: from frame i to its caller, as stacks.Unwind does with
@@ -172,51 +185,56 @@ static __always_inline int stack_read8(struct stack_record *rec, __u64 addr, __u
 static long stack_walk_step(__u64 i, void *arg)
 {
 	struct stack_walk *w = arg;
+	struct stack_scratch *s = w->s;
 	struct stack_step_key k = {};
 	struct stack_step *st;
 	__u64 cfa, ra = 0, bp;
 
-	k.tgid = w->key->tgid;
+	k.tgid = s->key.tgid;
 	k.first = i == 0;
 	k.pc = w->pc;
 	st = bpf_map_lookup_elem(&stack_steps, &k);
 	if (!st)
 		return 1;
 	if (st->ra == STACK_STEP_END) {
-		w->key->n = i;
+		s->key.n = i;
 		w->done = 1;
 		return 1;
 	}
 	if (i >= STACK_KEY_FRAMES)
 		return 1;
 	cfa = (st->cfa_bp ? w->bp : w->sp) + (__s64)st->cfa;
-	if (cfa <= w->sp || stack_read8(w->rec, cfa + (__s64)st->ra, &ra))
+	if (cfa <= w->sp || stack_read8(s, cfa + (__s64)st->ra, &ra))
 		return 1;
 	if (st->bp_saved && cfa + (__s64)st->bp >= w->sp) {
-		if (stack_read8(w->rec, cfa + (__s64)st->bp, &bp))
+		if (stack_read8(s, cfa + (__s64)st->bp, &bp))
 			return 1;
 		w->bp = bp;
 	}
-	w->key->pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
+	s->key.pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
 	w->sp = cfa;
 	w->pc = ra;
 	return 0;
 }
 
-/* The token of the stack in s->rec if user space described it before
- * (see stack_sites), else 0. */
-static __always_inline __u64 stack_known(struct stack_scratch *s)
+/* The token of the stack in s->rec (its first rec.size bytes) if user
+ * space described it before (see stack_sites), else 0, with short_copy set
+ * when the walk stopped at the end of the copy. A global function: the
+ * verifier checks it once, on its own, not again on every path of the
+ * program that reaches a call (inlined, it cost ~17,000 instructions per
+ * program on Linux 6.18). */
+__noinline __u64 stack_known(struct stack_scratch *s)
 {
 	struct stack_walk w = {};
 	__u64 *token;
 
-	if (!known_stacks)
+	if (!s)
 		return 0;
 	__builtin_memset(&s->key, 0, sizeof(s->key));
+	s->short_copy = 0;
 	s->key.tgid = s->rec.hdr.pid;
 	s->key.ip = s->rec.ip;
-	w.rec = &s->rec;
-	w.key = &s->key;
+	w.s = s;
 	w.pc = s->rec.ip;
 	w.sp = s->rec.sp;
 	w.bp = s->rec.bp;
@@ -238,20 +256,24 @@ static __always_inline __u64 stack_known(struct stack_scratch *s)
  * lost stack). A non-NULL record must be handed back with stack_release()
  * once emitted.
  *
- * The copy is STACK_COPY_BYTES from rsp, or up to the end of the stack's
- * mapping when that is nearer (bpf_find_vma): a read that runs past the
- * mapping would fail as a whole, and a user-memory fault inside BPF costs
- * several microseconds. When the VMA cannot be had (mmap lock contended)
- * or the read still fails (a page swapped out), the copy is retried page
- * by page up to the first unreadable page. */
+ * With known_stacks, STACK_FIRST_COPY bytes from rsp are copied and walked
+ * first: a known stack goes out as its token, with nothing more copied.
+ * Else (or when that read fails) the copy is STACK_COPY_BYTES from rsp, or
+ * up to the end of the stack's mapping when that is nearer (bpf_find_vma):
+ * a read that runs past the mapping would fail as a whole, and a
+ * user-memory fault inside BPF costs several microseconds. When the VMA
+ * cannot be had (mmap lock contended) or the read still fails (a page
+ * swapped out), the copy is retried page by page up to the first
+ * unreadable page. A walk of the first copy that stopped at its end is
+ * made again over the whole copy. */
 static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 							  const struct record_header *of,
 							  __u32 *len)
 {
 	struct stack_scratch *s;
 	struct stack_record *rec;
-	__u32 zero = 0, n = 0, chunk, want = STACK_COPY_BYTES;
-	__u64 sp, end = 0;
+	__u32 zero = 0, n = 0, chunk, want = STACK_COPY_BYTES, walk_again = 0;
+	__u64 sp, end = 0, token = 0;
 	int i;
 
 	s = bpf_map_lookup_elem(&stack_scratch, &zero);
@@ -266,9 +288,26 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	rec->bp = PT_REGS_FP(ctx);
 	rec->token = 0;
 	rec->flags = 0;
+	rec->size = 0;
 	rec->_pad[0] = 0;
 	rec->_pad[1] = 0;
 	rec->_pad[2] = 0;
+	if (known_stacks) {
+		if (bpf_probe_read_user(rec->data, STACK_FIRST_COPY, (void *)sp) == 0) {
+			rec->size = STACK_FIRST_COPY;
+			token = stack_known(s);
+			walk_again = !token && s->short_copy;
+			if (token && !check_known_stacks) {
+				rec->token = token;
+				rec->flags = STACK_KNOWN;
+				rec->size = 0;
+				*len = STACK_HDR_SIZE;
+				return rec;
+			}
+		} else {
+			walk_again = 1;
+		}
+	}
 	if (bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma_end, &end, 0) == 0 && end > sp &&
 	    end - sp < STACK_COPY_BYTES) {
 		want = end - sp;
@@ -300,13 +339,14 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	if (n > STACK_COPY_BYTES)
 		n = STACK_COPY_BYTES;
 	rec->size = n;
-	rec->token = stack_known(s);
-	if (rec->token) {
+	if (walk_again)
+		token = stack_known(s);
+	if (token) {
+		rec->token = token;
 		rec->flags |= STACK_KNOWN;
-		if (!check_known_stacks) {
-			rec->size = 0;
+		if (!check_known_stacks)
 			n = 0;
-		}
+		rec->size = n;
 	}
 	*len = STACK_HDR_SIZE + n;
 	return rec;

@@ -175,10 +175,12 @@ type tttraceStackScratch struct {
 		Pad   [3]uint8
 		Data  [16384]uint8
 	}
-	Slack [4096]uint8
-	Busy  uint32
-	Pad   uint32
-	Key   tttraceStackSiteKey
+	Slack     [4096]uint8
+	Busy      uint32
+	Pad       uint32
+	Key       tttraceStackSiteKey
+	ShortCopy uint32
+	Pad2      uint32
 }
 
 type tttraceStackSiteKey struct {

@@ -51,7 +51,7 @@ type Config struct {
 	NoStacks bool
 	// KnownStacks: each stack fixed by its pcs is made known to the
 	// kernel, which then sends a token instead of the copy
-	// (bpf/stack.h; off by default until measured on an idle machine).
+	// (bpf/stack.h; tttrace turns it on unless --known-stacks=false).
 	KnownStacks bool
 	// CheckKnownStacks: a known stack comes with its copy too, which is
 	// unwound and compared with the stack its token names; the counts

@@ -1,7 +1,7 @@
 package main
 
-// Known stacks end to end (bpf/stack.h, docs/stacks.md): with the hidden
-// --known-stacks a stack the kernel was told of comes as a token instead
+// Known stacks end to end (bpf/stack.h, docs/stacks.md): by default
+// (--known-stacks) a stack the kernel was told of comes as a token instead
 // of a copy. With --check-known-stacks every such stack also comes with its copy, which
 // tttrace unwinds and compares with the stack its token names: no
 // workload may have two different stacks behind one key. And the sites of
@@ -93,7 +93,7 @@ func TestE2EKnownStacks(t *testing.T) {
 				target = append(target, dir)
 			}
 			lib := filepath.Join(dir, "libtt_metal.so")
-			_, log := traceKnown(t, lib, []string{"--known-stacks", "--check-known-stacks"}, target)
+			_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
 			m := knownCounts.FindStringSubmatch(log)
 			if m == nil {
 				t.Fatalf("no known-stack counts in the log:\n%s", log)
@@ -114,8 +114,8 @@ func TestE2EKnownStacks(t *testing.T) {
 				return
 			}
 			// The same sites with known stacks as with every stack copied.
-			ref, _ := traceKnown(t, lib, nil, target)
-			got, _ := traceKnown(t, lib, []string{"--known-stacks"}, target)
+			ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
+			got, _ := traceKnown(t, lib, nil, target)
 			a, b := leakSites(t, ref), leakSites(t, got)
 			if !slices.Equal(a, b) {
 				t.Errorf("leak sites differ:\nevery stack copied:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))

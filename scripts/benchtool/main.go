@@ -430,10 +430,10 @@ func readTruth(path string) (*truth, error) {
 
 // ---- 1. cost per event -----------------------------------------------
 
-// knownMode: allocation stacks with known stacks (bpf/stack.h): a site's
-// stack is copied and unwound until the kernel knows it, then sent as a
-// token.
-const knownMode = "tttrace --json -o /dev/null --known-stacks"
+// copyMode: allocation stacks without known stacks (bpf/stack.h): every
+// allocation's stack is copied into the ring and unwound (the default
+// copies a site's stack until the kernel knows it, then sends a token).
+const copyMode = "tttrace --json -o /dev/null --known-stacks=false"
 
 type mode struct {
 	name string
@@ -455,8 +455,8 @@ func modes(c *config) []mode {
 		{"tttrace --json -o /dev/null --no-stacks", func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--no-stacks"}, false)
 		}},
-		{knownMode, func(c *config, r int) costRun {
-			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--known-stacks"}, false)
+		{copyMode, func(c *config, r int) costRun {
+			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--known-stacks=false"}, false)
 		}},
 		{floorMode, runFloor},
 		{"in-process socket reporter", runReporter},
@@ -657,7 +657,7 @@ func runProfile(c *config) []profileRun {
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{"tttrace --json -o /dev/null --no-stacks", c.tttrace, append([]string{"--json", "-o", "/dev/null", "--no-stacks", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
-		{knownMode, c.tttrace, append([]string{"--json", "-o", "/dev/null", "--known-stacks", "--lib",
+		{copyMode, c.tttrace, append([]string{"--json", "-o", "/dev/null", "--known-stacks=false", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{floorMode, c.self, c.floorArgs()},
 	}

@@ -119,10 +119,16 @@ func (r *results) costRows(c *config) []row {
 			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**", ra) + r.countCheck(rep, c), "(alternative)", ""},
 	}
 	const stacksOn, stacksOff = "tttrace --json -o /dev/null", "tttrace --json -o /dev/null --no-stacks"
-	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff, knownMode} {
+	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff, copyMode} {
 		if len(secs[mode]) == 0 {
 			rows = append(rows, row{"1", mode, "no successful run: " + strings.Join(bad[mode], "; "), "", "**no**"})
 			continue
+		}
+		// Issue 21: allocation sites (on by default) at almost the cost of
+		// a counter, and the records alone at the counter's.
+		goal := 1.15
+		if mode == stacksOff {
+			goal = 1.05
 		}
 		a := added(mode)
 		rf := a / fa
@@ -130,19 +136,19 @@ func (r *results) costRows(c *config) []row {
 		rows = append(rows, row{"1", mode,
 			timing(mode) + fmt.Sprintf("; added **%.2f µs/event** = **%.2fx floor** (rounds %.2f-%.2f), %.1fx reporter",
 				a, rf, lo, hi, a/ra) + r.countCheck(mode, c),
-			"≤ 1.5x floor; < reporter",
-			fmt.Sprintf("floor: %s; reporter: %s", yesNo(len(secs[floor]) > 0 && fa > 0 && rf <= 1.5), yesNo(a < ra))})
+			fmt.Sprintf("≤ %.2fx floor; < reporter", goal),
+			fmt.Sprintf("floor: %s; reporter: %s", yesNo(len(secs[floor]) > 0 && fa > 0 && rf <= goal), yesNo(a < ra))})
 	}
 	if len(secs[stacksOn]) > 0 && len(secs[stacksOff]) > 0 {
 		// Half the burst's events are allocations, the ones with a stack:
 		// an allocation and its free cost twice the added per event.
 		on, off := added(stacksOn)*2, added(stacksOff)*2
-		rows = append(rows, row{"1", "allocation stacks: added per allocation (and its free), stacks on (default) vs --no-stacks",
+		rows = append(rows, row{"1", "allocation stacks: added per allocation (and its free), stacks on (default: known stacks) vs --no-stacks",
 			fmt.Sprintf("%.2f µs vs %.2f µs = **%.2fx** (the stack: %.2f µs)", on, off, on/off, on-off), "≤ 2x", yesNo(on <= 2*off)})
-		if len(secs[knownMode]) > 0 {
-			k := added(knownMode) * 2
-			rows = append(rows, row{"1", "allocation stacks: added per allocation, --known-stacks (a site's stack sent once, then a token) vs stacks on (default) and --no-stacks",
-				fmt.Sprintf("%.2f µs vs %.2f µs vs %.2f µs: the stack costs %.2f µs known, %.2f µs copied", k, on, off, k-off, on-off), "less than copied", yesNo(k < on)})
+		if len(secs[copyMode]) > 0 {
+			k := added(copyMode) * 2
+			rows = append(rows, row{"1", "allocation stacks: added per allocation, stacks on (default: a site's stack copied until the kernel knows it, then a token) vs --known-stacks=false (every stack copied) and --no-stacks",
+				fmt.Sprintf("%.2f µs vs %.2f µs vs %.2f µs: the stack costs %.2f µs known, %.2f µs copied", on, k, off, on-off, k-off), "less than copied", yesNo(on < k)})
 		}
 	}
 	for _, p := range r.Profile {

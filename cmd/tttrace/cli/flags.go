@@ -81,7 +81,7 @@ type Flags struct {
 	AtEntry                    bool // hidden: entry probes on the first instruction, not placed (measurements)
 	NoAllocatorProbes          bool // hidden: the allocator's probes left out (measurements)
 	Timing                     bool // hidden: say how long each step of start-up and teardown took
-	KnownStacks                bool // hidden: stacks seen before are sent as a token (bpf/stack.h; measurements)
+	KnownStacks                bool // stacks seen before are sent as a token (bpf/stack.h; on by default)
 	CheckKnownStacks           bool // hidden: known stacks come with their copy, checked against their token
 	// FailOnLeak is --fail-on-leak's threshold, FailOnLeakSet whether the
 	// gate is on.
@@ -221,9 +221,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	_ = fs.MarkHidden("no-allocator-probes")
 	fs.BoolVar(&f.Timing, "timing", false, "say on stderr how long each step of start-up and teardown took (for measurements)")
 	_ = fs.MarkHidden("timing")
-	fs.BoolVar(&f.KnownStacks, "known-stacks", false, "send the stack of an allocation site seen before as a token instead of a copy (for measurements)")
-	_ = fs.MarkHidden("known-stacks")
-	fs.BoolVar(&f.CheckKnownStacks, "check-known-stacks", false, "with --known-stacks, send the copy of a known stack too and check that it unwinds to the stack its token names (for tests)")
+	fs.BoolVar(&f.KnownStacks, "known-stacks", true, "send the stack of an allocation site seen before as a token instead of a copy (--known-stacks=false: copy and unwind every allocation's stack)")
+	fs.BoolVar(&f.CheckKnownStacks, "check-known-stacks", false, "send the copy of a known stack too and check that it unwinds to the stack its token names (for tests)")
 	_ = fs.MarkHidden("check-known-stacks")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)

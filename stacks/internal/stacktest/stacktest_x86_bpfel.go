@@ -35,12 +35,14 @@ type stacktestStackRecord struct {
 }
 
 type stacktestStackScratch struct {
-	_     structs.HostLayout
-	Rec   stacktestStackRecord
-	Slack [4096]uint8
-	Busy  uint32
-	Pad   uint32
-	Key   stacktestStackSiteKey
+	_         structs.HostLayout
+	Rec       stacktestStackRecord
+	Slack     [4096]uint8
+	Busy      uint32
+	Pad       uint32
+	Key       stacktestStackSiteKey
+	ShortCopy uint32
+	Pad2      uint32
 }
 
 type stacktestStackSiteKey struct {
