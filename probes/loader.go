@@ -76,6 +76,8 @@ type Tracer struct {
 	// with one uprobe_multi link per program and library; otherwise with
 	// one classic uprobe link per attach point.
 	multi bool
+	// all: every process is traced (Options.AllProcesses).
+	all bool
 	// dlMu and dlSeen: the per-process loader drops as last read
 	// (LoaderDrops).
 	dlMu   sync.Mutex
@@ -180,7 +182,7 @@ func Load(opts Options) (*Tracer, error) {
 	// verifier's time is most of a run's fixed cost, and a library gets
 	// one plan (docs/bench.md, rows 6). So are the maps only some plans'
 	// programs use (planMaps).
-	t := &Tracer{multi: multi, spec: spec, kernelTypes: kernelTypes, progs: map[ttmetal.Program]*ebpf.Program{}}
+	t := &Tracer{multi: multi, all: opts.AllProcesses, spec: spec, kernelTypes: kernelTypes, progs: map[ttmetal.Program]*ebpf.Program{}}
 	coll, err := createMaps(spec, func(n string) bool { return !slices.Contains(planMaps, n) })
 	if err != nil {
 		return nil, err
@@ -962,6 +964,60 @@ func (t *Tracer) Detach() error {
 	err := closeLinks(t.links)
 	t.links = nil
 	return err
+}
+
+// TracesNone says whether no process can make a record any more: only
+// the processes in traced_pids can (not under AllProcesses), and it is
+// empty.
+func (t *Tracer) TracesNone() bool {
+	if t == nil || t.all {
+		return false
+	}
+	var k uint32
+	return errors.Is(t.objs.TracedPids.NextKey(nil, &k), ebpf.ErrKeyNotExist)
+}
+
+// DetachLater hands the uprobe_multi links to another process, which
+// closes them: closing such a link waits for RCU grace periods (~25 ms
+// for all of them together, more on a loaded machine), which this
+// process then does not wait for, nor does whoever waits for it. start
+// gets a duplicate of each link's descriptor and must return only once
+// that process holds them; the tracer then drops its own references,
+// which releases nothing while the other process holds them. The other
+// links are closed here. The probes fire until that process is done: a
+// caller hands them off only when no record can matter any more (the
+// summary written). If start fails, nothing changed.
+func (t *Tracer) DetachLater(start func(links []*os.File) error) error {
+	if t == nil || len(t.links) == 0 {
+		return nil
+	}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, l := range t.links {
+		fl, ok := l.(interface{ FD() int })
+		if !ok {
+			continue
+		}
+		if info, err := l.Info(); err != nil || info.Type != link.UprobeMultiType {
+			continue
+		}
+		fd, err := unix.FcntlInt(uintptr(fl.FD()), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("duplicate a link: %w", err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), "bpf-link"))
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	if err := start(files); err != nil {
+		return err
+	}
+	return t.Detach()
 }
 
 // Close detaches and releases everything. Safe on nil and more than once.

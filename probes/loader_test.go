@@ -1,8 +1,10 @@
 package probes
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -265,5 +267,84 @@ func TestPlanMapsShared(t *testing.T) {
 	}
 	if info.Flags&unix.BPF_F_NO_PREALLOC != 0 {
 		t.Error("traced_pids is not preallocated: the fork hook's insert could fail")
+	}
+}
+
+// TestDetachLater: the uprobe_multi links handed to another process stay
+// attached while it holds them, the tracer keeps no reference to them,
+// and they are gone once that process exits; the other links (the
+// process events) are closed by the tracer. A failed start changes
+// nothing.
+func TestDetachLater(t *testing.T) {
+	probestest.RequireRoot(t)
+	if HaveUprobeMulti() != nil {
+		t.Skip("no uprobe_multi links on this kernel")
+	}
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	if err := tr.AttachProcessEvents(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.AttachLoaderTo("/lib64/ld-linux-x86-64.so.2", os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []link.ID
+	var multi link.ID
+	for _, l := range tr.links {
+		info, err := l.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+		if info.Type == link.UprobeMultiType {
+			multi = info.ID
+		}
+	}
+	alive := func(id link.ID) bool {
+		l, err := link.NewFromID(id)
+		if err != nil {
+			return false
+		}
+		l.Close()
+		return true
+	}
+	if err := tr.DetachLater(func([]*os.File) error { return errors.New("no") }); err == nil || len(tr.links) != len(ids) {
+		t.Fatalf("a failed start: err %v, %d links left of %d", err, len(tr.links), len(ids))
+	}
+	// The holder: cat, which ends when its stdin closes.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	holder := exec.Command("cat")
+	holder.Stdin = r
+	var handed int
+	err = tr.DetachLater(func(files []*os.File) error {
+		handed = len(files)
+		holder.ExtraFiles = files
+		return holder.Start()
+	})
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if handed != 1 || len(tr.links) != 0 {
+		t.Fatalf("%d links handed (want the loader's 1), %d left with the tracer", handed, len(tr.links))
+	}
+	for _, id := range ids {
+		if got, want := alive(id), id == multi; got != want {
+			t.Errorf("link %d (uprobe_multi: %v) alive while the holder runs: %v", id, id == multi, got)
+		}
+	}
+	w.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(multi) {
+		t.Error("the uprobe_multi link outlived the process that held it")
 	}
 }

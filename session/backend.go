@@ -162,6 +162,21 @@ func (b *bpfBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
 }
 func (b *bpfBackend) Close() error { return b.t.Close() }
 
+// lateDetacher is a backend whose probes can be detached after the
+// summary, by another process (bpfBackend).
+type lateDetacher interface {
+	// TracesNone: no process can make a record any more.
+	TracesNone() bool
+	// DetachLater hands the links that are slow to close to a process
+	// start starts (startCloser), and closes the others.
+	DetachLater(start func(links []*os.File) error) error
+}
+
+func (b *bpfBackend) TracesNone() bool { return b.t.TracesNone() }
+func (b *bpfBackend) DetachLater(start func(links []*os.File) error) error {
+	return b.t.DetachLater(start)
+}
+
 func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rd := b.t.Reader()
 	rd.SetDeadline(deadline)

@@ -115,7 +115,8 @@ type ExitStatus struct{ Code, Signal int }
 const tick = 100 * time.Millisecond
 
 // Run traces as cfg says, feeding sinks, until the traced processes have
-// ended (or ctx is done). Errors are *Error.
+// ended (or ctx is done). Errors are *Error. The program must call
+// ExecGate and ExecCloser first thing in main: Run starts copies of it.
 func Run(ctx context.Context, cfg Config, out []sinks.Sink) (*Result, error) {
 	// Every sink is closed once, whatever happens: by run, or here when
 	// tracing cannot start.
@@ -189,10 +190,11 @@ type session struct {
 	layoutSaid    bool // the first layout anomaly was told on the log
 	attached      int  // TT-Metal libraries probed so far
 	decodeErrors  uint64
-	clashNotes    int // l1_clash notes written to the log
-	oomNotes      int // alloc_failed notes written to the log
-	traceNotes    int // trace hazard notes written to the log
-	followedQuiet int // followed processes that ended without using TT-Metal
+	clashNotes    int  // l1_clash notes written to the log
+	oomNotes      int  // alloc_failed notes written to the log
+	traceNotes    int  // trace hazard notes written to the log
+	followedQuiet int  // followed processes that ended without using TT-Metal
+	detachLate    bool // the probes are detached after the summary (finish)
 }
 
 // procState is what the session tracks of a traced process.
@@ -244,6 +246,19 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 	}
 	s.observe()
 	s.sites = newAllocSites(s)
+	// After the sinks are closed (the defer below runs first): the
+	// probes of a run that ended by itself go to a closer, so that
+	// tttrace's exit does not wait for the kernel's grace periods.
+	defer func() {
+		if !s.detachLate {
+			return
+		}
+		if err := s.be.(lateDetacher).DetachLater(startCloser); err != nil {
+			cfg.Timeline.Mark(fmt.Sprintf("probes not handed to a closer (%v)", err))
+			return
+		}
+		cfg.Timeline.Mark("probes handed to a closer")
+	}()
 	defer func() {
 		for _, k := range out {
 			if cerr := k.Close(); cerr != nil && err == nil {
@@ -266,7 +281,7 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 		return nil, err
 	}
 	cfg.Timeline.Mark("traced processes ended")
-	sum, err := s.finish()
+	sum, err := s.finish(interrupted)
 	if err != nil {
 		return nil, err
 	}
@@ -678,13 +693,20 @@ func (s *session) emit(ev *events.Event) {
 
 // finish drains what is left, accounts losses no record reported, and
 // hands the summary to the sinks.
-func (s *session) finish() (devices.Summary, error) {
+func (s *session) finish(interrupted bool) (devices.Summary, error) {
 	// Detach first: under a sustained burst a drain would chase the
 	// producer. What the probes committed before is still in the ring.
-	if err := s.be.Detach(); err != nil {
-		fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
+	// Unless no process can make a record any more (every traced process
+	// ended, none other traced): then the probes are detached after the
+	// summary, by another process (runStarted).
+	ld, ok := s.be.(lateDetacher)
+	s.detachLate = ok && !interrupted && !s.cfg.All && ld.TracesNone()
+	if !s.detachLate {
+		if err := s.be.Detach(); err != nil {
+			fmt.Fprintf(s.log, "tttrace: detach: %v\n", err)
+		}
+		s.cfg.Timeline.Mark("probes detached")
 	}
-	s.cfg.Timeline.Mark("probes detached")
 	s.drain()
 	s.sites.releaseAll()
 	if a := s.sites; a.on && s.cfg.Timeline != nil {

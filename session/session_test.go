@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -827,5 +829,69 @@ func TestQuietLayoutIsChecked(t *testing.T) {
 	}
 	if res.Interrupted || k.heard != 1 {
 		t.Fatalf("interrupted %v, %d clashes heard: a quiet layout was never checked", res.Interrupted, k.heard)
+	}
+}
+
+// lateBackend is a fakeBackend whose probes can be handed to a closer: it
+// notes when each way of detaching happens, against the summary.
+type lateBackend struct {
+	*fakeBackend
+	r   *recorder
+	log []string
+}
+
+func (b *lateBackend) note(what string) {
+	if b.r.summary != nil {
+		what += " after the summary"
+	}
+	b.log = append(b.log, what)
+}
+func (b *lateBackend) Detach() error { b.note("detach"); return nil }
+func (b *lateBackend) TracesNone() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pids) == 0
+}
+func (b *lateBackend) DetachLater(start func([]*os.File) error) error {
+	b.note("handed to a closer")
+	return nil
+}
+
+// TestRunDetachLate: a run whose processes all ended hands its probes to a
+// closer once the summary is written, without detaching first; a run
+// interrupted while a process is traced, or tracing every process,
+// detaches before the drain (a drain would chase the producer).
+func TestRunDetachLate(t *testing.T) {
+	h := newFakeHost()
+	h.child = 100
+	r := &recorder{}
+	be := &lateBackend{fakeBackend: newFakeBackend(alloc(100, 0xb1, 0, events.DRAM, 0x20000, 4096), do(h.end(100, 0, 0))), r: r}
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	cfg := Config{Command: []string{"workload"}, Lib: "/opt/tt/libtt_metal.so"}
+	if _, err := run(context.Background(), cfg, be, h, []sinks.Sink{r}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"handed to a closer after the summary"}; !slices.Equal(be.log, want) {
+		t.Errorf("command ended: %q, want %q", be.log, want)
+	}
+
+	for _, all := range []bool{false, true} {
+		h := newFakeHost()
+		r := &recorder{}
+		be := &lateBackend{fakeBackend: newFakeBackend(alloc(100, 0xb1, 0, events.DRAM, 0x20000, 4096)), r: r}
+		be.attach["/opt/tt/libtt_metal.so"] = nil
+		cfg := Config{PIDs: []int{100}, Lib: "/opt/tt/libtt_metal.so", All: all}
+		if all {
+			cfg.PIDs = nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		res, err := run(ctx, cfg, be, h, []sinks.Sink{r})
+		cancel()
+		if err != nil || !res.Interrupted {
+			t.Fatalf("all=%v: res %+v, err %v", all, res, err)
+		}
+		if want := []string{"detach"}; !slices.Equal(be.log, want) {
+			t.Errorf("interrupted (all=%v): %q, want %q", all, be.log, want)
+		}
 	}
 }
