@@ -61,6 +61,12 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 	st.hasLib = found
 	if found {
 		s.sites.snapshot(uint32(pid))
+	}
+	if found && alive {
+		// Attached to a running process (-p, --all at start) that had
+		// loaded TT-Metal: its chips may be open already. (A process met
+		// through its link map is read only if its library was probed
+		// late, in onLinkMap: else its chips open under the probes.)
 		s.readRoot(uint32(pid))
 	}
 	s.anyLib = s.anyLib || found
