@@ -978,8 +978,8 @@ func (t *Tracer) TracesNone() bool {
 }
 
 // DetachLater hands the uprobe_multi links to another process, which
-// closes them: closing such a link waits for RCU grace periods (~25 ms
-// for all of them together, more on a loaded machine), which this
+// closes them (or exits): closing such a link waits for RCU grace periods
+// (~25 ms for all of them together, more on a loaded machine), which this
 // process then does not wait for, nor does whoever waits for it. start
 // gets a duplicate of each link's descriptor and must return only once
 // that process holds them; the tracer then drops its own references,

@@ -168,7 +168,8 @@ type lateDetacher interface {
 	// TracesNone: no process can make a record any more.
 	TracesNone() bool
 	// DetachLater hands the links that are slow to close to a process
-	// start starts (startCloser), and closes the others.
+	// start starts (startCloser: a holder whose exit closes them), and
+	// closes the others.
 	DetachLater(start func(links []*os.File) error) error
 }
 

@@ -115,8 +115,7 @@ type ExitStatus struct{ Code, Signal int }
 const tick = 100 * time.Millisecond
 
 // Run traces as cfg says, feeding sinks, until the traced processes have
-// ended (or ctx is done). Errors are *Error. The program must call
-// ExecGate and ExecCloser first thing in main: Run starts copies of it.
+// ended (or ctx is done). Errors are *Error.
 func Run(ctx context.Context, cfg Config, out []sinks.Sink) (*Result, error) {
 	// Every sink is closed once, whatever happens: by run, or here when
 	// tracing cannot start.
@@ -247,17 +246,18 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 	s.observe()
 	s.sites = newAllocSites(s)
 	// After the sinks are closed (the defer below runs first): the
-	// probes of a run that ended by itself go to a closer, so that
-	// tttrace's exit does not wait for the kernel's grace periods.
+	// probes of a run that ended by itself go to a holder whose exit
+	// closes them (closer.go), so that tttrace's exit does not wait for
+	// the kernel's grace periods.
 	defer func() {
 		if !s.detachLate {
 			return
 		}
 		if err := s.be.(lateDetacher).DetachLater(startCloser); err != nil {
-			cfg.Timeline.Mark(fmt.Sprintf("probes not handed to a closer (%v)", err))
+			cfg.Timeline.Mark(fmt.Sprintf("probes not handed to a holder (%v)", err))
 			return
 		}
-		cfg.Timeline.Mark("probes handed to a closer")
+		cfg.Timeline.Mark("probes handed to a holder")
 	}()
 	defer func() {
 		for _, k := range out {
@@ -698,7 +698,7 @@ func (s *session) finish(interrupted bool) (devices.Summary, error) {
 	// producer. What the probes committed before is still in the ring.
 	// Unless no process can make a record any more (every traced process
 	// ended, none other traced): then the probes are detached after the
-	// summary, by another process (runStarted).
+	// summary, by another process (runStarted, closer.go).
 	ld, ok := s.be.(lateDetacher)
 	s.detachLate = ok && !interrupted && !s.cfg.All && ld.TracesNone()
 	if !s.detachLate {

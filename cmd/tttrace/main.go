@@ -12,8 +12,6 @@ import (
 func main() {
 	// A "-- CMD" child waits here until the probes are attached.
 	cli.ExecGate()
-	// A link closer closes the probes' links it was given, and exits.
-	cli.ExecCloser()
 	// The heap is mostly the ledger's long-lived records, one per live
 	// buffer; the consumer allocates nothing per event. A collection at
 	// +25% instead of +100% of the live heap costs a few more

@@ -40,9 +40,6 @@ func fail(code int, format string, args ...any) error {
 // ExecGate is the child side of "-- CMD"; main calls it first.
 func ExecGate() { session.ExecGate() }
 
-// ExecCloser is session.ExecCloser: main calls it first thing.
-func ExecCloser() { session.ExecCloser() }
-
 // Main parses args, runs tttrace and returns its exit status. Errors are
 // printed once, on stderr.
 func Main(args []string, stdout, stderr io.Writer) int {
