@@ -2,8 +2,9 @@ package ttmetal
 
 // A bank manager read from the traced process's memory (docs/ttmetal.md
 // §9, "Reading a bank manager from memory"): when tttrace attaches after a
-// chip's allocator was made, the BankManager* of the first
-// BankManager::allocate_buffer call it sees on each type leads to the
+// chip's allocator was made, a BankManager* found from the process's root
+// of its open chips at attach (allocroot.go), or else that of the first
+// BankManager::allocate_buffer call it sees on each type, leads to the
 // manager's members, its allocator 0 (a FreeListOpt) and that free list's
 // blocks. Member offsets come from DWARF only (BankManager,
 // allocator::Algorithm, allocator::FreeListOpt, in namespace tt::tt_metal
