@@ -848,7 +848,7 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 		if p.info.AttachedMidRun {
 			why := "the chip's allocator was made before tttrace attached, and no BankManager::allocate_buffer call on the chip since named its bank managers (they are read from memory then)"
 			if p.rootWhy != "" {
-				why += "; its open chips were not found at attach: " + p.rootWhy
+				why += "; its open chips' allocators were not read at attach: " + p.rootWhy
 			}
 			return nil, why
 		}

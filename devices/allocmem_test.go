@@ -140,7 +140,7 @@ func TestAllocatorFoundAtAttach(t *testing.T) {
 	r2.l.SetProcessInfo(r2.pid, ProcessInfo{AttachedMidRun: true})
 	r2.l.SetRootWhy(r2.pid, "no DWARF for libtt_metal.so")
 	r2.apply(evFree(1, 0xbb, 0))
-	if d := r2.dev(0); d.Allocator != nil || !strings.Contains(d.AllocatorWhy, "not found at attach: no DWARF") {
+	if d := r2.dev(0); d.Allocator != nil || !strings.Contains(d.AllocatorWhy, "not read at attach: no DWARF") {
 		t.Fatalf("%+v %q", d.Allocator, d.AllocatorWhy)
 	}
 }

@@ -75,17 +75,22 @@ func (s *session) readRoot(pid uint32) {
 	}
 	devs, err := rr.ReadDevices(pid)
 	if err != nil {
-		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not found at attach: %v\n", pid, err)
+		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
 		s.ledger.SetRootWhy(pid, err.Error())
 		return
 	}
+	failed, firstErr := 0, ""
 	for _, d := range devs {
 		for _, ptr := range d.Managers {
 			from := monotonicNow()
 			m, err := mr.ReadBankManager(pid, ptr)
 			to := monotonicNow()
 			if err != nil {
-				fmt.Fprintf(s.log, "tttrace: pid %d chip %d: bank manager %#x not read from memory: %v\n", pid, d.Chip, ptr, err)
+				// One line for the first (a missing layout fails them all alike).
+				if failed++; failed == 1 {
+					firstErr = fmt.Sprintf("bank manager %#x: %v", ptr, err)
+					fmt.Fprintf(s.log, "tttrace: pid %d chip %d: bank manager %#x not read from memory: %v\n", pid, d.Chip, ptr, err)
+				}
 				continue
 			}
 			if m.BufferType < 0 || m.BufferType >= int32(events.NumBufferTypes) {
@@ -96,6 +101,12 @@ func (s *session) readRoot(pid uint32) {
 				s.installMem(w, m, nil, from, to)
 			}
 		}
+	}
+	if failed > 1 {
+		fmt.Fprintf(s.log, "tttrace: pid %d: %d more bank managers not read from memory\n", pid, failed-1)
+	}
+	if failed > 0 {
+		s.ledger.SetRootWhy(pid, firstErr)
 	}
 }
 

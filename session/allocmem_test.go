@@ -71,10 +71,10 @@ func TestRunAttachFindsAllocators(t *testing.T) {
 	if _, err := run(context.Background(), Config{PIDs: []int{301}, Log: &log}, be2, h2, []sinks.Sink{r2}); err != nil {
 		t.Fatal(err)
 	}
-	if d := device(t, r2.summary, 301, 2); d.Allocator != nil || !strings.Contains(d.AllocatorWhy, "not found at attach: no DWARF") {
+	if d := device(t, r2.summary, 301, 2); d.Allocator != nil || !strings.Contains(d.AllocatorWhy, "not read at attach: no DWARF") {
 		t.Errorf("chip 2: %+v %q", d.Allocator, d.AllocatorWhy)
 	}
-	if !strings.Contains(log.String(), "pid 301: its open chips' allocators not found at attach: no DWARF") {
+	if !strings.Contains(log.String(), "pid 301: its open chips' allocators not read at attach: no DWARF") {
 		t.Errorf("log:\n%s", log.String())
 	}
 }
