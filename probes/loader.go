@@ -984,7 +984,8 @@ func (t *Tracer) TracesNone() bool {
 // gets a duplicate of each link's descriptor and must return only once
 // that process holds them; the tracer then drops its own references,
 // which releases nothing while the other process holds them. The other
-// links are closed here. The probes fire until that process is done: a
+// links are closed here (all of them when none is a uprobe_multi link,
+// without calling start). The probes fire until that process is done: a
 // caller hands them off only when no record can matter any more (the
 // summary written). If start fails, nothing changed.
 func (t *Tracer) DetachLater(start func(links []*os.File) error) error {
@@ -1012,7 +1013,7 @@ func (t *Tracer) DetachLater(start func(links []*os.File) error) error {
 		files = append(files, os.NewFile(uintptr(fd), "bpf-link"))
 	}
 	if len(files) == 0 {
-		return nil
+		return t.Detach() // classic uprobes (the fallback): closed here
 	}
 	if err := start(files); err != nil {
 		return err

@@ -347,4 +347,18 @@ func TestDetachLater(t *testing.T) {
 	if alive(multi) {
 		t.Error("the uprobe_multi link outlived the process that held it")
 	}
+
+	// Classic uprobes (the fallback): nothing to hand, all closed here.
+	single, err := Load(Options{RingSize: 1 << 16, SingleUprobes: true})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer single.Close()
+	if err := single.AttachLoaderTo("/lib64/ld-linux-x86-64.so.2", os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	err = single.DetachLater(func([]*os.File) error { t.Error("classic uprobe links handed to a holder"); return nil })
+	if err != nil || len(single.links) != 0 {
+		t.Errorf("classic uprobes: err %v, %d links left", err, len(single.links))
+	}
 }

@@ -257,7 +257,7 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 			cfg.Timeline.Mark(fmt.Sprintf("probes not handed to a holder (%v)", err))
 			return
 		}
-		cfg.Timeline.Mark("probes handed to a holder")
+		cfg.Timeline.Mark("probes detached (uprobe_multi links: by a holder)")
 	}()
 	defer func() {
 		for _, k := range out {
