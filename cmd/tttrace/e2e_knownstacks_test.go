@@ -80,6 +80,9 @@ func TestE2EKnownStacks(t *testing.T) {
 		{"threads", "gcc-O2", []string{"ttwork", "--scenario", "threads", "--events", "20000"}},
 		{"all", "gcc-O2", []string{"ttwork", "--scenario", "all"}},
 		{"threads-clang", "clang-O3", []string{"ttwork", "--scenario", "threads", "--events", "20000"}},
+		// Tracker calls inlined: the stack is taken at the lifecycle
+		// plan's probes (lc_alloc_exit, lc_create_exit), not track_allocate.
+		{"threads-inline", "inline-gcc-O2", []string{"ttwork", "--scenario", "threads", "--events", "20000"}},
 		{"cet", "cet-gcc-O2", []string{"ttwork", "--scenario", "burst", "--events", "4000"}},
 		{"python", "gcc-O2", []string{"python3", script}},
 		{"hold", "gcc-O2", []string{"ttwork", "--scenario", "hold", "--events", "4000", "--leak"}},
