@@ -23,7 +23,11 @@ import (
 )
 
 // DefaultRingSize is the ring buffer's default size: 64 MiB holds ~700k
-// records, a burst of well over a second at the rates TT-Metal allocates.
+// records, a burst of well over a second at the rates TT-Metal allocates,
+// or ~2,000 allocations with their stacks (stacks may take half of it).
+// The kernel allocates all of it when the map is made (locked kernel
+// memory, not the tracer's RSS); the tracer maps a window of ~2 MiB of it
+// (Ring).
 const DefaultRingSize = 64 << 20
 
 // ErrPermission is returned when the kernel refuses to load BPF programs.

@@ -5,12 +5,15 @@ package probes
 // cilium/ebpf's ringbuf.Reader maps all of it (twice the ring) into the
 // process, and the kernel inserts every page at mmap time: a 64 MiB ring
 // was 128 MiB of the tracer's RSS before the first record (docs/bench.md,
-// rows 5). This reader maps the consumer and producer pages and a window
-// of the data (windowBytes twice over, from an offset aligned on
-// windowBytes) around the consumer's position, and moves the window as the
-// consumer goes: what the process holds is the window, whatever the
-// ring's size. The kernel's own allocation of the ring (all of it, at map
-// creation) is not the process's and does not change.
+// rows 5). This reader reserves the address space of the doubled data
+// and maps into it, at their own places, only the chunks (windowBytes
+// each) that hold the consumer's position and the record there, two at a
+// time: a chunk behind the consumer is unmapped. Each page of the ring is
+// mapped once per pass of the consumer over it (the kernel inserts it at
+// mmap time, ~1 µs a page on a loaded VM: ~0.25 ns a byte of records,
+// docs/bench.md rows 5), and what the process holds is two chunks,
+// whatever the ring's size. The kernel's own allocation of the ring (all
+// of it, at map creation) is not the process's and does not change.
 //
 // The protocol is the kernel's (kernel/bpf/ringbuf.c): each record starts
 // with an 8-byte header whose first word is the length with a busy bit
@@ -33,11 +36,9 @@ const (
 	ringHeaderBytes = 8
 	ringBusyBit     = 1 << 31
 	ringDiscardBit  = 1 << 30
-	// windowBytes of data are mapped from the window's start, and as much
-	// again after it, so a record starting in the first half is mapped
-	// whole when it is at most windowBytes long (the largest record, a
-	// stack, is ~16 KiB). A move costs one mmap of 2*windowBytes (the
-	// kernel inserts its pages: ~0.1 ms) per windowBytes consumed.
+	// windowBytes: the chunk. The consumer's chunk and the next are
+	// mapped, so a record of up to windowBytes (the largest, a stack, is
+	// ~16 KiB) needs no more; a longer one maps the chunks it spans.
 	windowBytes = 1 << 20
 )
 
@@ -54,11 +55,12 @@ type Ring struct {
 	page uint64
 	cons []byte // the consumer position's page (read-write)
 	prod []byte // the producer position's page
-	win  []byte // data at offsets [winOff, winOff+len(win)) of the doubled data
-	// winOff is where win starts in the data, below size.
-	winOff uint64
-	// winBytes is the window's unit (windowBytes, or the whole ring when
-	// it is smaller).
+	// va is the address space of the doubled data (2*size bytes,
+	// reserved PROT_NONE); chunks [lo, hi) of it are mapped.
+	va     []byte
+	lo, hi uint64
+	// winBytes is the chunk (windowBytes, or the whole ring when it is
+	// smaller).
 	winBytes uint64
 	epfd     int
 	evfd     int // Flush's eventfd, in epfd
@@ -70,7 +72,7 @@ type Ring struct {
 	// ring is empty.
 	pending error
 	closed  atomic.Bool
-	// moves counts the window's moves (tests).
+	// moves counts the chunks mapped (tests).
 	moves int
 }
 
@@ -102,6 +104,10 @@ func newRing(fd, size, win int) (*Ring, error) {
 	if r.prod, err = unix.Mmap(fd, int64(page), page, unix.PROT_READ, unix.MAP_SHARED); err != nil {
 		return nil, fmt.Errorf("map the ring's producer page: %w", err)
 	}
+	// The reservation: anonymous, no access, never touched.
+	if r.va, err = unix.Mmap(-1, 0, int(2*r.size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE); err != nil {
+		return nil, fmt.Errorf("reserve address space for the ring: %w", err)
+	}
 	if err := r.mapWindow(r.consPos()&(r.size-1), 0); err != nil {
 		return nil, err
 	}
@@ -128,35 +134,57 @@ func (r *Ring) prodPos() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.prod[0])))
 }
 
-// mapWindow maps the data from the window unit holding off, at least
-// through off+n, and unmaps the previous window.
+// mapWindow maps the chunks from the one holding off through the one
+// holding off+n-1, and at least the next chunk, and unmaps the others.
 func (r *Ring) mapWindow(off, n uint64) error {
-	start := off &^ (r.winBytes - 1)
-	length := max(2*r.winBytes, (off+n-start+r.winBytes-1)&^(r.winBytes-1))
-	// The doubled data ends at 2*size; a ring of one window unit is
-	// mapped whole (twice) once.
-	length = min(length, 2*r.size-start)
-	win, err := unix.Mmap(r.fd, int64(2*r.page+start), int(length), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("map the ring's data at %d (%d bytes): %w", start, length, err)
+	lo := off / r.winBytes
+	hi := max(lo+2, (off+max(n, 1)-1)/r.winBytes+1)
+	hi = min(hi, 2*r.size/r.winBytes)
+	for c := r.lo; c < r.hi; c++ {
+		if c < lo || c >= hi {
+			if err := r.chunk(c, false); err != nil {
+				return err
+			}
+		}
 	}
-	if r.win != nil {
-		_ = unix.Munmap(r.win)
+	for c := lo; c < hi; c++ {
+		if c < r.lo || c >= r.hi {
+			if err := r.chunk(c, true); err != nil {
+				r.lo, r.hi = 0, 0 // the state of the others is unknown: remap all next time
+				return err
+			}
+		}
 	}
-	r.win, r.winOff = win, start
-	r.moves++
+	r.lo, r.hi = lo, hi
 	return nil
 }
 
-// at returns the n bytes of data at offset off (below size), moving the
-// window when they are not in it.
+// chunk maps chunk c of the doubled data at its place in va, or puts the
+// reservation back there.
+func (r *Ring) chunk(c uint64, mapped bool) error {
+	addr := unsafe.Pointer(&r.va[c*r.winBytes])
+	var err error
+	if mapped {
+		_, err = unix.MmapPtr(r.fd, int64(2*r.page+c*r.winBytes), addr, uintptr(r.winBytes), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+		r.moves++
+	} else {
+		_, err = unix.MmapPtr(-1, 0, addr, uintptr(r.winBytes), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE|unix.MAP_FIXED)
+	}
+	if err != nil {
+		return fmt.Errorf("map chunk %d of the ring's data: %w", c, err)
+	}
+	return nil
+}
+
+// at returns the n bytes of data at offset off (below size; off+n at most
+// 2*size), mapping the chunks they span when they are not.
 func (r *Ring) at(off, n uint64) ([]byte, error) {
-	if off < r.winOff || off+n > r.winOff+uint64(len(r.win)) {
+	if off < r.lo*r.winBytes || off+n > r.hi*r.winBytes {
 		if err := r.mapWindow(off, n); err != nil {
 			return nil, err
 		}
 	}
-	return r.win[off-r.winOff : off-r.winOff+n], nil
+	return r.va[off : off+n], nil
 }
 
 // SetDeadline sets when a Read waiting for data returns
@@ -291,7 +319,7 @@ func (r *Ring) Flush() error {
 
 // Resident is how many bytes of the ring the process maps now.
 func (r *Ring) Resident() int {
-	return len(r.cons) + len(r.prod) + len(r.win)
+	return len(r.cons) + len(r.prod) + int((r.hi-r.lo)*r.winBytes)
 }
 
 // Close unmaps the ring; a waiting Read returns.
@@ -309,12 +337,12 @@ func (r *Ring) Close() error {
 
 func (r *Ring) release() error {
 	var errs []error
-	for _, m := range [][]byte{r.cons, r.prod, r.win} {
+	for _, m := range [][]byte{r.cons, r.prod, r.va} {
 		if m != nil {
 			errs = append(errs, unix.Munmap(m))
 		}
 	}
-	r.cons, r.prod, r.win = nil, nil, nil
+	r.cons, r.prod, r.va = nil, nil, nil
 	for _, f := range []int{r.epfd, r.evfd} {
 		if f >= 0 {
 			errs = append(errs, unix.Close(f))

@@ -191,7 +191,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
 	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
 	f.RingSize = ByteSize{n: 64 << 20, powerOfTwo: true}
-	fs.Var(&f.RingSize, "ring-size", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes)")
+	fs.Var(&f.RingSize, "ring-size", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes): kernel memory held while tracing (tttrace itself maps ~2 MiB of it); smaller loses records sooner in a burst the reader cannot keep up with (counted, exit 7)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace, see docs/prometheus.md")
