@@ -21,17 +21,17 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# "alloc:SHAPE" runs ttwork --scenario alloc --shape SHAPE.
+# "alloc:SHAPE" runs ttwork --scenario alloc --shape SHAPE ("alloc:SHAPE+mesh" adds --mesh).
 SHAPES = ["n150", "n300", "galaxy", "blackhole"]
 SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb", "cb_legacy",
              "close", "capture", "sametype", "mark", "midrun", "concurrent", "layout", "l1", "all", "traces"] + \
-            ["alloc:" + s for s in SHAPES]
+            ["alloc:" + s for s in SHAPES] + ["alloc:n300+mesh", "alloc:galaxy+mesh"]
 # Buffers a scenario leaves allocated by design, even without --leak: mark marks a DRAM buffer of
 # chip 42 deallocated, which (as upstream) gives nothing back to the allocator, and never closes
 # chip 42 (ttwork.cpp, scenario_mark). "all" runs mark.
 DESIGNED_LEFT = {"mark": [(42, "DRAM", 4096)], "all": [(42, "DRAM", 4096)]}
 SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
-                   "capture", "sametype", "midrun", "alloc:n300"]
+                   "capture", "sametype", "midrun", "alloc:n300", "alloc:n300+mesh"]
 BYTE_FIELDS = {"DRAM": "dram_bytes", "L1": "l1_bytes", "SYSTEM_MEMORY": "system_memory_bytes",
                "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes"}
 FIELDS = ["dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes",
@@ -52,7 +52,9 @@ def fail(what):
 
 def run(cmd, scenario, leak, truth, tmp, go=False, timeout=120):
     scenario, _, shape = scenario.partition(":")
-    args = cmd + ["--scenario", scenario, "--truth", truth] + (["--shape", shape] if shape else [])
+    shape, plus, extra = shape.partition("+")
+    args = cmd + ["--scenario", scenario, "--truth", truth] + (["--shape", shape] if shape else []) + \
+        (["--" + extra] if plus else [])
     if leak:
         args.append("--leak")
     t0 = time.monotonic()
@@ -143,11 +145,30 @@ def check_allocator(name, scenario, t, leak):
                        if dev == d["device"] and t_.lower() == typ.lower())
             if not leak and a["total_allocated_bytes"] != held:
                 fail("%s: device %s %s holds %s without --leak (by design: %d)" % (name, d["device"], typ, a, held))
+    meshes = {m["mesh_id"]: m for m in t.get("meshes", [])}
+    for m in t.get("meshes", []):
+        # A mesh's own allocator: the same identities; without --leak it holds nothing.
+        for typ, a in (m.get("allocator") or {}).items():
+            if a["total_allocatable_size_bytes"] != a["bank_size"] or \
+                    a["total_free_bytes"] != a["bank_size"] - a["total_allocated_bytes"] or \
+                    a["largest_free_block_bytes"] > a["total_free_bytes"]:
+                fail("%s: mesh %s %s statistics %s" % (name, m["mesh_id"], typ, a))
+            if not leak and a["total_allocated_bytes"] != 0:
+                fail("%s: mesh %s %s holds %s without --leak" % (name, m["mesh_id"], typ, a))
     for f in t.get("alloc_failures", []):
-        d = {x["device"]: x for x in t["devices"]}.get(f["device"], {})
-        a = (d.get("allocator") or {}).get(f["type"])
+        if f.get("mesh", -1) >= 0:
+            # A mesh's bank manager refused: the mesh's allocator, not a chip's. A closed
+            # mesh is not in the truth.
+            if f["mesh"] not in meshes:
+                continue
+            a = (meshes[f["mesh"]].get("allocator") or {}).get(f["type"])
+            where = "mesh %s" % f["mesh"]
+        else:
+            d = {x["device"]: x for x in t["devices"]}.get(f["device"], {})
+            a = (d.get("allocator") or {}).get(f["type"])
+            where = "device %s" % f["device"]
         if a is None:
-            fail("%s: failure on device %s %s with no allocator" % (name, f["device"], f["type"]))
+            fail("%s: failure on %s %s with no allocator" % (name, where, f["type"]))
             continue
         pages = f["size"] // f["page_size"]
         spb = 0 if pages == 0 else (1 + (pages - 1) // f["banks"]) * round_up(f["page_size"], a["alignment"])
@@ -250,10 +271,16 @@ def scenario_facts(scenario, t, leak, out, secs, go):
         fail("%s: devices %s" % (name, sorted(dev)))
     check_allocator(name, scenario, t, leak)
     if scenario.startswith("alloc:"):
-        shape = scenario.split(":")[1]
-        causes = [f["cause"] for f in t.get("alloc_failures", [])]
-        if causes != ["larger_than_bank", "exhausted", "fragmented"] or out.count("Out of Memory") != 3:
+        shape, plus, _ = scenario.split(":")[1].partition("+")
+        causes = [(f["cause"], f["mesh"] >= 0) for f in t.get("alloc_failures", [])]
+        want = [(c, False) for c in ("larger_than_bank", "exhausted", "fragmented")]
+        if plus:
+            want += [(c, True) for c in ("larger_than_bank", "exhausted", "fragmented")]
+        if causes != want or out.count("Out of Memory") != len(want):
             fail("%s: failures %s" % (name, causes))
+        meshes = t.get("meshes", [])
+        if plus and (len(meshes) != 1 or meshes[0]["chips"] != list(range({"n300": 2, "galaxy": 32}.get(shape, 1)))):
+            fail("%s: meshes %s" % (name, meshes))
         nchips = {"n300": 2, "galaxy": 32}.get(shape, 1)
         if sorted(dev) != list(range(nchips)) or any(dev[i].get("shape") != shape for i in dev):
             fail("%s: devices %s" % (name, [(i, dev[i].get("shape")) for i in dev]))
@@ -329,8 +356,11 @@ def main():
                 with open(truth) as f:
                     t = json.load(f)
                 t.pop("pid")
+                for m in t.get("meshes", []):
+                    m.pop("mesh_device")  # a heap address
                 for f in t.get("alloc_failures", []):
                     f.pop("tid")
+                    f.pop("mesh_device", None)
                     # Absolute return addresses: they move with the load address (ASLR).
                     f.pop("callers", None)
                 got.append(t)

@@ -427,6 +427,8 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         replica::AllocFailure f;
         f.tid = static_cast<int>(syscall(SYS_gettid));
         f.chip = chip_;
+        f.mesh = mesh_;
+        f.mesh_device = mesh_device_;
         f.type = buffer_type_;
         f.size = size;
         f.page_size = page_size;
@@ -471,14 +473,47 @@ void BankManager::deallocate_buffer(DeviceAddr address, AllocatorDependencies::A
 
 Allocator::~Allocator() = default;
 
-ChipAllocator::ChipAllocator(Device* device, const AllocatorConfig& config) : device_(device), config_(config) {
-    t_freelist_alignment = config_.shape == ChipShape::Flat ? config_.alignment : config_.dram_alignment;
-    if (config_.shape == ChipShape::Flat) {
-        init_flat();
-    } else {
-        init_one_bank_per_channel();
-        init_compute_and_storage_l1_bank_manager();
+void make_bank_managers(const AllocatorConfig& config, std::unique_ptr<BankManager> (&banks)[kNumBufferTypes]) {
+    t_freelist_alignment = config.shape == ChipShape::Flat ? config.alignment : config.dram_alignment;
+    if (config.shape == ChipShape::Flat) {
+        for (BufferType t : {BufferType::DRAM, BufferType::TRACE}) {
+            const int i = static_cast<int>(t);
+            banks[i] = std::make_unique<BankManager>(t, std::vector<int64_t>(1, 0), config.capacity[i], config.alignment,
+                                                     config.base[i]);
+        }
+        for (BufferType t : {BufferType::L1, BufferType::L1_SMALL}) {
+            const int i = static_cast<int>(t);
+            banks[i] = std::make_unique<BankManager>(t, std::unordered_map<uint32_t, int64_t>{{0u, 0}}, config.capacity[i],
+                                                     config.base[i], config.alignment, config.base[i]);
+        }
+        return;
     }
+    // init_one_bank_per_channel: UNRESERVED | DRAM BANK | TRACE REGION
+    const DeviceAddr dram_bank_size = config.dram_bank_size - config.dram_unreserved_base - config.trace_region_size;
+    std::vector<int64_t> offsets(config.dram_bank_offsets.begin(), config.dram_bank_offsets.end());
+    banks[static_cast<int>(BufferType::DRAM)] = std::make_unique<BankManager>(
+        BufferType::DRAM, offsets, dram_bank_size, config.dram_alignment, config.dram_unreserved_base);
+    banks[static_cast<int>(BufferType::TRACE)] = std::make_unique<BankManager>(
+        BufferType::TRACE, offsets, config.trace_region_size, config.dram_alignment, dram_bank_size + config.dram_unreserved_base);
+    // init_compute_and_storage_l1_bank_manager
+    std::unordered_map<uint32_t, int64_t> l1_banks, small_banks;
+    for (uint32_t id = 0; id < config.num_l1_banks; ++id) {
+        l1_banks.emplace(id, 0);
+        if (config.l1_small_size > 0) small_banks.emplace(id, 0);
+    }
+    const DeviceAddr l1_bank_size = config.worker_l1_size - config.l1_unreserved_base;
+    const DeviceAddr interleaved_limit = config.worker_l1_size - l1_bank_size;
+    const DeviceAddr allocatable = l1_bank_size - config.l1_small_size;
+    banks[static_cast<int>(BufferType::L1)] = std::make_unique<BankManager>(
+        BufferType::L1, l1_banks, allocatable, interleaved_limit, config.l1_alignment, config.l1_unreserved_base, false,
+        BankManager::AllocatorDependencies(config.hybrid ? 1 + static_cast<uint32_t>(l1_banks.size()) : 1));
+    banks[static_cast<int>(BufferType::L1_SMALL)] = std::make_unique<BankManager>(
+        BufferType::L1_SMALL, small_banks, config.l1_small_size, config.worker_l1_size - config.l1_small_size,
+        config.l1_alignment, config.l1_unreserved_base + allocatable);
+}
+
+ChipAllocator::ChipAllocator(Device* device, const AllocatorConfig& config) : device_(device), config_(config) {
+    make_bank_managers(config_, banks_);
     // SYSTEM_MEMORY: no BankManager upstream (it refuses the type); the replica keeps a bare
     // free list, so no BankManager constructor runs for it.
     system_ = allocator::FreeList(config_.capacity[2], config_.base[2], config_.alignment, config_.alignment);
@@ -487,58 +522,17 @@ ChipAllocator::ChipAllocator(Device* device, const AllocatorConfig& config) : de
     }
 }
 
-void ChipAllocator::init_flat() {
-    for (BufferType t : {BufferType::DRAM, BufferType::TRACE}) {
-        const int i = static_cast<int>(t);
-        banks_[i] = std::make_unique<BankManager>(t, std::vector<int64_t>(1, 0), config_.capacity[i], config_.alignment,
-                                                  config_.base[i]);
-    }
-    for (BufferType t : {BufferType::L1, BufferType::L1_SMALL}) {
-        const int i = static_cast<int>(t);
-        banks_[i] = std::make_unique<BankManager>(t, std::unordered_map<uint32_t, int64_t>{{0u, 0}},
-                                                  config_.capacity[i], config_.base[i], config_.alignment,
-                                                  config_.base[i]);
-    }
-}
-
-void ChipAllocator::init_one_bank_per_channel() {
-    // UNRESERVED | DRAM BANK | TRACE REGION
-    const DeviceAddr dram_bank_size =
-        config_.dram_bank_size - config_.dram_unreserved_base - config_.trace_region_size;
-    std::vector<int64_t> offsets(config_.dram_bank_offsets.begin(), config_.dram_bank_offsets.end());
-    banks_[static_cast<int>(BufferType::DRAM)] = std::make_unique<BankManager>(
-        BufferType::DRAM, offsets, dram_bank_size, config_.dram_alignment, config_.dram_unreserved_base);
-    banks_[static_cast<int>(BufferType::TRACE)] =
-        std::make_unique<BankManager>(BufferType::TRACE, offsets, config_.trace_region_size, config_.dram_alignment,
-                                      dram_bank_size + config_.dram_unreserved_base);
-}
-
-void ChipAllocator::init_compute_and_storage_l1_bank_manager() {
-    std::unordered_map<uint32_t, int64_t> l1_banks, small_banks;
-    for (uint32_t id = 0; id < config_.num_l1_banks; ++id) {
-        l1_banks.emplace(id, 0);
-        if (config_.l1_small_size > 0) small_banks.emplace(id, 0);
-    }
-    const DeviceAddr l1_bank_size = config_.worker_l1_size - config_.l1_unreserved_base;
-    const DeviceAddr interleaved_limit = config_.worker_l1_size - l1_bank_size;
-    const DeviceAddr allocatable = l1_bank_size - config_.l1_small_size;
-    banks_[static_cast<int>(BufferType::L1)] = std::make_unique<BankManager>(
-        BufferType::L1, l1_banks, allocatable, interleaved_limit, config_.l1_alignment, config_.l1_unreserved_base, false,
-        BankManager::AllocatorDependencies(config_.hybrid ? 1 + static_cast<uint32_t>(l1_banks.size()) : 1));
-    banks_[static_cast<int>(BufferType::L1_SMALL)] = std::make_unique<BankManager>(
-        BufferType::L1_SMALL, small_banks, config_.l1_small_size, config_.worker_l1_size - config_.l1_small_size,
-        config_.l1_alignment, config_.l1_unreserved_base + allocatable);
-}
-
 ChipAllocator::~ChipAllocator() = default;
 
 bool ChipAllocator::default_bottom_up(BufferType type) const {
     return type == BufferType::DRAM || (config_.l1_bottom_up_default && type != BufferType::TRACE);
 }
 
-uint32_t ChipAllocator::get_alignment(BufferType type) const {
-    if (config_.shape == ChipShape::Flat) return config_.alignment;
-    return (type == BufferType::DRAM || type == BufferType::TRACE) ? config_.dram_alignment : config_.l1_alignment;
+uint32_t ChipAllocator::get_alignment(BufferType type) const { return alignment_of(config_, type); }
+
+uint32_t alignment_of(const AllocatorConfig& config, BufferType type) {
+    if (config.shape == ChipShape::Flat) return config.alignment;
+    return (type == BufferType::DRAM || type == BufferType::TRACE) ? config.dram_alignment : config.l1_alignment;
 }
 
 namespace {
@@ -550,13 +544,13 @@ DeviceAddr num_pages(const Buffer* b) {
 }
 }  // namespace
 
-ChipAllocator::Request ChipAllocator::request_for(const Buffer* buffer) const {
-    const uint32_t a = get_alignment(buffer->buffer_type());
+BankRequest bank_request_for(const AllocatorConfig& config, const Buffer* buffer) {
+    const uint32_t a = alignment_of(config, buffer->buffer_type());
     const DeviceAddr aligned_page = (buffer->page_size() + a - 1) / a * a;
     DeviceAddr pages = num_pages(buffer);
     const std::optional<uint32_t> shards = buffer->num_cores();
     if (shards && *shards > 0) pages = (pages + *shards - 1) / *shards * *shards;  // shard-padded
-    return Request{pages * aligned_page, aligned_page, buffer->bottom_up(), shards};
+    return BankRequest{pages * aligned_page, aligned_page, buffer->bottom_up(), shards};
 }
 
 DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
@@ -617,7 +611,7 @@ DeviceAddr ChipAllocator::span_for(BufferType type, const Request& r) const {
 void ChipAllocator::deallocate_buffer(Buffer* buffer) {
     auto it = per_core_.find(buffer);
     if (it == per_core_.end()) {
-        release(buffer->buffer_type(), buffer->address());
+        release(buffer->buffer_type(), buffer->address(), buffer);
         return;
     }
     BankManager& bank = *banks_[static_cast<int>(BufferType::L1)];
@@ -647,21 +641,24 @@ std::shared_ptr<Buffer> create_per_core_buffer(IDevice* device, DeviceAddr size,
 }
 }  // namespace experimental::per_core_allocation
 
-void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size) {
+void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size, bool mesh) {
     const uint64_t epoch = replica::attach_epoch();
     const uint64_t serial = replica::trace_note_alloc(device_->id(), type, addr, span, owner, size);
-    held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch, serial});
+    held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch, serial, mesh});
     replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(size), false);
     replica::charge(device_->id(), replica::kLive, 1, false);
 }
 
-bool ChipAllocator::release(BufferType type, DeviceAddr addr) {
+bool ChipAllocator::release(BufferType type, DeviceAddr addr, const Buffer* owner) {
     auto& held = held_[static_cast<int>(type)];
-    auto it = held.find(addr);
-    if (it == held.end()) return false;
-    const AllocatorBlock b = it->second;
-    held.erase(it);
-    if (type == BufferType::SYSTEM_MEMORY) {
+    auto [lo, hi] = held.equal_range(addr);
+    while (lo != hi && lo->second.owner != owner) ++lo;
+    if (lo == hi) return false;
+    const AllocatorBlock b = lo->second;
+    held.erase(lo);
+    if (b.mesh) {
+        // The mesh's allocator frees it.
+    } else if (type == BufferType::SYSTEM_MEMORY) {
         system_.deallocate(addr);
     } else {
         banks_[static_cast<int>(type)]->deallocate_buffer(addr);
@@ -686,71 +683,72 @@ void ChipAllocator::clear() {
 
 namespace distributed {
 
-MeshAllocator::MeshAllocator(MeshDevice* mesh) : mesh_(mesh) {}
+MeshAllocator::MeshAllocator(MeshDevice* mesh, const AllocatorConfig& config) : mesh_(mesh), config_(config) {
+    make_bank_managers(config_, banks_);
+    system_ = allocator::FreeList(config_.capacity[2], config_.base[2], config_.alignment, config_.alignment);
+    for (auto& b : banks_) {
+        if (b) b->set_mesh(mesh_->id(), mesh_);
+    }
+}
+
 MeshAllocator::~MeshAllocator() = default;
 
 bool MeshAllocator::default_bottom_up(BufferType type) const {
-    return mesh_->get_devices().front()->chip_allocator()->default_bottom_up(type);
+    return type == BufferType::DRAM || (config_.l1_bottom_up_default && type != BufferType::TRACE);
 }
 
-uint32_t MeshAllocator::get_alignment(BufferType type) const {
-    return mesh_->get_devices().front()->chip_allocator()->get_alignment(type);
-}
+uint32_t MeshAllocator::get_alignment(BufferType type) const { return alignment_of(config_, type); }
 
 DeviceAddr MeshAllocator::allocate_buffer(Buffer* buffer) {
     if (!mesh_->is_initialized()) throw std::runtime_error("MeshDevice " + std::to_string(mesh_->id()) + " is closed");
     const BufferType type = buffer->buffer_type();
-    std::vector<ChipAllocator*> allocs;
-    for (Device* chip : mesh_->get_devices()) {
-        if (chip->is_initialized()) allocs.push_back(chip->chip_allocator());
-    }
-    if (allocs.empty()) throw std::runtime_error("MeshDevice has no open chip");
-    const ChipAllocator::Request r = allocs.front()->request_for(buffer);
-    DeviceAddr span = 0;
-    for (ChipAllocator* a : allocs) span = std::max(span, a->span_for(type, r));
-    auto oom = [&]() -> std::runtime_error {
-        const Statistics s = allocs.front()->list(type).get_statistics();
-        return std::runtime_error("Out of Memory: Not enough space to allocate " + std::to_string(r.size) + " B " +
-                                  buffer_type_name(type) + " buffer on every chip of mesh " + std::to_string(mesh_->id()) +
-                                  ", where each bank needs to store " + std::to_string(span) + " B, but bank size is " +
-                                  std::to_string(s.total_allocatable_size_bytes) + " B (allocated: " +
-                                  std::to_string(s.total_allocated_bytes) + " B, free: " +
-                                  std::to_string(s.total_free_bytes) + " B, largest free block: " +
-                                  std::to_string(s.largest_free_block_bytes) + " B)");
-    };
-    // An address free on every chip: move the candidate until all chips agree (up for
-    // bottom-up, down for top-down).
-    DeviceAddr cand = r.bottom_up ? 0 : ~DeviceAddr{0};
-    for (;;) {
-        bool moved = false;
-        for (ChipAllocator* a : allocs) {
-            const allocator::FreeList& fl = a->list(type);
-            std::optional<DeviceAddr> at = r.bottom_up ? fl.find_from(cand, span)
-                                                       : fl.find_below(cand == ~DeviceAddr{0} ? fl.offset() + fl.max_size()
-                                                                                              : cand + span,
-                                                                       span);
-            if (!at) throw oom();
-            if (*at != cand) {
-                cand = *at;
-                moved = true;
-                break;
-            }
+    const BankRequest r = bank_request_for(config_, buffer);
+    DeviceAddr address = 0, span = 0;
+    if (type == BufferType::SYSTEM_MEMORY) {
+        span = system_.alloc_size(r.size);
+        std::optional<DeviceAddr> at = system_.allocate(span, r.bottom_up);
+        if (!at) {
+            throw std::runtime_error("Out of Memory: Not enough space to allocate " + std::to_string(r.size) +
+                                     " B SYSTEM_MEMORY buffer");
         }
-        if (!moved) break;
+        address = *at;
+    } else {
+        BankManager& bank = *banks_[static_cast<int>(type)];
+        // Throws "Out of Memory" (recorded in the truth with this mesh) and changes nothing.
+        address = bank.allocate_buffer(r.size, r.page_size, r.bottom_up, config_.compute_grid, r.num_shards);
+        span = bank.span_for(r.size, r.page_size, r.num_shards);
     }
+    held_[static_cast<int>(type)].emplace(address, AllocatorBlock{span, buffer->size(), buffer, replica::attach_epoch(), 0, true});
     replica::trace_group(true);  // one allocation: one serial on every chip
-    for (ChipAllocator* a : allocs) {
-        a->list(type).allocate_at(cand, span);
-        a->reserve(type, cand, span, buffer, buffer->size());
+    for (Device* chip : mesh_->get_devices()) {
+        if (chip->is_initialized()) chip->chip_allocator()->reserve(type, address, span, buffer, buffer->size(), true);
     }
     replica::trace_group(false);
-    return cand;
+    return address;
 }
 
 void MeshAllocator::deallocate_buffer(Buffer* buffer) {
-    for (Device* chip : mesh_->get_devices()) {
-        if (chip->is_initialized()) chip->chip_allocator()->release(buffer->buffer_type(), buffer->address());
+    const BufferType type = buffer->buffer_type();
+    auto& held = held_[static_cast<int>(type)];
+    auto it = held.find(buffer->address());
+    if (it == held.end() || it->second.owner != buffer) return;
+    held.erase(it);
+    if (type == BufferType::SYSTEM_MEMORY) {
+        system_.deallocate(buffer->address());
+    } else {
+        banks_[static_cast<int>(type)]->deallocate_buffer(buffer->address());
     }
+    for (Device* chip : mesh_->get_devices()) {
+        if (chip->is_initialized()) chip->chip_allocator()->release(type, buffer->address(), buffer);
+    }
+}
+
+void MeshAllocator::clear() {
+    for (auto& bank : banks_) {
+        if (bank) bank->clear();
+    }
+    system_.clear();
+    for (auto& held : held_) held.clear();
 }
 
 }  // namespace distributed

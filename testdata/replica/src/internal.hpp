@@ -89,6 +89,8 @@ TT_REPLICA_HIDDEN void note_l1_clash(const L1Clash& clash);
 struct AllocFailure {
     int tid = 0;
     int chip = -1;
+    int mesh = -1;                       // a mesh's bank manager: its MeshDevice::id()
+    const void* mesh_device = nullptr;  // and its MeshDevice*
     BufferType type = BufferType::DRAM;
     uint64_t size = 0;       // what the bank manager got (the buffer's aligned size)
     uint64_t page_size = 0;  // aligned page size

@@ -17,9 +17,19 @@ std::vector<std::shared_ptr<MeshDevice>>& all_meshes() {
 }
 }  // namespace
 
+std::vector<std::shared_ptr<MeshDevice>> MeshDevice::all() {
+    std::lock_guard<std::mutex> lock(g_meshes_mutex);
+    return all_meshes();
+}
+
 MeshDevice::MeshDevice(Private, int mesh_id, std::vector<Device*> chips, MeshDevice* parent)
-    : mesh_id_(mesh_id), initialized_(true), chips_(std::move(chips)), parent_(parent) {
-    allocator_ = std::make_unique<MeshAllocator>(this);
+    : mesh_id_(mesh_id), initialized_(true), chips_(std::move(chips)), parent_(parent) {}
+
+// Upstream MeshDevice::initialize (mesh_device.cpp) makes the mesh's own L1BankingAllocator from
+// its reference chip's allocator config, on the thread creating the mesh: its BankManagers go
+// through the same constructors as a chip's, outside any Device::initialize_allocator.
+__attribute__((noinline)) void MeshDevice::initialize() {
+    allocator_ = std::make_unique<MeshAllocator>(this, chips_.front()->allocator_config());
 }
 
 MeshDevice::~MeshDevice() = default;
@@ -27,6 +37,7 @@ MeshDevice::~MeshDevice() = default;
 std::shared_ptr<MeshDevice> MeshDevice::create(std::vector<Device*> chips) {
     if (chips.empty()) throw std::invalid_argument("MeshDevice needs at least one chip");
     auto mesh = std::make_shared<MeshDevice>(Private{}, g_next_mesh_id.fetch_add(1), std::move(chips), nullptr);
+    mesh->initialize();
     std::lock_guard<std::mutex> lock(g_meshes_mutex);
     all_meshes().push_back(mesh);
     return mesh;
@@ -40,6 +51,7 @@ std::shared_ptr<MeshDevice> MeshDevice::create_submesh(const std::vector<Device*
     }
     if (chips.empty()) throw std::invalid_argument("sub-mesh needs at least one chip");
     auto sub = std::make_shared<MeshDevice>(Private{}, g_next_mesh_id.fetch_add(1), chips, this);
+    sub->initialize();
     std::lock_guard<std::mutex> lock(g_meshes_mutex);
     submeshes_.push_back(sub);
     all_meshes().push_back(sub);
@@ -63,7 +75,12 @@ TT_PROBED bool MeshDevice::close() {
     }
     for (auto& sub : subs) sub->close();
     for (Device* chip : chips_) chip->close();
-    initialized_.store(false, std::memory_order_release);
+    {
+        // Upstream resets the sub-device manager tracker, which owns the mesh's allocator.
+        std::lock_guard<std::mutex> lock(replica::mem_mutex());
+        allocator_->clear();
+        initialized_.store(false, std::memory_order_release);
+    }
     return true;
 }
 

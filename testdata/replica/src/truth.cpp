@@ -160,6 +160,36 @@ extern "C" void tt_replica_mark_attach(void) {
     }
 }
 
+namespace {
+// The "allocator" object of a chip or a mesh: get_statistics per type (README "Ground truth").
+template <typename Bank>
+std::string allocator_json(Bank bank_of, const tt::tt_metal::ChipAllocator* chip) {
+    using namespace tt::tt_metal;
+    std::string out;
+    char buf[768];
+    bool first_type = true;
+    for (BufferType bt : {BufferType::DRAM, BufferType::L1, BufferType::L1_SMALL, BufferType::TRACE}) {
+        const BankManager& bank = bank_of(bt);
+        if (bank.num_banks() == 0) continue;
+        const Statistics st = bank.get_statistics();
+        const bool l1 = bt == BufferType::L1 && chip != nullptr;
+        std::snprintf(buf, sizeof buf,
+                      "%s\"%s\":{\"banks\":%u,\"bank_size\":%" PRIu64 ",\"alignment\":%u,\"freelist_alignment\":%" PRIu64
+                      ",\"base\":%" PRIu64
+                      ",\"total_allocatable_size_bytes\":%" PRIu64 ",\"total_allocated_bytes\":%" PRIu64
+                      ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64
+                      ",\"per_core_buffers\":%zu,\"per_core_bytes\":%" PRIu64 "}",
+                      first_type ? "" : ",", buffer_type_name(bt), bank.num_banks(), bank.bank_size(), bank.alignment(),
+                      bank.free_list().alignment(), bank.base(), st.total_allocatable_size_bytes, st.total_allocated_bytes,
+                      st.total_free_bytes, st.largest_free_block_bytes, l1 ? chip->per_core().size() : std::size_t{0},
+                      l1 ? chip->per_core_bytes() : DeviceAddr{0});
+        out += buf;
+        first_type = false;
+    }
+    return out;
+}
+}  // namespace
+
 extern "C" int tt_replica_write_truth(const char* path) {
     using namespace tt::tt_metal::replica;
     std::lock_guard<std::mutex> lock(mem_mutex());
@@ -244,28 +274,36 @@ extern "C" int tt_replica_write_truth(const char* path) {
             std::snprintf(buf, sizeof buf, ",\"shape\":\"%s\",\"allocator\":{",
                           chip_shape_name(open_chip->chip_allocator()->config().shape));
             out += buf;
-            bool first_type = true;
-            for (BufferType bt : {BufferType::DRAM, BufferType::L1, BufferType::L1_SMALL, BufferType::TRACE}) {
-                const BankManager& bank = open_chip->chip_allocator()->bank(bt);
-                if (bank.num_banks() == 0) continue;
-                const Statistics st = bank.get_statistics();
-                std::snprintf(buf, sizeof buf,
-                              "%s\"%s\":{\"banks\":%u,\"bank_size\":%" PRIu64 ",\"alignment\":%u,\"freelist_alignment\":%" PRIu64
-                              ",\"base\":%" PRIu64
-                              ",\"total_allocatable_size_bytes\":%" PRIu64 ",\"total_allocated_bytes\":%" PRIu64
-                              ",\"total_free_bytes\":%" PRIu64 ",\"largest_free_block_bytes\":%" PRIu64
-                              ",\"per_core_buffers\":%zu,\"per_core_bytes\":%" PRIu64 "}",
-                              first_type ? "" : ",", buffer_type_name(bt), bank.num_banks(), bank.bank_size(),
-                              bank.alignment(), bank.free_list().alignment(), bank.base(), st.total_allocatable_size_bytes, st.total_allocated_bytes,
-                              st.total_free_bytes, st.largest_free_block_bytes,
-                              bt == BufferType::L1 ? open_chip->chip_allocator()->per_core().size() : std::size_t{0},
-                              bt == BufferType::L1 ? open_chip->chip_allocator()->per_core_bytes() : DeviceAddr{0});
-                out += buf;
-                first_type = false;
-            }
+            out += allocator_json([&](BufferType bt) -> const BankManager& {
+                return open_chip->chip_allocator()->bank(bt);
+            }, open_chip->chip_allocator());
             out += "}";
         }
         out += "}";
+    }
+    out += "],\n \"meshes\":[";
+    {
+        // Every open MeshDevice: its own allocator's get_statistics per type (mesh buffers are
+        // counted there, never in their chips' allocators).
+        bool first_mesh = true;
+        for (const auto& m : distributed::MeshDevice::all()) {
+            if (!m->is_initialized()) continue;
+            const distributed::MeshAllocator* ma = m->mesh_allocator();
+            std::snprintf(buf, sizeof buf, "%s{\"mesh_id\":%d,\"mesh_device\":\"%p\",\"parent\":%d,\"shape\":\"%s\",\"chips\":[",
+                          first_mesh ? "\n  " : ",\n  ", m->id(), static_cast<const void*>(m.get()),
+                          m->get_parent_mesh() ? m->get_parent_mesh()->id() : -1, chip_shape_name(ma->config().shape));
+            out += buf;
+            first_mesh = false;
+            bool first_chip = true;
+            for (const Device* c : m->get_devices()) {
+                std::snprintf(buf, sizeof buf, "%s%d", first_chip ? "" : ",", c->id());
+                out += buf;
+                first_chip = false;
+            }
+            out += "],\"allocator\":{";
+            out += allocator_json([&](BufferType bt) -> const BankManager& { return ma->bank(bt); }, nullptr);
+            out += "}}";
+        }
     }
     out += "],\n \"leaks\":[";
     for (std::size_t i = 0; i < leaks.size(); ++i) {
@@ -303,12 +341,15 @@ extern "C" int tt_replica_write_truth(const char* path) {
     };
     for (std::size_t i = 0; i < l.alloc_failures.size(); ++i) {
         const AllocFailure& f = l.alloc_failures[i];
+        char mesh_device[32] = "null";
+        if (f.mesh_device != nullptr) std::snprintf(mesh_device, sizeof mesh_device, "\"%p\"", f.mesh_device);
         std::snprintf(buf, sizeof buf,
-                      "%s{\"tid\":%d,\"device\":%d,\"type\":\"%s\",\"size\":%" PRIu64 ",\"page_size\":%" PRIu64
+                      "%s{\"tid\":%d,\"device\":%d,\"mesh\":%d,\"mesh_device\":%s,\"type\":\"%s\",\"size\":%" PRIu64
+                      ",\"page_size\":%" PRIu64
                       ",\"banks\":%u,\"size_per_bank\":%" PRIu64 ",\"span\":%" PRIu64 ",\"bottom_up\":%s,\"bank_size\":%" PRIu64
                       ",\"cause\":\"%s\",\"before\":",
-                      i ? ",\n  " : "\n  ", f.tid, f.chip, buffer_type_name(f.type), f.size, f.page_size, f.banks,
-                      f.size_per_bank, f.span, f.bottom_up ? "true" : "false", f.bank_size, f.cause);
+                      i ? ",\n  " : "\n  ", f.tid, f.chip, f.mesh, mesh_device, buffer_type_name(f.type), f.size, f.page_size,
+                      f.banks, f.size_per_bank, f.span, f.bottom_up ? "true" : "false", f.bank_size, f.cause);
         out += buf;
         out += stats_json(f.before) + ",\"after\":" + stats_json(f.after) + ",\"message\":\"" + f.message + "\",\"callers\":[";
         for (std::size_t j = 0; j < f.callers.size(); ++j) {

@@ -63,6 +63,7 @@ struct Options {
     bool alloc_before_go = false;
     bool idle_chip = false;      // alloc scenario: the last chip allocates nothing after the go point
     bool hybrid = false;  // alloc scenario: chips in AllocatorMode::HYBRID, with per-core L1 buffers
+    bool mesh = false;    // alloc scenario: a MeshDevice over the chips, its buffers and its OOMs
     int settle_ms = 3000;
 };
 
@@ -771,9 +772,6 @@ int scenario_alloc(Ctx& ctx) {
             if (b && (b->buffer_type() == BufferType::L1 || b->buffer_type() == BufferType::L1_SMALL)) b.reset();
         }
     }
-    // No mesh buffer here: the replica's mesh allocator reserves on the chips' free lists
-    // without a BankManager::allocate_buffer call (upstream's mesh has bank managers of its
-    // own), so a tracer cannot follow those lists exactly (README).
     // Freed ones, so the free lists merge neighbours.
     BufferPtr t1 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
     BufferPtr t2 = Buffer::create(d, 24 * page, page, BufferType::DRAM);
@@ -823,6 +821,39 @@ int scenario_alloc(Ctx& ctx) {
         pc1.reset();
         keep.push_back(pc2);
         if (ctx.opt.leak) keep_forever(pc2);
+    }
+    if (ctx.opt.mesh) {
+        // A MeshDevice over the chips: its own allocator (the chips' never hold its buffers),
+        // buffers of every type, then its own OOMs as the chip's above.
+        auto mesh = MeshDevice::create(chips);
+        const BankManager& ml1 = mesh->mesh_allocator()->bank(BufferType::L1);
+        std::vector<std::shared_ptr<MeshBuffer>> mk;
+        mk.push_back(MeshBuffer::create(mesh.get(), 5 << 20, page, BufferType::DRAM));
+        mk.push_back(MeshBuffer::create(mesh.get(), 40 * page, page, BufferType::DRAM));
+        mk.push_back(MeshBuffer::create(mesh.get(), 1 << 19, page, BufferType::TRACE));
+        mk.push_back(MeshBuffer::create(mesh.get(), 2 * 1024 * ml1.num_banks(), 1024, BufferType::L1_SMALL));
+        mk[1].reset();  // a hole in the mesh's DRAM list
+        keep.push_back(Buffer::create(d, 16 * page, page, BufferType::DRAM));  // the chip's own, meanwhile
+        CHECK(caught_oom("mesh larger than a bank", [&] {
+            const BankManager& md = mesh->mesh_allocator()->bank(BufferType::DRAM);
+            MeshBuffer::create(mesh.get(), (md.bank_size() / page + 1) * page * md.num_banks(), page, BufferType::DRAM);
+        }));
+        const DeviceAddr mchunk_pages = ml1.bank_size() / 5 / page;
+        const DeviceAddr mchunk = mchunk_pages * page * ml1.num_banks();
+        std::vector<std::shared_ptr<MeshBuffer>> mchunks;
+        for (int i = 0; i < 5; ++i) mchunks.push_back(MeshBuffer::create(mesh.get(), mchunk, page, BufferType::L1));
+        CHECK(caught_oom("mesh exhausted", [&] { MeshBuffer::create(mesh.get(), mchunk, page, BufferType::L1); }));
+        mchunks[1].reset();
+        mchunks[3].reset();
+        CHECK(caught_oom("mesh fragmented", [&] {
+            MeshBuffer::create(mesh.get(), (mchunk_pages + mchunk_pages / 2) * page * ml1.num_banks(), page, BufferType::L1);
+        }));
+        mchunks[1] = MeshBuffer::create(mesh.get(), mchunk, page, BufferType::L1);
+        if (ctx.opt.leak) {
+            keep_forever(mk[0]);
+            keep_forever(mchunks[0]);
+        }
+        // The mesh stays open (MeshDevices live for the process): the truth gives its allocator.
     }
     if (ctx.opt.leak) {
         keep_forever(keep[0]);
@@ -1324,7 +1355,7 @@ void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
                  "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
-                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--idle-chip] [--hybrid]\n"
+                 "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--idle-chip] [--hybrid] [--mesh]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
     std::fprintf(f, " all\n");
@@ -1382,6 +1413,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.open_before_go = true;
         } else if (a == "--hybrid") {
             ctx.opt.hybrid = true;
+        } else if (a == "--mesh") {
+            ctx.opt.mesh = true;
         } else if (a == "--alloc-before-go") {
             ctx.opt.alloc_before_go = true;
         } else if (a == "--idle-chip") {

@@ -2,9 +2,9 @@
 // BankManager per buffer type, each a first-fit free list over one bank's address space in
 // which every allocation reserves the same per-bank span in all banks (lockstep). BankManager's
 // two constructors and allocate_buffer have upstream's declarations, hence its mangled names
-// (tttrace probes them). The mesh allocator reserves the same address on every chip of a mesh
-// (a replica simplification: upstream's mesh has an allocator of its own). Allocations change
-// the ground truth here.
+// (tttrace probes them). A MeshDevice has an allocator of its own, as upstream's, built from its
+// reference chip's config through the same constructors; the chips' allocators never hold mesh
+// buffers. Allocations change the ground truth here.
 #pragma once
 
 #include <sys/types.h>
@@ -262,13 +262,16 @@ public:
     void clear() { mutable_free_list().clear(); }
     Statistics get_statistics() const { return free_list().get_statistics(); }
 
-    // Mesh allocations (replica): the span the free list takes for a request, and reserving it
-    // at a chosen address.
+    // The span the free list takes for a request.
     DeviceAddr span_for(DeviceAddr size, DeviceAddr page_size, std::optional<uint32_t> num_shards) const;
     allocator::FreeList& mutable_free_list() { return static_cast<allocator::FreeList&>(*allocators_[0]); }
 
-    // The chip this manager belongs to, for the truth's failure records (-1 = none).
+    // The chip or the mesh this manager belongs to, for the truth's failure records (-1 = none).
     void set_chip(int chip) { chip_ = chip; }
+    void set_mesh(int mesh_id, const void* mesh_device) {
+        mesh_ = mesh_id;
+        mesh_device_ = mesh_device;
+    }
 
 private:
     // As upstream: the free list's alignment is the HAL's DRAM alignment for every manager.
@@ -284,7 +287,24 @@ private:
     AllocatorDependencies allocator_dependencies_;
     ttsl::SmallVector<std::unique_ptr<allocator::Algorithm>> allocators_;
     int chip_ = -1;
+    int mesh_ = -1;
+    const void* mesh_device_ = nullptr;
 };
+
+// The request an allocator makes of its bank manager for a buffer (upstream
+// AllocatorImpl::allocate_buffer: aligned size, aligned page size, bottom_up, shard count).
+struct BankRequest {
+    DeviceAddr size;       // aligned_size
+    DeviceAddr page_size;  // aligned_page_size
+    bool bottom_up;
+    std::optional<uint32_t> num_shards;
+};
+// Alignment of a type's pages under `config` (upstream Allocator::get_alignment).
+uint32_t alignment_of(const AllocatorConfig& config, BufferType type);
+BankRequest bank_request_for(const AllocatorConfig& config, const Buffer* buffer);
+// Upstream L1BankingAllocator's construction: the BankManagers of `config`, in upstream's order
+// (DRAM, TRACE, L1, L1_SMALL), on the calling thread. SYSTEM_MEMORY's stays null.
+void make_bank_managers(const AllocatorConfig& config, std::unique_ptr<BankManager> (&banks)[kNumBufferTypes]);
 
 class Allocator {
 public:
@@ -306,6 +326,9 @@ struct AllocatorBlock {
     const Buffer* owner = nullptr;
     uint64_t epoch = 0;  // replica attach epoch at reservation (midrun scenario)
     uint64_t serial = 0; // order of the reservation among all chips' (trace truth, src/trace.cpp)
+    // A mesh buffer: held by the mesh's allocator, noted here because the chip holds it
+    // physically (truth, CB clash check, trace hazards); the chip's free lists do not.
+    bool mesh = false;
 };
 
 class ChipAllocator final : public Allocator {
@@ -321,19 +344,15 @@ public:
     // Not for SYSTEM_MEMORY (no BankManager).
     const BankManager& bank(BufferType type) const { return *banks_[static_cast<int>(type)]; }
     BankManager& mutable_bank(BufferType type) { return *banks_[static_cast<int>(type)]; }
-    // Allocations held, by address (what the truth and the CB clash check read).
-    const std::map<DeviceAddr, AllocatorBlock>& blocks(BufferType type) const { return held_[static_cast<int>(type)]; }
+    // Allocations the chip holds, by address (what the truth and the CB clash check read):
+    // its own and the mesh buffers of its meshes (whose allocators are independent of the
+    // chip's, so a chip buffer and a mesh buffer can share an address).
+    const std::multimap<DeviceAddr, AllocatorBlock>& blocks(BufferType type) const { return held_[static_cast<int>(type)]; }
     const AllocatorConfig& config() const { return config_; }
     Device* device() const { return device_; }
 
-    // The request the allocator makes for a buffer (upstream AllocatorImpl::allocate_buffer).
-    struct Request {
-        DeviceAddr size;       // aligned_size
-        DeviceAddr page_size;  // aligned_page_size
-        bool bottom_up;
-        std::optional<uint32_t> num_shards;
-    };
-    Request request_for(const Buffer* buffer) const;
+    using Request = BankRequest;
+    Request request_for(const Buffer* buffer) const { return bank_request_for(config_, buffer); }
     // The free list of a type (SYSTEM_MEMORY: the replica's own) and the span a request takes.
     allocator::FreeList& list(BufferType type);
     DeviceAddr span_for(BufferType type, const Request& r) const;
@@ -347,25 +366,23 @@ public:
     const std::map<const Buffer*, PerCore>& per_core() const { return per_core_; }
     DeviceAddr per_core_bytes() const;
 
-    // Record an allocation the caller placed (the free list already holds it) and charge the truth.
-    void reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size);
-    // Release the allocation at addr, if any, and credit the truth.
-    bool release(BufferType type, DeviceAddr addr);
+    // Record an allocation placed by the chip's free list (mesh: by its mesh's allocator, the
+    // chip's lists untouched) and charge the truth.
+    void reserve(BufferType type, DeviceAddr addr, DeviceAddr span, const Buffer* owner, DeviceAddr size, bool mesh = false);
+    // Release owner's allocation at addr, if any (from the chip's free list unless a mesh
+    // buffer), and credit the truth.
+    bool release(BufferType type, DeviceAddr addr, const Buffer* owner);
     // Device::close: drop everything at once.
     void clear();
 
 private:
-    void init_one_bank_per_channel();
-    void init_compute_and_storage_l1_bank_manager();
-    void init_flat();
-
     Device* device_;
     AllocatorConfig config_;
     // As upstream (std::make_unique): a BankManager's `this` is its identity for the life of
     // the allocator, which is what a tracer keys its requests by. SYSTEM_MEMORY's stays null.
     std::unique_ptr<BankManager> banks_[kNumBufferTypes];
     allocator::FreeList system_;
-    std::map<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
+    std::multimap<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
     std::map<const Buffer*, PerCore> per_core_;
 };
 
@@ -379,19 +396,34 @@ std::shared_ptr<Buffer> create_per_core_buffer(IDevice* device, DeviceAddr size,
 namespace distributed {
 class MeshDevice;
 
+// A MeshDevice's own allocator (upstream: the L1BankingAllocator MeshDevice::initialize makes
+// from its reference chip's config, docs/ttmetal.md §9): its own BankManagers, built through the
+// same constructors on the thread creating the mesh; a mesh buffer is allocated from them
+// (BankManager::allocate_buffer), at one address for every chip, and noted on each open chip
+// of the mesh (ChipAllocator::reserve with mesh set) for the truth of what the chips hold.
 class MeshAllocator final : public Allocator {
 public:
-    explicit MeshAllocator(MeshDevice* mesh);
+    MeshAllocator(MeshDevice* mesh, const AllocatorConfig& config);
     ~MeshAllocator() override;
-    // Lowest (bottom-up) or highest (top-down) address free on every open chip of the mesh for
-    // that type; reserved on each.
     DeviceAddr allocate_buffer(Buffer* buffer) override;
     void deallocate_buffer(Buffer* buffer) override;
     bool default_bottom_up(BufferType type) const override;
     uint32_t get_alignment(BufferType type) const override;
 
+    const AllocatorConfig& config() const { return config_; }
+    // Not for SYSTEM_MEMORY (no BankManager).
+    const BankManager& bank(BufferType type) const { return *banks_[static_cast<int>(type)]; }
+    // Mesh buffers held, by address.
+    const std::map<DeviceAddr, AllocatorBlock>& blocks(BufferType type) const { return held_[static_cast<int>(type)]; }
+    // MeshDevice::close (upstream destroys the allocator then): everything goes.
+    void clear();
+
 private:
     MeshDevice* mesh_;
+    AllocatorConfig config_;
+    std::unique_ptr<BankManager> banks_[kNumBufferTypes];
+    allocator::FreeList system_;
+    std::map<DeviceAddr, AllocatorBlock> held_[kNumBufferTypes];
 };
 }  // namespace distributed
 

@@ -116,6 +116,9 @@ public:
     std::shared_ptr<MeshDevice> create_submesh(const std::vector<Device*>& chips);
     const std::vector<Device*>& get_devices() const { return chips_; }
     MeshDevice* get_parent_mesh() const { return parent_; }
+    MeshAllocator* mesh_allocator() const { return allocator_.get(); }
+    // Every MeshDevice made in the process (they live for the process), for the truth.
+    static std::vector<std::shared_ptr<MeshDevice>> all();
 
     // Metal trace on every chip of the mesh (upstream mesh_device.cpp): the same rules as
     // Device's, the trace stored in a mesh buffer. begin_mesh_trace(cq_id) takes the next id
@@ -127,6 +130,10 @@ public:
     void release_mesh_trace(const MeshTraceId& trace_id);
 
 private:
+    // Upstream's MeshDevice::initialize: builds the mesh's own allocator (called by create and
+    // create_submesh right after the constructor).
+    void initialize();
+
     int mesh_id_;
     std::atomic<bool> initialized_;
     std::vector<Device*> chips_;
