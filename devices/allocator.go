@@ -18,6 +18,13 @@ package devices
 // model cannot place, one without its request) says so instead of giving
 // numbers. Per-core ("HYBRID") L1 allocations (allocator_id != 0) are
 // counted as not accounted per bank, never put in the lockstep list.
+//
+// A MeshDevice has an allocator of its own (docs/ttmetal.md §9): bank
+// managers made outside any chip's allocator, on the thread creating the
+// mesh, a DRAM one first. Those made in a row on one thread form one
+// allocator; the first mesh buffer allocated through one of them ties it to
+// its MeshDevice. Mesh buffers are accounted there and never in their
+// chips' allocators (whose get_statistics leaves them out).
 
 import (
 	"fmt"
@@ -70,9 +77,15 @@ func (ta *typeAlloc) lose(why string) {
 	}
 }
 
-// chipAlloc is one chip's allocator: its bank managers by buffer type.
+// chipAlloc is one chip's allocator, or a mesh's: its bank managers by
+// buffer type.
 type chipAlloc struct {
 	types [events.NumBufferTypes]*typeAlloc
+	// A mesh's allocator: mesh is set once a mesh buffer was allocated
+	// through it (its MeshDevice*, and its index in proc.meshes).
+	mesh    bool
+	meshPtr uint64
+	meshIdx uint32
 	// blockAlign: the free lists' alignment, the DRAM manager's alignment
 	// (upstream gives every free list the HAL's DRAM alignment).
 	blockAlign uint64
@@ -82,6 +95,7 @@ type chipAlloc struct {
 type mgrRef struct {
 	chip int32 // -1: not tied to a chip
 	typ  events.BufferType
+	grp  *chipAlloc   // a manager made outside a chip's allocator (a mesh's)
 	cfg  alloc.Config // BlockAlign unset
 }
 
@@ -96,6 +110,7 @@ type allocReq struct {
 	bank  uint64
 	chip  int32
 	typ   events.BufferType
+	grp   *chipAlloc // the mesh allocator whose manager got the request
 	why   string
 	// thrown: its out-of-memory path was seen (alloc_oom); site: the
 	// stack of that moment, else the request's own (none is taken today).
@@ -141,10 +156,25 @@ func (p *proc) capacity(e *events.Event) {
 	if p.managers == nil {
 		p.managers = make(map[uint64]mgrRef)
 	}
-	p.managers[e.Object] = ref
 	if ref.chip < 0 {
-		return // a manager of no known chip: its requests stay unplaced
+		// Made outside a chip's allocator: a MeshDevice's (its DRAM manager
+		// first, the rest on the same thread right after).
+		t := p.thread(e.Tid)
+		g := t.mgrGroup
+		if e.BufferType == events.DRAM || g == nil || g.types[e.BufferType] != nil {
+			g = &chipAlloc{mesh: true}
+			t.mgrGroup = g
+		}
+		if e.BufferType == events.DRAM {
+			g.blockAlign = e.Alignment
+		}
+		g.types[e.BufferType] = &typeAlloc{ptr: e.Object, cfg: cfg}
+		ref.grp = g
+		p.managers[e.Object] = ref
+		buildAllocs(g)
+		return
 	}
+	p.managers[e.Object] = ref
 	c := p.chip(ref.chip)
 	ca := c.allocator()
 	if e.BufferType == events.DRAM {
@@ -163,7 +193,7 @@ func (p *proc) capacity(e *events.Event) {
 	}
 	ca.types[e.BufferType] = ta
 	p.allocTouch(c, e.BufferType)
-	p.buildManagers(c)
+	buildAllocs(c.alloc)
 	if c.cur[e.BufferType] != 0 {
 		// Made again while buffers of the old one are counted (their
 		// chip's close was not seen): the new one's state is unknown.
@@ -175,10 +205,9 @@ func allocatable(t events.BufferType) bool {
 	return t.Valid() && t != events.SystemMemory
 }
 
-// buildManagers makes the models of chip c's managers once the free lists'
-// alignment is known.
-func (p *proc) buildManagers(c *chipState) {
-	ca := c.alloc
+// buildAllocs makes the models of allocator ca's managers once the free
+// lists' alignment is known.
+func buildAllocs(ca *chipAlloc) {
 	if ca.blockAlign == 0 {
 		return
 	}
@@ -220,25 +249,15 @@ func (p *proc) request(e *events.Event) {
 	case e.AllocatorID != 0:
 		r.why = "a per-core allocation (not lockstep over the banks)"
 		r.chip, r.typ = ref.chip, ref.typ
+	case ref.grp != nil:
+		r.typ, r.grp = ref.typ, ref.grp
+		r.exactFrom(ref.grp.types[ref.typ], "the mesh's")
 	case ref.chip < 0:
 		r.why = fmt.Sprintf("bank manager %#x belongs to no known chip", e.Object)
 		r.typ = ref.typ
 	default:
 		r.chip, r.typ = ref.chip, ref.typ
-		ta := p.typeAlloc(ref.chip, ref.typ)
-		switch {
-		case ta == nil || ta.ptr != e.Object:
-			r.why = fmt.Sprintf("bank manager %#x is no longer chip %d's", e.Object, ref.chip)
-		case !ta.exact():
-			r.why = ta.why
-			if ta.m == nil && ta.why == "" {
-				r.why = "the chip's DRAM bank manager was not seen made (no free-list alignment)"
-			}
-		default:
-			r.need = ta.m.Need(alloc.Request{Size: e.Size, PageSize: e.PageSize, Shards: e.Shards, BottomUp: e.BottomUp})
-			r.exact, r.st, r.bank = true, ta.m.Stats(), ta.cfg.BankSize
-			r.cause = ta.m.Classify(r.need.Span)
-		}
+		r.exactFrom(p.typeAlloc(ref.chip, ref.typ), fmt.Sprintf("chip %d's", ref.chip))
 	}
 	if r.need.Banks == 0 && ok {
 		// The request's own numbers, from the manager's making.
@@ -251,6 +270,25 @@ func (p *proc) request(e *events.Event) {
 	}
 	t.req = r
 	p.nreqs++
+}
+
+// exactFrom sets r's numbers from ta, the model of its bank manager, or
+// why they are unknown; owner names whose manager it was.
+func (r *allocReq) exactFrom(ta *typeAlloc, owner string) {
+	e := &r.e
+	switch {
+	case ta == nil || ta.ptr != e.Object:
+		r.why = fmt.Sprintf("bank manager %#x is no longer %s", e.Object, owner)
+	case !ta.exact():
+		r.why = ta.why
+		if ta.m == nil && ta.why == "" {
+			r.why = "the allocator's DRAM bank manager was not seen made (no free-list alignment)"
+		}
+	default:
+		r.need = ta.m.Need(alloc.Request{Size: e.Size, PageSize: e.PageSize, Shards: e.Shards, BottomUp: e.BottomUp})
+		r.exact, r.st, r.bank = true, ta.m.Stats(), ta.cfg.BankSize
+		r.cause = ta.m.Classify(r.need.Span)
+	}
 }
 
 // perCoreNext reports whether request e is the next core's call of the
@@ -318,6 +356,20 @@ func (p *proc) failRequest(t *thread) {
 			ta.failures++
 		}
 	}
+	var mesh *meshState
+	if g := r.grp; g != nil {
+		if ta := g.typeOf(r.typ); ta != nil {
+			ta.failures++
+		}
+		if g.meshPtr != 0 {
+			if m := p.meshes[g.meshIdx]; m != nil && m.alloc == g {
+				mesh = m
+				f.DeviceKind = events.DeviceMesh.String()
+				f.MeshDevice = hex(m.ptr)
+				f.MeshChips = append([]int32{}, m.chips...)
+			}
+		}
+	}
 	if r.exact {
 		span := r.need.Span
 		f.Span = &span
@@ -336,8 +388,13 @@ func (p *proc) failRequest(t *thread) {
 	if p.hooks.notify == nil && len(p.failures) >= maxFailures {
 		return
 	}
-	if r.chip >= 0 {
-		p.holders(&f, r.chip, r.typ)
+	switch {
+	case r.chip >= 0:
+		chip := r.chip
+		p.holders(&f, r.typ, func(b *bufEntry) bool { return b.mesh == 0 && b.chip == chip })
+	case mesh != nil:
+		idx := r.grp.meshIdx
+		p.holders(&f, r.typ, func(b *bufEntry) bool { return b.mesh == idx })
 	}
 	if len(p.failures) < maxFailures {
 		p.failures = append(p.failures, f)
@@ -388,6 +445,12 @@ func (p *proc) failRequestsBefore(tsNs uint64) {
 // unplaced: the alloc that ended request r was not counted (unreadable,
 // implausible): the allocator holds a span the model does not.
 func (p *proc) unplaced(r *allocReq, e *events.Event) {
+	if r.grp != nil {
+		if ta := r.grp.typeOf(r.typ); ta.exact() {
+			ta.lose(fmt.Sprintf("the allocation of seq %d (buffer %#x) could not be accounted", e.Seq, e.Object))
+		}
+		return
+	}
 	if r.chip < 0 || r.e.AllocatorID != 0 {
 		return
 	}
@@ -397,9 +460,10 @@ func (p *proc) unplaced(r *allocReq, e *events.Event) {
 	}
 }
 
-// holders fills what occupies chip's type-t memory: the largest live
-// buffers there (by span, then size) and the sites holding the most.
-func (p *proc) holders(f *AllocFailure, chip int32, t events.BufferType) {
+// holders fills what occupies an allocator's type-t memory (the live
+// buffers `on` it): the largest (by span, then size) and the sites holding
+// the most.
+func (p *proc) holders(f *AllocFailure, t events.BufferType, on func(b *bufEntry) bool) {
 	type hold struct {
 		idx  uint32
 		span uint64
@@ -408,7 +472,7 @@ func (p *proc) holders(f *AllocFailure, chip int32, t events.BufferType) {
 	sites := map[uint32]*HolderSite{}
 	for i := range p.bufs.slots.len() {
 		b := p.bufs.slots.at(uint32(i))
-		if !b.live || events.BufferType(b.btype) != t || !p.chargedOn(b, chip) {
+		if !b.live || events.BufferType(b.btype) != t || !on(b) {
 			continue
 		}
 		all = append(all, hold{uint32(i), b.span})
@@ -472,22 +536,17 @@ func (p *proc) holders(f *AllocFailure, chip int32, t events.BufferType) {
 	}
 }
 
-// chargedOn reports whether live buffer b counts on chip.
-func (p *proc) chargedOn(b *bufEntry, chip int32) bool {
-	if b.mesh == 0 {
-		return b.chip == chip
-	}
-	m := p.meshes[b.mesh]
-	return m != nil && m.has(chip)
-}
-
 // allocPlace accounts the new live buffer in slot idx (alloc): its span
-// from the thread's request, placed at its address in its chip's list (in
-// every chip's of its mesh).
+// from the thread's request, placed at its address in its chip's list (a
+// mesh buffer: in its mesh's).
 func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 	b := p.bufs.slots.at(idx)
 	t := events.BufferType(b.btype)
 	if !allocatable(t) {
+		return
+	}
+	if b.mesh != 0 {
+		p.meshPlace(b, e, r)
 		return
 	}
 	if r != nil && r.e.AllocatorID != 0 {
@@ -510,34 +569,54 @@ func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 		}
 	}
 	var span uint64
-	if r != nil {
+	if r != nil && r.grp == nil {
 		if r.exact {
 			span = r.need.Span
-		} else if ta := p.spanSource(b, t); ta != nil {
+		} else if ta := p.chip(b.chip).alloc.typeOf(t); ta.exact() {
 			span = ta.m.Need(alloc.Request{Size: r.e.Size, PageSize: r.e.PageSize, Shards: r.e.Shards}).Span
-		} else if b.mesh != 0 {
-			// A mesh buffer whose chips are not known yet: sized by the
-			// first chip that joins (joinAlloc).
-			if p.unsized == nil {
-				p.unsized = make(map[uint32]alloc.Request)
-			}
-			p.unsized[idx] = alloc.Request{Size: r.e.Size, PageSize: r.e.PageSize, Shards: r.e.Shards}
 		}
 	}
 	b.span = span
-	p.forChips(b, func(c *chipState) { p.placeOn(c, b, e) })
+	p.placeOn(p.chip(b.chip), b, e)
 }
 
-// spanSource is a chip manager of b's type whose model can size a request
-// (for a mesh buffer, whose request names the mesh's own manager).
-func (p *proc) spanSource(b *bufEntry, t events.BufferType) *typeAlloc {
-	var out *typeAlloc
-	p.forChips(b, func(c *chipState) {
-		if ta := c.alloc.typeOf(t); out == nil && ta.exact() {
-			out = ta
+// meshPlace accounts mesh buffer b in its mesh's allocator: the one whose
+// bank manager got its request (the first such buffer ties that allocator
+// to the mesh). Its chips' allocators never hold it.
+func (p *proc) meshPlace(b *bufEntry, e *events.Event, r *allocReq) {
+	t := events.BufferType(b.btype)
+	m := p.meshes[b.mesh]
+	if m == nil {
+		return
+	}
+	var g *chipAlloc
+	if r != nil && r.typ == t && r.e.AllocatorID == 0 {
+		g = r.grp
+	}
+	if g != nil && m.alloc != g {
+		switch {
+		case m.alloc == nil && g.meshPtr == 0:
+			g.meshPtr, g.meshIdx = m.ptr, b.mesh
+			m.alloc = g
+		case m.alloc == nil:
+			// An allocator tied to another (closed) mesh: not this one's.
+			p.anomaly(anAllocatorState, e, "mesh %#x: buffer %#x came from the bank manager %#x of mesh %#x", m.ptr, b.key, r.e.Object, g.meshPtr)
+			return
 		}
-	})
-	return out
+	}
+	ta := m.alloc.typeOf(t)
+	if ta == nil || !ta.exact() {
+		return
+	}
+	if g != m.alloc || !r.exact {
+		ta.lose(fmt.Sprintf("mesh buffer %#x (seq %d) was allocated without a request on the mesh's %s bank manager", b.key, b.seq, t))
+		return
+	}
+	b.span = r.need.Span
+	if err := ta.m.Place(b.addr, b.span); err != nil {
+		ta.lose(fmt.Sprintf("mesh buffer %#x (seq %d): %d bytes per bank at %#x %v", b.key, b.seq, b.span, b.addr, err))
+		p.anomaly(anAllocatorState, e, "mesh %#x %s: buffer %#x: %d bytes per bank at %#x %v", m.ptr, t, b.key, b.span, b.addr, err)
+	}
 }
 
 // placeOn puts live buffer b's span into chip c's list of its type.
@@ -567,8 +646,15 @@ func (p *proc) allocRelease(idx uint32, b *bufEntry, ts uint64) {
 	if !allocatable(t) {
 		return
 	}
-	if len(p.unsized) != 0 {
-		delete(p.unsized, idx)
+	if b.mesh != 0 {
+		if m := p.meshes[b.mesh]; m != nil && b.span != 0 {
+			if ta := m.alloc.typeOf(t); ta.exact() {
+				if _, ok := ta.m.Free(b.addr); !ok {
+					ta.lose(fmt.Sprintf("mesh buffer %#x (seq %d): nothing allocated at %#x to free", b.key, b.seq, b.addr))
+				}
+			}
+		}
+		return
 	}
 	p.forChips(b, func(c *chipState) {
 		ta := c.alloc.typeOf(t)
@@ -608,33 +694,6 @@ func (ca *chipAlloc) typeOf(t events.BufferType) *typeAlloc {
 		return nil
 	}
 	return ca.types[t]
-}
-
-// joinAlloc places the live buffers of mesh m on chip c, which joined it.
-func (p *proc) joinAlloc(m *meshState, midx uint32, c *chipState, e *events.Event) {
-	if c.alloc == nil || m.tot[CounterLiveBuffers] == 0 {
-		return
-	}
-	for i := range p.bufs.slots.len() {
-		b := p.bufs.slots.at(uint32(i))
-		if !b.live || b.mesh != midx || !allocatable(events.BufferType(b.btype)) {
-			continue
-		}
-		if b.perCore {
-			if ta := c.alloc.typeOf(events.BufferType(b.btype)); ta != nil {
-				ta.perCore++
-				ta.perCoreBytes += b.size
-			}
-			continue
-		}
-		if req, ok := p.unsized[uint32(i)]; ok {
-			if ta := c.alloc.typeOf(events.BufferType(b.btype)); ta.exact() {
-				b.span = ta.m.Need(req).Span
-				delete(p.unsized, uint32(i))
-			}
-		}
-		p.placeOn(c, b, e)
-	}
 }
 
 // closeAlloc clears chip c's lists (Device::close).
@@ -696,10 +755,14 @@ type AllocFailure struct {
 	Tid  uint32 `json:"tid"`
 	Seq  uint64 `json:"seq"` // of the request
 	TsNs uint64 `json:"ts_ns"`
-	// DeviceKind is "chip" (Device: the chip whose allocator refused) or
-	// "none" (its bank manager is tied to no known chip).
-	DeviceKind string `json:"device_kind"`
-	Device     *int32 `json:"device,omitempty"`
+	// DeviceKind is "chip" (Device: the chip whose allocator refused),
+	// "mesh" (MeshDevice: the mesh whose own allocator refused, MeshChips
+	// its chips then) or "none" (its bank manager is tied to no known chip
+	// or mesh).
+	DeviceKind string  `json:"device_kind"`
+	Device     *int32  `json:"device,omitempty"`
+	MeshDevice string  `json:"mesh_device,omitempty"`
+	MeshChips  []int32 `json:"mesh_chips,omitempty"`
 	// Physical: the physical chip behind Device (for host-wide counters;
 	// the summary's devices carry it in NDJSON).
 	Physical   ChipIdentity `json:"-"`
@@ -733,8 +796,9 @@ type AllocFailure struct {
 	// Thrown: the out-of-memory path was seen (alloc_oom); false when the
 	// failure is known only because no alloc followed the request.
 	Thrown bool `json:"thrown"`
-	// Holders: the largest live buffers of that chip and type (by span per
-	// bank), at most 10; HoldersCount and HoldersBytes count them all.
+	// Holders: the largest live buffers of that allocator and type (by
+	// span per bank): a chip's own buffers, or the mesh's buffers for a
+	// mesh; at most 10; HoldersCount and HoldersBytes count them all.
 	Holders      []Holder     `json:"holders"`
 	HoldersCount int          `json:"holders_count"`
 	HoldersBytes uint64       `json:"holders_bytes"`
@@ -869,33 +933,88 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 				memFailed = "-"
 			}
 		}
-		at := &AllocatorType{Banks: ta.cfg.Banks, BankSize: ta.cfg.BankSize, Alignment: ta.cfg.Alignment, Base: ta.cfg.Offset,
-			TotalAllocatable: ta.cfg.BankSize, Source: ta.source(), PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
-		switch {
-		case ta.exact():
-			st := ta.m.Stats()
-			at.TotalAllocated, at.TotalFree, at.LargestFree = &st.TotalAllocated, &st.TotalFree, &st.LargestFreeBlock
-		case ta.why != "":
-			at.Why = ta.why
-		default:
-			at.Why = "the chip's DRAM bank manager was not seen made (no free-list alignment)"
-		}
-		switch t {
-		case events.DRAM:
-			a.DRAM = at
-		case events.L1:
-			a.L1 = at
-		case events.L1Small:
-			a.L1Small = at
-		case events.Trace:
-			a.Trace = at
-		}
+		a.set(t, ta.view())
 	}
 	if memFailed != "" && memFailed != "-" && p.memFailures(c) == present {
 		// Every type failed alike (no layout, say): the chip has no view.
 		return nil, memFailed
 	}
 	return &a, ""
+}
+
+// view is ta's entry in an "allocator" object.
+func (ta *typeAlloc) view() *AllocatorType {
+	at := &AllocatorType{Banks: ta.cfg.Banks, BankSize: ta.cfg.BankSize, Alignment: ta.cfg.Alignment, Base: ta.cfg.Offset,
+		TotalAllocatable: ta.cfg.BankSize, Source: ta.source(), PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
+	switch {
+	case ta.exact():
+		st := ta.m.Stats()
+		at.TotalAllocated, at.TotalFree, at.LargestFree = &st.TotalAllocated, &st.TotalFree, &st.LargestFreeBlock
+	case ta.why != "":
+		at.Why = ta.why
+	default:
+		at.Why = "the allocator's DRAM bank manager was not seen made (no free-list alignment)"
+	}
+	return at
+}
+
+// MeshAllocator is a MeshDevice's own allocator: an entry of a process's
+// "meshes" in the summary.
+type MeshAllocator struct {
+	MeshDevice string  `json:"mesh_device"` // MeshDevice*, hex
+	Chips      []int32 `json:"chips"`       // its chips, in the order learned
+	// Allocator: as a chip's, counting the mesh's buffers (once, per bank);
+	// null with AllocatorWhy when unknown.
+	Allocator    *Allocator `json:"allocator"`
+	AllocatorWhy string     `json:"allocator_why,omitempty"`
+}
+
+// meshAllocators describes the allocator of every live mesh, in the order
+// the meshes were first seen.
+func (p *proc) meshAllocators() []MeshAllocator {
+	out := []MeshAllocator{}
+	for _, m := range p.meshes {
+		if m == nil {
+			continue
+		}
+		ma := MeshAllocator{MeshDevice: hex(m.ptr), Chips: append([]int32{}, m.chips...)}
+		if m.alloc == nil {
+			ma.AllocatorWhy = "no mesh buffer was allocated through a bank manager tttrace saw made (the mesh was made before tttrace attached, or its allocator was never asked)"
+		} else {
+			var a Allocator
+			for _, t := range allocTypes {
+				if ta := m.alloc.types[t]; ta != nil {
+					a.set(t, ta.view())
+				}
+			}
+			ma.Allocator = &a
+		}
+		out = append(out, ma)
+	}
+	return out
+}
+
+// MeshAllocators returns the allocator view of every live mesh of pid.
+func (l *Ledger) MeshAllocators(pid uint32) []MeshAllocator {
+	p := l.procs[pid]
+	if p == nil {
+		return nil
+	}
+	return p.meshAllocators()
+}
+
+// set stores the entry of buffer type t.
+func (a *Allocator) set(t events.BufferType, at *AllocatorType) {
+	switch t {
+	case events.DRAM:
+		a.DRAM = at
+	case events.L1:
+		a.L1 = at
+	case events.L1Small:
+		a.L1Small = at
+	case events.Trace:
+		a.Trace = at
+	}
 }
 
 // source is the summary's "source" of a type's view.

@@ -233,18 +233,59 @@ func TestAllocatorUnknown(t *testing.T) {
 // clears the chip's lists.
 func TestAllocatorMeshAndClose(t *testing.T) {
 	const mesh = 0x5500a0000000
+	const mm = 0x100 // the mesh's bank managers: made outside a chip's allocator
 	r := newRec(t)
 	r.apply(n150Caps(0, 0)...)
 	r.apply(n150Caps(1, 0x10)...)
-	r.apply(evReq(1, 0xfeed, 12*8192, 8192, true), evMeshAlloc(1, 0xa0, mesh, events.DRAM, 0x40, 12*8192),
+	r.apply(n150Caps(-1, mm)...)
+	r.apply(evReq(1, mgrDRAM+mm, 12*8192, 8192, true), evMeshAlloc(1, 0xa0, mesh, events.DRAM, 0x40, 12*8192),
 		evView(1, 0, 0x40), evView(1, 1, 0x40))
-	r.apply(evReq(1, 0xfeed, 12*4096, 4096, true), evMeshAlloc(1, 0xa1, mesh, events.DRAM, 0x40+8192, 12*4096),
+	r.apply(evReq(1, mgrDRAM+mm, 12*4096, 4096, true), evMeshAlloc(1, 0xa1, mesh, events.DRAM, 0x40+8192, 12*4096),
 		evView(1, 0, 0x40+8192), evView(1, 1, 0x40+8192))
-	for _, chip := range []int32{0, 1} {
-		if got := allocStats(t, r.dev(chip), events.DRAM); got.TotalAllocated != 8192+4096 || got.LargestFreeBlock != dramBank-8192-4096 {
-			t.Fatalf("chip %d: %+v", chip, got)
+	// A chip buffer at the same address as a mesh buffer: the allocators
+	// are independent.
+	r.apply(evReq(1, mgrDRAM, 12*2048, 2048, true), evAllocPage(1, 0xa2, 0, events.DRAM, 0x40, 12*2048, 2048))
+	meshStats := func(typ events.BufferType) alloc.Statistics {
+		t.Helper()
+		ms := r.proc().Meshes
+		if len(ms) != 1 || ms[0].MeshDevice != hex(mesh) || ms[0].Allocator == nil {
+			t.Fatalf("meshes %+v", ms)
 		}
+		st, ok := ms[0].Allocator.Type(typ).Stats()
+		if !ok {
+			t.Fatalf("mesh %s: no statistics: %+v", typ, ms[0].Allocator.Type(typ))
+		}
+		return st
 	}
+	if got := meshStats(events.DRAM); got.TotalAllocated != 8192+4096 || got.LargestFreeBlock != dramBank-8192-4096 {
+		t.Fatalf("mesh: %+v", got)
+	}
+	if got := allocStats(t, r.dev(0), events.DRAM); got.TotalAllocated != 2048 {
+		t.Fatalf("chip 0 holds mesh buffers: %+v", got)
+	}
+	if got := allocStats(t, r.dev(1), events.DRAM); got.TotalAllocated != 0 {
+		t.Fatalf("chip 1 holds mesh buffers: %+v", got)
+	}
+	if ms := r.proc().Meshes; len(ms[0].Chips) != 2 {
+		t.Fatalf("mesh chips %+v", ms[0].Chips)
+	}
+	// A mesh OOM: the mesh's allocator, the mesh's buffers as holders.
+	r.apply(evReq(1, mgrL1+mm, 64*(l1Bank+2048), 2048, false), evOOM(1, 0))
+	f := r.proc().AllocFailures
+	if len(f) != 1 || f[0].DeviceKind != "mesh" || f[0].MeshDevice != hex(mesh) || f[0].Device != nil || f[0].Cause != "larger_than_bank" ||
+		f[0].HoldersCount != 0 || *f[0].TotalAllocated != 0 {
+		t.Fatalf("mesh failure %+v", f)
+	}
+	r.apply(evReq(1, mgrDRAM+mm, 12*(dramBank-8192), 8192, true), evOOM(1, 0))
+	f = r.proc().AllocFailures
+	if len(f) != 2 || f[1].DeviceKind != "mesh" || f[1].Cause != "exhausted" || f[1].HoldersCount != 2 || f[1].Holders[0].Buffer != hex(0xa0) ||
+		*f[1].TotalAllocated != 8192+4096 {
+		t.Fatalf("mesh failure %+v", f[1])
+	}
+	if a := r.proc().Meshes[0].Allocator; a.L1.Failures != 1 || a.DRAM.Failures != 1 {
+		t.Fatalf("mesh failures counted %+v %+v", a.L1, a.DRAM)
+	}
+	r.apply(evFree(1, 0xa2, 0))
 	// A per-core L1 allocation on chip 1 (one call per core of its grid,
 	// then one track_allocate): counted apart, none of its calls a failure.
 	for core := range uint32(4) {
@@ -257,11 +298,11 @@ func TestAllocatorMeshAndClose(t *testing.T) {
 	if d.Allocator.L1.PerCoreBuffers != 1 || d.Allocator.L1.PerCoreBytes != 4*2048 || *d.Allocator.L1.TotalAllocated != 0 {
 		t.Fatalf("per-core %+v", d.Allocator.L1)
 	}
-	if f := r.proc().AllocFailures; len(f) != 0 {
+	if f := r.proc().AllocFailures; len(f) != 2 {
 		t.Fatalf("per-core calls taken for failures: %+v", f)
 	}
 	r.apply(evMeshFree(1, 0xa0, mesh))
-	if got := allocStats(t, r.dev(0), events.DRAM); got.TotalAllocated != 4096 || got.LargestFreeBlock != dramBank-8192-4096 {
+	if got := meshStats(events.DRAM); got.TotalAllocated != 4096 || got.LargestFreeBlock != dramBank-8192-4096 {
 		t.Fatalf("after the mesh free: %+v", got)
 	}
 	r.apply(evDeviceClose(1, 1))
@@ -269,17 +310,17 @@ func TestAllocatorMeshAndClose(t *testing.T) {
 	if got := allocStats(t, d, events.DRAM); got.TotalAllocated != 0 || d.Allocator.L1.PerCoreBuffers != 0 {
 		t.Fatalf("after close: %+v %+v", got, d.Allocator.L1)
 	}
-	if got := allocStats(t, r.dev(0), events.DRAM); got.TotalAllocated != 4096 {
-		t.Fatalf("chip 0 after chip 1's close: %+v", got)
+	if got := meshStats(events.DRAM); got.TotalAllocated != 4096 {
+		t.Fatalf("the mesh after chip 1's close: %+v", got)
 	}
 	// Quiet requests fail at FlushBefore.
 	ts := r.apply(evReq(3, mgrDRAM, 12*4096, 4096, true))
 	r.l.FlushBefore(ts)
-	if n := len(r.proc().AllocFailures); n != 0 {
+	if n := len(r.proc().AllocFailures); n != 2 {
 		t.Fatalf("%d failures before the request's time", n)
 	}
 	r.l.FlushBefore(ts + 1)
-	if f := r.proc().AllocFailures; len(f) != 1 || f[0].Cause != "" || !strings.Contains(f[0].Why, "free block large enough") || *f[0].LargestFree != dramBank-8192-4096 {
+	if f := r.proc().AllocFailures; len(f) != 3 || f[2].Cause != "" || !strings.Contains(f[2].Why, "free block large enough") || *f[2].LargestFree != dramBank {
 		t.Fatalf("%+v", f)
 	}
 }

@@ -353,15 +353,29 @@ func (c *checker) l1() {
 }
 
 // allocators checks every exact bank manager against the live buffers: the
-// spans of those charged on its chip are what it holds; the per-core ones
-// are counted apart; requests wait on as many threads as nreqs says.
+// spans of a chip's own buffers are what it holds, a mesh's buffers what
+// its mesh's allocator holds; the per-core ones are counted apart; requests
+// wait on as many threads as nreqs says.
 func (c *checker) allocators() {
 	p := c.p
 	type sums struct{ spans, n, perCore, perCoreBytes uint64 }
 	var want map[int32]*[events.NumBufferTypes]sums
+	meshWant := map[uint32]*[events.NumBufferTypes]sums{}
 	for i := range p.bufs.slots.len() {
 		b := p.bufs.slots.at(uint32(i))
 		if !b.live || !allocatable(events.BufferType(b.btype)) {
+			continue
+		}
+		if b.mesh != 0 {
+			w := meshWant[b.mesh]
+			if w == nil {
+				w = new([events.NumBufferTypes]sums)
+				meshWant[b.mesh] = w
+			}
+			if b.span != 0 {
+				w[b.btype].spans += b.span
+				w[b.btype].n++
+			}
 			continue
 		}
 		p.forChips(b, func(cs *chipState) {
@@ -416,6 +430,27 @@ func (c *checker) allocators() {
 			}
 			if st.TotalAllocated != s.spans || uint64(ta.m.Live()) != s.n {
 				c.bad("chip %d %s: allocator holds %d bytes in %d blocks, live buffers %d in %d", id, t, st.TotalAllocated, ta.m.Live(), s.spans, s.n)
+			}
+		}
+	}
+	for idx, m := range p.meshes {
+		if m == nil || m.alloc == nil {
+			continue
+		}
+		if m.alloc.meshIdx != uint32(idx) || m.alloc.meshPtr != m.ptr {
+			c.bad("mesh %#x: its allocator is tied to mesh %#x (index %d)", m.ptr, m.alloc.meshPtr, m.alloc.meshIdx)
+		}
+		for _, t := range allocTypes {
+			ta := m.alloc.types[t]
+			if !ta.exact() {
+				continue
+			}
+			var s sums
+			if w := meshWant[uint32(idx)]; w != nil {
+				s = w[t]
+			}
+			if st := ta.m.Stats(); st.TotalAllocated != s.spans || uint64(ta.m.Live()) != s.n {
+				c.bad("mesh %#x %s: allocator holds %d bytes in %d blocks, live buffers %d in %d", m.ptr, t, st.TotalAllocated, ta.m.Live(), s.spans, s.n)
 			}
 		}
 	}

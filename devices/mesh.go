@@ -16,6 +16,9 @@ type meshState struct {
 	l1    l1Heap                // live L1 mesh buffers
 	cbEnd cbEnds                // of the CB groups aimed at the mesh
 	sites map[siteKey]*meshSite // per-site accounting, when on
+	// alloc: the mesh's own allocator, once a mesh buffer was allocated
+	// through one of its bank managers (allocator.go).
+	alloc *chipAlloc
 }
 
 // mesh returns the index of the live mesh at ptr, creating it.
@@ -57,7 +60,6 @@ func (p *proc) joinMesh(m *meshState, idx uint32, chip int32, e *events.Event) {
 			p.add(c, Counter(i), v, ts)
 		}
 	}
-	p.joinAlloc(m, idx, c, e)
 }
 
 // leaveMesh removes chip from m's chip set and uncharges what m holds there.

@@ -3,8 +3,6 @@ package devices
 import (
 	"fmt"
 
-	"github.com/tttrace/tttrace/alloc"
-
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -67,11 +65,10 @@ type proc struct {
 	// at attach (devices/allocmem.go FoundMem; "" when they were or none
 	// was looked for).
 	rootWhy       string
-	unsized       map[uint32]alloc.Request // slot -> the request of a mesh buffer not sized yet
-	nreqs         int                      // threads with a request waiting for its alloc
-	failures      []AllocFailure           // the first alloc_failed records
-	allocObserved bool                     // the ledger has an AllocObserver
-	adirty        []allocDirty             // chips and types the event being applied changed
+	nreqs         int            // threads with a request waiting for its alloc
+	failures      []AllocFailure // the first alloc_failed records
+	allocObserved bool           // the ledger has an AllocObserver
+	adirty        []allocDirty   // chips and types the event being applied changed
 
 	// Metal trace (trace.go): nil until the process's first trace record.
 	tr     *traceProc
@@ -128,6 +125,10 @@ func (p *proc) notify(o Observer, ts uint64) {
 // thread is per-thread state needed to attribute events that do not carry
 // their context (views after a mesh alloc, CB events).
 type thread struct {
+	// The allocator whose bank managers this thread is making outside a
+	// chip's allocator (a MeshDevice's), for the next one made.
+	mgrGroup *chipAlloc
+
 	// A mesh alloc whose per-chip views may follow on this thread.
 	pending     bool
 	pendingAddr uint64

@@ -90,6 +90,10 @@ type ProcessSummary struct {
 	// AllocFailures: the first 100 alloc_failed records, in stream order
 	// (stats.alloc_failures counts them all).
 	AllocFailures []AllocFailure `json:"alloc_failures"`
+	// Meshes: the own allocator of every MeshDevice live at the end, in
+	// the order first seen (mesh buffers count there, not in their chips'
+	// allocators).
+	Meshes []MeshAllocator `json:"meshes"`
 	// Traces: what the process did with Metal traces and the hazards found
 	// (docs/ndjson.md); absent when it made no trace call.
 	Traces *TraceSummary `json:"traces,omitempty"`
@@ -516,6 +520,7 @@ func (p *proc) summary() ProcessSummary {
 		Stats:            p.stats,
 		L1Clashes:        append([]Notice{}, p.clashes...),
 		AllocFailures:    p.sortedFailures(),
+		Meshes:           p.meshAllocators(),
 		Traces:           p.traceSummary(),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),

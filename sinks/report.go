@@ -155,6 +155,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.table(p.Devices)
 		r.physical(p.Devices)
 		r.allocator(p.Devices)
+		r.meshAllocators(p.Meshes)
 	}
 
 	r.allocFailures(p)
@@ -543,37 +544,66 @@ func (r *reporter) allocator(devs []devices.DeviceSummary) {
 			r.printf("    chip %d  unknown: %s\n", d.Device, d.AllocatorWhy)
 			continue
 		}
-		first := true
-		for _, t := range devices.AllocatorTypes() {
-			at := d.Allocator.Type(t)
-			if at == nil {
-				continue
-			}
-			lead := "            "
-			if first {
-				lead = fmt.Sprintf("    chip %-3d", d.Device)
-				first = false
-			}
-			r.printf("%s %-8s ", lead, t)
-			st, ok := at.Stats()
-			switch {
-			case !ok:
-				r.printf("%d bank(s) of %s: state unknown (%s)", at.Banks, human(at.BankSize), at.Why)
-			case at.BankSize == 0:
-				r.printf("%d bank(s) of 0 B", at.Banks)
-			default:
-				r.printf("%s of %s used (%.1f%%) x %d bank(s); free %s, largest free block %s",
-					human(st.TotalAllocated), human(at.BankSize), 100*float64(st.TotalAllocated)/float64(at.BankSize), at.Banks,
-					human(st.TotalFree), human(st.LargestFreeBlock))
-			}
-			if at.PerCoreBuffers > 0 {
-				r.printf("; %d per-core buffer(s), %s, not in these numbers", at.PerCoreBuffers, human(at.PerCoreBytes))
-			}
-			if at.Failures > 0 {
-				r.printf("; %d failed allocation(s)", at.Failures)
-			}
-			r.printf("\n")
+		r.allocatorTypes(fmt.Sprintf("    chip %-3d", d.Device), d.Allocator)
+	}
+}
+
+// meshAllocators writes each live mesh's own allocator as allocator()
+// does a chip's: the mesh's buffers, which their chips' lines leave out;
+// nothing when no mesh's allocator is known.
+func (r *reporter) meshAllocators(meshes []devices.MeshAllocator) {
+	seen := false
+	for i := range meshes {
+		seen = seen || meshes[i].Allocator != nil
+	}
+	if !seen {
+		return // no mesh's bank managers were seen (the JSON summary says why per mesh)
+	}
+	r.printf("  mesh allocators (a MeshDevice's own; its buffers are not in its chips' lines above):\n")
+	for i := range meshes {
+		m := &meshes[i]
+		chips := make([]string, len(m.Chips))
+		for j, c := range m.Chips {
+			chips[j] = fmt.Sprint(c)
 		}
+		r.printf("    mesh %s (chips %s)\n", m.MeshDevice, strings.Join(chips, ","))
+		if m.Allocator == nil {
+			r.printf("      unknown: %s\n", m.AllocatorWhy)
+			continue
+		}
+		r.allocatorTypes("     ", m.Allocator)
+	}
+}
+
+// allocatorTypes writes one line per buffer type of allocator a, the first
+// led by lead.
+func (r *reporter) allocatorTypes(lead string, a *devices.Allocator) {
+	pad := strings.Repeat(" ", len(lead))
+	for _, t := range devices.AllocatorTypes() {
+		at := a.Type(t)
+		if at == nil {
+			continue
+		}
+		r.printf("%s %-8s ", lead, t)
+		lead = pad
+		st, ok := at.Stats()
+		switch {
+		case !ok:
+			r.printf("%d bank(s) of %s: state unknown (%s)", at.Banks, human(at.BankSize), at.Why)
+		case at.BankSize == 0:
+			r.printf("%d bank(s) of 0 B", at.Banks)
+		default:
+			r.printf("%s of %s used (%.1f%%) x %d bank(s); free %s, largest free block %s",
+				human(st.TotalAllocated), human(at.BankSize), 100*float64(st.TotalAllocated)/float64(at.BankSize), at.Banks,
+				human(st.TotalFree), human(st.LargestFreeBlock))
+		}
+		if at.PerCoreBuffers > 0 {
+			r.printf("; %d per-core buffer(s), %s, not in these numbers", at.PerCoreBuffers, human(at.PerCoreBytes))
+		}
+		if at.Failures > 0 {
+			r.printf("; %d failed allocation(s)", at.Failures)
+		}
+		r.printf("\n")
 	}
 }
 
@@ -592,8 +622,11 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			break
 		}
 		where := "no known chip"
-		if f.Device != nil {
+		switch {
+		case f.Device != nil:
 			where = fmt.Sprintf("chip %d", *f.Device)
+		case f.MeshDevice != "":
+			where = fmt.Sprintf("mesh %s", f.MeshDevice)
 		}
 		r.printf("    %s %s, tid %d seq %d: %s across %d bank(s) needs %s per bank; a bank holds %s",
 			where, f.BufferType, f.Tid, f.Seq, human(f.Size), f.Banks, human(f.SizePerBank), human(f.BankSize))
@@ -610,7 +643,7 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			r.printf("\n")
 		}
 		if f.HoldersCount == 0 {
-			if f.Device != nil {
+			if f.Device != nil || f.MeshDevice != "" {
 				r.printf("      nothing of this process held %s on %s then\n", f.BufferType, where)
 			}
 			continue
@@ -647,8 +680,12 @@ func failureAdvice(f *devices.AllocFailure) string {
 		if f.Span != nil && f.TotalFree != nil && *f.Span > *f.TotalFree {
 			need = *f.Span - *f.TotalFree
 		}
-		return fmt.Sprintf("exhausted: not enough free memory; free at least %s per bank (%s over the chip's %d banks) of the buffers below, or allocate less",
-			human(need), human(devices.SatMul(need, uint64(f.Banks))), f.Banks)
+		whose := "the chip's"
+		if f.MeshDevice != "" {
+			whose = "the mesh's" // the same on every chip of the mesh
+		}
+		return fmt.Sprintf("exhausted: not enough free memory; free at least %s per bank (%s over %s %d banks) of the buffers below, or allocate less",
+			human(need), human(devices.SatMul(need, uint64(f.Banks))), whose, f.Banks)
 	case "fragmented":
 		return fmt.Sprintf("fragmented: %s per bank is free in all, but no free block holds %s (the largest is %s); free buffers next to the free holes, allocate the large buffers first, or split this one",
 			human(deref(f.TotalFree)), human(deref(f.Span)), human(deref(f.LargestFree)))

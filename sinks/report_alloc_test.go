@@ -64,3 +64,32 @@ func (pySites) Site(id uint32) (devices.Site, bool) {
 }
 
 func (pySites) Python() *devices.PythonInfo { return nil }
+
+// A mesh's own allocator gets its own lines (its buffers are not in its
+// chips'), and its failed allocation names the mesh and its buffers.
+func TestReportMeshAllocator(t *testing.T) {
+	const mib = 1 << 20
+	l := devices.NewLedger()
+	ledgerOf(l,
+		dt.Capacity(0, events.DRAM, 0xd0, 12, 64*mib, 32, 0x40),
+		// The mesh's managers: made outside a chip's allocator.
+		dt.Capacity(-1, events.DRAM, 0xe0, 12, 64*mib, 32, 0x40),
+		dt.Request(7, 0xe0, 12*16*mib, 16*mib, true), dt.MeshAlloc(7, 0xa0, dt.MeshA, events.DRAM, 0x40, 12*16*mib),
+		dt.View(7, 0, 0x40), dt.View(7, 1, 0x40),
+		dt.Request(7, 0xe0, 12*64*mib, 64*mib, true),
+		dt.Exit(0, 0),
+	)
+	s := l.Summary()
+	text := report(t, &s)
+	for _, re := range []string{
+		`chip 0 +DRAM +0 B of 64\.0 MiB used \(0\.0%\) x 12 bank\(s\)`,
+		`mesh allocators \(a MeshDevice's own; its buffers are not in its chips' lines above\):\n +mesh 0x[0-9a-f]+ \(chips 0,1\)\n +DRAM +16\.0 MiB of 64\.0 MiB used \(25\.0%\) x 12 bank\(s\); free 48\.0 MiB, largest free block 48\.0 MiB; 1 failed allocation\(s\)`,
+		`mesh 0x[0-9a-f]+ DRAM, tid 7 seq \d+: 768\.0 MiB across 12 bank\(s\) needs 64\.0 MiB per bank`,
+		`free at least 16\.0 MiB per bank \(192\.0 MiB over the mesh's 12 banks\)`,
+		`what held DRAM on mesh 0x[0-9a-f]+ then: 1 buffer\(s\), 192\.0 MiB`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("report lacks %s:\n%s", re, text)
+		}
+	}
+}

@@ -32,6 +32,13 @@ type allocTruth struct {
 		Shape     string                         `json:"shape"`
 		Allocator map[string]allocTruthAllocator `json:"allocator"`
 	} `json:"devices"`
+	// Meshes: every open MeshDevice and its own allocator.
+	Meshes []struct {
+		MeshID     int32                          `json:"mesh_id"`
+		MeshDevice string                         `json:"mesh_device"`
+		Chips      []int32                        `json:"chips"`
+		Allocator  map[string]allocTruthAllocator `json:"allocator"`
+	} `json:"meshes"`
 	Failures []allocTruthFailure `json:"alloc_failures"`
 }
 
@@ -53,6 +60,8 @@ type allocTruthAllocator struct {
 type allocTruthFailure struct {
 	Tid         uint32          `json:"tid"`
 	Device      int32           `json:"device"`
+	Mesh        int32           `json:"mesh"`        // -1: a chip's bank manager refused
+	MeshDevice  string          `json:"mesh_device"` // the mesh's, when Mesh >= 0
 	Type        string          `json:"type"`
 	Size        uint64          `json:"size"`
 	PageSize    uint64          `json:"page_size"`
@@ -189,6 +198,58 @@ func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, ab
 			}
 		}
 	}
+	meshes := map[string]map[string]any{}
+	ms, _ := proc["meshes"].([]any)
+	for _, m := range ms {
+		if mm, ok := m.(map[string]any); ok {
+			ptr, _ := mm["mesh_device"].(string)
+			meshes[ptr] = mm
+		}
+	}
+	for _, tm := range tr.Meshes {
+		m := meshes[tm.MeshDevice]
+		if m == nil {
+			errorf("mesh %d (%s) missing from the summary's meshes %v", tm.MeshID, tm.MeshDevice, ms)
+			continue
+		}
+		var chips []int32
+		for _, c := range m["chips"].([]any) {
+			chips = append(chips, int32(c.(float64)))
+		}
+		if fmt.Sprint(chips) != fmt.Sprint(tm.Chips) {
+			errorf("mesh %d: chips %v, want %v", tm.MeshID, chips, tm.Chips)
+		}
+		got, _ := m["allocator"].(map[string]any)
+		if got == nil {
+			errorf("mesh %d: allocator is %v (allocator_why: %v)", tm.MeshID, m["allocator"], m["allocator_why"])
+			continue
+		}
+		for typ, want := range tm.Allocator {
+			g, _ := got[contractType(typ)].(map[string]any)
+			if g == nil {
+				errorf("mesh %d: allocator has no %s", tm.MeshID, contractType(typ))
+				continue
+			}
+			for _, f := range []struct {
+				key  string
+				want uint64
+			}{
+				{"banks", uint64(want.Banks)}, {"bank_size", want.BankSize},
+				{"total_allocatable_size_bytes", want.Allocatable}, {"total_allocated_bytes", want.Allocated},
+				{"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock},
+			} {
+				if v, ok := num(g, f.key); !ok || v != f.want {
+					errorf("mesh %d %s %s = %v, want %d", tm.MeshID, typ, f.key, g[f.key], f.want)
+				}
+			}
+			if g["source"] != "probe" {
+				errorf("mesh %d %s source = %v, want probe", tm.MeshID, typ, g["source"])
+			}
+		}
+	}
+	if len(ms) != len(tr.Meshes) {
+		errorf("summary lists %d meshes, the replica has %d open", len(ms), len(tr.Meshes))
+	}
 	if len(o.failures) != len(tr.Failures) {
 		errorf("%d alloc_failed records, the replica failed %d allocations", len(o.failures), len(tr.Failures))
 		return diffs
@@ -198,11 +259,37 @@ func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, ab
 		if g["cause"] != want.Cause || g["buffer_type"] != want.Type {
 			errorf("failure %d: cause %v type %v, want %s %s", i, g["cause"], g["buffer_type"], want.Cause, want.Type)
 		}
+		if want.Mesh >= 0 {
+			// A mesh's own allocator refused: the record names the mesh, and
+			// holds the mesh's buffers only.
+			if g["device_kind"] != "mesh" || g["mesh_device"] != want.MeshDevice || g["device"] != nil {
+				errorf("failure %d (%s): device_kind %v mesh_device %v device %v, want mesh %s", i, want.Cause, g["device_kind"], g["mesh_device"], g["device"], want.MeshDevice)
+			}
+			hs, _ := g["holders"].([]any)
+			for _, h := range hs {
+				if hm, _ := h.(map[string]any); hm["mesh"] != true || hm["mesh_device"] != want.MeshDevice {
+					errorf("failure %d (%s): holder %v is not the mesh's", i, want.Cause, h)
+				}
+			}
+		} else {
+			if g["device_kind"] != "chip" {
+				errorf("failure %d (%s): device_kind %v, want chip", i, want.Cause, g["device_kind"])
+			}
+			if v, ok := num(g, "device"); !ok || int32(v) != want.Device {
+				errorf("failure %d (%s): device = %v, want %d", i, want.Cause, g["device"], want.Device)
+			}
+			hs, _ := g["holders"].([]any)
+			for _, h := range hs {
+				if hm, _ := h.(map[string]any); hm["mesh"] != false {
+					errorf("failure %d (%s): holder %v is a mesh buffer, which the chip's allocator does not hold", i, want.Cause, h)
+				}
+			}
+		}
 		for _, f := range []struct {
 			key  string
 			want uint64
 		}{
-			{"pid", uint64(tr.Pid)}, {"tid", uint64(want.Tid)}, {"device", uint64(want.Device)},
+			{"pid", uint64(tr.Pid)}, {"tid", uint64(want.Tid)},
 			{"size", want.Size}, {"page_size", want.PageSize}, {"banks", uint64(want.Banks)},
 			{"size_per_bank", want.SizePerBank}, {"bank_size", want.BankSize},
 			{"total_allocated_bytes", want.Before.Allocated}, {"total_free_bytes", want.Before.Free},
@@ -230,8 +317,12 @@ func readAllocTruth(t *testing.T, path string) *allocTruth {
 	if err := json.Unmarshal(b, &tr); err != nil {
 		t.Fatalf("truth: %v", err)
 	}
-	if len(tr.Failures) != 3 {
-		t.Fatalf("the replica recorded %d failed allocations, want 3: the test proves nothing", len(tr.Failures))
+	want := 3
+	if len(tr.Meshes) != 0 {
+		want = 6 // alloc --mesh: the mesh's three too
+	}
+	if len(tr.Failures) != want {
+		t.Fatalf("the replica recorded %d failed allocations, want %d: the test proves nothing", len(tr.Failures), want)
 	}
 	return &tr
 }
@@ -253,6 +344,39 @@ func TestE2EAllocator(t *testing.T) {
 					t.Error(d)
 				}
 				atr := readAllocTruth(t, truthPathOf(t, out))
+				for _, d := range compareAlloc(r.name(), readAllocOut(t, out), atr) {
+					t.Error(d)
+				}
+			})
+		}
+	}
+}
+
+// TestE2EAllocatorMesh: a MeshDevice's own allocator (alloc --mesh): every
+// number of the summary's "meshes" equals the replica's get_statistics of
+// the mesh's bank managers, the chips' allocators leave the mesh buffers out
+// (their numbers equal the chips' truth), and the mesh's three failed
+// allocations (larger than a bank, exhausted, fragmented) are alloc_failed
+// records naming the mesh, with the mesh's state and buffers; in "-- CMD",
+// "-p" and Python.
+func TestE2EAllocatorMesh(t *testing.T) {
+	for _, shape := range []string{"n300", "galaxy"} {
+		for _, mode := range []string{"cmd", "pid", "python"} {
+			if mode != "cmd" && shape != "n300" {
+				continue
+			}
+			var out string
+			r := run{variant: "gcc-O2", mode: mode, scenario: "alloc", args: []string{"--shape", shape, "--mesh", "--leak"},
+				peaks: true, out: &out}
+			t.Run(strings.ReplaceAll(r.name(), "/", "_")+"_"+shape, func(t *testing.T) {
+				sum, tr := trace(t, r)
+				for _, d := range compare(r, sum, tr) {
+					t.Error(d)
+				}
+				atr := readAllocTruth(t, truthPathOf(t, out))
+				if len(atr.Meshes) != 1 {
+					t.Fatalf("the replica has %d open meshes, want 1", len(atr.Meshes))
+				}
 				for _, d := range compareAlloc(r.name(), readAllocOut(t, out), atr) {
 					t.Error(d)
 				}
