@@ -148,3 +148,45 @@ func TestAllocatorTracks(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// A failed allocation of a MeshDevice's own allocator is an instant that
+// names the mesh (no chip), with the mesh as an argument.
+func TestAllocatorMeshInstant(t *testing.T) {
+	var out bytes.Buffer
+	s := newStream(t, &out, 3)
+	s.l.SetNotify(s.w.Notice)
+	const pid = 4243
+	emit := func(e events.Event) {
+		e.Pid = pid
+		s.emit(e)
+	}
+	// The mesh's bank manager: made outside a chip's allocator.
+	emit(dt.Capacity(-1, events.DRAM, 0xe0, 12, 1<<20, 32, 0x40))
+	emit(dt.Request(pid, 0xe0, 12*4096, 4096, true))
+	emit(dt.MeshAlloc(pid, 0xa0, dt.MeshA, events.DRAM, 0x40, 12*4096))
+	emit(dt.View(pid, 3, 0x40))
+	emit(dt.Request(pid, 0xe0, 12*(2<<20), 2<<20, true))
+	emit(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	sum := s.l.Summary()
+	if err := s.w.Summary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := perfettotest.Decode(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh := "0x" + strconv.FormatUint(dt.MeshA, 16)
+	n := 0
+	for _, in := range tr.Instants {
+		if len(in.Name) < 12 || in.Name[:12] != "alloc_failed" {
+			continue
+		}
+		n++
+		if in.Name != "alloc_failed mesh "+mesh+" DRAM (larger_than_bank)" || in.Args["mesh_device"] != mesh || in.Args["chip"] != "" {
+			t.Errorf("instant %q %v", in.Name, in.Args)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d alloc_failed instants, want 1", n)
+	}
+}

@@ -417,9 +417,14 @@ func (w *Writer) Notice(n *devices.Notice) {
 		{name: "holders_count", kind: annUint, u: uint64(f.HoldersCount)},
 		{name: "holders_bytes", kind: annUint, u: f.HoldersBytes},
 	}
-	if f.Device != nil {
+	switch {
+	case f.Device != nil:
 		name = fmt.Sprintf("alloc_failed chip %d %s (%s)", *f.Device, f.BufferType, cause)
 		args = append(args, ann{name: "chip", kind: annInt, i: int64(*f.Device)})
+	case f.MeshDevice != "":
+		// A MeshDevice's own allocator refused.
+		name = fmt.Sprintf("alloc_failed mesh %s %s (%s)", f.MeshDevice, f.BufferType, cause)
+		args = append(args, ann{name: "mesh_device", kind: annString, s: f.MeshDevice})
 	}
 	if f.TotalAllocated != nil {
 		args = append(args, ann{name: "total_allocated_bytes", kind: annUint, u: *f.TotalAllocated},
