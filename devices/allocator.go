@@ -577,6 +577,15 @@ func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 		}
 	}
 	b.span = span
+	if r != nil && r.grp != nil {
+		// Asked of a bank manager made outside the chip's allocator (a
+		// sub-device's, say): the chip's lists do not hold it.
+		if ta := p.chip(b.chip).alloc.typeOf(t); ta.exact() {
+			ta.lose(fmt.Sprintf("buffer %#x (seq %d) was allocated by bank manager %#x, which is not the chip's", b.key, b.seq, r.e.Object))
+			p.allocTouch(p.chip(b.chip), t)
+		}
+		return
+	}
 	p.placeOn(p.chip(b.chip), b, e)
 }
 
