@@ -130,7 +130,7 @@ func (v *Live) frame(view *View, width int) []string {
 			if i < len(hr) && hr[i].Device == d.Device && hr[i].HasHeadroom {
 				lines = append(lines, headroomLine(hr[i]))
 			}
-			lines = append(lines, allocatorLines(&d)...)
+			lines = append(lines, allocatorLines(d.Allocator, d.AllocatorWhy)...)
 			name := fmt.Sprintf("pid %d chip %d (physical chip unknown)", p.Pid, d.Device)
 			if d.UID != nil {
 				name = "pci " + *d.UID
@@ -144,6 +144,19 @@ func (v *Live) frame(view *View, width int) []string {
 			for k := range cur {
 				all[i].cur[k] += cur[k]
 			}
+		}
+		// A MeshDevice's own allocator holds its buffers, which its chips'
+		// allocator lines leave out.
+		for _, m := range l.MeshAllocators(p.Pid) {
+			if m.Allocator == nil {
+				continue
+			}
+			chips := make([]string, len(m.Chips))
+			for j, c := range m.Chips {
+				chips[j] = fmt.Sprint(c)
+			}
+			lines = append(lines, fmt.Sprintf("  mesh %s (chips %s)", m.MeshDevice, strings.Join(chips, ",")))
+			lines = append(lines, allocatorLines(m.Allocator, "")...)
 		}
 	}
 	if len(view.Procs) > 1 {
@@ -185,13 +198,13 @@ func bar(name string, cur, peak uint64, width int) string {
 // allocatorLines are a chip's allocator as nvidia-smi shows a GPU's
 // memory: per buffer type, what the allocator holds of its capacity (banks
 // x per-bank bytes), the percentage, and the largest free block per bank.
-func allocatorLines(d *devices.DeviceSummary) []string {
-	if d.Allocator == nil {
-		return []string{"    allocator unknown: " + d.AllocatorWhy}
+func allocatorLines(a *devices.Allocator, why string) []string {
+	if a == nil {
+		return []string{"    allocator unknown: " + why}
 	}
 	var out []string
 	for _, t := range devices.AllocatorTypes() {
-		at := d.Allocator.Type(t)
+		at := a.Type(t)
 		if at == nil || at.Banks == 0 || at.BankSize == 0 {
 			continue
 		}

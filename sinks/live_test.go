@@ -122,12 +122,24 @@ func TestLiveAllocator(t *testing.T) {
 	apply(req)
 	apply(*chipEv(events.KindAlloc, 10, 0xa, 1, events.DRAM, 3<<30))
 	apply(*chipEv(events.KindAlloc, 10, 0xb, 2, events.DRAM, 4096)) // chip 2: no allocator seen
+	// A mesh's own allocator (its manager made outside a chip's): 1 GiB
+	// over its 12 banks, not in chip 1's lines.
+	mcap := capacity(events.DRAM, 0xe0, 12, 1<<30)
+	mcap.DeviceKind, mcap.Chip, mcap.Device = events.DeviceNone, -1, 0
+	apply(mcap)
+	mreq := events.Event{Kind: events.KindAllocRequest, Object: 0xe0, Size: 1 << 30, PageSize: 1 << 20, Chip: -1}
+	mreq.BottomUp = true
+	apply(mreq)
+	apply(events.Event{Kind: events.KindAlloc, Object: 0xc, DeviceKind: events.DeviceMesh, Device: 0x5500, Chip: -1,
+		BufferType: events.DRAM, Size: 1 << 30, PageSize: 1 << 20, OwnsData: true, Status: 1})
+	apply(events.Event{Kind: events.KindView, Object: 0xc0, DeviceKind: events.DeviceChip, Device: 0x7f01, Chip: 1, BufferType: events.DRAM})
 	view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: "w"}}}
 	text := strings.Join(NewLive(&bytes.Buffer{}, time.Millisecond, nil).frame(view, 200), "\n")
 	for _, re := range []string{
 		`DRAM alloc\s+3\.0 GiB / 12\.0 GiB\s+25\.0%  largest free block 768\.0 MiB x 12 bank\(s\)`,
 		`L1 alloc\s+0 B / 64\.0 MiB\s+0\.0%  largest free block 1\.0 MiB x 64 bank\(s\)`,
 		`chip 2 .*\n(.*\n)*    allocator unknown: tttrace saw no bank manager`,
+		`  mesh 0x5500 \(chips 1\)\n    DRAM alloc\s+1\.0 GiB / 12\.0 GiB\s+8\.4%  largest free block 938\.0 MiB x 12 bank\(s\)`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("frame lacks %s:\n%s", re, text)
