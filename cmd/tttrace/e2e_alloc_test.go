@@ -431,7 +431,8 @@ func TestE2EAllocatorFailOnOOM(t *testing.T) {
 }
 
 // TestE2EAllocatorAll: --all with the workload started after tttrace (the
-// library probed through --lib before it runs): the same numbers.
+// library probed through --lib before it runs): the same numbers, a mesh's
+// own allocator's included.
 func TestE2EAllocatorAll(t *testing.T) {
 	bin, replica := setup(t)
 	dir := filepath.Join(replica, "gcc-O2")
@@ -439,7 +440,8 @@ func TestE2EAllocatorAll(t *testing.T) {
 	ready, out, truthPath := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
 	tt, tout := start(t, bin, "--all", "--json", "-o", out, "--ready-file", ready, "--lib", filepath.Join(dir, "libtt_metal.so"))
 	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
-	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "blackhole", "--leak", "--truth", truthPath)
+	// --mesh: a MeshDevice's own allocator too (its numbers and failures).
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "blackhole", "--mesh", "--leak", "--truth", truthPath)
 	if err := w.Wait(); err != nil {
 		t.Fatalf("workload: %v\n%s", err, wout)
 	}
