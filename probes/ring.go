@@ -63,7 +63,10 @@ type Ring struct {
 	// smaller).
 	winBytes uint64
 	epfd     int
-	evfd     int // Flush's eventfd, in epfd
+	// evfd is Flush's eventfd, in epfd; fdMu guards it against Close (a
+	// Flush after Close must not write to a number the fd was reused as).
+	fdMu     sync.Mutex
+	evfd     int
 	events   [2]unix.EpollEvent
 	deadline time.Time
 	// haveData: the ring is read until empty before the next wait.
@@ -312,6 +315,11 @@ func (r *Ring) wait() error {
 // Flush makes a waiting Read (or the next one) return what the ring holds
 // and then ErrFlushed.
 func (r *Ring) Flush() error {
+	r.fdMu.Lock()
+	defer r.fdMu.Unlock()
+	if r.evfd < 0 {
+		return os.ErrClosed
+	}
 	var one = [8]byte{1}
 	_, err := unix.Write(r.evfd, one[:])
 	return err
@@ -327,9 +335,7 @@ func (r *Ring) Close() error {
 	if r == nil || r.closed.Swap(true) {
 		return nil
 	}
-	if r.evfd >= 0 {
-		_ = r.Flush()
-	}
+	_ = r.Flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.release()
@@ -343,11 +349,13 @@ func (r *Ring) release() error {
 		}
 	}
 	r.cons, r.prod, r.va = nil, nil, nil
+	r.fdMu.Lock()
 	for _, f := range []int{r.epfd, r.evfd} {
 		if f >= 0 {
 			errs = append(errs, unix.Close(f))
 		}
 	}
 	r.epfd, r.evfd = -1, -1
+	r.fdMu.Unlock()
 	return errors.Join(errs...)
 }

@@ -248,4 +248,13 @@ func TestRingFlush(t *testing.T) {
 	if got, want := r.Resident(), 2*os.Getpagesize()+2*size; got != want {
 		t.Errorf("resident %d, want %d", got, want)
 	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := r.Flush(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Flush after Close: %v, want os.ErrClosed", err)
+	}
+	if _, err := r.Read(nil); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
 }
