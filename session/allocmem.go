@@ -110,84 +110,90 @@ func (s *session) readRoot(pid uint32) {
 	}
 }
 
-// bmLayout is a library's bank manager layout, or why there is none.
-type bmLayout struct {
-	l   *ttmetal.BankManagerLayout
-	err error
+// probedLib is a probed library, for reading its processes' allocators:
+// g_instances' link-time address and slots (or why none), from the symbols
+// read at attach, and both allocator layouts, read from its DWARF once per
+// library on a goroutine started at attach (track): a library's
+// DWARF takes long to read, and the records' loop waits for it only when
+// a process's allocators are first read, if it is not read by then.
+type probedLib struct {
+	path        string
+	addr, slots uint64
+	symErr      error
+	ready       chan struct{} // closed once layouts is set
+	layouts     ttmetal.AllocatorLayouts
+}
+
+// allocatorLayouts reads a library's allocator layouts (a variable for
+// the tests, which count the reads).
+var allocatorLayouts = ttmetal.AllocatorLayoutsFromDWARF
+
+// track records lib, just probed at path, and starts reading its
+// allocator layouts in the background; the goroutine owns lib and closes
+// it. It reports false, and leaves lib to the caller, for a file tracked
+// already. The reads take turns (b.parse): one library's DWARF in memory
+// at a time.
+func (b *bpfBackend) track(k probes.FileKey, path string, lib *ttmetal.Library) bool {
+	if _, ok := b.attached[k]; ok {
+		return false
+	}
+	p := &probedLib{path: path, ready: make(chan struct{})}
+	p.addr, p.slots, p.symErr = ttmetal.RootSymbol(lib)
+	if b.attached == nil {
+		b.attached = map[probes.FileKey]*probedLib{}
+		b.parse = make(chan struct{}, 1)
+	}
+	b.attached[k] = p
+	dbg, parse := b.cfg.Analysis.Debug, b.parse
+	go func() {
+		defer lib.Close()
+		parse <- struct{}{}
+		p.layouts = allocatorLayouts(lib, dbg)
+		<-parse
+		close(p.ready)
+	}()
+	return true
+}
+
+// allocLayouts are p's allocator layouts, waiting for their read if it
+// is still going on.
+func (p *probedLib) allocLayouts() *ttmetal.AllocatorLayouts {
+	<-p.ready
+	return &p.layouts
 }
 
 // ReadBankManager reads the bank manager at ptr in process pid, with the
 // layout of the TT-Metal library pid maps (from its DWARF, read once).
 func (b *bpfBackend) ReadBankManager(pid uint32, ptr uint64) (*ttmetal.MemBankManager, error) {
-	path, err := b.libraryOf(int(pid))
+	p, err := b.libraryOf(int(pid))
 	if err != nil {
 		return nil, err
 	}
-	bl, ok := b.bmLayouts[path]
-	if !ok {
-		bl = &bmLayout{}
-		lib, err := ttmetal.OpenLibrary(path)
-		if err != nil {
-			bl.err = err
-		} else {
-			bl.l, bl.err = ttmetal.BankManagerLayoutFromDWARF(lib, b.cfg.Analysis.Debug)
-			lib.Close()
-		}
-		if b.bmLayouts == nil {
-			b.bmLayouts = map[string]*bmLayout{}
-		}
-		b.bmLayouts[path] = bl
-	}
-	if bl.err != nil {
-		return nil, fmt.Errorf("no layout of BankManager: %w", bl.err)
+	ls := p.allocLayouts()
+	if ls.BankManagerErr != nil {
+		return nil, fmt.Errorf("no layout of BankManager: %w", ls.BankManagerErr)
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		return nil, err
 	}
 	defer mem.Close()
-	return ttmetal.ReadBankManager(mem, ptr, bl.l)
-}
-
-// rootLayout is a library's root of its open chips: g_instances' address
-// and slots (or why there is none), and the walk's layout, read from DWARF
-// only once a process has a MetalContext.
-type rootLayout struct {
-	addr, slots uint64
-	symErr      error
-	l           *ttmetal.RootLayout
-	err         error
-	read        bool // l, err set
+	return ttmetal.ReadBankManager(mem, ptr, ls.BankManager)
 }
 
 // ReadDevices walks pid's root of its open chips, with the layout of the
 // TT-Metal library pid maps (from its symbols and DWARF, read once) and
 // that library's load bias in pid. A process with no MetalContext yet has
-// no open chip: no DWARF is needed to say so.
+// no open chip: no DWARF is needed to say so, and none is waited for.
 func (b *bpfBackend) ReadDevices(pid uint32) ([]ttmetal.MemDevice, error) {
-	path, err := b.libraryOf(int(pid))
+	p, err := b.libraryOf(int(pid))
 	if err != nil {
 		return nil, err
 	}
-	rl, ok := b.rootLayouts[path]
-	if !ok {
-		rl = &rootLayout{}
-		lib, err := ttmetal.OpenLibrary(path)
-		if err != nil {
-			rl.symErr = err
-		} else {
-			rl.addr, rl.slots, rl.symErr = ttmetal.RootSymbol(lib)
-			lib.Close()
-		}
-		if b.rootLayouts == nil {
-			b.rootLayouts = map[string]*rootLayout{}
-		}
-		b.rootLayouts[path] = rl
+	if p.symErr != nil {
+		return nil, p.symErr
 	}
-	if rl.symErr != nil {
-		return nil, rl.symErr
-	}
-	bias, err := loadBias(int(pid), path)
+	bias, err := loadBias(int(pid), p.path)
 	if err != nil {
 		return nil, err
 	}
@@ -196,23 +202,14 @@ func (b *bpfBackend) ReadDevices(pid uint32) ([]ttmetal.MemDevice, error) {
 		return nil, err
 	}
 	defer mem.Close()
-	if found, err := ttmetal.AnyContext(mem, rl.addr+bias, rl.slots); err != nil || !found {
+	if found, err := ttmetal.AnyContext(mem, p.addr+bias, p.slots); err != nil || !found {
 		return nil, err
 	}
-	if !rl.read {
-		rl.read = true
-		lib, err := ttmetal.OpenLibrary(path)
-		if err != nil {
-			rl.err = err
-		} else {
-			rl.l, rl.err = ttmetal.RootLayoutFromDWARF(lib, b.cfg.Analysis.Debug)
-			lib.Close()
-		}
+	ls := p.allocLayouts()
+	if ls.RootErr != nil {
+		return nil, ls.RootErr
 	}
-	if rl.err != nil {
-		return nil, rl.err
-	}
-	return ttmetal.ReadDevices(mem, rl.l.Contexts+bias, rl.l)
+	return ttmetal.ReadDevices(mem, ls.Root.Contexts+bias, ls.Root)
 }
 
 // loadBias is what pid added to the link-time addresses of the library at
@@ -260,11 +257,11 @@ func loadBias(pid int, path string) (uint64, error) {
 	return 0, fmt.Errorf("pid %d maps no loadable segment of %s", pid, path)
 }
 
-// libraryOf is the path of a probed library that pid maps.
-func (b *bpfBackend) libraryOf(pid int) (string, error) {
+// libraryOf is a probed library that pid maps.
+func (b *bpfBackend) libraryOf(pid int) (*probedLib, error) {
 	objs, _, err := probes.MappedObjects(pid)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, o := range objs {
 		k, err := probes.KeyOf(o)
@@ -275,5 +272,5 @@ func (b *bpfBackend) libraryOf(pid int) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("pid %d maps none of the %d probed libraries", pid, len(b.attached))
+	return nil, fmt.Errorf("pid %d maps none of the %d probed libraries", pid, len(b.attached))
 }

@@ -116,12 +116,10 @@ type bpfBackend struct {
 	rec    []byte // the last record read, reused
 	libs   int
 	logOut io.Writer
-	// attached: the probed libraries by file, for ReadBankManager;
-	// bmLayouts: their bank manager layouts, read on first use.
-	attached  map[probes.FileKey]string
-	bmLayouts map[string]*bmLayout
-	// rootLayouts: their root-of-devices layouts, read on first use.
-	rootLayouts map[string]*rootLayout
+	// attached: the probed libraries by file, for ReadBankManager and
+	// ReadDevices (allocmem.go); parse: a turn at reading one's DWARF.
+	attached map[probes.FileKey]*probedLib
+	parse    chan struct{}
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
@@ -210,7 +208,12 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 		}
 		return LibRefused, errorf(ErrNoLibrary, "library: %w", err)
 	}
-	defer lib.Close()
+	handed := false // to the goroutine reading its allocator layouts (track)
+	defer func() {
+		if !handed {
+			lib.Close()
+		}
+	}()
 	if recognise && !ttmetal.IsTTMetal(lib) {
 		return LibOther, nil
 	}
@@ -225,13 +228,10 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 	}
 	b.cfg.Timeline.Mark(path + ": attached")
 	b.libs++
-	if k, err := probes.KeyOf(path); err == nil {
-		if b.attached == nil {
-			b.attached = map[probes.FileKey]string{}
-		}
-		b.attached[k] = path
-	}
 	reportPrepared(b.logOut, lib.Path, prep)
+	if k, err := probes.KeyOf(path); err == nil {
+		handed = b.track(k, path, lib)
+	}
 	return LibAttached, nil
 }
 

@@ -358,6 +358,8 @@ var knownNames, knownPrefixes = func() ([]string, []string) {
 		symNotifyAllocated, symNotifyDeallocated)
 	callerNames, callerPrefixes := knownCallerNames()
 	names = withV0(names...)
+	// g_instances too: the session asks for it at attach (RootSymbol).
+	names = append(names, SymContexts)
 	return append(names, callerNames...), append(append(withV0(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)
 }()
 

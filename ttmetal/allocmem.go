@@ -44,9 +44,52 @@ const (
 	maxAllocators = 4096
 )
 
-// BankManagerLayoutFromDWARF reads the layout from lib's DWARF (or its
-// separate debug file under dbg), or says why it cannot.
-func BankManagerLayoutFromDWARF(lib *Library, dbg elfx.Debug) (*BankManagerLayout, error) {
+// AllocatorLayouts are what reading a process's allocators from its memory
+// needs from one library, each with why it is missing: the bank manager's
+// layout (ReadBankManager) and the root of the open chips (ReadDevices).
+type AllocatorLayouts struct {
+	BankManager    *BankManagerLayout
+	BankManagerErr error
+	Root           *RootLayout
+	RootErr        error
+}
+
+// AllocatorLayoutsFromDWARF reads both layouts from lib's symbols and
+// DWARF (or its separate debug file under dbg). The DWARF, the slow part,
+// is found, opened and read once for both. A malformed file is refused,
+// never a panic: the session runs this on a goroutine of its own.
+func AllocatorLayoutsFromDWARF(lib *Library, dbg elfx.Debug) (ls AllocatorLayouts) {
+	var perr error
+	defer func() {
+		if perr != nil {
+			ls = AllocatorLayouts{BankManagerErr: perr, RootErr: perr}
+		}
+	}()
+	defer elfx.Recover(&perr, lib.Path)
+	var addr, slots uint64
+	addr, slots, ls.RootErr = RootSymbol(lib)
+	d, err := openDWARF(lib, dbg)
+	if err != nil {
+		ls.BankManagerErr = err
+		if ls.RootErr == nil {
+			ls.RootErr = err
+		}
+		return ls
+	}
+	ls.BankManager, ls.BankManagerErr = bankManagerLayout(d)
+	if ls.RootErr == nil {
+		ls.Root, ls.RootErr = rootLayout(d)
+		if ls.Root != nil {
+			ls.Root.Contexts, ls.Root.Slots = addr, slots
+		}
+	}
+	return ls
+}
+
+// openDWARF reads lib's DWARF (or that of its separate debug file under
+// dbg), or says why it cannot. The file is closed on return: the DWARF's
+// sections are read into memory.
+func openDWARF(lib *Library, dbg elfx.Debug) (*dwarf.Data, error) {
 	df := findDebugInfo(lib, dbg)
 	if df.path == "" {
 		return nil, fmt.Errorf("no DWARF for %s (looked at: %s)", lib.Path, strings.Join(df.checked, "; "))
@@ -60,7 +103,7 @@ func BankManagerLayoutFromDWARF(lib *Library, dbg elfx.Debug) (*BankManagerLayou
 	if err != nil {
 		return nil, fmt.Errorf("read DWARF of %s: %w", df.path, err)
 	}
-	return bankManagerLayout(d)
+	return d, nil
 }
 
 // bmClass is one class of the scan: its namespace below tt::tt_metal

@@ -66,34 +66,6 @@ func RootSymbol(lib *Library) (addr, slots uint64, err error) {
 	return root.Value, root.Size / 8, nil
 }
 
-// RootLayoutFromDWARF reads the root's layout from lib's symbols and DWARF
-// (or its separate debug file under dbg), or says why it cannot.
-func RootLayoutFromDWARF(lib *Library, dbg elfx.Debug) (*RootLayout, error) {
-	addr, slots, err := RootSymbol(lib)
-	if err != nil {
-		return nil, err
-	}
-	df := findDebugInfo(lib, dbg)
-	if df.path == "" {
-		return nil, fmt.Errorf("no DWARF for %s (looked at: %s)", lib.Path, strings.Join(df.checked, "; "))
-	}
-	ef, err := elfx.Open(df.path, elfx.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	defer ef.Close()
-	d, err := elfx.DWARF(ef.File, ef.Limits())
-	if err != nil {
-		return nil, fmt.Errorf("read DWARF of %s: %w", df.path, err)
-	}
-	l, err := rootLayout(d)
-	if err != nil {
-		return nil, err
-	}
-	l.Contexts, l.Slots = addr, slots
-	return l, nil
-}
-
 // rootLayout reads the member offsets of the walk from d.
 func rootLayout(d *dwarf.Data) (*RootLayout, error) {
 	l := &RootLayout{}

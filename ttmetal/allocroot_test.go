@@ -89,7 +89,8 @@ func TestRootLayoutFromDWARF(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lib.Close()
-			l, err := RootLayoutFromDWARF(lib, elfx.Debug{Roots: []string{}})
+			ls := AllocatorLayoutsFromDWARF(lib, elfx.Debug{Roots: []string{}})
+			l, err := ls.Root, ls.RootErr
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestRootLayoutRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Close()
-	if _, err := RootLayoutFromDWARF(lib, elfx.Debug{Roots: []string{}}); err == nil || !strings.Contains(err.Error(), "g_instances") {
+	if err := AllocatorLayoutsFromDWARF(lib, elfx.Debug{Roots: []string{}}).RootErr; err == nil || !strings.Contains(err.Error(), "g_instances") {
 		t.Errorf("no root symbol: %v", err)
 	}
 	// The root without DWARF: says so.
@@ -152,7 +153,7 @@ func TestRootLayoutRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib2.Close()
-	if _, err := RootLayoutFromDWARF(lib2, elfx.Debug{Roots: []string{}}); err == nil || !strings.Contains(err.Error(), "DWARF") {
+	if err := AllocatorLayoutsFromDWARF(lib2, elfx.Debug{Roots: []string{}}).RootErr; err == nil || !strings.Contains(err.Error(), "DWARF") {
 		t.Errorf("no DWARF: %v", err)
 	}
 }
