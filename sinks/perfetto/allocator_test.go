@@ -20,11 +20,10 @@ import (
 // failed request is one instant with its numbers as arguments.
 func TestAllocatorTracks(t *testing.T) {
 	var out bytes.Buffer
-	s := newStream(t, &out, 3)
-	s.l.SetAllocObserver(s.w.AllocState)
-	s.l.SetNotify(s.w.Notice)
-	rng := rand.New(rand.NewPCG(5, 6))
 	const pid = 4242
+	s, emit := newProcStream(t, &out, 3, pid)
+	s.l.SetAllocObserver(s.w.AllocState)
+	rng := rand.New(rand.NewPCG(5, 6))
 	type mgr struct {
 		chip  int32
 		typ   events.BufferType
@@ -41,8 +40,8 @@ func TestAllocatorTracks(t *testing.T) {
 		}{{events.DRAM, 12, 1 << 20}, {events.L1, 64, 0xe8000}} {
 			g := &mgr{chip: chip, typ: spec.typ, ptr: 0xd0 + uint64(i*4+j), banks: spec.banks}
 			c := dt.Capacity(chip, spec.typ, g.ptr, spec.banks, spec.bank, 32, 0x40)
-			c.Pid, c.Tid = pid, pid
-			s.emit(c)
+			c.Tid = pid
+			emit(c)
 			var err error
 			if g.m, err = allocmodel.New(allocmodel.Config{Banks: spec.banks, BankSize: spec.bank, Offset: 0x40, Alignment: 32, BlockAlign: 32}); err != nil {
 				t.Fatal(err)
@@ -63,9 +62,7 @@ func TestAllocatorTracks(t *testing.T) {
 			for k, b := range bufs {
 				b.g.m.Free(b.addr)
 				delete(bufs, k)
-				e := dt.Free(pid, k, b.g.chip)
-				e.Pid = pid
-				s.emit(e)
+				emit(dt.Free(pid, k, b.g.chip))
 				break
 			}
 			continue
@@ -73,20 +70,16 @@ func TestAllocatorTracks(t *testing.T) {
 		page := uint64(1024 << rng.IntN(6))
 		req := allocmodel.Request{PageSize: page, Size: page * uint64(1+rng.IntN(300)), BottomUp: g.typ == events.DRAM}
 		addr, f := g.m.Allocate(req)
-		r := dt.Request(pid, g.ptr, req.Size, req.PageSize, req.BottomUp)
-		r.Pid = pid
-		s.emit(r)
+		emit(dt.Request(pid, g.ptr, req.Size, req.PageSize, req.BottomUp))
 		if f != nil {
 			failures++
 			continue // the thread's next event shows it threw
 		}
 		next++
 		bufs[next] = live{g, addr}
-		a := dt.AllocPage(pid, next, g.chip, g.typ, addr, req.Size, req.PageSize)
-		a.Pid = pid
-		s.emit(a)
+		emit(dt.AllocPage(pid, next, g.chip, g.typ, addr, req.Size, req.PageSize))
 	}
-	s.emit(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	emit(events.Event{Kind: events.KindExit, Chip: -1})
 	sum := s.l.Summary()
 	if err := s.w.Summary(&sum); err != nil {
 		t.Fatal(err)
@@ -153,20 +146,15 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 // names the mesh (no chip), with the mesh as an argument.
 func TestAllocatorMeshInstant(t *testing.T) {
 	var out bytes.Buffer
-	s := newStream(t, &out, 3)
-	s.l.SetNotify(s.w.Notice)
 	const pid = 4243
-	emit := func(e events.Event) {
-		e.Pid = pid
-		s.emit(e)
-	}
+	s, emit := newProcStream(t, &out, 3, pid)
 	// The mesh's bank manager: made outside a chip's allocator.
 	emit(dt.Capacity(-1, events.DRAM, 0xe0, 12, 1<<20, 32, 0x40))
 	emit(dt.Request(pid, 0xe0, 12*4096, 4096, true))
 	emit(dt.MeshAlloc(pid, 0xa0, dt.MeshA, events.DRAM, 0x40, 12*4096))
 	emit(dt.View(pid, 3, 0x40))
 	emit(dt.Request(pid, 0xe0, 12*(2<<20), 2<<20, true))
-	emit(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	emit(events.Event{Kind: events.KindExit, Chip: -1})
 	sum := s.l.Summary()
 	if err := s.w.Summary(&sum); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,18 @@ func newStream(t *testing.T, out *bytes.Buffer, seed uint64) *stream {
 	return s
 }
 
+// newProcStream is newStream whose writer hears the ledger's notices too,
+// with an emit that gives each event process pid (the devicestest
+// builders leave it to the caller).
+func newProcStream(t *testing.T, out *bytes.Buffer, seed uint64, pid uint32) (*stream, func(events.Event)) {
+	s := newStream(t, out, seed)
+	s.l.SetNotify(s.w.Notice)
+	return s, func(e events.Event) {
+		e.Pid = pid
+		s.emit(e)
+	}
+}
+
 // emit applies e. Time mostly moves on, but now and then it stands still
 // or steps back a little, as records of different CPUs do.
 func (s *stream) emit(e events.Event) {

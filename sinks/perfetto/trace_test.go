@@ -15,13 +15,8 @@ import (
 // of the call that made it, its fields as arguments.
 func TestTraceInstants(t *testing.T) {
 	var out bytes.Buffer
-	s := newStream(t, &out, 9)
-	s.l.SetNotify(s.w.Notice)
 	const pid = 77
-	emit := func(e events.Event) {
-		e.Pid = pid
-		s.emit(e)
-	}
+	s, emit := newProcStream(t, &out, 9, pid)
 	emit(dt.Trace(pid, events.TraceBegin, 2, 0, 7))
 	emit(dt.Alloc(pid, 0xa1, 2, events.DRAM, 0x11000, 0x4000)) // captured (and allocated during the capture)
 	emit(dt.Free(pid, 0xa1, 2))
@@ -31,7 +26,7 @@ func TestTraceInstants(t *testing.T) {
 	emit(dt.Trace(pid, events.TraceReplay, 2, 0, 7))
 	emit(dt.Trace(pid, events.TraceRelease, 2, 0, 7))
 	emit(dt.Trace(pid, events.TraceReplay, 2, 0, 7))
-	emit(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
+	emit(events.Event{Kind: events.KindExit, Chip: -1})
 	sum := s.l.Summary()
 	if err := s.w.Summary(&sum); err != nil {
 		t.Fatal(err)
