@@ -181,21 +181,7 @@ func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, ab
 				errorf("chip %d: allocator has no %s", td.Device, contractType(typ))
 				continue
 			}
-			for _, f := range []struct {
-				key  string
-				want uint64
-			}{
-				{"banks", uint64(want.Banks)}, {"bank_size", want.BankSize},
-				{"total_allocatable_size_bytes", want.Allocatable}, {"total_allocated_bytes", want.Allocated},
-				{"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock},
-			} {
-				if v, ok := num(g, f.key); !ok || v != f.want {
-					errorf("chip %d %s %s = %v, want %d", td.Device, typ, f.key, g[f.key], f.want)
-				}
-			}
-			if g["source"] != source {
-				errorf("chip %d %s source = %v, want %s", td.Device, typ, g["source"], source)
-			}
+			checkStats(errorf, fmt.Sprintf("chip %d", td.Device), typ, g, want, source)
 		}
 	}
 	meshes := map[string]map[string]any{}
@@ -230,21 +216,7 @@ func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, ab
 				errorf("mesh %d: allocator has no %s", tm.MeshID, contractType(typ))
 				continue
 			}
-			for _, f := range []struct {
-				key  string
-				want uint64
-			}{
-				{"banks", uint64(want.Banks)}, {"bank_size", want.BankSize},
-				{"total_allocatable_size_bytes", want.Allocatable}, {"total_allocated_bytes", want.Allocated},
-				{"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock},
-			} {
-				if v, ok := num(g, f.key); !ok || v != f.want {
-					errorf("mesh %d %s %s = %v, want %d", tm.MeshID, typ, f.key, g[f.key], f.want)
-				}
-			}
-			if g["source"] != "probe" {
-				errorf("mesh %d %s source = %v, want probe", tm.MeshID, typ, g["source"])
-			}
+			checkStats(errorf, fmt.Sprintf("mesh %d", tm.MeshID), typ, g, want, "probe")
 		}
 	}
 	if len(ms) != len(tr.Meshes) {
@@ -305,6 +277,26 @@ func compareAllocFrom(name string, o allocOut, tr *allocTruth, source string, ab
 		errorf("summary lists %d alloc_failures, want %d", len(failures), len(tr.Failures))
 	}
 	return diffs
+}
+
+// checkStats compares one type's statistics in tttrace's allocator view of
+// a chip or mesh (label) with the replica's get_statistics, and its source.
+func checkStats(errorf func(string, ...any), label, typ string, got map[string]any, want allocTruthAllocator, source string) {
+	for _, f := range []struct {
+		key  string
+		want uint64
+	}{
+		{"banks", uint64(want.Banks)}, {"bank_size", want.BankSize},
+		{"total_allocatable_size_bytes", want.Allocatable}, {"total_allocated_bytes", want.Allocated},
+		{"total_free_bytes", want.Free}, {"largest_free_block_bytes", want.LargestBlock},
+	} {
+		if v, ok := num(got, f.key); !ok || v != f.want {
+			errorf("%s %s %s = %v, want %d", label, typ, f.key, got[f.key], f.want)
+		}
+	}
+	if got["source"] != source {
+		errorf("%s %s source = %v, want %s", label, typ, got["source"], source)
+	}
 }
 
 func readAllocTruth(t *testing.T, path string) *allocTruth {
