@@ -139,6 +139,13 @@ struct {
 /* Global sequence counter shared by all CPUs. */
 __u64 next_seq = 0;
 
+/* Nonzero while the reader is not asleep on the ring, or a wake-up is
+ * already on its way to it: no submit needs to wake it. User space clears
+ * it just before it sleeps (probes.Ring.wait) and sets it when it wakes.
+ * It stays 0 for a reader that never writes it: every submit past the
+ * threshold then wakes it, as before this flag. */
+__u32 reader_awake = 0;
+
 /* ---- helpers --------------------------------------------------------- */
 
 static __always_inline int traced(__u32 tgid)
@@ -212,15 +219,19 @@ static __always_inline void lost_record(enum event_kind kind)
 		lc->kinds[kind & (EV_RING_KINDS - 1)]++;
 }
 
-/* Waking the reader costs an interrupt-work round trip per record; it is
- * only worth it once a batch has piled up. User space also polls on a short
+/* Waking the reader costs an interrupt-work round trip (an IPI to this
+ * CPU, a hypervisor exit on most VMs); it is only worth it once a batch has
+ * piled up, and only when the reader sleeps: one wake-up per sleep, not one
+ * per record while it catches up. User space also polls on a short
  * deadline, so a quiet trickle is still read promptly. */
 static __always_inline void finish(void *e)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+	if (!reader_awake && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
+		reader_awake = 1;
 		flags = BPF_RB_FORCE_WAKEUP;
+	}
 	bpf_ringbuf_submit(e, flags);
 }
 

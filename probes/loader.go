@@ -209,6 +209,11 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
+	// Without a memory-mapped .bss (Linux < 5.5) the flag stays 0: the
+	// programs then wake the reader at every record past the threshold.
+	if p, err := ebpf.VariablePointer[uint32](t.objs.ReaderAwake); err == nil {
+		rd.SetAwakeFlag(p)
+	}
 	t.rd = rd
 	return t, nil
 }

@@ -75,6 +75,8 @@ type Ring struct {
 	// ring is empty.
 	pending error
 	closed  atomic.Bool
+	// awake: the BPF side's reader_awake flag (SetAwakeFlag), or nil.
+	awake *uint32
 	// moves counts the chunks mapped (tests).
 	moves int
 }
@@ -190,6 +192,20 @@ func (r *Ring) at(off, n uint64) ([]byte, error) {
 	return r.va[off : off+n], nil
 }
 
+// SetAwakeFlag gives the ring the BPF programs' reader_awake flag (a
+// global in memory shared with the kernel, valid while the ring is open):
+// Read clears it just before it sleeps and sets it when it wakes, so the
+// programs wake the reader once per sleep instead of once per record
+// while it catches up (bpf/tttrace.bpf.c, finish).
+func (r *Ring) SetAwakeFlag(p *uint32) {
+	r.mu.Lock()
+	r.awake = p
+	if p != nil {
+		atomic.StoreUint32(p, 1)
+	}
+	r.mu.Unlock()
+}
+
 // SetDeadline sets when a Read waiting for data returns
 // os.ErrDeadlineExceeded; the zero time waits for ever.
 func (r *Ring) SetDeadline(t time.Time) {
@@ -275,6 +291,17 @@ func (r *Ring) next(buf []byte) ([]byte, bool, error) {
 // wait blocks until the ring has data, the deadline passes or Flush is
 // called.
 func (r *Ring) wait() error {
+	if r.awake != nil {
+		// Asleep from here: a record committed after the store wakes the
+		// reader. One committed between the last read and the store did
+		// not; it is seen by the check below (the store is a full barrier,
+		// and the kernel's reservation of a record is one too).
+		atomic.StoreUint32(r.awake, 0)
+		defer atomic.StoreUint32(r.awake, 1)
+		if r.consPos() != r.prodPos() {
+			return nil
+		}
+	}
 	for {
 		timeout := -1
 		if !r.deadline.IsZero() {
@@ -342,6 +369,7 @@ func (r *Ring) Close() error {
 }
 
 func (r *Ring) release() error {
+	r.awake = nil
 	var errs []error
 	for _, m := range [][]byte{r.cons, r.prod, r.va} {
 		if m != nil {

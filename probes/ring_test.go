@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,5 +257,58 @@ func TestRingFlush(t *testing.T) {
 	}
 	if _, err := r.Read(nil); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
+}
+
+// TestRingAwakeFlag checks the reader's side of the wake-up flag: set
+// while it reads, cleared while it sleeps on an empty ring, set again when
+// a record wakes it, and no longer touched after Close.
+func TestRingAwakeFlag(t *testing.T) {
+	const size = 16 << 10
+	w := newRingWriter(t, size)
+	r, err := NewRing(w.ring.FD(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var flag uint32
+	r.SetAwakeFlag(&flag)
+	if got := atomic.LoadUint32(&flag); got != 1 {
+		t.Fatalf("flag %d after SetAwakeFlag, want 1 (the reader is awake)", got)
+	}
+	done := make(chan []byte)
+	go func() {
+		buf, err := r.Read(nil)
+		if err != nil {
+			t.Errorf("read: %v", err)
+		}
+		done <- buf
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for atomic.LoadUint32(&flag) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the flag was not cleared while the reader waits on an empty ring")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.write(t, 24)
+	select {
+	case buf := <-done:
+		checkRecord(t, buf, 24, 1)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the record did not wake the reader")
+	}
+	if got := atomic.LoadUint32(&flag); got != 1 {
+		t.Fatalf("flag %d after the reader woke, want 1", got)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	atomic.StoreUint32(&flag, 7)
+	if _, err := r.Read(nil); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+	if got := atomic.LoadUint32(&flag); got != 7 {
+		t.Fatalf("Read after Close wrote the flag (%d)", got)
 	}
 }

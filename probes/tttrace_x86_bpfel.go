@@ -321,6 +321,7 @@ type tttraceVariableSpecs struct {
 	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
 	KnownStacks               *ebpf.VariableSpec `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.VariableSpec `ebpf:"next_seq"`
+	ReaderAwake               *ebpf.VariableSpec `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
 	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -405,6 +406,7 @@ type tttraceVariables struct {
 	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
 	KnownStacks               *ebpf.Variable `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.Variable `ebpf:"next_seq"`
+	ReaderAwake               *ebpf.Variable `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`
 	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
