@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/tttrace/tttrace/internal/gcgoal"
 	"github.com/tttrace/tttrace/ttmetal"
 	"golang.org/x/sys/unix"
 )
@@ -115,7 +115,7 @@ func Load(opts Options) (*Tracer, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrPermission
 	}
-	defer relaxGC()()
+	defer gcgoal.Relax()()
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
@@ -216,42 +216,6 @@ func Load(opts Options) (*Tracer, error) {
 	}
 	t.rd = rd
 	return t, nil
-}
-
-// loadGCPercent is the garbage collector's target while BPF objects are
-// loaded: parsing the kernel's BTF and the object and linking programs
-// make ~10 MB of short-lived garbage, which tttrace's usual target (25%,
-// cmd/tttrace: the heap is mostly the ledger's long-lived records) turns
-// into a dozen collections at start-up. The peak grows by no more than
-// what the loading allocates.
-const loadGCPercent = 400
-
-var (
-	gcMu      sync.Mutex
-	gcRelaxed int // loads under way
-	gcBefore  int // the target before the first of them
-)
-
-// relaxGC raises the collector's target to loadGCPercent (never lowers
-// it, never turns a disabled collector on) until the function it returns
-// is called; loads at the same time share one raise.
-func relaxGC() (restore func()) {
-	gcMu.Lock()
-	defer gcMu.Unlock()
-	if gcRelaxed == 0 {
-		gcBefore = debug.SetGCPercent(loadGCPercent)
-		if gcBefore < 0 || gcBefore > loadGCPercent {
-			debug.SetGCPercent(gcBefore)
-		}
-	}
-	gcRelaxed++
-	return func() {
-		gcMu.Lock()
-		defer gcMu.Unlock()
-		if gcRelaxed--; gcRelaxed == 0 {
-			debug.SetGCPercent(gcBefore)
-		}
-	}
 }
 
 // The programs the tracer attaches itself (not through a plan).
@@ -380,7 +344,7 @@ func loadError(what string, err error) error {
 func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf.Program, error) {
 	t.progMu.Lock()
 	defer t.progMu.Unlock()
-	defer relaxGC()()
+	defer gcgoal.Relax()()
 	var todo []ttmetal.Program
 	for _, n := range names {
 		if t.progs[n] != nil || slices.Contains(todo, n) || t.spec.Programs[string(n)] == nil {
