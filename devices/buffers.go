@@ -1,11 +1,10 @@
 package devices
 
-// Buffers are kept in a slot table: index maps a Buffer* to a slot number
-// (or to a tombstone saying how the buffer ended), slots holds the entries
-// by value. Alloc and free of a recycled Buffer* touch no new memory: the
-// map entry is overwritten in place and slots are reused from a free list.
-// About 80 bytes of slot plus one map entry per live buffer (and 4 bytes
-// of L1 heap per live L1 buffer).
+// Buffers are kept in a slot table: index maps a live Buffer* to a slot
+// number (liveindex.go), ended maps the Buffer* of a buffer that ended to
+// how it ended, slots holds the entries by value and are reused from a
+// free list. About 80 bytes of slot plus ~6 bytes of index per live buffer
+// (and 4 bytes of L1 heap per live L1 buffer); ~35 bytes per ended key.
 
 const (
 	// slotFreed: a free was seen for the key, so a second free is a double free.
@@ -82,7 +81,10 @@ func (s *slotStore) add() uint32 {
 }
 
 type bufTable struct {
-	index map[uint64]uint32
+	// index: the live buffers' keys; ended: the keys whose buffer ended
+	// (slotFreed or slotReleased) and that no live buffer took since.
+	index liveIndex
+	ended map[uint64]uint32
 	slots slotStore
 	// freeHead: 1 + the number of the last slot freed, 0 when none is
 	// free. The free slots are a list threaded through themselves (a free
@@ -94,16 +96,22 @@ type bufTable struct {
 }
 
 func newBufTable() bufTable {
-	return bufTable{index: make(map[uint64]uint32)}
+	return bufTable{ended: make(map[uint64]uint32)}
 }
 
 // lookup returns the slot of a live buffer.
 func (t *bufTable) lookup(key uint64) (uint32, bool) {
-	idx, ok := t.index[key]
-	if !ok || idx >= slotReleased {
-		return 0, false
+	return t.index.get(key, &t.slots)
+}
+
+// state returns key's slot if its buffer is live, else how it ended
+// (slotFreed, slotReleased); known is false for a key never seen.
+func (t *bufTable) state(key uint64) (idx uint32, known bool) {
+	if idx, ok := t.index.get(key, &t.slots); ok {
+		return idx, true
 	}
-	return idx, true
+	idx, known = t.ended[key]
+	return idx, known
 }
 
 // insert takes a slot for key, which must not be live. The caller fills it.
@@ -119,7 +127,9 @@ func (t *bufTable) insert(key uint64) (uint32, bool) {
 		}
 		idx = t.slots.add()
 	}
-	t.index[key] = idx
+	t.slots.at(idx).key = key
+	t.index.put(key, idx, &t.slots)
+	delete(t.ended, key)
 	t.live++
 	return idx, true
 }
@@ -128,8 +138,9 @@ func (t *bufTable) insert(key uint64) (uint32, bool) {
 // the tombstone state for the key.
 func (t *bufTable) detach(idx uint32, state uint32) {
 	b := t.slots.at(idx)
+	t.index.del(b.key, &t.slots)
 	b.marked = true
-	t.index[b.key] = state
+	t.ended[b.key] = state
 }
 
 // remove frees slot idx and leaves the tombstone state for its key (unless
@@ -137,7 +148,8 @@ func (t *bufTable) detach(idx uint32, state uint32) {
 func (t *bufTable) remove(idx uint32, state uint32) {
 	b := t.slots.at(idx)
 	if !b.marked {
-		t.index[b.key] = state
+		t.index.del(b.key, &t.slots)
+		t.ended[b.key] = state
 	}
 	*b = bufEntry{hpos: t.freeHead}
 	t.freeHead = idx + 1

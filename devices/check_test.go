@@ -76,7 +76,12 @@ func (c *checker) at(id int32) *Totals {
 // buffer to its chip or mesh.
 func (c *checker) buffers() {
 	t := &c.p.bufs
-	live, free := 0, 0
+	live, free, indexed := 0, 0, 0
+	defer func() {
+		if t.index.n != indexed {
+			c.bad("index holds %d keys, %d live buffers are unmarked", t.index.n, indexed)
+		}
+	}()
 	for i := range t.slots.len() {
 		b := t.slots.at(uint32(i))
 		if !b.live {
@@ -84,12 +89,18 @@ func (c *checker) buffers() {
 			continue
 		}
 		live++
-		if idx, ok := t.index[b.key]; b.marked {
+		if idx, ok := t.index.get(b.key, &t.slots); b.marked {
 			if ok && idx == uint32(i) {
 				c.bad("slot %d (buffer %#x): marked but still indexed", i, b.key)
 			}
-		} else if !ok || idx != uint32(i) {
-			c.bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
+		} else {
+			indexed++
+			if !ok || idx != uint32(i) {
+				c.bad("slot %d (buffer %#x) not indexed (index says %d, %v)", i, b.key, idx, ok)
+			}
+			if st, ended := t.ended[b.key]; ended {
+				c.bad("slot %d (buffer %#x): live, and also ended (%#x)", i, b.key, st)
+			}
 		}
 		if Counter(b.btype) >= CounterCB || b.size == 0 || b.size > maxSize {
 			c.bad("slot %d: type %d size %d", i, b.btype, b.size)
@@ -121,12 +132,21 @@ func (c *checker) buffers() {
 	if live != t.live || free != listed {
 		c.bad("%d live and %d free slots, table says %d live and %d free", live, free, t.live, listed)
 	}
-	for key, idx := range t.index {
-		if idx >= slotReleased {
+	for i, r := range t.index.buckets {
+		if r == 0 {
 			continue
 		}
-		if int(idx) >= t.slots.len() || !t.slots.at(idx).live || t.slots.at(idx).key != key {
-			c.bad("index %#x -> slot %d, which does not hold it", key, idx)
+		if int(r-1) >= t.slots.len() || !t.slots.at(r-1).live || t.slots.at(r-1).marked {
+			c.bad("index bucket %d -> slot %d, not a live unmarked buffer", i, r-1)
+			continue
+		}
+		if idx, ok := t.index.get(t.slots.at(r-1).key, &t.slots); !ok || idx != r-1 {
+			c.bad("index bucket %d -> slot %d, which a look-up of its key does not find", i, r-1)
+		}
+	}
+	for key, st := range t.ended {
+		if st != slotFreed && st != slotReleased {
+			c.bad("ended key %#x: state %#x", key, st)
 		}
 	}
 }

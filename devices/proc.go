@@ -440,7 +440,7 @@ func (p *proc) free(e *events.Event) {
 		p.stats.HookedFrees++
 		return
 	}
-	switch idx, known := p.bufs.index[e.Object]; {
+	switch idx, known := p.bufs.state(e.Object); {
 	case !known:
 		p.unknownFrees++ // allocated before the tracer attached
 		p.unknownFreeMem(e)
