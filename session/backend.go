@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -120,17 +121,29 @@ type bpfBackend struct {
 	// ReadDevices (allocmem.go); parse: a turn at reading one's DWARF.
 	attached map[probes.FileKey]*probedLib
 	parse    chan struct{}
+	// ahead: libraries analysed while the BPF objects loaded (prefetch.go).
+	aheadMu sync.Mutex
+	ahead   map[string]*aheadLib
 }
 
 func newBPFBackend(cfg *Config) (*bpfBackend, error) {
+	// The libraries tracing starts with are analysed meanwhile.
+	var ahead map[string]*aheadLib
+	switch {
+	case cfg.Lib != "":
+		ahead = prepareAhead([]string{cfg.Lib}, cfg.Lib, cfg.Analysis)
+	case len(cfg.Command) > 0:
+		ahead = prepareAhead(procHost{}.Candidates(0, cfg.Command), "", cfg.Analysis)
+	}
 	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks})
 	if err != nil {
+		(&bpfBackend{ahead: ahead}).dropAhead()
 		if errors.Is(err, probes.ErrPermission) {
 			return nil, &Error{ErrPermission, err}
 		}
 		return nil, &Error{ErrInternal, err}
 	}
-	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log()}, nil
+	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log(), ahead: ahead}, nil
 }
 
 func (b *bpfBackend) ProcessEvents() error { return b.t.AttachProcessEvents() }
@@ -158,7 +171,10 @@ func (b *bpfBackend) Detach() error                { return b.t.Detach() }
 func (b *bpfBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
 	return b.t.LoaderDrops()
 }
-func (b *bpfBackend) Close() error { return b.t.Close() }
+func (b *bpfBackend) Close() error {
+	b.dropAhead()
+	return b.t.Close()
+}
 
 // lateDetacher is a backend whose probes can be detached after the
 // summary, by another process (bpfBackend).
@@ -198,15 +214,9 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 			v, err = LibRefused, errorf(ErrUnsupported, "%s: malformed library, refused (internal error: %v)", path, r)
 		}
 	}()
-	lib, err := ttmetal.OpenLibrary(path)
-	if err != nil {
-		if recognise {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-				return LibGone, nil
-			}
-			return LibOther, nil
-		}
-		return LibRefused, errorf(ErrNoLibrary, "library: %w", err)
+	lib, prep, v, err := b.prepared(path, recognise)
+	if lib == nil {
+		return v, err
 	}
 	handed := false // to the goroutine reading its allocator layouts (track)
 	defer func() {
@@ -214,15 +224,6 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 			lib.Close()
 		}
 	}()
-	if recognise && !ttmetal.IsTTMetal(lib) {
-		return LibOther, nil
-	}
-	b.cfg.Timeline.Mark(path + ": opened, recognised")
-	prep, err := ttmetal.Prepare(lib, b.cfg.Analysis)
-	if err != nil {
-		return LibRefused, errorf(ErrUnsupported, "%w", err)
-	}
-	b.cfg.Timeline.Mark(path + ": symbols, layout, plan")
 	if err := b.t.AttachPlan(lib, prep.Symbols, prep.Plan, prep.Layout.Layout); err != nil {
 		return LibRefused, errorf(ErrUnsupported, "%w", err)
 	}
@@ -233,6 +234,53 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 		handed = b.track(k, path, lib)
 	}
 	return LibAttached, nil
+}
+
+// prepared opens path and analyses it, or takes what prepareAhead did:
+// lib nil means Library returns v, err.
+func (b *bpfBackend) prepared(path string, recognise bool) (lib *ttmetal.Library, prep *ttmetal.Prepared, v Verdict, err error) {
+	if a, ok := b.takeAhead(path); ok {
+		switch {
+		case recognise && !a.isTT:
+			a.lib.Close()
+			return nil, nil, LibOther, nil
+		case a.err != nil:
+			a.lib.Close()
+			return nil, nil, LibRefused, errorf(ErrUnsupported, "%w", a.err)
+		case a.prep != nil:
+			b.cfg.Timeline.Mark(path + ": symbols, layout, plan (prepared while BPF loaded)")
+			return a.lib, a.prep, 0, nil
+		}
+		a.lib.Close()
+	}
+	lib, err = ttmetal.OpenLibrary(path)
+	if err != nil {
+		if recognise {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+				return nil, nil, LibGone, nil
+			}
+			return nil, nil, LibOther, nil
+		}
+		return nil, nil, LibRefused, errorf(ErrNoLibrary, "library: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			lib.Close()
+			panic(r) // Library's to report
+		}
+	}()
+	if recognise && !ttmetal.IsTTMetal(lib) {
+		lib.Close()
+		return nil, nil, LibOther, nil
+	}
+	b.cfg.Timeline.Mark(path + ": opened, recognised")
+	prep, err = ttmetal.Prepare(lib, b.cfg.Analysis)
+	if err != nil {
+		lib.Close()
+		return nil, nil, LibRefused, errorf(ErrUnsupported, "%w", err)
+	}
+	b.cfg.Timeline.Mark(path + ": symbols, layout, plan")
+	return lib, prep, 0, nil
 }
 
 // procHost is the Host of this machine.
