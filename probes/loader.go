@@ -56,6 +56,11 @@ type Options struct {
 	// (bpf/stack.h), so that user space can check the one against the
 	// other.
 	CheckKnownStacks bool
+	// Preload, if set, names programs a plan known ahead will need
+	// (AttachPlan): they are loaded with the process programs, one round
+	// of loaders for both. It may wait for that plan. A program of it that
+	// fails to load is left for AttachPlan to report.
+	Preload func() []ttmetal.Program
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -200,9 +205,18 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, fmt.Errorf("load BPF variables: %w", err)
 	}
-	if _, err := t.programsFor([]ttmetal.Program{progProcessFork, progProcessExit, progDlDebugState}); err != nil {
-		t.Close()
-		return nil, err
+	own := []ttmetal.Program{progProcessFork, progProcessExit, progDlDebugState}
+	names := own
+	if opts.Preload != nil {
+		names = append(slices.Clone(own), opts.Preload()...)
+	}
+	if _, err := t.programsFor(names); err != nil {
+		// A preloaded program's failure is its plan's to report; the
+		// tracer's own must load.
+		if _, err := t.programsFor(own); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	rd, err := NewRing(t.objs.Events.FD(), opts.RingSize)
 	if err != nil {

@@ -362,3 +362,40 @@ func TestDetachLater(t *testing.T) {
 		t.Errorf("classic uprobes: err %v, %d links left", err, len(single.links))
 	}
 }
+
+// TestPreload: the programs Preload names are loaded by Load, with the
+// tracer's own; a name the object does not have is ignored.
+func TestPreload(t *testing.T) {
+	probestest.RequireRoot(t)
+	asked := false
+	tr, err := Load(Options{RingSize: 1 << 16, Preload: func() []ttmetal.Program {
+		asked = true
+		return []ttmetal.Program{"track_allocate", "lc_alloc_enter", "no_such_program"}
+	}})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	if !asked {
+		t.Fatal("Preload not called")
+	}
+	for _, n := range []ttmetal.Program{progProcessFork, progProcessExit, progDlDebugState, "track_allocate", "lc_alloc_enter"} {
+		if tr.progs[n] == nil {
+			t.Errorf("%s not loaded by Load", n)
+		}
+	}
+	if tr.objs.LcCalls == nil {
+		t.Error("lc_calls not made for a preloaded program that uses it")
+	}
+	if len(tr.progs) != 5 {
+		t.Errorf("%d programs loaded, want 5", len(tr.progs))
+	}
+	plain, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer plain.Close()
+	if plain.progs["track_allocate"] != nil {
+		t.Error("track_allocate loaded without Preload")
+	}
+}

@@ -135,7 +135,8 @@ func newBPFBackend(cfg *Config) (*bpfBackend, error) {
 	case len(cfg.Command) > 0:
 		ahead = prepareAhead(procHost{}.Candidates(0, cfg.Command), "", cfg.Analysis)
 	}
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks})
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks,
+		Preload: func() []ttmetal.Program { return aheadPrograms(ahead) }})
 	if err != nil {
 		(&bpfBackend{ahead: ahead}).dropAhead()
 		if errors.Is(err, probes.ErrPermission) {

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"slices"
+
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -64,6 +66,24 @@ func (a *aheadLib) prepare(explicit bool, opts ttmetal.Options) {
 		return
 	}
 	a.prep, a.err = ttmetal.Prepare(lib, opts)
+}
+
+// aheadPrograms waits for the libraries prepared ahead and returns the
+// programs their plans attach, for probes.Load to load with its own.
+func aheadPrograms(ahead map[string]*aheadLib) []ttmetal.Program {
+	var out []ttmetal.Program
+	for _, a := range ahead {
+		<-a.done
+		if a.prep == nil || a.prep.Plan == nil {
+			continue
+		}
+		for _, p := range a.prep.Plan.AttachPoints {
+			if !slices.Contains(out, p.Program) {
+				out = append(out, p.Program)
+			}
+		}
+	}
+	return out
 }
 
 // takeAhead returns the library prepared ahead for path, if it is still the
