@@ -108,10 +108,12 @@ struct py_code_key {
 };
 
 /* The code objects whose struct py_code was sent, per process. LRU: an
- * entry that falls out only costs one more py_code record. */
+ * entry that falls out only costs one more py_code record. 16k entries:
+ * an LRU map is made whole, and 64k took the kernel ~17 ms of every run's
+ * start (docs/bench.md, fixed costs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384);
 	__type(key, struct py_code_key);
 	__type(value, __u8);
 } py_codes_sent SEC(".maps");
