@@ -140,10 +140,10 @@ struct {
 __u64 next_seq = 0;
 
 /* Nonzero while the reader is not asleep on the ring, or a wake-up is
- * already on its way to it: no submit needs to wake it. User space clears
- * it just before it sleeps (probes.Ring.wait) and sets it when it wakes.
- * It stays 0 for a reader that never writes it: every submit past the
- * threshold then wakes it, as before this flag. */
+ * already on its way to it: no submit needs to wake it. User space maps
+ * it at load (probes, shareAwakeFlag), clears it just before it sleeps
+ * (probes.Ring.wait) and sets it when it wakes; a reader that never
+ * cleared it would be woken once, then only by its own deadline. */
 __u32 reader_awake = 0;
 
 /* ---- helpers --------------------------------------------------------- */

@@ -223,13 +223,32 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	// Without a memory-mapped .bss (Linux < 5.5) the flag stays 0: the
-	// programs then wake the reader at every record past the threshold.
-	if p, err := ebpf.VariablePointer[uint32](t.objs.ReaderAwake); err == nil {
-		rd.SetAwakeFlag(p)
-	}
 	t.rd = rd
+	if err := t.shareAwakeFlag(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	return t, nil
+}
+
+// shareAwakeFlag maps the globals' .bss (mmapable since Linux 5.5, before
+// BPF rings) and gives the ring reader its reader_awake flag: without it,
+// the programs would wake the reader once and never again.
+func (t *Tracer) shareAwakeFlag() error {
+	bss, v := t.maps[".bss"], t.spec.Variables["reader_awake"]
+	if bss == nil || v == nil {
+		return fmt.Errorf("BPF object has no reader_awake in .bss: bpf/ and probes/ disagree, run make generate")
+	}
+	off := v.Offset()
+	if off%4 != 0 || off+4 > uint64(bss.ValueSize()) {
+		return fmt.Errorf("reader_awake at %d of a .bss of %d bytes", off, bss.ValueSize())
+	}
+	mem, err := unix.Mmap(bss.FD(), 0, int(bss.ValueSize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map the BPF globals (.bss): %w", err)
+	}
+	t.rd.setAwakeMem(mem, off)
+	return nil
 }
 
 // The programs the tracer attaches itself (not through a plan).

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -397,5 +399,31 @@ func TestPreload(t *testing.T) {
 	defer plain.Close()
 	if plain.progs["track_allocate"] != nil {
 		t.Error("track_allocate loaded without Preload")
+	}
+}
+
+// TestAwakeFlagShared: the ring reader's reader_awake is the programs'
+// own .bss word: what the reader stores, a look-up of the map reads.
+func TestAwakeFlagShared(t *testing.T) {
+	probestest.RequireRoot(t)
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	if tr.rd.awake == nil {
+		t.Fatal("the reader has no reader_awake flag")
+	}
+	bss := tr.maps[".bss"]
+	off := tr.spec.Variables["reader_awake"].Offset()
+	for _, v := range []uint32{0, 1, 0} {
+		atomic.StoreUint32(tr.rd.awake, v)
+		buf := make([]byte, bss.ValueSize())
+		if err := bss.Lookup(uint32(0), &buf); err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.LittleEndian.Uint32(buf[off:]); got != v {
+			t.Fatalf("stored %d through the reader's flag, the map holds %d", v, got)
+		}
 	}
 }

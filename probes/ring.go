@@ -75,8 +75,10 @@ type Ring struct {
 	// ring is empty.
 	pending error
 	closed  atomic.Bool
-	// awake: the BPF side's reader_awake flag (SetAwakeFlag), or nil.
-	awake *uint32
+	// awake: the BPF side's reader_awake flag (SetAwakeFlag), or nil;
+	// awakeMem: the mapping it is in, when the ring owns it.
+	awake    *uint32
+	awakeMem []byte
 	// moves counts the chunks mapped (tests).
 	moves int
 }
@@ -203,6 +205,15 @@ func (r *Ring) SetAwakeFlag(p *uint32) {
 	if p != nil {
 		atomic.StoreUint32(p, 1)
 	}
+	r.mu.Unlock()
+}
+
+// setAwakeMem gives the ring the flag at off in mem, a mapping of the
+// programs' .bss it unmaps when it closes.
+func (r *Ring) setAwakeMem(mem []byte, off uint64) {
+	r.SetAwakeFlag((*uint32)(unsafe.Pointer(&mem[off])))
+	r.mu.Lock()
+	r.awakeMem = mem
 	r.mu.Unlock()
 }
 
@@ -371,6 +382,10 @@ func (r *Ring) Close() error {
 func (r *Ring) release() error {
 	r.awake = nil
 	var errs []error
+	if r.awakeMem != nil {
+		errs = append(errs, unix.Munmap(r.awakeMem))
+		r.awakeMem = nil
+	}
 	for _, m := range [][]byte{r.cons, r.prod, r.va} {
 		if m != nil {
 			errs = append(errs, unix.Munmap(m))
