@@ -240,48 +240,30 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 // prepared opens path and analyses it, or takes what prepareAhead did:
 // lib nil means Library returns v, err.
 func (b *bpfBackend) prepared(path string, recognise bool) (lib *ttmetal.Library, prep *ttmetal.Prepared, v Verdict, err error) {
-	if a, ok := b.takeAhead(path); ok {
-		switch {
-		case recognise && !a.isTT:
-			a.lib.Close()
-			return nil, nil, LibOther, nil
-		case a.err != nil:
-			a.lib.Close()
-			return nil, nil, LibRefused, errorf(ErrUnsupported, "%w", a.err)
-		case a.prep != nil:
-			b.cfg.Timeline.Mark(path + ": symbols, layout, plan (prepared while BPF loaded)")
-			return a.lib, a.prep, 0, nil
-		}
-		a.lib.Close()
+	var a libAnalysis
+	if ahead, ok := b.takeAhead(path, recognise); ok {
+		a = ahead.libAnalysis
+		b.cfg.Timeline.Mark(path + ": opened and analysed while BPF loaded")
+	} else {
+		a = analyse(path, recognise, b.cfg.Analysis, b.cfg.Timeline)
 	}
-	lib, err = ttmetal.OpenLibrary(path)
-	if err != nil {
-		if recognise {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-				return nil, nil, LibGone, nil
-			}
-			return nil, nil, LibOther, nil
+	switch {
+	case a.openErr != nil:
+		if !recognise {
+			return nil, nil, LibRefused, errorf(ErrNoLibrary, "library: %w", a.openErr)
 		}
-		return nil, nil, LibRefused, errorf(ErrNoLibrary, "library: %w", err)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			lib.Close()
-			panic(r) // Library's to report
+		if errors.Is(a.openErr, os.ErrNotExist) || errors.Is(a.openErr, unix.ESRCH) {
+			return nil, nil, LibGone, nil
 		}
-	}()
-	if recognise && !ttmetal.IsTTMetal(lib) {
-		lib.Close()
 		return nil, nil, LibOther, nil
+	case recognise && !a.isTT:
+		a.lib.Close()
+		return nil, nil, LibOther, nil
+	case a.err != nil:
+		a.lib.Close()
+		return nil, nil, LibRefused, errorf(ErrUnsupported, "%w", a.err)
 	}
-	b.cfg.Timeline.Mark(path + ": opened, recognised")
-	prep, err = ttmetal.Prepare(lib, b.cfg.Analysis)
-	if err != nil {
-		lib.Close()
-		return nil, nil, LibRefused, errorf(ErrUnsupported, "%w", err)
-	}
-	b.cfg.Timeline.Mark(path + ": symbols, layout, plan")
-	return lib, prep, 0, nil
+	return a.lib, a.prep, 0, nil
 }
 
 // procHost is the Host of this machine.

@@ -1,29 +1,57 @@
 package session
 
 import (
-	"slices"
-
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
-// aheadLib is a library opened and analysed (symbols, layout, plan: pure
-// work on its file) while the BPF objects load, so the two overlap on a
-// second CPU: the --lib library, or a command's candidates. Library takes
-// it if the path still names the same file.
+// libAnalysis is a library file opened and analysed as Library needs it.
+type libAnalysis struct {
+	lib     *ttmetal.Library // nil: openErr
+	openErr error
+	isTT    bool              // asked only when recognising
+	prep    *ttmetal.Prepared // nil: not TT-Metal, or err
+	err     error             // Prepare's
+}
+
+// analyse opens path and, recognising, stops there if it is not TT-Metal;
+// then works out its symbols, layout and plan. A panic (a crafted file)
+// closes the library and goes on up.
+func analyse(path string, recognise bool, opts ttmetal.Options, tl *Timeline) (a libAnalysis) {
+	if a.lib, a.openErr = ttmetal.OpenLibrary(path); a.openErr != nil {
+		return a
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			a.lib.Close()
+			panic(r)
+		}
+	}()
+	if recognise {
+		if a.isTT = ttmetal.IsTTMetal(a.lib); !a.isTT {
+			return a
+		}
+	}
+	tl.Mark(path + ": opened, recognised")
+	if a.prep, a.err = ttmetal.Prepare(a.lib, opts); a.err == nil {
+		tl.Mark(path + ": symbols, layout, plan")
+	}
+	return a
+}
+
+// aheadLib is a library analysed while the BPF objects load, so the two
+// overlap on a second CPU: the --lib library, or a command's candidates.
+// Library takes it if it asks the same (recognise) of the same file.
 type aheadLib struct {
-	path string
-	key  probes.FileKey
-	done chan struct{}
-	// Set before done is closed.
-	lib  *ttmetal.Library // nil: open failed (Library tries again itself)
-	isTT bool
-	prep *ttmetal.Prepared // nil: not prepared (not TT-Metal, or err)
-	err  error             // Prepare's
+	key         probes.FileKey
+	recognise   bool
+	done        chan struct{}
+	libAnalysis // set before done is closed; lib nil: Library does it again
 }
 
 // prepareAhead starts the analysis of each path in a goroutine of its own
-// (at most a few: --lib, or the candidates of one command).
+// (at most a few: --lib, or the candidates of one command). explicit is
+// the path Library will be asked to probe whatever it is (--lib).
 func prepareAhead(paths []string, explicit string, opts ttmetal.Options) map[string]*aheadLib {
 	out := map[string]*aheadLib{}
 	for _, p := range paths {
@@ -34,39 +62,25 @@ func prepareAhead(paths []string, explicit string, opts ttmetal.Options) map[str
 		if err != nil {
 			continue
 		}
-		a := &aheadLib{path: p, key: key, done: make(chan struct{})}
+		a := &aheadLib{key: key, recognise: p != explicit, done: make(chan struct{})}
 		out[p] = a
-		go a.prepare(p == explicit, opts)
+		go func() {
+			defer close(a.done)
+			// A crafted file: the panic is Library's to report, when it
+			// analyses the file again itself.
+			defer func() {
+				if recover() != nil {
+					a.libAnalysis = libAnalysis{}
+				}
+			}()
+			a.libAnalysis = analyse(p, a.recognise, opts, nil)
+		}()
 	}
 	return out
 }
 
 // maxAhead bounds the libraries prepared ahead: each holds an open file.
 const maxAhead = 8
-
-func (a *aheadLib) prepare(explicit bool, opts ttmetal.Options) {
-	defer close(a.done)
-	// A crafted file: the panic is Library's to report, when it parses
-	// the file again itself.
-	defer func() {
-		if r := recover(); r != nil {
-			if a.lib != nil {
-				a.lib.Close()
-			}
-			a.lib, a.prep, a.err = nil, nil, nil
-		}
-	}()
-	lib, err := ttmetal.OpenLibrary(a.path)
-	if err != nil {
-		return
-	}
-	a.lib = lib
-	a.isTT = ttmetal.IsTTMetal(lib)
-	if !a.isTT && !explicit {
-		return
-	}
-	a.prep, a.err = ttmetal.Prepare(lib, opts)
-}
 
 // aheadPrograms waits for the libraries prepared ahead and returns the
 // programs their plans attach, for probes.Load to load with its own.
@@ -78,17 +92,16 @@ func aheadPrograms(ahead map[string]*aheadLib) []ttmetal.Program {
 			continue
 		}
 		for _, p := range a.prep.Plan.AttachPoints {
-			if !slices.Contains(out, p.Program) {
-				out = append(out, p.Program)
-			}
+			out = append(out, p.Program)
 		}
 	}
 	return out
 }
 
-// takeAhead returns the library prepared ahead for path, if it is still the
-// file at path; the caller owns lib. ok false: do it all again.
-func (b *bpfBackend) takeAhead(path string) (a *aheadLib, ok bool) {
+// takeAhead returns the analysis made ahead for path, if it asked what
+// Library asks (recognise) of what is still the file at path; the caller
+// owns its lib. ok false: do it all again.
+func (b *bpfBackend) takeAhead(path string, recognise bool) (a *aheadLib, ok bool) {
 	b.aheadMu.Lock()
 	a = b.ahead[path]
 	delete(b.ahead, path)
@@ -100,7 +113,7 @@ func (b *bpfBackend) takeAhead(path string) (a *aheadLib, ok bool) {
 	if a.lib == nil {
 		return nil, false
 	}
-	if k, err := probes.KeyOf(path); err != nil || k != a.key {
+	if k, err := probes.KeyOf(path); err != nil || k != a.key || a.recognise != recognise {
 		a.lib.Close()
 		return nil, false
 	}
