@@ -117,6 +117,19 @@ func (w *ringWriter) program(t *testing.T, n int) *ebpf.Program {
 	return p
 }
 
+// newTestRing makes a ring of size bytes, its writer and its reader,
+// closed when the test ends (Close may also be called earlier).
+func newTestRing(t *testing.T, size int) (*ringWriter, *Ring) {
+	t.Helper()
+	w := newRingWriter(t, size)
+	r, err := NewRing(w.ring.FD(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return w, r
+}
+
 // write writes one record of n bytes (-1: a discarded one).
 func (w *ringWriter) write(t *testing.T, n int) {
 	t.Helper()
@@ -210,12 +223,7 @@ func TestRingWindow(t *testing.T) {
 // Flush, records written before it first.
 func TestRingFlush(t *testing.T) {
 	const size = 16 << 10
-	w := newRingWriter(t, size)
-	r, err := NewRing(w.ring.FD(), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := newTestRing(t, size)
 	w.write(t, 24)
 	if err := r.Flush(); err != nil {
 		t.Fatal(err)
@@ -265,12 +273,7 @@ func TestRingFlush(t *testing.T) {
 // a record wakes it, and no longer touched after Close.
 func TestRingAwakeFlag(t *testing.T) {
 	const size = 16 << 10
-	w := newRingWriter(t, size)
-	r, err := NewRing(w.ring.FD(), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := newTestRing(t, size)
 	var flag uint32
 	r.SetAwakeFlag(&flag)
 	if got := atomic.LoadUint32(&flag); got != 1 {
