@@ -90,15 +90,24 @@ func TestRunAttachFindsAllocators(t *testing.T) {
 // attach, for both the bank manager's layout (ReadBankManager) and the
 // root's (ReadDevices); what the readers get is what ttmetal reads from
 // the library itself.
-func TestAllocatorLayoutsReadOnce(t *testing.T) {
+// buildLayoutsFixture builds ttmetal's allocator-layouts fixture with g++
+// (and the extra flags) as libtt_metal.so in dir; skips without g++.
+func buildLayoutsFixture(t *testing.T, dir string, extra ...string) string {
+	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
 		t.Skip("g++ not installed")
 	}
-	so := filepath.Join(t.TempDir(), "libtt_metal.so")
-	if out, err := exec.Command("g++", "-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-Wno-invalid-offsetof",
-		"-o", so, "../ttmetal/testdata/allocator_layouts.cpp").CombinedOutput(); err != nil {
+	so := filepath.Join(dir, "libtt_metal.so")
+	args := append([]string{"-std=c++17", "-O2", "-shared", "-fPIC", "-Wno-invalid-offsetof"}, extra...)
+	args = append(args, "-o", so, "../ttmetal/testdata/allocator_layouts.cpp")
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, out)
 	}
+	return so
+}
+
+func TestAllocatorLayoutsReadOnce(t *testing.T) {
+	so := buildLayoutsFixture(t, t.TempDir(), "-g")
 	open := func() *ttmetal.Library {
 		lib, err := ttmetal.OpenLibrary(so)
 		if err != nil {

@@ -2,7 +2,6 @@ package session
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -14,15 +13,8 @@ import (
 // Library what preparing it then would have: the same verdict and error,
 // and that a file replaced in between is prepared again, not taken.
 func TestPreparedAhead(t *testing.T) {
-	if _, err := exec.LookPath("g++"); err != nil {
-		t.Skip("g++ not installed")
-	}
 	dir := t.TempDir()
-	so := filepath.Join(dir, "libtt_metal.so")
-	if out, err := exec.Command("g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-Wno-invalid-offsetof",
-		"-o", so, "../ttmetal/testdata/allocator_layouts.cpp").CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	so := buildLayoutsFixture(t, dir)
 	opts := ttmetal.Options{Debug: elfx.Debug{Roots: []string{}}}
 	b := &bpfBackend{cfg: &Config{Analysis: opts}}
 	type outcome struct {

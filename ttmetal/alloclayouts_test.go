@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
-
-	"github.com/tttrace/tttrace/elfx"
 )
 
 // Both allocator layouts from one library's DWARF, each offset compared
@@ -17,14 +15,7 @@ func TestAllocatorLayoutsFromDWARF(t *testing.T) {
 	}
 	for _, cc := range []string{"g++", "clang++"} {
 		t.Run(cc, func(t *testing.T) {
-			so := compile(t, cc, "alloc.cpp", string(src), "libtt_metal.so",
-				[]string{"-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-Wno-invalid-offsetof"})
-			lib, err := OpenLibrary(so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lib.Close()
-			ls := AllocatorLayoutsFromDWARF(lib, elfx.Debug{Roots: []string{}})
+			lib, ls := fixtureLayouts(t, cc, "alloc.cpp", string(src))
 			if ls.BankManagerErr != nil || ls.RootErr != nil {
 				t.Fatalf("bank manager: %v; root: %v", ls.BankManagerErr, ls.RootErr)
 			}

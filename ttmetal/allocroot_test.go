@@ -82,14 +82,7 @@ extern const long off_trace = offsetof(AllocatorImpl, trace_buffer_manager_);
 func TestRootLayoutFromDWARF(t *testing.T) {
 	for _, cc := range []string{"g++", "clang++"} {
 		t.Run(cc, func(t *testing.T) {
-			so := compile(t, cc, "root.cpp", rootFixtureSrc, "libtt_metal.so",
-				[]string{"-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-Wno-invalid-offsetof"})
-			lib, err := OpenLibrary(so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lib.Close()
-			ls := AllocatorLayoutsFromDWARF(lib, elfx.Debug{Roots: []string{}})
+			lib, ls := fixtureLayouts(t, cc, "root.cpp", rootFixtureSrc)
 			l, err := ls.Root, ls.RootErr
 			if err != nil {
 				t.Fatal(err)

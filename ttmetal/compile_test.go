@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // compile writes src to srcName in a temporary directory and builds it with
@@ -26,4 +28,19 @@ func compile(t *testing.T, cc, srcName, src, out string, pre []string, post ...s
 		t.Fatalf("%s %v: %v\n%s", cc, post, err, b)
 	}
 	return so
+}
+
+// fixtureLayouts compiles src with cc into a shared library with DWARF
+// (offsetof of non-standard-layout classes allowed) and returns its
+// allocator layouts, and the library open until the test ends.
+func fixtureLayouts(t *testing.T, cc, srcName, src string) (*Library, AllocatorLayouts) {
+	t.Helper()
+	so := compile(t, cc, srcName, src, "libtt_metal.so",
+		[]string{"-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-Wno-invalid-offsetof"})
+	lib, err := OpenLibrary(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lib.Close() })
+	return lib, AllocatorLayoutsFromDWARF(lib, elfx.Debug{Roots: []string{}})
 }
