@@ -1033,9 +1033,11 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	errs := []error{t.Detach()}
+	// t.rd stays: goroutines that outlive the session may still Flush
+	// it (the session's Wake); a closed Ring refuses that with
+	// os.ErrClosed, and closing it again does nothing.
 	if t.rd != nil {
 		errs = append(errs, t.rd.Close())
-		t.rd = nil
 	}
 	for n, p := range t.progs {
 		errs = append(errs, p.Close())

@@ -427,3 +427,22 @@ func TestAwakeFlagShared(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderAfterClose: a goroutine that outlives the tracer may still
+// wake its reader (the session's Wake): refused, not a crash.
+func TestReaderAfterClose(t *testing.T) {
+	probestest.RequireRoot(t)
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Reader().Flush(); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Flush after Close: %v, want os.ErrClosed", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
