@@ -222,29 +222,7 @@ func run(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sin
 // runStarted is run with cfg.Command already started (held at its gate),
 // or not (nil: setup starts it).
 func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []sinks.Sink, child Child) (res *Result, err error) {
-	s := &session{
-		child:   child,
-		cfg:     cfg,
-		log:     cfg.log(),
-		be:      be,
-		host:    host,
-		sinks:   out,
-		ledger:  devices.NewLedger(),
-		procs:   map[uint32]*procState{},
-		ended:   map[uint32]bool{},
-		exits:   make(chan exitNote, 256),
-		libKind: map[probes.FileKey]Verdict{},
-		loaders: map[loaderKey]bool{},
-		timeout: make(chan struct{}, 1),
-	}
-	if cfg.SiteUsage {
-		s.ledger.TrackSites()
-	}
-	if _, ok := be.(MemReader); ok {
-		s.ledger.SetMemReads(true)
-	}
-	s.observe()
-	s.sites = newAllocSites(s)
+	s := newSession(cfg, be, host, out, child)
 	// After the sinks are closed (the defer below runs first): the
 	// probes of a run that ended by itself go to a holder whose exit
 	// closes them (closer.go), so that tttrace's exit does not wait for
@@ -293,6 +271,35 @@ func runStarted(ctx context.Context, cfg Config, be Backend, host Host, out []si
 	}
 	res.NoLibrary = len(cfg.PIDs) > 0 && !s.anyLib
 	return res, nil
+}
+
+// newSession makes the state of one run: its ledger, with the sinks
+// registered as its observers, and its allocation sites.
+func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child) *session {
+	s := &session{
+		child:   child,
+		cfg:     cfg,
+		log:     cfg.log(),
+		be:      be,
+		host:    host,
+		sinks:   out,
+		ledger:  devices.NewLedger(),
+		procs:   map[uint32]*procState{},
+		ended:   map[uint32]bool{},
+		exits:   make(chan exitNote, 256),
+		libKind: map[probes.FileKey]Verdict{},
+		loaders: map[loaderKey]bool{},
+		timeout: make(chan struct{}, 1),
+	}
+	if cfg.SiteUsage {
+		s.ledger.TrackSites()
+	}
+	if _, ok := be.(MemReader); ok {
+		s.ledger.SetMemReads(true)
+	}
+	s.observe()
+	s.sites = newAllocSites(s)
+	return s
 }
 
 // observe registers the sinks that follow chip totals as the ledger's

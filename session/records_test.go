@@ -1,0 +1,176 @@
+package session
+
+import (
+	"io"
+	"os"
+	"reflect"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// The session's own per-record path (handle: decode, allocation sites,
+// ledger, sinks) on the record mix of the replica's burst (ttwork
+// --scenario burst): two threads, each allocating and freeing a small
+// buffer in a loop, DRAM and L1 in turn, on a chip whose bank managers
+// were seen made; each alloc follows its BankManager::allocate_buffer
+// request and is followed by its native stack, known to the kernel after
+// the first (sent as its token, bpf/stack.h).
+
+// burstStream is the burst's records, raw as the ring hands them out.
+type burstStream struct {
+	pid   uint32
+	setup [][]byte // the bank managers made, and a first alloc whose stack is copied
+	loop  [][]byte // one round: request, alloc, stack token, free on each thread
+	seq   uint64
+}
+
+const (
+	burstDRAMMgr = 0x562b41754300
+	burstL1Mgr   = 0x562b41754a50
+	burstTidA    = 1001
+	burstTidB    = 1002
+)
+
+// rawRecord copies the wire struct w into a new, 8-byte aligned record,
+// with extra zero bytes after it.
+func rawRecord[T any](w *T, extra int) []byte {
+	n := int(unsafe.Sizeof(*w))
+	buf := make([]uint64, (n+extra+7)/8)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), n+extra)
+	copy(raw, unsafe.Slice((*byte)(unsafe.Pointer(w)), n))
+	return raw
+}
+
+func newBurstStream(pid uint32, ip uint64) *burstStream {
+	b := &burstStream{pid: pid}
+	hdr := func(kind events.Kind, tid uint32) events.Header {
+		return events.Header{Pid: pid, Tid: tid, Kind: kind}
+	}
+	for _, m := range []struct {
+		ptr  uint64
+		typ  events.BufferType
+		size uint64
+	}{{burstDRAMMgr, events.DRAM, 1 << 30}, {burstL1Mgr, events.L1, 1 << 20}} {
+		w := events.AllocCapacityWire{Hdr: hdr(events.KindAllocCapacity, uint32(pid)), Manager: m.ptr, Device: 0x7f0000, DeviceKind: events.DeviceChip,
+			BufferType: int32(m.typ), Banks: 1, BankSize: m.size, Alignment: 32, Base: 0x10000}
+		b.setup = append(b.setup, rawRecord(&w, 0))
+	}
+	request := func(tid uint32, mgr uint64) []byte {
+		w := events.AllocRequestWire{Hdr: hdr(events.KindAllocRequest, tid), Manager: mgr, Size: 32, PageSize: 32, BottomUp: 1}
+		return rawRecord(&w, 0)
+	}
+	buffer := func(kind events.Kind, tid uint32, typ events.BufferType, stack events.StackState) []byte {
+		w := events.Wire{Hdr: hdr(kind, tid), Object: 0x7f3bec000b80 + uint64(tid)*0x1000, Device: 0x7f0000, DeviceKind: events.DeviceChip,
+			BufferType: int32(typ), Address: 0x10000 + uint64(tid-burstTidA)*0x40, Size: 32, PageSize: 32, OwnsData: 1, Status: 1, Stack: stack}
+		return rawRecord(&w, 0)
+	}
+	stack := func(tid uint32, known bool) []byte {
+		w := events.StackWire{Hdr: hdr(events.KindStack, tid), Ip: ip, Sp: 0x7ffd0000, Size: 64}
+		if known {
+			w.Flags, w.Token, w.Size = events.StackKnown, 1, 0
+			return rawRecord(&w, 0)
+		}
+		return rawRecord(&w, 64)
+	}
+	// The first alloc: its stack is copied, unwound and made known.
+	b.setup = append(b.setup, request(burstTidA, burstDRAMMgr), buffer(events.KindAlloc, burstTidA, events.DRAM, events.StackFollows),
+		stack(burstTidA, false), buffer(events.KindFree, burstTidA, events.DRAM, 0))
+	for _, typ := range []events.BufferType{events.DRAM, events.L1} {
+		mgr := uint64(burstDRAMMgr)
+		if typ == events.L1 {
+			mgr = burstL1Mgr
+		}
+		// The two threads' calls interleave as on two CPUs.
+		b.loop = append(b.loop,
+			request(burstTidA, mgr), request(burstTidB, mgr),
+			buffer(events.KindAlloc, burstTidA, typ, events.StackFollows), stack(burstTidA, true),
+			buffer(events.KindAlloc, burstTidB, typ, events.StackFollows), stack(burstTidB, true),
+			buffer(events.KindFree, burstTidA, typ, 0), buffer(events.KindFree, burstTidB, typ, 0))
+	}
+	return b
+}
+
+// stamp gives raw the next seq (a stack record its alloc's) and a time.
+func (b *burstStream) stamp(raw []byte) {
+	h := (*events.Header)(unsafe.Pointer(&raw[0]))
+	if h.Kind != events.KindStack {
+		b.seq++
+	}
+	h.Seq = b.seq
+	h.TsNs = 1_000_000_000 + b.seq*1000
+}
+
+func (b *burstStream) play(s *session, recs [][]byte) {
+	for _, raw := range recs {
+		b.stamp(raw)
+		s.handle(raw)
+	}
+}
+
+// burstConfigs are the outputs of the three modes the burst is measured
+// in: --json, --json --no-events, and the human report.
+var burstConfigs = []struct {
+	name string
+	make func(w io.Writer) sinks.Sink
+}{
+	{"JSON", func(w io.Writer) sinks.Sink { return sinks.NewNDJSON(w, false) }},
+	{"NoEvents", func(w io.Writer) sinks.Sink { return sinks.NewNDJSON(w, true) }},
+	{"Report", func(w io.Writer) sinks.Sink { return sinks.NewReport(w) }},
+}
+
+// burstSession is a session tracing this test process (its maps are
+// real, so the first stack is unwound) with out, and the burst played
+// once: the ledger, the sites and the sinks' buffers have warmed up.
+func burstSession(tb testing.TB, out sinks.Sink) (*session, *burstStream) {
+	tb.Helper()
+	pid := uint32(os.Getpid())
+	ip := uint64(reflect.ValueOf(TestRunStacks).Pointer())
+	h := newFakeHost()
+	cfg := Config{PIDs: []int{int(pid)}, KnownStacks: true}
+	s := newSession(cfg, newFakeBackend(), h, []sinks.Sink{out}, nil)
+	s.track(pid, devices.ProcessInfo{Command: "ttwork --scenario burst"}, true, false)
+	b := newBurstStream(pid, ip)
+	b.play(s, b.setup)
+	if len(s.sites.tokens) == 0 {
+		// The copied stack did not unwind to one fixed by its pcs: name it
+		// as the kernel would after learning it.
+		ps := s.sites.procs[pid]
+		if ps == nil || len(ps.sites) == 0 {
+			tb.Fatal("the first alloc's stack was not interned")
+		}
+		s.sites.tokens[1] = knownStack{ps: ps, id: ps.sites[0].native}
+	}
+	for range 64 {
+		b.play(s, b.loop)
+	}
+	return s, b
+}
+
+// BenchmarkSessionRecords: the burst's records through session.handle;
+// one op is one record.
+func BenchmarkSessionRecords(b *testing.B) {
+	for _, c := range burstConfigs {
+		b.Run(c.name, func(b *testing.B) {
+			s, st := burstSession(b, c.make(io.Discard))
+			rounds := (b.N + len(st.loop) - 1) / len(st.loop)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			for range rounds {
+				st.play(s, st.loop)
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			n := float64(rounds * len(st.loop))
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/record")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/record")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/record")
+			b.ReportMetric(float64(after.NumGC-before.NumGC), "GCs")
+		})
+	}
+}
