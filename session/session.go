@@ -185,6 +185,8 @@ type session struct {
 
 	sites *allocSites // allocation sites
 	dl    loaderDrops // _dl_debug_state calls over their budget
+	// ev is the record handle decodes, valid until the next one.
+	ev events.Event
 
 	layoutSaid    bool // the first layout anomaly was told on the log
 	attached      int  // TT-Metal libraries probed so far
@@ -629,21 +631,25 @@ func (s *session) handle(raw []byte) {
 		s.sites.onPyCode(raw)
 		return
 	}
-	var ev events.Event
-	decode := events.Decode
-	if h.Kind == events.KindAllocCapacity || h.Kind == events.KindAllocRequest {
-		decode = events.DecodeAllocator
-	} else if h.Kind == events.KindTrace {
-		decode = events.DecodeTrace
+	// The session's one Event: nothing keeps its pointer past the call
+	// (the sinks' contract; hold copies it), so no record allocates one.
+	ev := &s.ev
+	switch h.Kind {
+	case events.KindAllocCapacity, events.KindAllocRequest:
+		err = events.DecodeAllocator(raw, ev)
+	case events.KindTrace:
+		err = events.DecodeTrace(raw, ev)
+	default:
+		err = events.Decode(raw, ev)
 	}
-	if err := decode(raw, &ev); err != nil {
+	if err != nil {
 		s.badRecord(err)
 		return
 	}
-	if s.sites.hold(&ev) {
+	if s.sites.hold(ev) {
 		return
 	}
-	s.dispatch(&ev)
+	s.dispatch(ev)
 }
 
 func (s *session) badRecord(err error) {
