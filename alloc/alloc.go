@@ -262,10 +262,12 @@ func (m *Manager) Stats() Statistics {
 // Classify says why a span per bank cannot be placed given the current
 // state, assuming it cannot: larger than a bank, more than the free
 // bytes, or else no free block large enough.
-func (m *Manager) Classify(span uint64) Cause {
-	st := m.Stats()
+func (m *Manager) Classify(span uint64) Cause { return m.Stats().Classify(span) }
+
+// Classify is Manager.Classify in the state st, as Stats gave it.
+func (st Statistics) Classify(span uint64) Cause {
 	switch {
-	case span > m.cfg.BankSize:
+	case span > st.TotalAllocatable:
 		return LargerThanBank
 	case span > st.TotalFree:
 		return Exhausted

@@ -99,19 +99,26 @@ type mgrRef struct {
 	cfg  alloc.Config // BlockAlign unset
 }
 
-// allocReq is a thread's allocate_buffer call waiting for its alloc.
+// allocReq is a thread's allocate_buffer call waiting for its alloc. It
+// lives in its thread (thread.reqBuf), made again by each request: a
+// request that succeeds, the common case, costs no allocation, and the
+// explanation of one whose numbers are unknown is written only when it
+// fails (explain).
 type allocReq struct {
 	e    events.Event // the request
 	need alloc.Need
-	// The state at the request, for the failure: valid when exact.
+	// The state at the request, for the failure: valid when exact. The
+	// cause is read from it when the failure is reported.
 	exact bool
 	st    alloc.Statistics
-	cause alloc.Cause
 	bank  uint64
 	chip  int32
 	typ   events.BufferType
 	grp   *chipAlloc // the mesh allocator whose manager got the request
+	// Why the state is unknown: why, or the explanation named by whyOf,
+	// written by explain.
 	why   string
+	whyOf reqWhy
 	// thrown: its out-of-memory path was seen (alloc_oom); site: the
 	// stack of that moment, else the request's own (none is taken today).
 	thrown bool
@@ -240,24 +247,25 @@ func (p *proc) request(e *events.Event) {
 			p.failRequest(t) // the thread's previous request threw
 		}
 	}
-	r := &allocReq{e: *e, chip: -1, typ: -1, site: e.Site}
+	r := &t.reqBuf
+	*r = allocReq{e: *e, chip: -1, typ: -1, site: e.Site}
 	ref, ok := p.managers[e.Object]
 	switch {
 	case !ok:
-		r.why = fmt.Sprintf("tttrace did not see bank manager %#x made", e.Object)
+		r.whyOf = whyUnknownManager
 		r.unknownMgr = true
 	case e.AllocatorID != 0:
 		r.why = "a per-core allocation (not lockstep over the banks)"
 		r.chip, r.typ = ref.chip, ref.typ
 	case ref.grp != nil:
 		r.typ, r.grp = ref.typ, ref.grp
-		r.exactFrom(ref.grp.types[ref.typ], "the mesh's")
+		r.exactFrom(ref.grp.types[ref.typ])
 	case ref.chip < 0:
-		r.why = fmt.Sprintf("bank manager %#x belongs to no known chip", e.Object)
+		r.whyOf = whyNoChip
 		r.typ = ref.typ
 	default:
 		r.chip, r.typ = ref.chip, ref.typ
-		r.exactFrom(p.typeAlloc(ref.chip, ref.typ), fmt.Sprintf("chip %d's", ref.chip))
+		r.exactFrom(p.typeAlloc(ref.chip, ref.typ))
 	}
 	if r.need.Banks == 0 && ok {
 		// The request's own numbers, from the manager's making.
@@ -272,13 +280,14 @@ func (p *proc) request(e *events.Event) {
 	p.nreqs++
 }
 
-// exactFrom sets r's numbers from ta, the model of its bank manager, or
-// why they are unknown; owner names whose manager it was.
-func (r *allocReq) exactFrom(ta *typeAlloc, owner string) {
+// exactFrom sets r's numbers from ta, the model of its bank manager (of
+// the chip r.chip, or of the mesh allocator r.grp), or why they are
+// unknown.
+func (r *allocReq) exactFrom(ta *typeAlloc) {
 	e := &r.e
 	switch {
 	case ta == nil || ta.ptr != e.Object:
-		r.why = fmt.Sprintf("bank manager %#x is no longer %s", e.Object, owner)
+		r.whyOf = whyNotOwners
 	case !ta.exact():
 		r.why = ta.why
 		if ta.m == nil && ta.why == "" {
@@ -286,9 +295,38 @@ func (r *allocReq) exactFrom(ta *typeAlloc, owner string) {
 		}
 	default:
 		r.need = ta.m.Need(alloc.Request{Size: e.Size, PageSize: e.PageSize, Shards: e.Shards, BottomUp: e.BottomUp})
+		// The statistics now: other threads may change the list before
+		// this request is known to have failed.
 		r.exact, r.st, r.bank = true, ta.m.Stats(), ta.cfg.BankSize
-		r.cause = ta.m.Classify(r.need.Span)
 	}
+}
+
+// reqWhy names the explanation of a request's unknown numbers that
+// explain writes from the request alone.
+type reqWhy uint8
+
+const (
+	whyNone reqWhy = iota
+	whyUnknownManager
+	whyNoChip
+	whyNotOwners // the manager is no longer its chip's (or mesh's)
+)
+
+// explain is why r's numbers are unknown.
+func (r *allocReq) explain() string {
+	switch r.whyOf {
+	case whyUnknownManager:
+		return fmt.Sprintf("tttrace did not see bank manager %#x made", r.e.Object)
+	case whyNoChip:
+		return fmt.Sprintf("bank manager %#x belongs to no known chip", r.e.Object)
+	case whyNotOwners:
+		owner := "the mesh's"
+		if r.grp == nil {
+			owner = fmt.Sprintf("chip %d's", r.chip)
+		}
+		return fmt.Sprintf("bank manager %#x is no longer %s", r.e.Object, owner)
+	}
+	return r.why
 }
 
 // perCoreNext reports whether request e is the next core's call of the
@@ -380,10 +418,10 @@ func (p *proc) failRequest(t *thread) {
 			// explain.
 			f.Why = "the allocator had a free block large enough: the call failed for another reason, or its alloc record was lost"
 		} else {
-			f.Cause = r.cause.String()
+			f.Cause = r.st.Classify(span).String()
 		}
 	} else {
-		f.Why = r.why
+		f.Why = r.explain()
 	}
 	if p.hooks.notify == nil && len(p.failures) >= maxFailures {
 		return

@@ -431,3 +431,45 @@ func TestAllocatorStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocatorRequestsAllocateNothing: requests that succeed (each
+// followed by its alloc, on two threads whose calls interleave) allocate
+// nothing once the threads were seen: their failure report is made only
+// when one fails.
+func TestAllocatorRequestsAllocateNothing(t *testing.T) {
+	l := NewLedger()
+	l.SetNotify(func(*Notice) { t.Fatal("no notice expected") })
+	var seq uint64
+	apply := func(e events.Event) {
+		seq++
+		e.Pid, e.Seq, e.TsNs = 1, seq, seq*100
+		l.Apply(&e)
+	}
+	for _, e := range n150Caps(0, 0) {
+		apply(e)
+	}
+	warm := func() {
+		for i := uint64(0); i < 32; i++ {
+			apply(evReq(7, mgrDRAM, 12*4096, 4096, true))
+			apply(evReq(8, mgrL1, 64*2048, 2048, false))
+			apply(evAllocPage(7, 0xa0, 0, events.DRAM, 0x40, 12*4096, 4096))
+			apply(evAllocPage(8, 0xb0, 0, events.L1, l1Base+l1Bank-2048, 64*2048, 2048))
+			apply(evFree(7, 0xa0, 0))
+			apply(evFree(8, 0xb0, 0))
+		}
+	}
+	warm()
+	if n := testing.AllocsPerRun(20, warm); n != 0 {
+		t.Fatalf("%v allocations per run", n)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	d := l.Summary().Processes[0].Devices[0]
+	if st := allocStats(t, d, events.DRAM); st != stats(dramBank, 0, dramBank, dramBank) {
+		t.Fatalf("DRAM %+v", st)
+	}
+	if st := allocStats(t, d, events.L1); st != stats(l1Bank, 0, l1Bank, l1Bank) {
+		t.Fatalf("L1 %+v", st)
+	}
+}

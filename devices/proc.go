@@ -153,8 +153,10 @@ type thread struct {
 	checkSeq     uint64 // of the group's last CB
 	checkTs      uint64
 
-	// req: a BankManager::allocate_buffer call waiting for its alloc.
-	req *allocReq
+	// req: a BankManager::allocate_buffer call waiting for its alloc
+	// (reqBuf, or nil).
+	req    *allocReq
+	reqBuf allocReq
 }
 
 func newProc(pid uint32) *proc {
