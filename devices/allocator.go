@@ -784,8 +784,10 @@ func (p *proc) allocNotify(o AllocObserver, ts uint64) {
 		}
 		ta.dirty = false
 		if ta.exact() {
-			st := ta.m.Stats()
-			o(p.pid, d.c.id, ts, d.t, ta.cfg.Banks, &st)
+			// In the proc, not on the stack: o is a function value, so a
+			// local would be moved to the heap at every call.
+			p.ast = ta.m.Stats()
+			o(p.pid, d.c.id, ts, d.t, ta.cfg.Banks, &p.ast)
 		} else {
 			o(p.pid, d.c.id, ts, d.t, ta.cfg.Banks, nil)
 		}

@@ -434,11 +434,17 @@ func TestAllocatorStreams(t *testing.T) {
 
 // TestAllocatorRequestsAllocateNothing: requests that succeed (each
 // followed by its alloc, on two threads whose calls interleave) allocate
-// nothing once the threads were seen: their failure report is made only
-// when one fails.
+// nothing once the threads were seen, with an allocator observer too:
+// their failure report is made only when one fails.
 func TestAllocatorRequestsAllocateNothing(t *testing.T) {
 	l := NewLedger()
 	l.SetNotify(func(*Notice) { t.Fatal("no notice expected") })
+	var told int
+	l.SetAllocObserver(func(_ uint32, _ int32, _ uint64, _ events.BufferType, _ uint32, st *alloc.Statistics) {
+		if st != nil {
+			told++
+		}
+	})
 	var seq uint64
 	apply := func(e events.Event) {
 		seq++
@@ -464,6 +470,9 @@ func TestAllocatorRequestsAllocateNothing(t *testing.T) {
 	}
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
+	}
+	if told == 0 {
+		t.Fatal("the observer was told nothing")
 	}
 	d := l.Summary().Processes[0].Devices[0]
 	if st := allocStats(t, d, events.DRAM); st != stats(dramBank, 0, dramBank, dramBank) {

@@ -3,6 +3,7 @@ package devices
 import (
 	"fmt"
 
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -65,10 +66,11 @@ type proc struct {
 	// at attach (devices/allocmem.go FoundMem; "" when they were or none
 	// was looked for).
 	rootWhy       string
-	nreqs         int            // threads with a request waiting for its alloc
-	failures      []AllocFailure // the first alloc_failed records
-	allocObserved bool           // the ledger has an AllocObserver
-	adirty        []allocDirty   // chips and types the event being applied changed
+	nreqs         int              // threads with a request waiting for its alloc
+	failures      []AllocFailure   // the first alloc_failed records
+	allocObserved bool             // the ledger has an AllocObserver
+	adirty        []allocDirty     // chips and types the event being applied changed
+	ast           alloc.Statistics // what allocNotify hands the observer
 
 	// Metal trace (trace.go): nil until the process's first trace record.
 	tr     *traceProc
