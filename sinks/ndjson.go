@@ -45,26 +45,34 @@ type c1Escaper struct {
 }
 
 func (c *c1Escaper) Write(p []byte) (int, error) {
+	if !c.pending && bytes.IndexByte(p, 0xc2) < 0 {
+		// Nothing to escape (most writes: event lines are ASCII): p as
+		// it is, in one write.
+		if _, err := c.w.Write(p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
 	const hex = "0123456789abcdef"
 	out := c.out[:0]
-	for _, b := range p {
-		switch {
-		case c.pending && b >= 0x80 && b <= 0x9f:
-			out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&15])
+	for rest := p; len(rest) > 0; {
+		if c.pending {
 			c.pending = false
-		case c.pending:
-			out = append(out, 0xc2)
-			c.pending = false
-			if b == 0xc2 {
-				c.pending = true
-			} else {
-				out = append(out, b)
+			if b := rest[0]; b >= 0x80 && b <= 0x9f {
+				out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&15])
+				rest = rest[1:]
+				continue
 			}
-		case b == 0xc2:
-			c.pending = true
-		default:
-			out = append(out, b)
+			out = append(out, 0xc2) // not a C1 character: the byte after it is any other
 		}
+		i := bytes.IndexByte(rest, 0xc2)
+		if i < 0 {
+			out = append(out, rest...)
+			break
+		}
+		out = append(out, rest[:i]...)
+		c.pending = true
+		rest = rest[i+1:]
 	}
 	c.out = out
 	if _, err := c.w.Write(out); err != nil {

@@ -3,6 +3,7 @@ package sinks
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/tttrace/tttrace/devices"
@@ -220,4 +221,90 @@ func TestNDJSONTickFlushes(t *testing.T) {
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatalf("after a second tick: %q", got.Bytes())
 	}
+}
+
+// c1Reference is the escaping c1Escaper does, a byte at a time: what its
+// writes must add up to, however the text is cut into writes.
+func c1Reference(text []byte) []byte {
+	const hex = "0123456789abcdef"
+	var out []byte
+	pending := false
+	for _, b := range text {
+		switch {
+		case pending && b >= 0x80 && b <= 0x9f:
+			out = append(out, '\\', 'u', '0', '0', hex[b>>4], hex[b&15])
+			pending = false
+		case pending:
+			out = append(out, 0xc2)
+			pending = b == 0xc2
+			if !pending {
+				out = append(out, b)
+			}
+		case b == 0xc2:
+			pending = true
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// The escaper's output, written in any number of pieces (a C2 byte ending
+// one write and its C1 byte starting the next, C2 C2 runs, one-byte and
+// empty writes), is the byte-at-a-time escaping of the whole; a write
+// with nothing to escape reaches the writer as it is, without allocating.
+func TestC1EscaperWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 21))
+	alphabet := []byte{'a', '"', '\\', 0xc2, 0xc2, 0x80, 0x9b, 0x9f, 0xa0, 0xa2, 0x7f, 0xe2, 0xc3}
+	for round := 0; round < 2000; round++ {
+		text := make([]byte, rng.IntN(40))
+		for i := range text {
+			text[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		var got bytes.Buffer
+		e := &c1Escaper{w: &got}
+		for rest := text; ; {
+			n := min(len(rest), rng.IntN(5))
+			if k, err := e.Write(rest[:n]); k != n || err != nil {
+				t.Fatalf("Write of %d bytes: %d, %v", n, k, err)
+			}
+			rest = rest[n:]
+			if len(rest) == 0 {
+				break
+			}
+		}
+		if want := c1Reference(text); !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("%q in pieces: got %q, want %q", text, got.Bytes(), want)
+		}
+	}
+	// Split: the C2 ends the first write, its C1 byte starts the second.
+	var got bytes.Buffer
+	e := &c1Escaper{w: &got}
+	e.Write([]byte("{\"command\":\"red \xc2"))
+	e.Write([]byte("\x9b31m\"}\n"))
+	if want := `{"command":"red \u009b31m"}` + "\n"; got.String() != want {
+		t.Fatalf("split C1 character: %q, want %q", got.String(), want)
+	}
+	line := []byte(`{"type":"alloc","seq":7,"command":"¢ is not C1"}` + "\n")
+	var w countingWriter
+	e = &c1Escaper{w: &w}
+	if n := testing.AllocsPerRun(100, func() { e.Write(line[:20]) }); n != 0 {
+		t.Errorf("%v allocations per write with nothing to escape", n)
+	}
+	w = countingWriter{}
+	e.Write(line)
+	if w.writes != 1 || !bytes.Equal(w.last, line) {
+		t.Errorf("a line with U+00A2: %d writes, last %q", w.writes, w.last)
+	}
+}
+
+type countingWriter struct {
+	writes int
+	last   []byte
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	w.last = append(w.last[:0], p...)
+	return len(p), nil
 }
