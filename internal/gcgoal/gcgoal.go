@@ -6,6 +6,10 @@
 // growth allowed shrinks as the live heap grows: Base percent up to
 // ladderStart of live heap, then a fixed headroom (at least MinPercent):
 // a million live buffers (~165 MB live) grow to ~181 MB instead of ~206.
+// A small live heap may still grow by MinHeadroom (at most maxPercent):
+// Base percent of a few MB would collect every MB or two of garbage,
+// each collection waking the other CPU; the runtime's own minimum heap
+// goal (4 MB at GOGC=100) is scaled by GOGC, 1 MB at 25.
 // While BPF objects load (Relax), the target is raised instead: those
 // loads make short-lived garbage fast, and collecting it is most of their
 // time in Go.
@@ -20,11 +24,18 @@ import (
 )
 
 const (
-	// Base is the target while the live heap is small.
+	// Base is the target from 16 MB of live heap (where it grows by
+	// MinHeadroom) up to ladderStart, and before the live heap is known.
 	Base = 25
 	// MinPercent bounds the target below: collections of a very large
 	// heap stay some way apart.
 	MinPercent = 5
+	// MinHeadroom is the least growth allowed past a live heap, unless
+	// that is more than maxPercent of it: more than Base percent below
+	// 16 MB of live heap.
+	MinHeadroom = 4 << 20
+	// maxPercent bounds the target of a tiny live heap.
+	maxPercent = 400
 	// headroom is the growth allowed past ladderStart of live heap.
 	headroom = 16 << 20
 	// ladderStart: Base percent of it is headroom.
@@ -46,10 +57,14 @@ var (
 	started     sync.Once
 )
 
-// Percent is the target for a live heap of live bytes.
+// Percent is the target for a live heap of live bytes (0: not measured
+// yet, before the first collection: Base).
 func Percent(live uint64) int {
-	if live <= ladderStart {
+	switch {
+	case live == 0:
 		return Base
+	case live <= ladderStart:
+		return min(maxPercent, max(Base, int((MinHeadroom*100+live-1)/live)))
 	}
 	return max(MinPercent, int(headroom*100/live))
 }

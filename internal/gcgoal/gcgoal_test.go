@@ -20,6 +20,11 @@ func TestPercent(t *testing.T) {
 		want int
 	}{
 		{0, Base},
+		{1 << 20, maxPercent},
+		{2 << 20, 200},
+		{7 << 20, 58},
+		{12 << 20, 34},
+		{MinHeadroom * 100 / Base, Base},
 		{ladderStart, Base},
 		{ladderStart + 1, 24},
 		{160 << 20, 10},
@@ -34,6 +39,10 @@ func TestPercent(t *testing.T) {
 		// MinPercent).
 		if grow := c.live * uint64(Percent(c.live)) / 100; c.live > ladderStart && Percent(c.live) > MinPercent && (grow > headroom || grow < headroom*9/10) {
 			t.Errorf("live %d MiB: grows by %d MiB, want ~%d", c.live>>20, grow>>20, headroom>>20)
+		}
+		// And at least MinHeadroom below (but maxPercent).
+		if grow := c.live * uint64(Percent(c.live)) / 100; c.live != 0 && c.live <= ladderStart && Percent(c.live) < maxPercent && grow < MinHeadroom {
+			t.Errorf("live %d KiB: grows by %d KiB, want at least %d", c.live>>10, grow>>10, MinHeadroom>>10)
 		}
 	}
 }
