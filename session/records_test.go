@@ -1,10 +1,13 @@
 package session
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -149,6 +152,59 @@ func burstSession(tb testing.TB, out sinks.Sink) (*session, *burstStream) {
 		b.play(s, b.loop)
 	}
 	return s, b
+}
+
+// The burst's records allocate nothing in the session once warmed up, in
+// every output mode: at a million records a second, a few hundred bytes
+// a record make the collector run every few milliseconds, on the CPUs
+// the traced program needs.
+func TestBurstRecordsAllocateNothing(t *testing.T) {
+	for _, c := range burstConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			out.Grow(16 << 20) // its growth is not the session's
+			s, b := burstSession(t, c.make(&out))
+			per := testing.AllocsPerRun(100, func() { b.play(s, b.loop) }) / float64(len(b.loop))
+			if per != 0 {
+				t.Errorf("%.2f allocations per record", per)
+			}
+			p := s.ledger.Summary().Processes[0]
+			if len(p.Anomalies) != 0 || p.Stats.AllocFailures != 0 || p.Stats.AllocRequests != p.Stats.Allocs || p.LostStacks != 0 {
+				t.Errorf("the burst is not on its normal path: anomalies %v, stats %+v, %d lost stacks", p.Anomalies, p.Stats, p.LostStacks)
+			}
+			if a := s.sites; len(a.procs[b.pid].sites) != 1 || a.copied != 1 || a.known != p.Stats.Allocs-1 || a.staleKnown != 0 {
+				t.Errorf("sites: %d interned, %d stacks copied, %d known (%d stale), for %d allocs", len(a.procs[b.pid].sites), a.copied, a.known, a.staleKnown, p.Stats.Allocs)
+			}
+			for _, d := range p.Devices {
+				if d.Allocator == nil || d.Allocator.DRAM == nil || d.Allocator.DRAM.TotalAllocated == nil || d.Allocator.L1 == nil || d.Allocator.L1.TotalAllocated == nil {
+					t.Errorf("chip %d: the allocator's state is not modelled: %+v", d.Device, d.Allocator)
+				}
+			}
+			if c.name != "JSON" {
+				return
+			}
+			if err := s.sinks[0].Close(); err != nil {
+				t.Fatal(err)
+			}
+			counts := map[string]int{}
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var head struct {
+					Type string `json:"type"`
+					Site uint32 `json:"site"`
+				}
+				if err := json.Unmarshal([]byte(l), &head); err != nil {
+					t.Fatalf("%v: %s", err, l)
+				}
+				counts[head.Type]++
+				if head.Type == "alloc" && head.Site != 1 {
+					t.Errorf("alloc without its site: %s", l)
+				}
+			}
+			if counts["site"] != 1 || counts["alloc_capacity"] != 2 || counts["alloc"] != counts["alloc_request"] || counts["alloc"] != counts["free"] || counts["alloc"] == 0 {
+				t.Errorf("lines by type: %v", counts)
+			}
+		})
+	}
 }
 
 // BenchmarkSessionRecords: the burst's records through session.handle;
