@@ -28,6 +28,7 @@
 #define TTTRACE_STACK_H
 
 #include "wire.h"
+#include "stack_hash.h"
 
 #define STACK_PAGE 4096
 
@@ -45,8 +46,22 @@
  * stack, exactly (the same pcs, so the same frames), and only its token
  * is sent. Any pc without a step, a chain deeper than STACK_KEY_FRAMES or
  * not found, and the copy goes out as before. Entries are per process
- * (tgid): user space deletes a process's when it ends or its mappings
- * change. */
+ * (tgid): user space clears a process's when it ends or its mappings
+ * change.
+ *
+ * Both tables are arrays that user space maps and writes itself
+ * (probes/known.go), not hash maps: a lookup in an array is an index the
+ * verifier inlines, where a hash map's lookup is a helper call of ~40 ns
+ * on Linux 6.18 (docs/bench.md), once per frame. A key's slot is one of
+ * the STACK_WAYS slots of the set its hash names (stack_step_set,
+ * stack_site_set: user space computes the same); when all are taken, user
+ * space overwrites one, and the stack it described is copied again (and
+ * made known again) the next time. A slot is written under a sequence
+ * count: seq is odd while user space writes the slot, and a walk that sees
+ * an odd seq, or another seq after reading the slot than before, takes the
+ * slot as absent. On x86-64 loads are not reordered with loads nor stores
+ * with stores, so the programs need only keep the compiler from moving the
+ * reads (stack_barrier). */
 
 /* Walk each capture for a stack user space made known (below). On by
  * default (tttrace --known-stacks=false turns it off); the walk is a
@@ -64,7 +79,7 @@ const volatile __u8 check_known_stacks = 0;
 #define STACK_FIRST_COPY 2048
 #endif
 
-/* stack_sites' key: a stack's whole chain. */
+/* The walk's key of a stack: its whole chain. */
 struct stack_site_key {
 	__u32 tgid;
 	__u32 n;  /* return addresses in pcs (the rest are 0) */
@@ -72,44 +87,87 @@ struct stack_site_key {
 	__u64 pcs[STACK_KEY_FRAMES];
 };
 
-/* stack_steps: how to go from the frame at pc to its caller: the rule
- * user space's unwinder applies at pc, when it is one the walk below does
- * the same way (the CFA from rsp or rbp plus a constant, the return
- * address and rbp saved at constant offsets from it). */
-struct stack_step_key {
-	__u32 tgid;
-	__u32 first; /* 1: pc is the probe's (the innermost frame) */
-	__u64 pc;
-};
-
 #define STACK_STEP_END 0x7fffffff /* ra of the outermost frame's step */
 
-struct stack_step {
-	__s32 cfa;     /* the CFA (the caller's stack pointer) is this frame's
-			* stack pointer, or with cfa_bp its rbp, plus cfa */
-	__s32 ra;      /* the return address is at the CFA plus ra;
-			* STACK_STEP_END: pc is the outermost frame */
-	__s32 bp;      /* with bp_saved: the caller's rbp is at the CFA plus bp
-			* (else this frame did not change rbp) */
+/* stack_steps: how to go from the frame at pc of process tgid to its
+ * caller: the rule user space's unwinder applies at pc, when it is one the
+ * walk below does the same way (the CFA from rsp or rbp plus a constant,
+ * the return address and rbp saved at constant offsets from it). */
+struct stack_step_slot {
+	__u32 seq;  /* odd while user space writes the slot */
+	__u32 tgid; /* 0: the slot is empty */
+	__u64 pc;
+	__s32 cfa;  /* the CFA (the caller's stack pointer) is this frame's
+		     * stack pointer, or with cfa_bp its rbp, plus cfa */
+	__s32 ra;   /* the return address is at the CFA plus ra;
+		     * STACK_STEP_END: pc is the outermost frame */
+	__s32 bp;   /* with bp_saved: the caller's rbp is at the CFA plus bp
+		     * (else this frame did not change rbp) */
+	__u8 first; /* 1: pc is the probe's (the innermost frame) */
 	__u8 cfa_bp;
 	__u8 bp_saved;
-	__u8 _pad[2];
+	__u8 _pad;
 };
 
+/* stack_sites: a chain user space described, and its token. */
+struct stack_site_slot {
+	__u32 seq;  /* odd while user space writes the slot */
+	__u32 tgid; /* 0: the slot is empty */
+	__u32 n;    /* return addresses in pcs */
+	__u32 _pad;
+	__u64 ip;   /* the probe's pc */
+	__u64 token;
+	__u64 pcs[STACK_KEY_FRAMES];
+};
+
+/* BPF_F_MMAPABLE: user space maps the array and writes its slots. */
+#define STACK_F_MMAPABLE (1U << 10)
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct stack_step_key);
-	__type(value, struct stack_step);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, STACK_F_MMAPABLE);
+	__uint(max_entries, 1 << STACK_STEP_BITS);
+	__type(key, __u32);
+	__type(value, struct stack_step_slot);
 } stack_steps SEC(".maps");
 
-/* stack_sites: the chains user space described, to its token. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct stack_site_key);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, STACK_F_MMAPABLE);
+	__uint(max_entries, 1 << STACK_SITE_BITS);
+	__type(key, __u32);
+	__type(value, struct stack_site_slot);
 } stack_sites SEC(".maps");
+
+#define stack_barrier() asm volatile("" ::: "memory")
+
+/* The step of (tgid, first, pc) into *out; -1 when no slot holds it. */
+static __always_inline int stack_step_get(__u32 tgid, __u32 first, __u64 pc,
+					  struct stack_step_slot *out)
+{
+	__u32 set = stack_step_set(tgid, first, pc);
+	struct stack_step_slot *s;
+	__u32 seq;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < STACK_WAYS; i++) {
+		__u32 k = set + i;
+
+		s = bpf_map_lookup_elem(&stack_steps, &k);
+		if (!s)
+			return -1;
+		seq = *(volatile __u32 *)&s->seq;
+		stack_barrier();
+		*out = *s;
+		stack_barrier();
+		if ((seq & 1) || *(volatile __u32 *)&s->seq != seq)
+			continue;
+		if (out->tgid == tgid && out->pc == pc && out->first == first)
+			return 0;
+	}
+	return -1;
+}
 
 /* The scratch value: the record and one page of slack after it, so the
  * verifier can bound a page-sized read at any offset below the copy size
@@ -159,6 +217,7 @@ struct stack_walk {
 	__u64 pc; /* the frame being left, its stack pointer and rbp */
 	__u64 sp;
 	__u64 bp;
+	__u64 h;  /* the chain's hash so far (stack_site_start) */
 	__u32 done;
 };
 
@@ -186,34 +245,63 @@ static long stack_walk_step(__u64 i, void *arg)
 {
 	struct stack_walk *w = arg;
 	struct stack_scratch *s = w->s;
-	struct stack_step_key k = {};
-	struct stack_step *st;
+	struct stack_step_slot st;
 	__u64 cfa, ra = 0, bp;
 
-	k.tgid = s->key.tgid;
-	k.first = i == 0;
-	k.pc = w->pc;
-	st = bpf_map_lookup_elem(&stack_steps, &k);
-	if (!st)
+	if (stack_step_get(s->key.tgid, i == 0, w->pc, &st))
 		return 1;
-	if (st->ra == STACK_STEP_END) {
+	if (st.ra == STACK_STEP_END) {
 		s->key.n = i;
 		w->done = 1;
 		return 1;
 	}
 	if (i >= STACK_KEY_FRAMES)
 		return 1;
-	cfa = (st->cfa_bp ? w->bp : w->sp) + (__s64)st->cfa;
-	if (cfa <= w->sp || stack_read8(s, cfa + (__s64)st->ra, &ra))
+	cfa = (st.cfa_bp ? w->bp : w->sp) + (__s64)st.cfa;
+	if (cfa <= w->sp || stack_read8(s, cfa + (__s64)st.ra, &ra))
 		return 1;
-	if (st->bp_saved && cfa + (__s64)st->bp >= w->sp) {
-		if (stack_read8(s, cfa + (__s64)st->bp, &bp))
+	if (st.bp_saved && cfa + (__s64)st.bp >= w->sp) {
+		if (stack_read8(s, cfa + (__s64)st.bp, &bp))
 			return 1;
 		w->bp = bp;
 	}
 	s->key.pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
+	w->h = stack_mix(w->h, ra);
 	w->sp = cfa;
 	w->pc = ra;
+	return 0;
+}
+
+/* The token of the chain in s->key, whose hash is h, if a slot of
+ * stack_sites holds it; else 0. The chains are compared whole, pcs past n
+ * included (0 in both: the walk clears them, user space writes them so),
+ * without a branch per frame: a loop that could stop at any frame is a
+ * new state for the verifier at every frame. */
+static __always_inline __u64 stack_site_token(struct stack_scratch *s, __u64 h)
+{
+	__u32 set = stack_site_set(h, s->key.n), n = s->key.n, seq, k;
+	struct stack_site_slot *c;
+	__u64 token, diff;
+	int i, j;
+
+#pragma unroll
+	for (i = 0; i < STACK_WAYS; i++) {
+		k = set + i;
+		c = bpf_map_lookup_elem(&stack_sites, &k);
+		if (!c)
+			return 0;
+		seq = *(volatile __u32 *)&c->seq;
+		stack_barrier();
+		diff = (c->tgid ^ s->key.tgid) | (c->ip ^ s->key.ip) | (c->n ^ n);
+#pragma unroll
+		for (j = 0; j < STACK_KEY_FRAMES; j++)
+			diff |= c->pcs[j] ^ s->key.pcs[j];
+		token = c->token;
+		stack_barrier();
+		if (diff || (seq & 1) || *(volatile __u32 *)&c->seq != seq)
+			continue;
+		return token;
+	}
 	return 0;
 }
 
@@ -226,18 +314,18 @@ static long stack_walk_step(__u64 i, void *arg)
 __noinline __u64 stack_known(struct stack_scratch *s)
 {
 	struct stack_walk w = {};
-	__u64 *token;
 
 	if (!s)
 		return 0;
-	__builtin_memset(&s->key, 0, sizeof(s->key));
 	s->short_copy = 0;
+	__builtin_memset(&s->key, 0, sizeof(s->key));
 	s->key.tgid = s->rec.hdr.pid;
 	s->key.ip = s->rec.ip;
 	w.s = s;
 	w.pc = s->rec.ip;
 	w.sp = s->rec.sp;
 	w.bp = s->rec.bp;
+	w.h = stack_site_start(s->key.tgid, s->key.ip);
 	/* 0 at run time, unknown to the verifier (see py_opaque_zero in
 	 * python.h): with a constant here it would check the step again. */
 	*(volatile __u32 *)&s->_pad = 0;
@@ -245,8 +333,7 @@ __noinline __u64 stack_known(struct stack_scratch *s)
 	bpf_loop(STACK_KEY_FRAMES + 1, stack_walk_step, &w, 0);
 	if (!w.done)
 		return 0;
-	token = bpf_map_lookup_elem(&stack_sites, &s->key);
-	return token ? *token : 0;
+	return stack_site_token(s, w.h);
 }
 
 /* Fill the per-CPU record with the current thread's registers and stack,

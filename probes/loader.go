@@ -91,6 +91,8 @@ type Tracer struct {
 	// (LoaderDrops).
 	dlMu   sync.Mutex
 	dlSeen map[uint32]uint64
+	// known: the known-stack tables, mapped at the first LearnStack.
+	known knownTables
 }
 
 type attachedLib struct {
@@ -201,6 +203,7 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
+	t.known.stepMap, t.known.siteMap = t.objs.StackSteps, t.objs.StackSites
 	if err := coll.Assign(&t.objs.tttraceVariables); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("load BPF variables: %w", err)
@@ -769,10 +772,10 @@ func (t *Tracer) SetPython(pid uint32, value []byte) error {
 
 // KnownStackFrames is the most return addresses a known stack may have
 // (STACK_KEY_FRAMES in bpf/wire.h).
-const KnownStackFrames = len(tttraceStackSiteKey{}.Pcs)
+const KnownStackFrames = len(tttraceStackSiteSlot{}.Pcs)
 
 // StackStep is how a stack of a process goes from the frame at PC to its
-// caller (struct stack_step in bpf/stack.h, stacks.Step).
+// caller (struct stack_step_slot in bpf/stack.h, stacks.Step).
 type StackStep struct {
 	PC                 uint64
 	First, End         bool
@@ -780,67 +783,22 @@ type StackStep struct {
 	CFA, RA, BP        int32
 }
 
-// stackStepEnd is STACK_STEP_END.
-const stackStepEnd = 0x7fffffff
-
 // LearnStack makes a stack of process pid known to the BPF side: the steps
 // of its frames, and its chain (ip, the probe's pc, then every return
 // address up to the outermost frame) with token. A later capture whose
 // walk finds the same chain sends only the token (STACK_KNOWN). The
-// chain must be fixed by its pcs (stacks.UnwindSteps).
+// chain must be fixed by its pcs (stacks.UnwindSteps). A stack learnt
+// again costs only the comparison of its slots (known.go): call it again
+// when a stack made known comes copied (another stack took one of its
+// slots).
 func (t *Tracer) LearnStack(pid uint32, ip uint64, steps []StackStep, chain []uint64, token uint64) error {
-	if len(chain) > KnownStackFrames || token == 0 {
-		return fmt.Errorf("stack of %d return addresses, token %d: not one BPF can know", len(chain), token)
-	}
-	for _, s := range steps {
-		k := tttraceStackStepKey{Tgid: pid, Pc: s.PC}
-		if s.First {
-			k.First = 1
-		}
-		v := tttraceStackStep{Cfa: s.CFA, Ra: s.RA, Bp: s.BP}
-		if s.CFAFromBP {
-			v.CfaBp = 1
-		}
-		if s.BPSaved {
-			v.BpSaved = 1
-		}
-		if s.End {
-			v = tttraceStackStep{Ra: stackStepEnd}
-		}
-		if err := t.objs.StackSteps.Update(&k, &v, ebpf.UpdateAny); err != nil {
-			return err
-		}
-	}
-	k := tttraceStackSiteKey{Tgid: pid, N: uint32(len(chain)), Ip: ip}
-	copy(k.Pcs[:], chain)
-	return t.objs.StackSites.Update(&k, token, ebpf.UpdateAny)
+	return t.known.learn(pid, ip, steps, chain, token)
 }
 
-// ForgetStacks deletes what LearnStack told of process pid: it ended, or
+// ForgetStacks clears what LearnStack told of process pid: it ended, or
 // its mappings changed (a pc may name other code now).
 func (t *Tracer) ForgetStacks(pid uint32) {
-	var sk tttraceStackStepKey
-	var sv tttraceStackStep
-	var steps []tttraceStackStepKey
-	for it := t.objs.StackSteps.Iterate(); it.Next(&sk, &sv); {
-		if sk.Tgid == pid {
-			steps = append(steps, sk)
-		}
-	}
-	for i := range steps {
-		_ = t.objs.StackSteps.Delete(&steps[i])
-	}
-	var ck tttraceStackSiteKey
-	var token uint64
-	var sites []tttraceStackSiteKey
-	for it := t.objs.StackSites.Iterate(); it.Next(&ck, &token); {
-		if ck.Tgid == pid {
-			sites = append(sites, ck)
-		}
-	}
-	for i := range sites {
-		_ = t.objs.StackSites.Delete(&sites[i])
-	}
+	t.known.forget(pid)
 }
 
 // ClearPython forgets the interpreter of process pid (it ended).
@@ -1043,7 +1001,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, p.Close())
 		delete(t.progs, n)
 	}
-	errs = append(errs, t.objs.Close())
+	errs = append(errs, t.known.close(), t.objs.Close())
 	if t.coll != nil {
 		t.coll.Close() // the maps not in objs (.rodata, .bss)
 		t.coll, t.maps = nil, nil

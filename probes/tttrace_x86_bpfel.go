@@ -175,37 +175,43 @@ type tttraceStackScratch struct {
 		Pad   [3]uint8
 		Data  [16384]uint8
 	}
-	Slack     [4096]uint8
-	Busy      uint32
-	Pad       uint32
-	Key       tttraceStackSiteKey
+	Slack [4096]uint8
+	Busy  uint32
+	Pad   uint32
+	Key   struct {
+		_    structs.HostLayout
+		Tgid uint32
+		N    uint32
+		Ip   uint64
+		Pcs  [32]uint64
+	}
 	ShortCopy uint32
 	Pad2      uint32
 }
 
-type tttraceStackSiteKey struct {
-	_    structs.HostLayout
-	Tgid uint32
-	N    uint32
-	Ip   uint64
-	Pcs  [32]uint64
+type tttraceStackSiteSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	Tgid  uint32
+	N     uint32
+	Pad   uint32
+	Ip    uint64
+	Token uint64
+	Pcs   [32]uint64
 }
 
-type tttraceStackStep struct {
+type tttraceStackStepSlot struct {
 	_       structs.HostLayout
+	Seq     uint32
+	Tgid    uint32
+	Pc      uint64
 	Cfa     int32
 	Ra      int32
 	Bp      int32
+	First   uint8
 	CfaBp   uint8
 	BpSaved uint8
-	Pad     [2]uint8
-}
-
-type tttraceStackStepKey struct {
-	_     structs.HostLayout
-	Tgid  uint32
-	First uint32
-	Pc    uint64
+	Pad     uint8
 }
 
 // loadTttrace returns the embedded CollectionSpec for tttrace.

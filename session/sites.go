@@ -47,8 +47,9 @@ type procStacks struct {
 	siteIDs map[sitePair]uint32 // -> index+1 in sites
 	sites   []sitePair
 	// learned: the native stacks made known to the kernel (LearnStack)
-	// since its entries of this process were last forgotten.
-	learned map[stacks.StackID]bool
+	// since its entries of this process were last forgotten, and their
+	// tokens.
+	learned map[stacks.StackID]uint64
 }
 
 // knownStack is what a token names: a native stack of one process.
@@ -393,11 +394,11 @@ func (a *allocSites) forgetKnown(pid uint32, ps *procStacks) {
 }
 
 // learnStack makes the stack id of pid, just unwound into a.steps, known
-// to the kernel: the next captures of it come as its token.
+// to the kernel: the next captures of it come as its token. A stack
+// learnt before that comes copied again lost a slot of the kernel's
+// tables to another stack (probes, known.go): it is learnt again, under
+// its token.
 func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, ip uint64) {
-	if ps.learned[id] {
-		return
-	}
 	st, ok := ps.tab.Stack(id)
 	if !ok || len(st.Locs) == 0 || len(st.Locs)-1 > probes.KnownStackFrames || len(a.steps) != len(st.Locs) {
 		return
@@ -410,15 +411,21 @@ func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, i
 	for _, s := range a.steps {
 		a.pSteps = append(a.pSteps, probes.StackStep{PC: s.PC, First: s.First, End: s.End, CFAFromBP: s.CFAFromBP, BPSaved: s.BPSaved, CFA: s.CFA, RA: s.RA, BP: s.BP})
 	}
-	token := uint64(len(a.tokens) + 1)
+	token, again := ps.learned[id]
+	if !again {
+		token = uint64(len(a.tokens) + 1)
+	}
 	if err := a.be.LearnStack(pid, ip, a.pSteps, a.chain, token); err != nil {
-		return // the map is full: this stack keeps being copied
+		return // this stack keeps being copied
+	}
+	if again {
+		return
 	}
 	a.tokens[token] = knownStack{ps: ps, id: id}
 	if ps.learned == nil {
-		ps.learned = map[stacks.StackID]bool{}
+		ps.learned = map[stacks.StackID]uint64{}
 	}
-	ps.learned[id] = true
+	ps.learned[id] = token
 }
 
 // onStack interns a stack record and gives its site to the held alloc of

@@ -35,39 +35,45 @@ type stacktestStackRecord struct {
 }
 
 type stacktestStackScratch struct {
-	_         structs.HostLayout
-	Rec       stacktestStackRecord
-	Slack     [4096]uint8
-	Busy      uint32
-	Pad       uint32
-	Key       stacktestStackSiteKey
+	_     structs.HostLayout
+	Rec   stacktestStackRecord
+	Slack [4096]uint8
+	Busy  uint32
+	Pad   uint32
+	Key   struct {
+		_    structs.HostLayout
+		Tgid uint32
+		N    uint32
+		Ip   uint64
+		Pcs  [32]uint64
+	}
 	ShortCopy uint32
 	Pad2      uint32
 }
 
-type stacktestStackSiteKey struct {
-	_    structs.HostLayout
-	Tgid uint32
-	N    uint32
-	Ip   uint64
-	Pcs  [32]uint64
+type stacktestStackSiteSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	Tgid  uint32
+	N     uint32
+	Pad   uint32
+	Ip    uint64
+	Token uint64
+	Pcs   [32]uint64
 }
 
-type stacktestStackStep struct {
+type stacktestStackStepSlot struct {
 	_       structs.HostLayout
+	Seq     uint32
+	Tgid    uint32
+	Pc      uint64
 	Cfa     int32
 	Ra      int32
 	Bp      int32
+	First   uint8
 	CfaBp   uint8
 	BpSaved uint8
-	Pad     [2]uint8
-}
-
-type stacktestStackStepKey struct {
-	_     structs.HostLayout
-	Tgid  uint32
-	First uint32
-	Pc    uint64
+	Pad     uint8
 }
 
 // loadStacktest returns the embedded CollectionSpec for stacktest.
