@@ -339,18 +339,17 @@ static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
 	return bpf_map_lookup_elem(&py_procs, &tgid);
 }
 
-/* Copy the Python stack of the calling thread of process tgid into *out
- * (fully overwritten). Returns the number of frames. */
-static __always_inline __u32 py_capture(struct py_stack *out, __u32 tgid, __u32 tid)
+/* Copy the Python stack of the calling thread tid into *out (fully
+ * overwritten); p is its process's py_procs entry (py_proc_lookup), NULL
+ * when it has none. Returns the number of frames. */
+static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tid)
 {
 	struct py_frame_walk w = { .out = out };
-	struct py_proc *p;
 	__u64 ts, frame = 0;
 
 	out->tstate = 0;
 	out->nframes = 0;
 	out->flags = 0;
-	p = py_proc_lookup(tgid);
 	if (!p) {
 		out->flags = PY_NO_PROC;
 		return 0;

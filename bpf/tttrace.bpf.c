@@ -473,18 +473,15 @@ static long py_send_code(__u64 i, void *arg)
 	return 0;
 }
 
-/* Emit the Python stack of the alloc e, when its process runs a supported
- * CPython (user space put it in py_procs): the code records it needs, then
- * the stack. Nothing when it cannot (the alloc then has native frames only). */
-static __always_inline void attach_python(struct event *e)
+/* Emit the Python stack of the alloc e, whose process runs the supported
+ * CPython p (user space put it in py_procs): the code records it needs,
+ * then the stack. */
+static __always_inline void attach_python(struct event *e, struct py_proc *p)
 {
-	struct py_code_walk w;
+	struct py_code_walk w = { .proc = p };
 	struct py_scratch *s;
 	__u32 zero = 0;
 
-	w.proc = py_proc_lookup(e->hdr.pid);
-	if (!w.proc)
-		return;
 	s = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0) {
 		lost_record(EV_PY_STACK);
@@ -493,43 +490,61 @@ static __always_inline void attach_python(struct event *e)
 	w.rec = &s->rec;
 	s->rec.hdr = e->hdr;
 	s->rec.hdr.kind = EV_PY_STACK;
-	py_capture(&s->rec.stack, e->hdr.pid, e->hdr.tid);
+	py_capture(&s->rec.stack, p, e->hdr.tid);
 	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
 	if (bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP))
 		lost_record(EV_PY_STACK);
 	*(volatile __u32 *)&s->busy = 0;
 }
 
-/* Emit the stack of the alloc e (still reserved, so it stays ahead of its
- * stack in the ring, and user space reading e knows whether one follows).
- * A stack that cannot be had is lost on its own: e still goes out. */
+/* Stacks are 100 times the size of events: they may fill at most half the
+ * ring, so a burst the reader cannot keep up with loses stacks (counted,
+ * the ledger stays exact) before it loses events. */
+static __always_inline int stack_room(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct stack_record) <=
+	       bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2;
+}
+
+/* Give the alloc e (still reserved, so it stays ahead of its stacks in the
+ * ring, and user space reading e knows whether one follows) its stack: the
+ * token of a known stack in e itself (STACK_TOKEN) when no Python stack
+ * goes with it, else the records: the Python stack's, if its process runs
+ * a CPython, then the native stack's, which completes the alloc
+ * (STACK_FOLLOWS). A stack that cannot be had is lost on its own: e still
+ * goes out. */
 static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 {
+	struct py_proc *py = py_proc_lookup(e->hdr.pid);
 	struct stack_record *rec;
 	__u32 len = 0;
 
 	e->stack = STACK_LOST;
-	/* Stacks are 100 times the size of events: they may fill at most half
-	 * the ring, so a burst the reader cannot keep up with loses stacks
-	 * (counted, the ledger stays exact) before it loses events. */
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct stack_record) >
-	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
-		lost_record(EV_STACK);
-		return;
+	if (py) {
+		if (!stack_room()) {
+			lost_record(EV_STACK);
+			return;
+		}
+		attach_python(e, py);
 	}
-	/* The Python records first: the native one completes the alloc. */
-	attach_python(e);
 	rec = stack_capture(ctx, &e->hdr, &len);
 	if (!rec) {
 		lost_record(EV_STACK);
 		return;
 	}
-	if (len > sizeof(*rec))
-		len = sizeof(*rec);
-	if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
-		e->stack = STACK_FOLLOWS;
-	else
+	if (!py && len == STACK_HDR_SIZE && (rec->flags & STACK_KNOWN)) {
+		e->stack = STACK_TOKEN;
+		e->stack_token = rec->token;
+	} else if (!py && !stack_room()) {
 		lost_record(EV_STACK);
+	} else {
+		if (len > sizeof(*rec))
+			len = sizeof(*rec);
+		if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
+			e->stack = STACK_FOLLOWS;
+		else
+			lost_record(EV_STACK);
+	}
 	stack_release(rec);
 }
 

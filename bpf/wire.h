@@ -82,6 +82,8 @@ enum stack_state : __u8 {
 	STACK_NONE = 0,    /* stacks are off, or the kind has none */
 	STACK_FOLLOWS = 1, /* an EV_STACK record with this seq is in the ring after this one */
 	STACK_LOST = 2,    /* the stack could not be captured or emitted (ring full, scratch busy) */
+	STACK_TOKEN = 3,   /* a stack user space made known (bpf/stack.h): stack_token names
+			    * it; no EV_STACK record follows */
 };
 
 /* The first bytes of every record. */
@@ -112,6 +114,7 @@ struct event {
 	__u64 size;        /* Buffer::size_, view size, CB per-core size */
 	__u64 page_size;   /* Buffer::page_size_, view page size */
 	__u64 lost_before; /* records this CPU failed to reserve since its previous event */
+	__u64 stack_token; /* stack == STACK_TOKEN: the token of its known native stack */
 	__u32 parent_pid;  /* EV_FORK: tgid of the forking process */
 	__u32 wait_status; /* EV_MAIN_EXIT: the main thread's exit_code (a wait status) */
 	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */

@@ -78,6 +78,7 @@ func Decode(raw []byte, e *Event) error {
 		ParentPid:  w.ParentPid,
 		WaitStatus: w.WaitStatus,
 		Stack:      w.Stack,
+		StackToken: w.StackToken,
 	}
 	return nil
 }

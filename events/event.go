@@ -115,8 +115,10 @@ type Event struct {
 	LostBefore uint64
 
 	// Stack says whether the stack of an alloc follows in its own record
-	// (KindStack), or was lost.
-	Stack StackState
+	// (KindStack), was lost, or is a stack made known before, named by
+	// StackToken (StackToken).
+	Stack      StackState
+	StackToken uint64
 	// Site is where the buffer of an alloc was allocated: a site of the
 	// process's stack table (package stacks), given by the runtime once
 	// the stack record is read; 0: none.

@@ -51,6 +51,7 @@ const (
 	StackNone    StackState = 0
 	StackFollows StackState = 1
 	StackLost    StackState = 2
+	StackToken   StackState = 3
 )
 
 // enum stack_flags of bpf/wire.h.
@@ -120,6 +121,7 @@ type Wire struct {
 	Size       uint64
 	PageSize   uint64
 	LostBefore uint64
+	StackToken uint64
 	ParentPid  uint32
 	WaitStatus uint32
 	Chip       int32
@@ -135,7 +137,7 @@ type Wire struct {
 }
 
 // WireSize is the size of Wire in bytes.
-const WireSize = 112
+const WireSize = 120
 
 func (*Wire) wireID() uint8 { return 1 }
 
@@ -328,22 +330,22 @@ var wireOf = [64]uint8{
 // wireSize is, per kind BPF writes, the size of its records' type: the
 // least a record of that kind has.
 var wireSize = [64]uint32{
-	KindAlloc:           112,
-	KindFree:            112,
-	KindView:            112,
-	KindCBAlloc:         112,
-	KindCBFree:          112,
-	KindCBLayout:        112,
-	KindCBTeardown:      112,
-	KindProgramDestroy:  112,
-	KindDeviceClose:     112,
-	KindMeshClose:       112,
-	KindMarkDeallocated: 112,
-	KindLinkMap:         112,
-	KindFork:            112,
-	KindMainExit:        112,
-	KindGroupExit:       112,
-	KindAllocOom:        112,
+	KindAlloc:           120,
+	KindFree:            120,
+	KindView:            120,
+	KindCBAlloc:         120,
+	KindCBFree:          120,
+	KindCBLayout:        120,
+	KindCBTeardown:      120,
+	KindProgramDestroy:  120,
+	KindDeviceClose:     120,
+	KindMeshClose:       120,
+	KindMarkDeallocated: 120,
+	KindLinkMap:         120,
+	KindFork:            120,
+	KindMainExit:        120,
+	KindGroupExit:       120,
+	KindAllocOom:        120,
 	KindStack:           72,
 	KindPyStack:         1584,
 	KindPyCode:          4752,
@@ -389,10 +391,11 @@ var deviceKindNames = [4]string{
 }
 
 // stackStateNames are the StackState names, by value.
-var stackStateNames = [3]string{
+var stackStateNames = [4]string{
 	0: "none",
 	1: "follows",
 	2: "lost",
+	3: "token",
 }
 
 // traceOpNames are the TraceOp names, by value.

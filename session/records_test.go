@@ -21,8 +21,10 @@ import (
 // --scenario burst): two threads, each allocating and freeing a small
 // buffer in a loop, DRAM and L1 in turn, on a chip whose bank managers
 // were seen made; each alloc follows its BankManager::allocate_buffer
-// request and is followed by its native stack, known to the kernel after
-// the first (sent as its token, bpf/stack.h).
+// request, and its native stack is known to the kernel after the first:
+// its token is in the alloc itself (STACK_TOKEN, bpf/stack.h), or, in the
+// L1 round here, in a stack record after it (as in a process whose
+// Python stack goes with the alloc).
 
 // burstStream is the burst's records, raw as the ring hands them out.
 type burstStream struct {
@@ -70,6 +72,9 @@ func newBurstStream(pid uint32, ip uint64) *burstStream {
 	buffer := func(kind events.Kind, tid uint32, typ events.BufferType, stack events.StackState) []byte {
 		w := events.Wire{Hdr: hdr(kind, tid), Object: 0x7f3bec000b80 + uint64(tid)*0x1000, Device: 0x7f0000, DeviceKind: events.DeviceChip,
 			BufferType: int32(typ), Address: 0x10000 + uint64(tid-burstTidA)*0x40, Size: 32, PageSize: 32, OwnsData: 1, Status: 1, Stack: stack}
+		if stack == events.StackToken {
+			w.StackToken = 1
+		}
 		return rawRecord(&w, 0)
 	}
 	stack := func(tid uint32, known bool) []byte {
@@ -83,18 +88,16 @@ func newBurstStream(pid uint32, ip uint64) *burstStream {
 	// The first alloc: its stack is copied, unwound and made known.
 	b.setup = append(b.setup, request(burstTidA, burstDRAMMgr), buffer(events.KindAlloc, burstTidA, events.DRAM, events.StackFollows),
 		stack(burstTidA, false), buffer(events.KindFree, burstTidA, events.DRAM, 0))
-	for _, typ := range []events.BufferType{events.DRAM, events.L1} {
-		mgr := uint64(burstDRAMMgr)
-		if typ == events.L1 {
-			mgr = burstL1Mgr
-		}
-		// The two threads' calls interleave as on two CPUs.
-		b.loop = append(b.loop,
-			request(burstTidA, mgr), request(burstTidB, mgr),
-			buffer(events.KindAlloc, burstTidA, typ, events.StackFollows), stack(burstTidA, true),
-			buffer(events.KindAlloc, burstTidB, typ, events.StackFollows), stack(burstTidB, true),
-			buffer(events.KindFree, burstTidA, typ, 0), buffer(events.KindFree, burstTidB, typ, 0))
-	}
+	// The two threads' calls interleave as on two CPUs.
+	b.loop = append(b.loop,
+		request(burstTidA, burstDRAMMgr), request(burstTidB, burstDRAMMgr),
+		buffer(events.KindAlloc, burstTidA, events.DRAM, events.StackToken),
+		buffer(events.KindAlloc, burstTidB, events.DRAM, events.StackToken),
+		buffer(events.KindFree, burstTidA, events.DRAM, 0), buffer(events.KindFree, burstTidB, events.DRAM, 0),
+		request(burstTidA, burstL1Mgr), request(burstTidB, burstL1Mgr),
+		buffer(events.KindAlloc, burstTidA, events.L1, events.StackFollows), stack(burstTidA, true),
+		buffer(events.KindAlloc, burstTidB, events.L1, events.StackFollows), stack(burstTidB, true),
+		buffer(events.KindFree, burstTidA, events.L1, 0), buffer(events.KindFree, burstTidB, events.L1, 0))
 	return b
 }
 

@@ -428,6 +428,22 @@ func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, i
 	ps.learned[id] = token
 }
 
+// onToken gives the alloc ev, whose native stack BPF found known
+// (StackToken), the site its token names, as onStack does for the record
+// of a known stack; no Python stack goes with it (BPF sends the token in
+// the alloc only then).
+func (a *allocSites) onToken(ev *events.Event) {
+	a.reborn(ev.Pid)
+	ps := a.procStacksOf(ev.Pid)
+	a.known++
+	if k, ok := a.tokens[ev.StackToken]; ok && k.ps == ps {
+		ev.Site = ps.site(k.id, 0)
+	} else {
+		a.staleKnown++ // of an earlier process with this pid: no site
+	}
+	ev.Stack = events.StackNone // resolved
+}
+
 // onStack interns a stack record and gives its site to the held alloc of
 // the same seq, then releases what no longer waits.
 func (a *allocSites) onStack(raw []byte) {
@@ -514,8 +530,12 @@ func inModule(m *stacks.Modules, pc uint64) bool {
 }
 
 // hold keeps ev behind an alloc waiting for its stack; it reports false
-// when ev can be handled now.
+// when ev can be handled now. An alloc that names its known stack by its
+// token gets its site first.
 func (a *allocSites) hold(ev *events.Event) bool {
+	if ev.Stack == events.StackToken {
+		a.onToken(ev)
+	}
 	waits := waitsForStack(ev)
 	if !waits && len(a.held) == 0 {
 		return false

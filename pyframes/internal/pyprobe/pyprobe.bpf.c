@@ -92,9 +92,9 @@ int py_stack_probe(struct pt_regs *ctx)
 	s->stack.nframes = 0;
 	s->stack.flags = 0;
 	if (capture) {
-		py_capture(&s->stack, s->hdr.pid, s->hdr.tid);
 		w.rec = s;
 		w.proc = py_proc_lookup(s->hdr.pid);
+		py_capture(&s->stack, w.proc, s->hdr.tid);
 		if (w.proc && send_codes)
 			bpf_loop(PY_MAX_FRAMES, send_code, &w, 0);
 	}
