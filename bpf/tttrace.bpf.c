@@ -107,15 +107,32 @@ struct {
 	__type(value, struct lib_info);
 } libs SEC(".maps");
 
-/* Processes to trace, keyed by tgid. User space adds entries; the exit
- * hook deletes a process's entry when its last thread exits (user space
- * also deletes it once the process is reported). */
+/* What the programs know of each process, one byte per tgid (enum
+ * pid_flag): whether it is traced (with filter_pids) and whether it runs a
+ * CPython user space registered in py_procs. A byte per possible pid
+ * (PID_MAX_LIMIT, 4M on 64-bit kernels: 4 MiB) instead of a hash map:
+ * reading it is one load after an inlined array lookup, where a hash
+ * lookup is a helper call (~40 ns on Linux 6.18, per record;
+ * docs/bench.md). User space maps the array and changes a pid's byte with
+ * atomic operations on its word; the fork hook sets a followed child's
+ * byte, the exit hook clears the byte of a process whose last thread
+ * exits (user space also clears it once the process is reported). */
+#define PID_SPACE (1 << 22)
+enum pid_flag {
+	PID_TRACED = 1, /* with filter_pids: the process is traced */
+	PID_PYTHON = 2, /* it has a py_procs entry (its Python stacks are walked) */
+};
+struct pid_table {
+	__u8 flags[PID_SPACE];
+};
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, 1U << 10); /* BPF_F_MMAPABLE */
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct pid_table);
 } traced_pids SEC(".maps");
+const enum pid_flag *unused_pid_flag __attribute__((unused));
 
 struct lost_counter {
 	__u64 total;   /* struct event records this CPU could not reserve, ever */
@@ -148,11 +165,24 @@ __u32 reader_awake = 0;
 
 /* ---- helpers --------------------------------------------------------- */
 
+/* The flags byte of process tgid (tgid < PID_SPACE: the kernel's own
+ * limit). */
+static __always_inline __u8 *pid_flags(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct pid_table *t = bpf_map_lookup_elem(&traced_pids, &zero);
+
+	return t ? &t->flags[tgid & (PID_SPACE - 1)] : 0;
+}
+
 static __always_inline int traced(__u32 tgid)
 {
+	__u8 *f;
+
 	if (!filter_pids)
 		return 1;
-	return bpf_map_lookup_elem(&traced_pids, &tgid) != 0;
+	f = pid_flags(tgid);
+	return f && (*f & PID_TRACED);
 }
 
 /* Reserve a record of size bytes of kind and fill its header; NULL when
@@ -515,7 +545,8 @@ static __always_inline int stack_room(void)
  * goes out. */
 static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 {
-	struct py_proc *py = py_proc_lookup(e->hdr.pid);
+	__u8 *f = pid_flags(e->hdr.pid);
+	struct py_proc *py = f && (*f & PID_PYTHON) ? py_proc_lookup(e->hdr.pid) : 0;
 	struct stack_record *rec;
 	__u32 len = 0;
 
@@ -1120,16 +1151,16 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u8 one = 1;
 	struct event *e;
+	__u8 *f;
 
 	if (!follow_children || ptgid == ctgid)
 		return 0; /* not following, or a new thread */
-	if (!bpf_map_lookup_elem(&traced_pids, &ptgid))
+	if (!traced(ptgid) || !(f = pid_flags(ctgid)))
 		return 0;
 	/* The child is traced from its first instruction: it is added before
-	 * it can run. */
-	bpf_map_update_elem(&traced_pids, &ctgid, &one, BPF_ANY);
+	 * it can run. Its interpreter, if any, is registered by user space. */
+	*f = PID_TRACED;
 	e = start(EV_FORK);
 	if (!e)
 		return 0;
@@ -1150,6 +1181,7 @@ int BPF_PROG(process_exit, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	struct event *e;
+	__u8 *f;
 
 	if (BPF_CORE_READ(p, pid) == tgid) {
 		e = start(EV_MAIN_EXIT);
@@ -1164,9 +1196,11 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	if (e)
 		finish_now(e);
 	/* Gone even if that record was lost: user space checks the map. A
-	 * later process given the same pid is not traced by mistake. */
-	if (filter_pids)
-		bpf_map_delete_elem(&traced_pids, &tgid);
+	 * later process given the same pid is not traced (nor its Python
+	 * walked) by mistake. */
+	f = pid_flags(tgid);
+	if (f)
+		*f = 0;
 	return 0;
 }
 

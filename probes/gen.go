@@ -6,4 +6,4 @@
 // ttmetal's business; nothing here knows the ledger.
 package probes
 
-//go:generate go tool bpf2go -tags linux -target amd64 -type layout_field tttrace ../bpf/tttrace.bpf.c -- -I../bpf -I../bpf/headers -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -tags linux -target amd64 -type layout_field -type pid_flag tttrace ../bpf/tttrace.bpf.c -- -I../bpf -I../bpf/headers -O2 -g -Wall -Werror -mcpu=v3

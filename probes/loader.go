@@ -93,6 +93,8 @@ type Tracer struct {
 	dlSeen map[uint32]uint64
 	// known: the known-stack tables, mapped at the first LearnStack.
 	known knownTables
+	// pids: the programs' per-process flags (traced, Python), mapped.
+	pids *pidTable
 }
 
 type attachedLib struct {
@@ -204,6 +206,10 @@ func Load(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.known.stepMap, t.known.siteMap = t.objs.StackSteps, t.objs.StackSites
+	if t.pids, err = mapPidTable(t.objs.TracedPids); err != nil {
+		t.Close()
+		return nil, err
+	}
 	if err := coll.Assign(&t.objs.tttraceVariables); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("load BPF variables: %w", err)
@@ -275,8 +281,7 @@ var planMaps = []string{"lc_calls"}
 // kernel ~10 ms to make. A map is here only if a failed insert cannot
 // lose an event silently: py_procs is written by user space only, which
 // sees the error; a dl_drops entry that cannot be made is counted in
-// dl_dropped. Not traced_pids: the fork hook's insert of a followed child
-// must not fail while the map has room.
+// dl_dropped.
 var growingMaps = []string{"py_procs", "dl_drops"}
 
 // createMaps creates the maps of spec that want says to: the global
@@ -761,13 +766,16 @@ func probeUprobeMulti() error {
 
 // AddPID starts tracing process pid (tgid).
 func (t *Tracer) AddPID(pid uint32) error {
-	return t.objs.TracedPids.Update(pid, uint8(1), ebpf.UpdateAny)
+	return t.pids.set(pid, pidTraced)
 }
 
 // SetPython registers the CPython interpreter of process pid for Python
 // stacks: value is its struct py_proc (pyframes.Process.ProcValue).
 func (t *Tracer) SetPython(pid uint32, value []byte) error {
-	return t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny)
+	if err := t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	return t.pids.set(pid, pidPython)
 }
 
 // KnownStackFrames is the most return addresses a known stack may have
@@ -803,24 +811,21 @@ func (t *Tracer) ForgetStacks(pid uint32) {
 
 // ClearPython forgets the interpreter of process pid (it ended).
 func (t *Tracer) ClearPython(pid uint32) {
+	t.pids.clear(pid, pidPython)
 	_ = t.objs.PyProcs.Delete(pid)
 }
 
 // RemovePID stops tracing process pid.
 func (t *Tracer) RemovePID(pid uint32) error {
-	err := t.objs.TracedPids.Delete(pid)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return nil
-	}
-	return err
+	t.pids.clear(pid, pidTraced)
+	return nil
 }
 
 // Traced reports whether pid is in the BPF pid filter. The exit hook
-// deletes a process when its last thread exits, so false for a pid that was
-// added means the process has ended.
+// clears a process when its last thread exits, so false for a pid that
+// was added means the process has ended.
 func (t *Tracer) Traced(pid uint32) bool {
-	var v uint8
-	return t.objs.TracedPids.Lookup(pid, &v) == nil
+	return t.pids.has(pid, pidTraced)
 }
 
 // Reader is the ring buffer's reader. Only one goroutine may read.
@@ -937,8 +942,7 @@ func (t *Tracer) TracesNone() bool {
 	if t == nil || t.all {
 		return false
 	}
-	var k uint32
-	return errors.Is(t.objs.TracedPids.NextKey(nil, &k), ebpf.ErrKeyNotExist)
+	return !t.pids.anyTraced()
 }
 
 // DetachLater hands the uprobe_multi links to another process, which
@@ -1001,7 +1005,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, p.Close())
 		delete(t.progs, n)
 	}
-	errs = append(errs, t.known.close(), t.objs.Close())
+	errs = append(errs, t.known.close(), t.pids.close(), t.objs.Close())
 	if t.coll != nil {
 		t.coll.Close() // the maps not in objs (.rodata, .bss)
 		t.coll, t.maps = nil, nil

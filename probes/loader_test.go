@@ -265,12 +265,66 @@ func TestPlanMapsShared(t *testing.T) {
 			t.Errorf("map %s: not preallocated = %v, want %v (kernel 6.1 or later)", n, got, want)
 		}
 	}
-	info, err = tr.objs.TracedPids.Info()
+}
+
+// TestPidTable: what the tracer writes to its mapping of the pid table is
+// what the map holds (read back with the bpf syscall), neighbouring pids
+// in a word are left alone, and TracesNone follows the traced bits.
+func TestPidTable(t *testing.T) {
+	probestest.RequireRoot(t)
+	tr, err := Load(Options{RingSize: 1 << 16})
 	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	flagsOf := func() []byte {
+		v := make([]byte, tr.objs.TracedPids.ValueSize())
+		if err := tr.objs.TracedPids.Lookup(uint32(0), v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if !tr.TracesNone() {
+		t.Fatal("a new tracer traces some process")
+	}
+	const last = 1<<22 - 1
+	for _, pid := range []uint32{4, 5, 7, last} {
+		if err := tr.AddPID(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.AddPID(1 << 22); err == nil {
+		t.Error("a pid past the kernel's limit was added")
+	}
+	if err := tr.SetPython(5, make([]byte, tr.objs.PyProcs.ValueSize())); err != nil {
 		t.Fatal(err)
 	}
-	if info.Flags&unix.BPF_F_NO_PREALLOC != 0 {
-		t.Error("traced_pids is not preallocated: the fork hook's insert could fail")
+	if err := tr.RemovePID(7); err != nil {
+		t.Fatal(err)
+	}
+	f := flagsOf()
+	want := map[int]byte{4: pidTraced, 5: pidTraced | pidPython, last: pidTraced}
+	for pid, b := range f {
+		if b != want[pid] {
+			t.Errorf("pid %d: flags %#x in the map, want %#x", pid, b, want[pid])
+		}
+	}
+	if !tr.Traced(4) || !tr.Traced(5) || tr.Traced(6) || tr.Traced(7) || tr.TracesNone() {
+		t.Error("Traced / TracesNone disagree with the table")
+	}
+	tr.ClearPython(5)
+	for _, pid := range []uint32{4, 5, last} {
+		if err := tr.RemovePID(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pid, b := range flagsOf() {
+		if b != 0 {
+			t.Errorf("pid %d: flags %#x left", pid, b)
+		}
+	}
+	if !tr.TracesNone() {
+		t.Error("TracesNone false with no process traced")
 	}
 }
 

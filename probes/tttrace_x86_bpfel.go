@@ -79,6 +79,18 @@ type tttraceLostCounter struct {
 	Kinds   [64]uint64
 }
 
+type tttracePidFlag uint32
+
+const (
+	tttracePidFlagPID_TRACED tttracePidFlag = 1
+	tttracePidFlagPID_PYTHON tttracePidFlag = 2
+)
+
+type tttracePidTable struct {
+	_     structs.HostLayout
+	Flags [4194304]uint8
+}
+
 type tttracePyCodeKey struct {
 	_      structs.HostLayout
 	Code   uint64
@@ -332,6 +344,7 @@ type tttraceVariableSpecs struct {
 	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
 	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedPidFlag             *ebpf.VariableSpec `ebpf:"unused_pid_flag"`
 	UnusedPyCodeFlags         *ebpf.VariableSpec `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord        *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
 	UnusedPyProc              *ebpf.VariableSpec `ebpf:"unused_py_proc"`
@@ -417,6 +430,7 @@ type tttraceVariables struct {
 	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`
 	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedPidFlag             *ebpf.Variable `ebpf:"unused_pid_flag"`
 	UnusedPyCodeFlags         *ebpf.Variable `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord        *ebpf.Variable `ebpf:"unused_py_code_record"`
 	UnusedPyProc              *ebpf.Variable `ebpf:"unused_py_proc"`
