@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -320,17 +321,20 @@ func (a *allocSites) onPyStack(raw []byte) {
 	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
 		return // not waiting: its native stack was lost, so is the site
 	}
-	rs := pyframes.NewRawStack(&w.Stack)
-	// The identity of a Python stack: its frames as captured, and flags.
-	k := ps.pyKey[:0]
-	k = fmt.Appendf(k, "%x;", rs.Flags)
-	for _, f := range rs.Frames {
-		k = fmt.Appendf(k, "%x,%x,%x;", f.Code, f.Instr, f.CodeID)
+	// The identity of a Python stack: its frames as captured, and flags
+	// (written into a buffer kept for it: a stack seen before, the common
+	// case, allocates nothing).
+	st := &w.Stack
+	k := binary.LittleEndian.AppendUint32(ps.pyKey[:0], st.Flags)
+	for _, f := range st.Frames[:min(int(st.Nframes), len(st.Frames))] {
+		k = binary.LittleEndian.AppendUint64(k, f.Code)
+		k = binary.LittleEndian.AppendUint64(k, f.Instr)
+		k = binary.LittleEndian.AppendUint64(k, f.CodeID)
 	}
 	ps.pyKey = k
 	id := ps.pyIDs[string(k)]
 	if id == 0 {
-		ps.pyRaw = append(ps.pyRaw, rs)
+		ps.pyRaw = append(ps.pyRaw, pyframes.NewRawStack(st))
 		id = uint32(len(ps.pyRaw))
 		ps.pyIDs[string(k)] = id
 	}
