@@ -371,16 +371,12 @@ func FromBlocks(cfg Config, blocks []Block) (*Manager, error) {
 			return nil, fmt.Errorf("block %d [%#x +%d] does not follow at %#x", i, b.Addr, b.Size, pos)
 		}
 		m.fl.blocks = append(m.fl.blocks, block{addr: b.Addr, size: b.Size, used: b.Allocated})
-		if b.Allocated {
-			m.fl.allocated += b.Size
-			m.fl.used++
-		}
 		pos += b.Size
 	}
 	if pos != cfg.BankSize {
 		return nil, fmt.Errorf("blocks cover %d of %d bytes", pos, cfg.BankSize)
 	}
-	m.fl.dirty = true
+	m.fl.reindex()
 	return m, nil
 }
 

@@ -12,13 +12,38 @@ import "sort"
 // (bottom-up) or the highest (top-down): a block of a smaller class is
 // smaller than the span. So the choice is the extreme-address free block
 // that fits, which is what allocate scans for here.
+//
+// The largest free block comes from bySize, a max-heap of free blocks by
+// size with lazy deletion: every free block of the list has an entry,
+// pushed when the block is made (split off or merged); an entry whose
+// block was since taken or merged stays until it comes to the top, and is
+// dropped then (largest), or until the heap, about to grow past
+// bySizeFull entries, is made again from the free blocks. So each change
+// to the list costs O(log n) amortized, and largest O(log n) (the top's
+// block is looked up).
 type freeList struct {
 	blocks    []block
 	allocated uint64 // sum of the allocated blocks' sizes
 	used      int    // allocated blocks
-	// largest free block, valid while !dirty
-	big   uint64
-	dirty bool
+	nfree     int    // free blocks
+	bySize    []freeEntry
+}
+
+// freeEntry is a free block in bySize: live while the list holds a free
+// block of that address and size.
+type freeEntry struct{ size, addr uint64 }
+
+// bySizeSlack: entries bySize may hold beyond twice the free blocks
+// before it is made again.
+const bySizeSlack = 64
+
+// bySizeFull is the number of entries at which bySize is made again from
+// the free blocks: at least twice the free blocks (+ bySizeSlack), so
+// that at least half the entries are dropped, and at least a quarter of
+// all blocks, so that the scan of the blocks costs at most 8 times the
+// entries it drops.
+func (f *freeList) bySizeFull() int {
+	return max(2*f.nfree+bySizeSlack, len(f.blocks)/4)
 }
 
 type block struct {
@@ -28,21 +53,97 @@ type block struct {
 
 func (f *freeList) init(size uint64) {
 	f.blocks = append(f.blocks[:0], block{addr: 0, size: size})
-	f.allocated, f.used = 0, 0
-	f.big, f.dirty = size, false
+	f.allocated, f.used, f.nfree = 0, 0, 1
+	f.bySize = append(f.bySize[:0], freeEntry{size: size, addr: 0})
 }
 
-func (f *freeList) largest() uint64 {
-	if f.dirty {
-		f.big = 0
-		for _, b := range f.blocks {
-			if !b.used && b.size > f.big {
-				f.big = b.size
-			}
+// reindex sets the counts and bySize from the blocks alone.
+func (f *freeList) reindex() {
+	f.allocated, f.used, f.nfree = 0, 0, 0
+	for _, b := range f.blocks {
+		if b.used {
+			f.allocated += b.size
+			f.used++
+		} else {
+			f.nfree++
 		}
-		f.dirty = false
 	}
-	return f.big
+	f.remake()
+}
+
+// remake makes bySize again: one entry for every free block.
+func (f *freeList) remake() {
+	f.bySize = f.bySize[:0]
+	for _, b := range f.blocks {
+		if !b.used {
+			f.bySize = append(f.bySize, freeEntry{size: b.size, addr: b.addr})
+		}
+	}
+	for j := len(f.bySize)/2 - 1; j >= 0; j-- {
+		f.down(j)
+	}
+}
+
+// largest returns the size of the largest free block, 0 if none.
+func (f *freeList) largest() uint64 {
+	for len(f.bySize) > 0 {
+		if top := f.bySize[0]; f.live(top) {
+			return top.size
+		}
+		f.pop()
+	}
+	return 0
+}
+
+// live reports whether e's block is free in the list.
+func (f *freeList) live(e freeEntry) bool {
+	i := f.find(e.addr)
+	return i >= 0 && !f.blocks[i].used && f.blocks[i].addr == e.addr && f.blocks[i].size == e.size
+}
+
+// made enters a free block just made in the list (f.nfree counts it).
+func (f *freeList) made(addr, size uint64) {
+	if len(f.bySize) >= f.bySizeFull() {
+		f.remake() // the block is in
+		return
+	}
+	f.bySize = append(f.bySize, freeEntry{size: size, addr: addr})
+	h := f.bySize
+	for j := len(h) - 1; j > 0; {
+		p := (j - 1) / 2
+		if h[p].size >= h[j].size {
+			break
+		}
+		h[p], h[j] = h[j], h[p]
+		j = p
+	}
+}
+
+// pop drops the top of bySize.
+func (f *freeList) pop() {
+	last := len(f.bySize) - 1
+	f.bySize[0] = f.bySize[last]
+	f.bySize = f.bySize[:last]
+	f.down(0)
+}
+
+// down moves entry j of bySize down to its place.
+func (f *freeList) down(j int) {
+	h := f.bySize
+	for {
+		c := 2*j + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].size > h[c].size {
+			c++
+		}
+		if h[j].size >= h[c].size {
+			return
+		}
+		h[j], h[c] = h[c], h[j]
+		j = c
+	}
 }
 
 // allocate takes span at the bottom of the lowest fitting free block, or
@@ -78,7 +179,6 @@ func (f *freeList) allocate(span uint64, bottomUp bool) (uint64, bool) {
 // free rest before and after it, and returns the allocated address.
 func (f *freeList) take(i int, off, span uint64) uint64 {
 	b := f.blocks[i]
-	f.dirty = f.dirty || b.size == f.big
 	var parts [3]block
 	n := 0
 	if off > 0 {
@@ -94,6 +194,12 @@ func (f *freeList) take(i int, off, span uint64) uint64 {
 	f.blocks = splice(f.blocks, i, 1, parts[:n])
 	f.allocated += span
 	f.used++
+	f.nfree += n - 2
+	for _, p := range parts[:n] {
+		if !p.used {
+			f.made(p.addr, p.size)
+		}
+	}
 	return b.addr + off
 }
 
@@ -142,9 +248,8 @@ func (f *freeList) free(pos uint64) (uint64, bool) {
 		merged.size += f.blocks[i+1].size
 	}
 	f.blocks = splice(f.blocks, start, end-start, []block{merged})
-	if !f.dirty && merged.size > f.big {
-		f.big = merged.size
-	}
+	f.nfree += 2 - (end - start)
+	f.made(merged.addr, merged.size)
 	return span, true
 }
 
