@@ -58,7 +58,7 @@ var allocatorProgs = map[string]bool{"initialize_allocator": true, "bank_manager
 // the allocator's sites.
 func runFloorWith(c *config, flags ...string) costRun {
 	r := costRun{Counted: -1, Lost: -1}
-	args := append(append([]string{}, flags...), c.floorArgs()...)
+	args := append(append([]string{}, flags...), c.floorArgs(false)...)
 	p, err := startProc(nil, c.self, args...)
 	if err != nil {
 		r.Err = err.Error()

@@ -13,6 +13,14 @@ package main
 // CMD's status. The program is written with cilium/ebpf's assembler, no C:
 // one program for every site, the site's index in the BPF cookie, a per-CPU
 // array of counters indexed by it.
+//
+// With -floor-record the program also does, per hit, the least any tracer
+// that hands the same facts to user space must do (recordInstructions):
+// one 128-byte ring-buffer record with the time, pid and tid, and the
+// user-memory reads tttrace makes there (a Buffer's 96 bytes and its
+// device's first 16 where track_allocate / track_deallocate name one, 8
+// bytes of the stack at the allocator's request), which benchtool reads
+// and throws away ("@records: N"). The recording floor.
 
 import (
 	"errors"
@@ -21,11 +29,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -85,15 +96,93 @@ func floorInstructions(counters *ebpf.Map) asm.Instructions {
 type floor struct {
 	plan     *ttmetal.Plan
 	counters *ebpf.Map
+	ring     *ebpf.Map // -floor-record: the records
 	prog     *ebpf.Program
 	links    []link.Link
 	multi    bool
 }
 
-// attachFloor loads the counting program and attaches it at every site of
-// plan in lib: one uprobe_multi link, or one classic uprobe per site where
-// the kernel has no such links.
-func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
+// The recording floor's record and what it reads.
+const (
+	recordSize  = 128
+	recordRing  = 64 << 20 // tttrace's default ring
+	regsSI      = 104      // offsetof(struct pt_regs, si) on x86-64: the second argument
+	regsSP      = 152      // offsetof(struct pt_regs, sp)
+	bufferSite  = 1 << 32  // cookie bit: the site's second argument is a Buffer*
+	bufferBytes = 96       // the span tttrace reads of a V1 Buffer
+	deviceBytes = 16       // the vptr and id tttrace reads of its device
+)
+
+// recordInstructions is the recording floor's program: the floor's count,
+// then one record with what tttrace reads at the site (see the file's
+// comment). It never wakes the reader (BPF_RB_NO_WAKEUP), which polls:
+// a wake-up whenever the reader has caught up, the kernel's default,
+// costs an interrupt-work round trip per record on a VM, and tttrace
+// too wakes its reader only once per sleep.
+func recordInstructions(counters, ring *ebpf.Map) asm.Instructions {
+	ins := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetAttachCookie.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.StoreMem(asm.RFP, -4, asm.R0, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, counters.FD()),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "record"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, ring.FD()).WithSymbol("record"),
+		asm.Mov.Imm(asm.R2, recordSize),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(asm.R8, asm.R0),
+	}
+	ins = append(ins, asm.Mov.Imm(asm.R1, 0))
+	for off := int16(0); off < recordSize; off += 8 {
+		ins = append(ins, asm.StoreMem(asm.R8, off, asm.R1, asm.DWord))
+	}
+	return append(ins,
+		asm.StoreMem(asm.R8, 0, asm.R7, asm.DWord),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.StoreMem(asm.R8, 16, asm.R0, asm.DWord),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.R8, 8, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R7),
+		asm.RSh.Imm(asm.R1, 32),
+		asm.JEq.Imm(asm.R1, 0, "stack"),
+		// A Buffer*: its span, then the first bytes of its device_.
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Add.Imm(asm.R1, 32),
+		asm.Mov.Imm(asm.R2, bufferBytes),
+		asm.LoadMem(asm.R3, asm.R6, regsSI, asm.DWord),
+		asm.FnProbeReadUser.Call(),
+		asm.LoadMem(asm.R3, asm.R8, 32+16, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -24),
+		asm.Mov.Imm(asm.R2, deviceBytes),
+		asm.FnProbeReadUser.Call(),
+		asm.Ja.Label("submit"),
+		// Elsewhere: 8 bytes above the return address.
+		asm.Mov.Reg(asm.R1, asm.R8).WithSymbol("stack"),
+		asm.Add.Imm(asm.R1, 32),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.LoadMem(asm.R3, asm.R6, regsSP, asm.DWord),
+		asm.Add.Imm(asm.R3, 8),
+		asm.FnProbeReadUser.Call(),
+		asm.Mov.Reg(asm.R1, asm.R8).WithSymbol("submit"),
+		asm.Mov.Imm(asm.R2, 1), // BPF_RB_NO_WAKEUP
+		asm.FnRingbufSubmit.Call(),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		asm.Return(),
+	)
+}
+
+// attachFloor loads the counting program (with record, the recording one)
+// and attaches it at every site of plan in lib: one uprobe_multi link, or
+// one classic uprobe per site where the kernel has no such links.
+func attachFloor(lib string, plan *ttmetal.Plan, record bool) (*floor, error) {
 	f := &floor{plan: plan, multi: probes.HaveUprobeMulti() == nil}
 	var err error
 	f.counters, err = ebpf.NewMap(&ebpf.MapSpec{
@@ -106,10 +195,19 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the counters: %w", err)
 	}
+	ins := floorInstructions(f.counters)
+	if record {
+		f.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "floor_records", Type: ebpf.RingBuf, MaxEntries: recordRing})
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("create the ring: %w", err)
+		}
+		ins = recordInstructions(f.counters, f.ring)
+	}
 	spec := &ebpf.ProgramSpec{
 		Name:         floorProgName,
 		Type:         ebpf.Kprobe,
-		Instructions: floorInstructions(f.counters),
+		Instructions: ins,
 		License:      "Dual BSD/GPL",
 	}
 	if f.multi {
@@ -129,7 +227,7 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 		o := &link.UprobeMultiOptions{}
 		for i, s := range plan.AttachPoints {
 			o.Addresses = append(o.Addresses, s.Offset)
-			o.Cookies = append(o.Cookies, uint64(i))
+			o.Cookies = append(o.Cookies, siteCookie(i, s))
 		}
 		l, err := exe.UprobeMulti(nil, f.prog, o)
 		if err != nil {
@@ -140,7 +238,7 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 		return f, nil
 	}
 	for i, s := range plan.AttachPoints {
-		l, err := exe.Uprobe("", f.prog, &link.UprobeOptions{Address: s.Offset, Cookie: uint64(i)})
+		l, err := exe.Uprobe("", f.prog, &link.UprobeOptions{Address: s.Offset, Cookie: siteCookie(i, s)})
 		if err != nil {
 			f.close()
 			return nil, fmt.Errorf("attach uprobe to %s (%s at %#x): %w", s.Function, s.Symbol, s.Addr, err)
@@ -148,6 +246,16 @@ func attachFloor(lib string, plan *ttmetal.Plan) (*floor, error) {
 		f.links = append(f.links, l)
 	}
 	return f, nil
+}
+
+// siteCookie is site i's cookie: its index, and bufferSite where tttrace
+// reads a Buffer* from its second argument.
+func siteCookie(i int, s ttmetal.AttachPoint) uint64 {
+	c := uint64(i)
+	if s.Program == "track_allocate" || s.Program == "track_deallocate" {
+		c |= bufferSite
+	}
+	return c
 }
 
 // counts sums each site's hits over the CPUs, by program name.
@@ -178,15 +286,18 @@ func (f *floor) close() {
 	if f.counters != nil {
 		errs = append(errs, f.counters.Close())
 	}
+	if f.ring != nil {
+		errs = append(errs, f.ring.Close())
+	}
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 	}
 }
 
 // floorMain is benchtool's floor mode; it returns the exit status.
-func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
+func floorMain(lib string, atEntry, noAllocator, record bool, argv []string) int {
 	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] [-floor-no-allocator] [-floor-record] -- CMD ARGS...")
 		return 2
 	}
 	plan, err := floorPlan(lib, atEntry, noAllocator)
@@ -194,7 +305,7 @@ func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
 	}
-	f, err := attachFloor(lib, plan)
+	f, err := attachFloor(lib, plan, record)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
@@ -204,7 +315,16 @@ func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
 	if !f.multi {
 		how = "classic uprobes"
 	}
-	fmt.Fprintf(os.Stderr, "floor: counting at %d sites of %s (%s plan), %s\n", len(plan.AttachPoints), lib, plan.Kind, how)
+	what := "counting"
+	var records func() uint64
+	if record {
+		what = "recording"
+		if records, err = f.readRecords(); err != nil {
+			fmt.Fprintf(os.Stderr, "floor: %v\n", err)
+			return 1
+		}
+	}
+	fmt.Fprintf(os.Stderr, "floor: %s at %d sites of %s (%s plan), %s\n", what, len(plan.AttachPoints), lib, plan.Kind, how)
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -238,6 +358,15 @@ func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
 	}
+	if records != nil {
+		// Every record is in the ring once CMD has ended: the reader
+		// drains it and stops.
+		for _, l := range f.links {
+			_ = l.Close()
+		}
+		f.links = nil
+		fmt.Printf("@records: %d\n", records())
+	}
 	names := make([]string, 0, len(by))
 	for p := range by {
 		names = append(names, string(p))
@@ -247,4 +376,43 @@ func floorMain(lib string, atEntry, noAllocator bool, argv []string) int {
 		fmt.Printf("@%s: %d\n", p, by[ttmetal.Program(p)])
 	}
 	return status
+}
+
+// readRecords reads the ring's records and throws them away; stop ends
+// the reading once the ring is empty (call it with the probes gone) and
+// returns how many were read.
+func (f *floor) readRecords() (stop func() uint64, err error) {
+	rd, err := ringbuf.NewReader(f.ring)
+	if err != nil {
+		return nil, fmt.Errorf("read the ring: %w", err)
+	}
+	var stopping atomic.Bool
+	done := make(chan uint64, 1)
+	go func() {
+		defer rd.Close()
+		var rec ringbuf.Record
+		var n uint64
+		// Nothing wakes the reader: it looks at the ring every
+		// millisecond (and at stopping); records are read as they come.
+		rd.SetDeadline(time.Now().Add(time.Millisecond))
+		for {
+			err := rd.ReadInto(&rec)
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, os.ErrDeadlineExceeded) && !stopping.Load():
+				rd.SetDeadline(time.Now().Add(time.Millisecond))
+			default:
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					fmt.Fprintf(os.Stderr, "floor: read the ring: %v\n", err)
+				}
+				done <- n
+				return
+			}
+		}
+	}()
+	return func() uint64 {
+		stopping.Store(true)
+		return <-done
+	}, nil
 }

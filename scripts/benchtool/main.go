@@ -54,7 +54,7 @@ type config struct {
 func main() {
 	var c config
 	var only, floorLib string
-	var floorAtEntry, floorNoAllocator bool
+	var floorAtEntry, floorNoAllocator, floorRecord bool
 	flag.StringVar(&c.tttrace, "tttrace", "bin/tttrace", "tttrace binary")
 	flag.StringVar(&c.replica, "replica", "build/bench/replica", "replica build directory")
 	flag.StringVar(&c.socket, "socket", "build/bench/replica-socket", "REPORTER=socket replica build directory")
@@ -69,9 +69,10 @@ func main() {
 	flag.StringVar(&floorLib, "floor-lib", "", "floor mode: count hits at the sites tttrace attaches in this library while running the command after --")
 	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
 	flag.BoolVar(&floorNoAllocator, "floor-no-allocator", false, "floor mode: leave the allocator's sites out (as tttrace --no-allocator-probes)")
+	flag.BoolVar(&floorRecord, "floor-record", false, "floor mode: also write one ring record per hit with what tttrace reads there, read and thrown away (the recording floor)")
 	flag.Parse()
 	if floorLib != "" {
-		os.Exit(floorMain(floorLib, floorAtEntry, floorNoAllocator, flag.Args()))
+		os.Exit(floorMain(floorLib, floorAtEntry, floorNoAllocator, floorRecord, flag.Args()))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -458,7 +459,8 @@ func modes(c *config) []mode {
 		{copyMode, func(c *config, r int) costRun {
 			return runTttrace(c, r, []string{"--json", "-o", "/dev/null", "--known-stacks=false"}, false)
 		}},
-		{floorMode, runFloor},
+		{floorMode, func(c *config, r int) costRun { return runFloor(c, r, false) }},
+		{recordMode, func(c *config, r int) costRun { return runFloor(c, r, true) }},
 		{"in-process socket reporter", runReporter},
 	}
 	return ms
@@ -552,20 +554,28 @@ func runTttrace(c *config, _ int, flags []string, summaryOut bool) costRun {
 	return r
 }
 
-// floorMode is the cost mode of the floor (floor.go).
-const floorMode = "floor: count-only uprobes"
+// floorMode is the cost mode of the floor (floor.go); recordMode the
+// recording floor's (-floor-record).
+const (
+	floorMode  = "floor: count-only uprobes"
+	recordMode = "recording floor: one ring record per hit"
+)
 
-// floorArgs runs this benchtool in floor mode around the burst.
-func (c *config) floorArgs() []string {
-	return append([]string{"-floor-lib", filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")},
-		c.burstArgs()...)
+// floorArgs runs this benchtool in floor mode around the burst (with
+// record, the recording floor).
+func (c *config) floorArgs(record bool) []string {
+	args := []string{"-floor-lib", filepath.Join(c.replica, "libtt_metal.so")}
+	if record {
+		args = append(args, "-floor-record")
+	}
+	return append(append(args, "--", filepath.Join(c.replica, "ttwork")), c.burstArgs()...)
 }
 
 var countRe = regexp.MustCompile(`(?m)^@(\w+): (\d+)$`)
 
-func runFloor(c *config, _ int) costRun {
+func runFloor(c *config, _ int, record bool) costRun {
 	r := costRun{Counted: -1, Lost: -1}
-	p, err := startProc(nil, c.self, c.floorArgs()...)
+	p, err := startProc(nil, c.self, c.floorArgs(record)...)
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -576,14 +586,23 @@ func runFloor(c *config, _ int) costRun {
 	if code != 0 && r.Err == "" {
 		r.Err = "floor: " + lastLine(p.stderr.String())
 	}
-	var n int64
+	var n, hits, records int64
 	for _, m := range countRe.FindAllStringSubmatch(p.stdout.String(), -1) {
-		if m[1] == "track_allocate" || m[1] == "track_deallocate" {
-			v, _ := strconv.ParseInt(m[2], 10, 64)
+		v, _ := strconv.ParseInt(m[2], 10, 64)
+		switch m[1] {
+		case "records":
+			records = v
+			continue
+		case "track_allocate", "track_deallocate":
 			n += v
 		}
+		hits += v
 	}
 	r.Counted = n
+	if record && records != hits && r.Err == "" {
+		// A record the ring could not take was not paid for.
+		r.Err = fmt.Sprintf("floor: %d records for %d hits", records, hits)
+	}
 	return r
 }
 
@@ -659,7 +678,8 @@ func runProfile(c *config) []profileRun {
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{copyMode, c.tttrace, append([]string{"--json", "-o", "/dev/null", "--known-stacks=false", "--lib",
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
-		{floorMode, c.self, c.floorArgs()},
+		{floorMode, c.self, c.floorArgs(false)},
+		{recordMode, c.self, c.floorArgs(true)},
 	}
 	var out []profileRun
 	for _, rr := range runs {
