@@ -298,20 +298,22 @@ int scenario_oom(Ctx& ctx) {
 int scenario_burst(Ctx& ctx) {
     go_point(ctx);
     Device* d = CreateDevice(0);
-    const int n = ctx.threads(2);
+    // --threads 0: the calling thread allocates (from Python, its frames are the stack's).
+    const bool here = ctx.opt.threads == 0;
+    const int n = here ? 1 : ctx.threads(2);
     const uint64_t pairs = (ctx.opt.events + 1) / 2;
     auto t0 = std::chrono::steady_clock::now();
+    auto work = [&](int t, uint64_t mine) {
+        for (uint64_t i = 0; i < mine; ++i) {
+            BufferPtr b = Buffer::create(d, 32, 32, (i & 1) ? BufferType::L1 : BufferType::DRAM);
+            b.reset();
+        }
+        if (ctx.opt.leak) keep_forever(Buffer::create(d, 64 + 32 * t, 32, BufferType::DRAM));
+    };
     std::vector<std::thread> pool;
-    for (int t = 0; t < n; ++t) {
-        uint64_t mine = pairs / n + (static_cast<uint64_t>(t) < pairs % n ? 1 : 0);
-        pool.emplace_back([&, t, mine] {
-            for (uint64_t i = 0; i < mine; ++i) {
-                BufferPtr b = Buffer::create(d, 32, 32, (i & 1) ? BufferType::L1 : BufferType::DRAM);
-                b.reset();
-            }
-            if (ctx.opt.leak) keep_forever(Buffer::create(d, 64 + 32 * t, 32, BufferType::DRAM));
-        });
-    }
+    for (int t = 0; t < n && !here; ++t)
+        pool.emplace_back(work, t, pairs / n + (static_cast<uint64_t>(t) < pairs % n ? 1 : 0));
+    if (here) work(0, pairs);
     for (auto& th : pool) th.join();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("burst: %" PRIu64 " events on %d threads in %.3f s\n", pairs * 2, n, secs);
