@@ -4,7 +4,9 @@ import "sort"
 
 // freeList is FreeListOpt's block list as a sorted slice: blocks cover
 // [0, size) without gaps, in address order; no two free blocks touch
-// (a freed block merges with free neighbours, as upstream's does).
+// (a freed block merges with free neighbours, as upstream's does). The
+// slice has room on both sides in its buffer, and an edit moves the
+// blocks on its shorter side (splice).
 //
 // Upstream keeps free blocks in size classes, each sorted by address, and
 // with SearchPolicy::FIRST (what BankManager asks for) takes, over the
@@ -22,7 +24,9 @@ import "sort"
 // to the list costs O(log n) amortized, and largest O(log n) (the top's
 // block is looked up).
 type freeList struct {
-	blocks    []block
+	blocks    []block // buf[head : head+len(blocks)]
+	buf       []block
+	head      int
 	allocated uint64 // sum of the allocated blocks' sizes
 	used      int    // allocated blocks
 	nfree     int    // free blocks
@@ -52,13 +56,20 @@ type block struct {
 }
 
 func (f *freeList) init(size uint64) {
-	f.blocks = append(f.blocks[:0], block{addr: 0, size: size})
+	if len(f.buf) == 0 {
+		f.buf = make([]block, 8)
+	}
+	f.head = len(f.buf) / 2
+	f.buf[f.head] = block{addr: 0, size: size}
+	f.blocks = f.buf[f.head : f.head+1]
 	f.allocated, f.used, f.nfree = 0, 0, 1
 	f.bySize = append(f.bySize[:0], freeEntry{size: size, addr: 0})
 }
 
-// reindex sets the counts and bySize from the blocks alone.
+// reindex sets the buffer, the counts and bySize from the blocks alone
+// (a slice of their own).
 func (f *freeList) reindex() {
+	f.buf, f.head = f.blocks[:cap(f.blocks)], 0
 	f.allocated, f.used, f.nfree = 0, 0, 0
 	for _, b := range f.blocks {
 		if b.used {
@@ -191,7 +202,7 @@ func (f *freeList) take(i int, off, span uint64) uint64 {
 		parts[n] = block{addr: b.addr + off + span, size: rest}
 		n++
 	}
-	f.blocks = splice(f.blocks, i, 1, parts[:n])
+	f.splice(i, 1, parts[:n])
 	f.allocated += span
 	f.used++
 	f.nfree += n - 2
@@ -247,22 +258,51 @@ func (f *freeList) free(pos uint64) (uint64, bool) {
 		end++
 		merged.size += f.blocks[i+1].size
 	}
-	f.blocks = splice(f.blocks, start, end-start, []block{merged})
+	f.splice(start, end-start, []block{merged})
 	f.nfree += 2 - (end - start)
 	f.made(merged.addr, merged.size)
 	return span, true
 }
 
-// splice replaces s[i:i+n] with r.
-func splice(s []block, i, n int, r []block) []block {
-	switch d := len(r) - n; {
-	case d > 0:
-		s = append(s, make([]block, d)...)
-		copy(s[i+len(r):], s[i+n:len(s)-d])
-	case d < 0:
-		copy(s[i+len(r):], s[i+n:])
-		s = s[:len(s)+d]
+// splice replaces blocks[i:i+n] with r, moving the blocks before i or
+// those after i+n, whichever are fewer: an edit near either end of the
+// list moves few blocks. Top-down allocations split the free block at the
+// bottom of the list, bottom-up ones the free block at its top, and
+// oldest-first frees merge at its bottom.
+func (f *freeList) splice(i, n int, r []block) {
+	l, d := len(f.blocks), len(r)-n
+	front := i < l-i-n
+	if d > 0 && (front && f.head < d || !front && f.head+l+d > len(f.buf)) {
+		f.recenter(l+d, front)
 	}
-	copy(s[i:], r)
-	return s
+	switch {
+	case d != 0 && front:
+		copy(f.buf[f.head-d:], f.buf[f.head:f.head+i])
+		f.head -= d
+	case d != 0:
+		copy(f.buf[f.head+i+len(r):], f.buf[f.head+i+n:f.head+l])
+	}
+	f.blocks = f.buf[f.head : f.head+l+d]
+	copy(f.blocks[i:], r)
+}
+
+// recenter moves the blocks in their buffer, or to a new one if it has
+// less than room for nl blocks and a quarter as many again (+ 16), and
+// leaves three quarters of the room on the side that needs it (the front
+// or the back): each side then has room for about nl/16 blocks or more,
+// so the blocks are moved at most once per nl/32 edits, and a list that
+// grows at one end keeps about as much room as an appended slice would.
+func (f *freeList) recenter(nl int, front bool) {
+	buf := f.buf
+	if len(buf)-nl < nl/4+16 {
+		buf = make([]block, nl+nl/4+16)
+	}
+	l := len(f.blocks)
+	head := (len(buf) - l) / 4
+	if front {
+		head = len(buf) - l - head
+	}
+	copy(buf[head:], f.blocks)
+	f.buf, f.head = buf, head
+	f.blocks = buf[head : head+l]
 }

@@ -137,6 +137,9 @@ func (n *naiveList) free(pos uint64) (uint64, bool) {
 // the list at its largest since it was made: full).
 func checkList(m *Manager, n *naiveList, full int) error {
 	f := &m.fl
+	if f.head < 0 || f.head+len(f.blocks) > len(f.buf) || len(f.blocks) == 0 || &f.blocks[0] != &f.buf[f.head] {
+		return fmt.Errorf("blocks (%d) not at %d in their buffer (%d)", len(f.blocks), f.head, len(f.buf))
+	}
 	if !slices.Equal(f.blocks, n.blocks) {
 		return fmt.Errorf("blocks\n%v\nnaive\n%v", f.blocks, n.blocks)
 	}
@@ -382,5 +385,54 @@ func TestFreeListChurn(t *testing.T) {
 		if err := checkList(m, &n, m.fl.bySizeFull()); err != nil {
 			t.Fatalf("%d: %v", i, err)
 		}
+	}
+}
+
+// TestFreeListEnds: streams that edit the list at one end or the other
+// (top-down allocations at its bottom; oldest-first frees at its bottom
+// while bottom-up allocations go on at its top), which move its blocks
+// in their buffer or to a new one, against the naive list.
+func TestFreeListEnds(t *testing.T) {
+	cfg := Config{Banks: 1, BankSize: 1 << 20, Alignment: 32, BlockAlign: 32}
+	m := mustNew(t, cfg)
+	var n naiveList
+	n.init(cfg.BankSize)
+	check := func(what string, i int) {
+		t.Helper()
+		if got, want := m.Stats(), n.stats(cfg); got != want {
+			t.Fatalf("%s %d: stats %+v, naive %+v", what, i, got, want)
+		}
+		if err := checkList(m, &n, m.fl.bySizeFull()); err != nil {
+			t.Fatalf("%s %d: %v", what, i, err)
+		}
+	}
+	r := Request{Size: 64, PageSize: 64}
+	for i := range 3000 { // top-down, 3000 blocks
+		if _, f := m.Allocate(r); f != nil {
+			t.Fatal(f)
+		}
+		n.allocate(64, false)
+		check("top-down", i)
+	}
+	for i := range 2500 { // the oldest top-down ones freed
+		pos := cfg.BankSize - 64*uint64(i+1)
+		if _, ok := m.Free(pos); !ok {
+			t.Fatalf("free %#x", pos)
+		}
+		n.free(pos)
+		check("free", i)
+	}
+	r.BottomUp = true
+	for i := range 6000 { // bottom-up, with the oldest freed
+		a, f := m.Allocate(r)
+		if f != nil {
+			t.Fatal(f)
+		}
+		n.allocate(64, true)
+		if i >= 1000 {
+			m.Free(a - 1000*64)
+			n.free(a - 1000*64)
+		}
+		check("fifo", i)
 	}
 }
