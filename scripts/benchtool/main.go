@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
-	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator", "parts to run")
+	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator,python", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
 	flag.StringVar(&floorLib, "floor-lib", "", "floor mode: count hits at the sites tttrace attaches in this library while running the command after --")
 	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
@@ -129,6 +129,9 @@ func main() {
 	}
 	if c.only["allocator"] {
 		r.Allocator = runAllocatorCost(&c)
+	}
+	if c.only["python"] {
+		r.Python = runPython(&c)
 	}
 	r.Machine.LoadEnd = loadAvg()
 	r.Seconds = time.Since(start).Seconds()
@@ -216,6 +219,7 @@ type results struct {
 	Memory    []memoryRun    `json:"memory,omitempty"`
 	Fixed     []fixedRun     `json:"fixed,omitempty"`
 	Allocator []costRun      `json:"allocator,omitempty"`
+	Python    []costRun      `json:"python,omitempty"`
 	Seconds   float64        `json:"seconds"`
 	Notes     map[string]any `json:"notes,omitempty"`
 }

@@ -41,6 +41,7 @@ func (r *results) print(w io.Writer, c *config) {
 	rows = append(rows, r.memoryRows(c)...)
 	rows = append(rows, r.fixedRows()...)
 	rows = append(rows, r.allocatorRows(c)...)
+	rows = append(rows, r.pythonRows()...)
 	fmt.Fprintln(w, "| # | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, x := range rows {
