@@ -163,33 +163,106 @@ struct py_frame_fields {
 	__u8 owner;
 };
 
-/* Read a frame's fields: one read of the window that holds them, else
- * (no window, or it crosses into unmapped memory) one read each. */
-static __always_inline int py_read_frame(struct py_proc *p, __u64 frame,
+/* The frame's fields out of the window of PY_FRAME_WINDOW bytes at win
+ * (its frame_window offset): loads at offsets masked to the window, the
+ * pointers' 8-aligned. */
+static __always_inline void py_frame_from(struct py_proc *p, const __u8 *win,
+					  struct py_frame_fields *f)
+{
+	__u64 r;
+
+	r = (p->frame_code - p->frame_window) & (PY_FRAME_WINDOW - 8);
+	f->code = *(__u64 *)(win + r);
+	r = (p->frame_previous - p->frame_window) & (PY_FRAME_WINDOW - 8);
+	f->previous = *(__u64 *)(win + r);
+	if (p->instr_size == 4) {
+		r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 4);
+		f->instr = *(__u32 *)(win + r);
+	} else {
+		r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 8);
+		f->instr = *(__u64 *)(win + r);
+	}
+	if (p->frame_owner >= 0) {
+		r = (p->frame_owner - p->frame_window) & (PY_FRAME_WINDOW - 1);
+		f->owner = win[r];
+	}
+}
+
+/* The memory below the innermost frame, copied in one read (py_copy_frames):
+ * CPython 3.11+ pushes a thread's frames one above the other on its data
+ * stack, so most of a stack's frames are in it, and a frame found there
+ * costs no read of its own (a read of user memory costs ~100 ns on Linux
+ * 6.18 in a VM, whatever its size up to a few KiB: docs/bench.md). A
+ * frame outside it (3.10's heap frames, a generator's, one in an older
+ * chunk of the data stack) is read on its own. */
+#define PY_COPY_BYTES 8192
+
+struct py_copy {
+	__u64 lo, hi; /* user addresses [lo, hi) of data[0, hi - lo) */
+	__u8 data[PY_COPY_BYTES + PY_FRAME_WINDOW];
+	__u8 win[PY_FRAME_WINDOW]; /* a frame read on its own */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_copy);
+} py_copy SEC(".maps");
+
+/* Copy the PY_COPY_BYTES below the end of the innermost frame's window
+ * (frame0 + frame_window + PY_FRAME_WINDOW), or, when that range is not all
+ * mapped, from the start of the window's first page; an empty copy when
+ * even that cannot be read. */
+static __always_inline struct py_copy *py_copy_frames(struct py_proc *p, __u64 frame0)
+{
+	struct py_copy *c;
+	__u32 zero = 0;
+	__u64 hi, lo, n;
+
+	c = bpf_map_lookup_elem(&py_copy, &zero);
+	if (!c)
+		return 0;
+	c->lo = c->hi = 0;
+	if (p->frame_window < 0 || !frame0)
+		return c;
+	hi = frame0 + p->frame_window + PY_FRAME_WINDOW;
+	lo = hi - PY_COPY_BYTES;
+	if (bpf_probe_read_user(c->data, PY_COPY_BYTES, (void *)lo) == 0) {
+		c->lo = lo;
+		c->hi = hi;
+		return c;
+	}
+	lo = (frame0 + p->frame_window) & ~4095ULL;
+	n = hi - lo;
+	if (n > PY_COPY_BYTES)
+		return c;
+	if (bpf_probe_read_user(c->data, n, (void *)lo) == 0) {
+		c->lo = lo;
+		c->hi = hi;
+	}
+	return c;
+}
+
+/* Read a frame's fields: from the copy when its window is in it, else one
+ * read of the window that holds them (into the copy's win), else (no
+ * window, or it crosses into unmapped memory) one read each. */
+static __always_inline int py_read_frame(struct py_proc *p, struct py_copy *c, __u64 frame,
 					 struct py_frame_fields *f)
 {
-	__u8 win[PY_FRAME_WINDOW];
-	__u64 r;
+	__u64 at = frame + p->frame_window;
+	const __u8 *src = 0;
 
 	f->instr = 0;
 	f->owner = 0;
-	if (p->frame_window >= 0 &&
-	    bpf_probe_read_user(win, sizeof(win), (void *)(frame + p->frame_window)) == 0) {
-		r = (p->frame_code - p->frame_window) & (PY_FRAME_WINDOW - 8);
-		f->code = *(__u64 *)(win + r);
-		r = (p->frame_previous - p->frame_window) & (PY_FRAME_WINDOW - 8);
-		f->previous = *(__u64 *)(win + r);
-		if (p->instr_size == 4) {
-			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 4);
-			f->instr = *(__u32 *)(win + r);
-		} else {
-			r = (p->frame_instr - p->frame_window) & (PY_FRAME_WINDOW - 8);
-			f->instr = *(__u64 *)(win + r);
-		}
-		if (p->frame_owner >= 0) {
-			r = (p->frame_owner - p->frame_window) & (PY_FRAME_WINDOW - 1);
-			f->owner = win[r];
-		}
+	if (c && p->frame_window >= 0) {
+		if (at >= c->lo && at + PY_FRAME_WINDOW <= c->hi)
+			src = c->data + ((at - c->lo) & (PY_COPY_BYTES - 8));
+		else if (bpf_probe_read_user(c->win, PY_FRAME_WINDOW, (void *)at) == 0)
+			src = c->win;
+	}
+	if (src) {
+		py_frame_from(p, src, f);
 		return 0;
 	}
 	if (p->frame_owner >= 0 &&
@@ -298,6 +371,7 @@ static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *
 
 struct py_frame_walk {
 	struct py_proc *p;
+	struct py_copy *copy; /* the memory below the innermost frame */
 	struct py_stack *out;
 	__u64 frame; /* next frame to read, 0 at the end */
 	__u32 n;     /* frames kept */
@@ -314,7 +388,7 @@ static long py_frame_step(__u64 i, void *arg)
 
 	if (!w->frame)
 		return 1;
-	if (py_read_frame(p, w->frame, &f) < 0)
+	if (py_read_frame(p, w->copy, w->frame, &f) < 0)
 		goto fault;
 	if (p->owner_skip == 0xff || f.owner != p->owner_skip) {
 		if (n >= PY_MAX_FRAMES) {
@@ -369,6 +443,7 @@ static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p,
 	}
 	w.p = p;
 	w.frame = frame;
+	w.copy = py_copy_frames(p, frame);
 	w.n = py_opaque_zero(&out->nframes);
 	w.flags = py_opaque_zero(&out->nframes);
 	/* Twice the frames kept: room for the C-stack shims (3.12+) between

@@ -161,9 +161,9 @@ static __always_inline int stack_step_get(__u32 tgid, __u32 first, __u64 pc,
 		stack_barrier();
 		*out = *s;
 		stack_barrier();
-		if ((seq & 1) || *(volatile __u32 *)&s->seq != seq)
-			continue;
-		if (out->tgid == tgid && out->pc == pc && out->first == first)
+		/* One branch a slot: each is a state more for the verifier. */
+		if (((seq & 1) | (*(volatile __u32 *)&s->seq ^ seq) | (out->tgid ^ tgid) |
+		     (out->pc ^ pc) | (out->first ^ first)) == 0)
 			return 0;
 	}
 	return -1;

@@ -99,6 +99,14 @@ type tttracePyCodeKey struct {
 	Pad    uint32
 }
 
+type tttracePyCopy struct {
+	_    structs.HostLayout
+	Lo   uint64
+	Hi   uint64
+	Data [8320]uint8
+	Win  [128]uint8
+}
+
 type tttracePyProc struct {
 	_                 structs.HostLayout
 	Runtime           uint64
@@ -320,6 +328,7 @@ type tttraceMapSpecs struct {
 	Libs         *ebpf.MapSpec `ebpf:"libs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	PyCodesSent  *ebpf.MapSpec `ebpf:"py_codes_sent"`
+	PyCopy       *ebpf.MapSpec `ebpf:"py_copy"`
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
@@ -386,6 +395,7 @@ type tttraceMaps struct {
 	Libs         *ebpf.Map `ebpf:"libs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	PyCodesSent  *ebpf.Map `ebpf:"py_codes_sent"`
+	PyCopy       *ebpf.Map `ebpf:"py_copy"`
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
@@ -405,6 +415,7 @@ func (m *tttraceMaps) Close() error {
 		m.Libs,
 		m.Lost,
 		m.PyCodesSent,
+		m.PyCopy,
 		m.PyProcs,
 		m.PyScratch,
 		m.StackScratch,

@@ -21,6 +21,14 @@ type pyprobePyCodeKey struct {
 	Pad    uint32
 }
 
+type pyprobePyCopy struct {
+	_    structs.HostLayout
+	Lo   uint64
+	Hi   uint64
+	Data [8320]uint8
+	Win  [128]uint8
+}
+
 type pyprobePyProc struct {
 	_                 structs.HostLayout
 	Runtime           uint64
@@ -132,6 +140,7 @@ type pyprobeProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeMapSpecs struct {
 	PyCodesSent *ebpf.MapSpec `ebpf:"py_codes_sent"`
+	PyCopy      *ebpf.MapSpec `ebpf:"py_copy"`
 	PyProcs     *ebpf.MapSpec `ebpf:"py_procs"`
 	Records     *ebpf.MapSpec `ebpf:"records"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
@@ -168,6 +177,7 @@ func (o *pyprobeObjects) Close() error {
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeMaps struct {
 	PyCodesSent *ebpf.Map `ebpf:"py_codes_sent"`
+	PyCopy      *ebpf.Map `ebpf:"py_copy"`
 	PyProcs     *ebpf.Map `ebpf:"py_procs"`
 	Records     *ebpf.Map `ebpf:"records"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
@@ -176,6 +186,7 @@ type pyprobeMaps struct {
 func (m *pyprobeMaps) Close() error {
 	return _PyprobeClose(
 		m.PyCodesSent,
+		m.PyCopy,
 		m.PyProcs,
 		m.Records,
 		m.Scratch,
