@@ -88,6 +88,10 @@ struct py_proc {
 	__u8 instr_size;           /* 4 (f_lasti) or 8 (pointer) */
 	__u8 owner_skip;           /* owner of frames that are not Python code (C stack shims), 0xff none */
 	__u8 _pad;
+	__u32 code_gen;            /* nonzero: the code objects' deallocation is probed in this process
+				    * (py_code_freed), under this number, unique to the registration:
+				    * a code object's identity is then read once, not at every frame */
+	__u32 _pad2;
 };
 
 /* Per traced process, keyed by tgid; user space writes an entry when it
@@ -100,23 +104,34 @@ struct {
 	__type(value, struct py_proc);
 } py_procs SEC(".maps");
 
-struct py_code_key {
+/* A code object of a process, as py_codes keys it: gen is the process's
+ * code_gen where its code objects' deallocation is probed, else 0. */
+struct py_code_ref {
 	__u64 code;
-	__u64 code_id;
 	__u32 pid;
-	__u32 _pad;
+	__u32 gen;
 };
 
-/* The code objects whose struct py_code was sent, per process. LRU: an
- * entry that falls out only costs one more py_code record. 16k entries:
- * an LRU map is made whole, and 64k took the kernel ~17 ms of every run's
- * start (docs/bench.md, fixed costs). */
+/* The code objects whose struct py_code was sent, per process, with the
+ * identity they were described under (struct py_frame's code_id). Where
+ * code_gen is 0, the identity is the hash of what the code object points
+ * to, read at every frame, and an entry holds for a code object that still
+ * hashes so. Where it is not, user space probes the deallocation of code
+ * objects (tp_dealloc of PyCode_Type): py_code_freed deletes a code
+ * object's entry before its memory is freed, so an entry of that
+ * generation names the object living at that address, under an
+ * incarnation (PY_CODE_INCARNATION), and nothing of it is read again (a
+ * read of user memory is ~100 ns on Linux 6.18, per frame of every
+ * allocation's stack). A new process given the same pid has another
+ * generation. LRU: an entry that falls out costs one more py_code record.
+ * 16k entries: an LRU map is made whole, and 64k took the kernel ~17 ms of
+ * every run's start (docs/bench.md, fixed costs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, struct py_code_key);
-	__type(value, __u8);
-} py_codes_sent SEC(".maps");
+	__type(key, struct py_code_ref);
+	__type(value, __u64);
+} py_codes SEC(".maps");
 
 /* The calling thread's fs base (pthread_self() on x86-64), for 3.10. */
 static __always_inline __u64 py_fsbase(struct py_proc *p)
@@ -137,6 +152,16 @@ static __always_inline int py_read_ptr(__u64 *dst, __u64 base, __s64 off)
 	return bpf_probe_read_user(dst, sizeof(*dst), (void *)(base + off));
 }
 
+/* Where a process's code objects' deallocation is probed, a code object's
+ * identity is not the hash of what it points to (two code objects made one
+ * after the other at one address can point to the same file name, name and
+ * line table addresses: those were freed and made again too) but an
+ * incarnation: a number taken from this counter the first time the code
+ * object is seen at its address after the previous one there was freed
+ * (py_code_known), with this bit set, so that no hash is one. */
+#define PY_CODE_INCARNATION (1ULL << 63)
+__u64 py_code_next = 0;
+
 /* The identity of a code object: a hash of the 32 bytes at code_id, which
  * hold the pointers to its file name, name and line table. 0 when
  * unreadable. */
@@ -149,9 +174,10 @@ static __always_inline __u64 py_code_id(struct py_proc *p, __u64 code, __u32 *fl
 		*flags |= PY_NO_ID;
 		return 0;
 	}
-	return w[0] ^ (w[1] << 13 | w[1] >> 51) ^ (w[2] << 29 | w[2] >> 35) ^
-	       (w[3] << 43 | w[3] >> 21);
+	return (w[0] ^ (w[1] << 13 | w[1] >> 51) ^ (w[2] << 29 | w[2] >> 35) ^
+		(w[3] << 43 | w[3] >> 21)) & ~PY_CODE_INCARNATION;
 }
+
 
 /* What the walk reads of a frame. */
 #define PY_FRAME_WINDOW 128
@@ -374,9 +400,32 @@ struct py_frame_walk {
 	struct py_copy *copy; /* the memory below the innermost frame */
 	struct py_stack *out;
 	__u64 frame; /* next frame to read, 0 at the end */
+	__u64 sent;  /* bit n: frame n's code object was described (py_codes) */
 	__u32 n;     /* frames kept */
 	__u32 flags;
+	__u32 tgid;
 };
+
+/* The identity of the code object of frame n. Where its deallocation is
+ * probed: the incarnation it was described under in this generation (and
+ * bit n of *sent), or a new one, whose description py_code_new then says
+ * is to be sent; nothing of the code object is read. Elsewhere: the hash
+ * of what it points to, read now. */
+static __always_inline __u64 py_code_known(struct py_proc *p, __u32 tgid, __u64 code,
+					   __u64 *sent, __u32 n, __u32 *flags)
+{
+	struct py_code_ref r = { .code = code, .pid = tgid, .gen = p->code_gen };
+	__u64 *id;
+
+	if (!r.gen || !code)
+		return py_code_id(p, code, flags);
+	id = bpf_map_lookup_elem(&py_codes, &r);
+	if (id) {
+		*sent |= 1ULL << (n & 63);
+		return *id;
+	}
+	return PY_CODE_INCARNATION | __sync_fetch_and_add(&py_code_next, 1);
+}
 
 static long py_frame_step(__u64 i, void *arg)
 {
@@ -397,7 +446,7 @@ static long py_frame_step(__u64 i, void *arg)
 		}
 		out->frames[n].code = f.code;
 		out->frames[n].instr = f.instr;
-		out->frames[n].code_id = py_code_id(p, f.code, &w->flags);
+		out->frames[n].code_id = py_code_known(p, w->tgid, f.code, &w->sent, n, &w->flags);
 		w->n = n + 1;
 	}
 	w->frame = f.previous;
@@ -413,12 +462,15 @@ static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
 	return bpf_map_lookup_elem(&py_procs, &tgid);
 }
 
-/* Copy the Python stack of the calling thread tid into *out (fully
- * overwritten); p is its process's py_procs entry (py_proc_lookup), NULL
- * when it has none. Returns the number of frames. */
-static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tid)
+/* Copy the Python stack of the calling thread tid of process tgid into
+ * *out (fully overwritten); p is its process's py_procs entry
+ * (py_proc_lookup), NULL when it has none. *sent gets bit n set for each
+ * frame n whose code object is known to have been described (pass it to
+ * py_code_new). Returns the number of frames. */
+static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tgid,
+					__u32 tid, __u64 *sent)
 {
-	struct py_frame_walk w = { .out = out };
+	struct py_frame_walk w = { .out = out, .tgid = tgid };
 	__u64 ts, frame = 0;
 
 	out->tstate = 0;
@@ -453,25 +505,44 @@ static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p,
 		w.flags |= PY_TRUNCATED;
 	out->flags |= w.flags;
 	out->nframes = w.n;
+	*sent = w.sent;
 	return w.n;
 }
 
-/* Whether the code object of a captured frame still needs a py_code
- * record in this process. */
-static __always_inline int py_code_new(__u32 tgid, struct py_frame *f)
+/* Whether the code object of frame n of a stack py_capture took (sent: its
+ * mask) still needs a py_code record in process tgid. */
+static __always_inline int py_code_new(struct py_proc *p, __u32 tgid, struct py_frame *f,
+				       __u64 sent, __u32 n)
 {
-	struct py_code_key k = { .code = f->code, .code_id = f->code_id, .pid = tgid };
+	struct py_code_ref r = { .code = f->code, .pid = tgid, .gen = p->code_gen };
+	__u64 *id;
 
-	return f->code && !bpf_map_lookup_elem(&py_codes_sent, &k);
+	if (!f->code || (sent >> (n & 63)) & 1)
+		return 0;
+	id = bpf_map_lookup_elem(&py_codes, &r);
+	return !id || *id != f->code_id;
 }
 
 /* Mark a frame's code object as described, once its record is submitted. */
-static __always_inline void py_code_sent(__u32 tgid, struct py_frame *f)
+static __always_inline void py_code_sent(struct py_proc *p, __u32 tgid, struct py_frame *f)
 {
-	struct py_code_key k = { .code = f->code, .code_id = f->code_id, .pid = tgid };
-	__u8 one = 1;
+	struct py_code_ref r = { .code = f->code, .pid = tgid, .gen = p->code_gen };
 
-	bpf_map_update_elem(&py_codes_sent, &k, &one, BPF_ANY);
+	bpf_map_update_elem(&py_codes, &r, &f->code_id, BPF_ANY);
+}
+
+/* The code object at code in process tgid is being deallocated (the entry
+ * of PyCode_Type's tp_dealloc): its description no longer holds for the
+ * address. */
+static __always_inline void py_code_freed(__u32 tgid, __u64 code)
+{
+	struct py_proc *p = py_proc_lookup(tgid);
+	struct py_code_ref r = { .code = code, .pid = tgid };
+
+	if (!p || !p->code_gen)
+		return;
+	r.gen = p->code_gen;
+	bpf_map_delete_elem(&py_codes, &r);
 }
 
 /* v &= mask, done in the program as written: clang drops a mask it can

@@ -476,6 +476,7 @@ struct {
 struct py_code_walk {
 	struct py_stack_record *rec;
 	struct py_proc *proc;
+	__u64 sent; /* py_capture's: the frames whose code objects were described */
 };
 
 /* bpf_loop body: describe frame i's code object if not done yet. */
@@ -488,7 +489,7 @@ static long py_send_code(__u64 i, void *arg)
 	if (i >= PY_MAX_FRAMES || i >= w->rec->stack.nframes)
 		return 1;
 	f = &w->rec->stack.frames[i];
-	if (!py_code_new(w->rec->hdr.pid, f))
+	if (!py_code_new(w->proc, w->rec->hdr.pid, f, w->sent, i))
 		return 0;
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c) {
@@ -499,7 +500,7 @@ static long py_send_code(__u64 i, void *arg)
 	c->hdr.kind = EV_PY_CODE;
 	py_code_read(&c->code, w->proc, w->rec->hdr.pid, f);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
-	py_code_sent(w->rec->hdr.pid, f);
+	py_code_sent(w->proc, w->rec->hdr.pid, f);
 	return 0;
 }
 
@@ -520,7 +521,7 @@ static __always_inline void attach_python(struct event *e, struct py_proc *p)
 	w.rec = &s->rec;
 	s->rec.hdr = e->hdr;
 	s->rec.hdr.kind = EV_PY_STACK;
-	py_capture(&s->rec.stack, p, e->hdr.tid);
+	py_capture(&s->rec.stack, p, e->hdr.pid, e->hdr.tid, &w.sent);
 	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
 	if (bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP))
 		lost_record(EV_PY_STACK);
@@ -1026,6 +1027,23 @@ SEC("uprobe.multi")
 int mesh_release_trace(struct pt_regs *ctx)
 {
 	return on_trace(ctx, TRACE_RELEASE, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN, 0, 0, PT_REGS_PARM2(ctx));
+}
+
+/* ---- Python ------------------------------------------------------------ */
+
+/* void code_dealloc(PyCodeObject *co): PyCode_Type's tp_dealloc in the
+ * CPython of a traced process (pyframes finds it, session attaches it when
+ * it registers the interpreter): the code object's description no longer
+ * holds for its address (bpf/python.h, py_codes). */
+SEC("uprobe.multi")
+int py_code_dealloc(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *f = pid_flags(tgid);
+
+	if (f && (*f & PID_PYTHON))
+		py_code_freed(tgid, PT_REGS_PARM1(ctx));
+	return 0;
 }
 
 /* ---- processes --------------------------------------------------------- */

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -95,6 +96,10 @@ type Tracer struct {
 	known knownTables
 	// pids: the programs' per-process flags (traced, Python), mapped.
 	pids *pidTable
+	// pyMu and pyDealloc: the CPython files whose code-object deallocation
+	// is probed (AttachCodeDealloc).
+	pyMu      sync.Mutex
+	pyDealloc map[fileKey]bool
 }
 
 type attachedLib struct {
@@ -265,6 +270,9 @@ const (
 	progProcessFork  ttmetal.Program = "process_fork"
 	progProcessExit  ttmetal.Program = "process_exit"
 	progDlDebugState ttmetal.Program = "dl_debug_state"
+	// progPyCodeDealloc: the deallocation of CPython code objects
+	// (AttachCodeDealloc), loaded when first attached.
+	progPyCodeDealloc ttmetal.Program = "py_code_dealloc"
 )
 
 // planMaps are the maps that only programs of some plans use and user
@@ -807,6 +815,60 @@ func (t *Tracer) LearnStack(pid uint32, ip uint64, steps []StackStep, chain []ui
 // its mappings changed (a pc may name other code now).
 func (t *Tracer) ForgetStacks(pid uint32) {
 	t.known.forget(pid)
+}
+
+// AttachCodeDealloc puts the code-object deallocation probe (bpf/python.h,
+// py_codes) at offset off of the CPython file path, once per file (the
+// programs keep only registered Python processes). A process's interpreter
+// may be registered with a code generation (SetPython, pyframes) only once
+// this has succeeded for its file.
+func (t *Tracer) AttachCodeDealloc(path string, off uint64) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: no inode", path)
+	}
+	key := fileKey{dev: st.Dev, ino: st.Ino, off: off}
+	t.pyMu.Lock()
+	defer t.pyMu.Unlock()
+	if t.pyDealloc[key] {
+		return nil
+	}
+	progs, err := t.programsFor([]ttmetal.Program{progPyCodeDealloc})
+	if err != nil {
+		return err
+	}
+	prog := progs[progPyCodeDealloc]
+	if prog == nil {
+		return fmt.Errorf("BPF object has no program %s: bpf/ and probes/ disagree, run make generate", progPyCodeDealloc)
+	}
+	exe, err := link.OpenExecutable(path)
+	if err != nil {
+		return err
+	}
+	var l link.Link
+	if t.multi {
+		l, err = exe.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{off}})
+	} else {
+		l, err = exe.Uprobe("", prog, &link.UprobeOptions{Address: off})
+	}
+	if err != nil {
+		return fmt.Errorf("attach to the code objects' deallocation in %s: %w", path, err)
+	}
+	t.links = append(t.links, l)
+	if t.pyDealloc == nil {
+		t.pyDealloc = map[fileKey]bool{}
+	}
+	t.pyDealloc[key] = true
+	return nil
+}
+
+// fileKey names a place in a file by its identity.
+type fileKey struct {
+	dev, ino, off uint64
 }
 
 // ClearPython forgets the interpreter of process pid (it ended).

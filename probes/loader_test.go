@@ -45,8 +45,8 @@ func TestLoadVerifier(t *testing.T) {
 			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
 		}
 	}
-	if want := len(table) + len(ttmetal.LifecyclePrograms) + 3; len(progs) != want {
-		t.Errorf("%d programs loaded, want %d (attach table, lifecycle plan, fork, exit, loader)", len(progs), want)
+	if want := len(table) + len(ttmetal.LifecyclePrograms) + 4; len(progs) != want {
+		t.Errorf("%d programs loaded, want %d (attach table, lifecycle plan, fork, exit, loader, code objects' deallocation)", len(progs), want)
 	}
 	if n, err := tr.LostTotal(); err != nil || n != 0 {
 		t.Errorf("lost total on a fresh load = %d, %v; want 0, nil", n, err)

@@ -91,12 +91,11 @@ type tttracePidTable struct {
 	Flags [4194304]uint8
 }
 
-type tttracePyCodeKey struct {
-	_      structs.HostLayout
-	Code   uint64
-	CodeId uint64
-	Pid    uint32
-	Pad    uint32
+type tttracePyCodeRef struct {
+	_    structs.HostLayout
+	Code uint64
+	Pid  uint32
+	Gen  uint32
 }
 
 type tttracePyCopy struct {
@@ -141,6 +140,8 @@ type tttracePyProc struct {
 	InstrSize         uint8
 	OwnerSkip         uint8
 	Pad               uint8
+	CodeGen           uint32
+	Pad2              uint32
 }
 
 type tttracePyScratch struct {
@@ -309,6 +310,7 @@ type tttraceProgramSpecs struct {
 	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
 	ProgramDestroyTeardown    *ebpf.ProgramSpec `ebpf:"program_destroy_teardown"`
+	PyCodeDealloc             *ebpf.ProgramSpec `ebpf:"py_code_dealloc"`
 	TrackAllocate             *ebpf.ProgramSpec `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.ProgramSpec `ebpf:"track_allocate_cb"`
 	TrackDeallocate           *ebpf.ProgramSpec `ebpf:"track_deallocate"`
@@ -327,7 +329,7 @@ type tttraceMapSpecs struct {
 	LcLibs       *ebpf.MapSpec `ebpf:"lc_libs"`
 	Libs         *ebpf.MapSpec `ebpf:"libs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
-	PyCodesSent  *ebpf.MapSpec `ebpf:"py_codes_sent"`
+	PyCodes      *ebpf.MapSpec `ebpf:"py_codes"`
 	PyCopy       *ebpf.MapSpec `ebpf:"py_copy"`
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
@@ -348,6 +350,7 @@ type tttraceVariableSpecs struct {
 	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
 	KnownStacks               *ebpf.VariableSpec `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.VariableSpec `ebpf:"next_seq"`
+	PyCodeNext                *ebpf.VariableSpec `ebpf:"py_code_next"`
 	ReaderAwake               *ebpf.VariableSpec `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
@@ -394,7 +397,7 @@ type tttraceMaps struct {
 	LcLibs       *ebpf.Map `ebpf:"lc_libs"`
 	Libs         *ebpf.Map `ebpf:"libs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
-	PyCodesSent  *ebpf.Map `ebpf:"py_codes_sent"`
+	PyCodes      *ebpf.Map `ebpf:"py_codes"`
 	PyCopy       *ebpf.Map `ebpf:"py_copy"`
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
@@ -414,7 +417,7 @@ func (m *tttraceMaps) Close() error {
 		m.LcLibs,
 		m.Libs,
 		m.Lost,
-		m.PyCodesSent,
+		m.PyCodes,
 		m.PyCopy,
 		m.PyProcs,
 		m.PyScratch,
@@ -436,6 +439,7 @@ type tttraceVariables struct {
 	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
 	KnownStacks               *ebpf.Variable `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.Variable `ebpf:"next_seq"`
+	PyCodeNext                *ebpf.Variable `ebpf:"py_code_next"`
 	ReaderAwake               *ebpf.Variable `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`
@@ -491,6 +495,7 @@ type tttracePrograms struct {
 	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
 	ProgramDestroyTeardown    *ebpf.Program `ebpf:"program_destroy_teardown"`
+	PyCodeDealloc             *ebpf.Program `ebpf:"py_code_dealloc"`
 	TrackAllocate             *ebpf.Program `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.Program `ebpf:"track_allocate_cb"`
 	TrackDeallocate           *ebpf.Program `ebpf:"track_deallocate"`
@@ -532,6 +537,7 @@ func (p *tttracePrograms) Close() error {
 		p.ProcessFork,
 		p.ProgramDestroy,
 		p.ProgramDestroyTeardown,
+		p.PyCodeDealloc,
 		p.TrackAllocate,
 		p.TrackAllocateCb,
 		p.TrackDeallocate,

@@ -35,7 +35,13 @@ type Interpreter struct {
 	Source string
 	// Err says why the interpreter is not supported; nil when it is.
 	Err error
+	// text are the file's executable segments (CodeDealloc).
+	text []segment
 }
+
+// segment is a loaded part of a file: size bytes at link-time address
+// vaddr, from file offset off.
+type segment struct{ vaddr, size, off uint64 }
 
 // Version is "3.12.1".
 func (in *Interpreter) Version() string {
@@ -82,6 +88,11 @@ func detect(path string, ef *elf.File) (*Interpreter, error) {
 	}
 	in := &Interpreter{Path: path, Runtime: rt.Value,
 		CodeType: syms["PyCode_Type"].Value, UnicodeType: syms["PyUnicode_Type"].Value, BytesType: syms["PyBytes_Type"].Value}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			in.text = append(in.text, segment{vaddr: p.Vaddr, size: p.Filesz, off: p.Off})
+		}
+	}
 	if err := in.version(ef, syms); err != nil {
 		in.Err = err
 		return in, nil

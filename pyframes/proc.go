@@ -26,6 +26,14 @@ type Process struct {
 	Interp *Interpreter
 	// Bias is the interpreter file's load bias in the process.
 	Bias uint64
+	// CodeGen, when not 0, goes into the py_procs value (ProcValue): the
+	// deallocation of the process's code objects is probed (CodeDealloc),
+	// under this number, unique to this registration (bpf/python.h,
+	// py_codes).
+	CodeGen uint32
+	// file opens the interpreter file this process maps (its
+	// /proc/PID/map_files entry).
+	file string
 
 	mem   *os.File
 	mu    sync.Mutex
@@ -100,7 +108,7 @@ func ForProcess(pid int) (_ *Process, err error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, mem: mem, codes: map[codeKey]*codeInfo{}}, nil
+		return &Process{Pid: pid, Interp: in, Bias: c.start - lowest, file: c.m.MapFile(pid), mem: mem, codes: map[codeKey]*codeInfo{}}, nil
 	}
 	return nil, ErrNoInterpreter
 }
@@ -326,8 +334,51 @@ func (p *Process) procValue() (procWire, error) {
 		ThreadMatch:       o.ThreadMatch,
 		InstrSize:         o.InstrSize,
 		OwnerSkip:         o.OwnerSkip,
+		CodeGen:           p.CodeGen,
 	}
 	return v, nil
+}
+
+// The head of a CPython type object (PyTypeObject, 64-bit, with the GIL):
+// after PyObject_VAR_HEAD come tp_name, tp_basicsize, tp_itemsize and
+// tp_dealloc.
+const (
+	typeName    = 24
+	typeDealloc = 48
+)
+
+// CodeDealloc is where this process's interpreter deallocates code
+// objects, as a file and an offset in it for a uprobe: PyCode_Type's
+// tp_dealloc, read from the process. The type's tp_name must read "code"
+// (so the type object's head is where it is read from), and tp_dealloc
+// must lie in code of the interpreter's file. The file is the one the
+// process maps (its /proc/PID/map_files entry), valid while it runs.
+func (p *Process) CodeDealloc() (file string, off uint64, err error) {
+	if p.Interp == nil || p.Interp.CodeType == 0 {
+		return "", 0, errors.New("no PyCode_Type")
+	}
+	typ := p.Bias + p.Interp.CodeType
+	b, err := p.read(typ+typeName, 8)
+	if err != nil {
+		return "", 0, fmt.Errorf("PyCode_Type.tp_name: %w", err)
+	}
+	name, err := p.read(binary.LittleEndian.Uint64(b), 5)
+	if err != nil {
+		return "", 0, fmt.Errorf("PyCode_Type.tp_name: %w", err)
+	}
+	if string(name) != "code\x00" {
+		return "", 0, fmt.Errorf("PyCode_Type.tp_name reads %q, not \"code\": not the type object head tttrace knows", name)
+	}
+	if b, err = p.read(typ+typeDealloc, 8); err != nil {
+		return "", 0, fmt.Errorf("PyCode_Type.tp_dealloc: %w", err)
+	}
+	at := binary.LittleEndian.Uint64(b) - p.Bias
+	for _, s := range p.Interp.text {
+		if at >= s.vaddr && at < s.vaddr+s.size {
+			return p.file, at - s.vaddr + s.off, nil
+		}
+	}
+	return "", 0, fmt.Errorf("PyCode_Type.tp_dealloc %#x is not in the code of %s", at, p.Interp.Path)
 }
 
 // Warm detects the interpreter in the file at path ahead of time (the

@@ -39,4 +39,6 @@ type procWire struct {
 	InstrSize         uint8
 	OwnerSkip         uint8
 	_                 uint8
+	CodeGen           uint32
+	_                 uint32
 }

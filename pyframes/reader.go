@@ -159,9 +159,16 @@ func strData(b []byte, kind uint32, ascii bool) string {
 // at codeIDStart.
 func codeID(w []byte) uint64 {
 	rotl := func(x uint64, k uint) uint64 { return x<<k | x>>(64-k) }
-	return binary.LittleEndian.Uint64(w) ^ rotl(binary.LittleEndian.Uint64(w[8:]), 13) ^
-		rotl(binary.LittleEndian.Uint64(w[16:]), 29) ^ rotl(binary.LittleEndian.Uint64(w[24:]), 43)
+	return (binary.LittleEndian.Uint64(w) ^ rotl(binary.LittleEndian.Uint64(w[8:]), 13) ^
+		rotl(binary.LittleEndian.Uint64(w[16:]), 29) ^ rotl(binary.LittleEndian.Uint64(w[24:]), 43)) &^ codeIncarnation
 }
+
+// codeIncarnation is PY_CODE_INCARNATION of bpf/python.h: an identity with
+// this bit is not a hash of the code object but the number BPF gave it
+// where code objects' deallocation is probed (Process.CodeGen). Only the
+// code record sent under it describes it: the object now at its address
+// may be another.
+const codeIncarnation = 1 << 63
 
 // Frame is one Python frame.
 type Frame struct {
@@ -275,6 +282,10 @@ func (p *Process) frame(rf RawFrame) (Frame, error) {
 func (p *Process) readCode(addr, id uint64) *codeInfo {
 	ci := &codeInfo{lines: map[uint64]int{}}
 	o := &p.Interp.Offsets
+	if id&codeIncarnation != 0 {
+		ci.err = fmt.Errorf("code object %#x: its record was lost, and what is at its address now may be another", addr)
+		return ci
+	}
 	hdr, err := p.read(addr, int(max(maxOffset(o), codeIDStart(o)+24)+8))
 	if err != nil {
 		ci.err = fmt.Errorf("code object %#x: %w", addr, err)

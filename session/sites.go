@@ -100,6 +100,7 @@ type allocSites struct {
 	// known to the kernel with a token, and later captures of it come as
 	// the token alone. learn: on with Config.KnownStacks.
 	learn      bool
+	codeGen    uint32 // the last code generation given (watchCode)
 	tokens     map[uint64]knownStack
 	steps      []stacks.Step
 	chain      []uint64
@@ -265,9 +266,36 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 		p.Close()
 		return
 	}
+	a.watchCode(pid, p)
 	ps.pyInfo.Supported = true
 	ps.py = p
 	fmt.Fprintf(a.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
+}
+
+// watchCode probes the deallocation of pid's code objects, then registers
+// its interpreter again under a code generation of its own: the Python
+// walk then reads a code object once per incarnation at its address, not
+// at every frame (bpf/python.h, py_codes). Where that cannot be done, the
+// registration without it stands (each frame's code object is read).
+func (a *allocSites) watchCode(pid uint32, p *pyframes.Process) {
+	file, off, err := p.CodeDealloc()
+	if err == nil {
+		err = a.be.AttachCodeDealloc(file, off)
+	}
+	if err == nil {
+		a.codeGen++
+		p.CodeGen = a.codeGen
+		var v []byte
+		if v, err = p.ProcValue(); err == nil {
+			err = a.be.SetPython(pid, v)
+		}
+	}
+	if err != nil {
+		p.CodeGen = 0
+		if a.timeline != nil {
+			a.timeline.Mark(fmt.Sprintf("pid %d: code objects read at every frame: %v", pid, err))
+		}
+	}
 }
 
 // warmPython reads, before the command starts, the interpreter it will

@@ -45,6 +45,7 @@ __u64 lost = 0;
 struct code_walk {
 	struct py_stack_record *rec;
 	struct py_proc *proc;
+	__u64 sent;
 };
 
 static long send_code(__u64 i, void *arg)
@@ -56,7 +57,7 @@ static long send_code(__u64 i, void *arg)
 	if (i >= PY_MAX_FRAMES || i >= w->rec->stack.nframes)
 		return 1;
 	f = &w->rec->stack.frames[i];
-	if (!py_code_new(w->rec->hdr.pid, f))
+	if (!py_code_new(w->proc, w->rec->hdr.pid, f, w->sent, i))
 		return 0;
 	c = bpf_ringbuf_reserve(&records, sizeof(*c), 0);
 	if (!c) {
@@ -67,7 +68,16 @@ static long send_code(__u64 i, void *arg)
 	c->hdr.kind = EV_PY_CODE;
 	py_code_read(&c->code, w->proc, w->rec->hdr.pid, f);
 	bpf_ringbuf_submit(c, no_wakeup ? BPF_RB_NO_WAKEUP : 0);
-	py_code_sent(w->rec->hdr.pid, f);
+	py_code_sent(w->proc, w->rec->hdr.pid, f);
+	return 0;
+}
+
+/* void code_dealloc(PyCodeObject *co): PyCode_Type's tp_dealloc, where a
+ * test attaches it (tttrace.bpf.c's py_code_dealloc, without pid flags). */
+SEC("uprobe")
+int py_code_dealloc(struct pt_regs *ctx)
+{
+	py_code_freed(bpf_get_current_pid_tgid() >> 32, PT_REGS_PARM1(ctx));
 	return 0;
 }
 
@@ -94,7 +104,7 @@ int py_stack_probe(struct pt_regs *ctx)
 	if (capture) {
 		w.rec = s;
 		w.proc = py_proc_lookup(s->hdr.pid);
-		py_capture(&s->stack, w.proc, s->hdr.tid);
+		py_capture(&s->stack, w.proc, s->hdr.pid, s->hdr.tid, &w.sent);
 		if (w.proc && send_codes)
 			bpf_loop(PY_MAX_FRAMES, send_code, &w, 0);
 	}

@@ -15,6 +15,10 @@ type Objects struct {
 // Program is the uprobe program that captures a stack.
 func (o *Objects) Program() *ebpf.Program { return o.PyStackProbe }
 
+// CodeDealloc is the uprobe program for PyCode_Type's tp_dealloc: it
+// forgets the code object's description (bpf/python.h, py_code_freed).
+func (o *Objects) CodeDealloc() *ebpf.Program { return o.PyCodeDealloc }
+
 // Procs is the py_procs map (tgid -> struct py_proc).
 func (o *Objects) Procs() *ebpf.Map { return o.PyProcs }
 

@@ -13,12 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type pyprobePyCodeKey struct {
-	_      structs.HostLayout
-	Code   uint64
-	CodeId uint64
-	Pid    uint32
-	Pad    uint32
+type pyprobePyCodeRef struct {
+	_    structs.HostLayout
+	Code uint64
+	Pid  uint32
+	Gen  uint32
 }
 
 type pyprobePyCopy struct {
@@ -63,6 +62,8 @@ type pyprobePyProc struct {
 	InstrSize         uint8
 	OwnerSkip         uint8
 	Pad               uint8
+	CodeGen           uint32
+	Pad2              uint32
 }
 
 type pyprobePyStackRecord struct {
@@ -132,28 +133,30 @@ type pyprobeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeProgramSpecs struct {
-	PyStackProbe *ebpf.ProgramSpec `ebpf:"py_stack_probe"`
+	PyCodeDealloc *ebpf.ProgramSpec `ebpf:"py_code_dealloc"`
+	PyStackProbe  *ebpf.ProgramSpec `ebpf:"py_stack_probe"`
 }
 
 // pyprobeMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeMapSpecs struct {
-	PyCodesSent *ebpf.MapSpec `ebpf:"py_codes_sent"`
-	PyCopy      *ebpf.MapSpec `ebpf:"py_copy"`
-	PyProcs     *ebpf.MapSpec `ebpf:"py_procs"`
-	Records     *ebpf.MapSpec `ebpf:"records"`
-	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	PyCodes *ebpf.MapSpec `ebpf:"py_codes"`
+	PyCopy  *ebpf.MapSpec `ebpf:"py_copy"`
+	PyProcs *ebpf.MapSpec `ebpf:"py_procs"`
+	Records *ebpf.MapSpec `ebpf:"records"`
+	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // pyprobeVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeVariableSpecs struct {
-	Capture   *ebpf.VariableSpec `ebpf:"capture"`
-	Lost      *ebpf.VariableSpec `ebpf:"lost"`
-	NoWakeup  *ebpf.VariableSpec `ebpf:"no_wakeup"`
-	SendCodes *ebpf.VariableSpec `ebpf:"send_codes"`
+	Capture    *ebpf.VariableSpec `ebpf:"capture"`
+	Lost       *ebpf.VariableSpec `ebpf:"lost"`
+	NoWakeup   *ebpf.VariableSpec `ebpf:"no_wakeup"`
+	PyCodeNext *ebpf.VariableSpec `ebpf:"py_code_next"`
+	SendCodes  *ebpf.VariableSpec `ebpf:"send_codes"`
 }
 
 // pyprobeObjects contains all objects after they have been loaded into the kernel.
@@ -176,16 +179,16 @@ func (o *pyprobeObjects) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeMaps struct {
-	PyCodesSent *ebpf.Map `ebpf:"py_codes_sent"`
-	PyCopy      *ebpf.Map `ebpf:"py_copy"`
-	PyProcs     *ebpf.Map `ebpf:"py_procs"`
-	Records     *ebpf.Map `ebpf:"records"`
-	Scratch     *ebpf.Map `ebpf:"scratch"`
+	PyCodes *ebpf.Map `ebpf:"py_codes"`
+	PyCopy  *ebpf.Map `ebpf:"py_copy"`
+	PyProcs *ebpf.Map `ebpf:"py_procs"`
+	Records *ebpf.Map `ebpf:"records"`
+	Scratch *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *pyprobeMaps) Close() error {
 	return _PyprobeClose(
-		m.PyCodesSent,
+		m.PyCodes,
 		m.PyCopy,
 		m.PyProcs,
 		m.Records,
@@ -197,21 +200,24 @@ func (m *pyprobeMaps) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeVariables struct {
-	Capture   *ebpf.Variable `ebpf:"capture"`
-	Lost      *ebpf.Variable `ebpf:"lost"`
-	NoWakeup  *ebpf.Variable `ebpf:"no_wakeup"`
-	SendCodes *ebpf.Variable `ebpf:"send_codes"`
+	Capture    *ebpf.Variable `ebpf:"capture"`
+	Lost       *ebpf.Variable `ebpf:"lost"`
+	NoWakeup   *ebpf.Variable `ebpf:"no_wakeup"`
+	PyCodeNext *ebpf.Variable `ebpf:"py_code_next"`
+	SendCodes  *ebpf.Variable `ebpf:"send_codes"`
 }
 
 // pyprobePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobePrograms struct {
-	PyStackProbe *ebpf.Program `ebpf:"py_stack_probe"`
+	PyCodeDealloc *ebpf.Program `ebpf:"py_code_dealloc"`
+	PyStackProbe  *ebpf.Program `ebpf:"py_stack_probe"`
 }
 
 func (p *pyprobePrograms) Close() error {
 	return _PyprobeClose(
+		p.PyCodeDealloc,
 		p.PyStackProbe,
 	)
 }

@@ -1,0 +1,249 @@
+package pyframes
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
+)
+
+// reuseCalls is how many functions testdata/pyframes/reuse.py makes and
+// calls, each at the address of the one before, nearly always.
+const reuseCalls = 20
+
+// TestCodeDealloc: CodeDealloc finds code_dealloc, PyCode_Type's
+// tp_dealloc: where the interpreter's own symbol table has it, at its
+// address.
+func TestCodeDealloc(t *testing.T) {
+	for _, py := range findInterpreters(t) {
+		t.Run(py.version, func(t *testing.T) {
+			cmd := exec.Command(py.path, "-c", "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()")
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("python: %q, %v", line, err)
+			}
+			p, err := ForProcess(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			file, off, err := p.CodeDealloc()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ef, err := elf.Open(p.Interp.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ef.Close()
+			syms, _ := ef.Symbols()
+			want := uint64(0)
+			for _, s := range syms {
+				if s.Name == "code_dealloc" && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+					want = s.Value
+				}
+			}
+			if want == 0 {
+				t.Skipf("%s has no code_dealloc symbol to check against (offset %#x in %s)", p.Interp.Path, off, file)
+			}
+			for _, pr := range ef.Progs {
+				if pr.Type == elf.PT_LOAD && want >= pr.Vaddr && want < pr.Vaddr+pr.Filesz {
+					want = want - pr.Vaddr + pr.Off
+					break
+				}
+			}
+			if off != want {
+				t.Errorf("code_dealloc at file offset %#x, CodeDealloc says %#x", want, off)
+			}
+		})
+	}
+}
+
+// TestCaptureCodeReuse: with the code objects' deallocation probed, a code
+// object's identity is read once per generation (bpf/python.h, py_codes),
+// yet a code object made at the address of a freed one is described anew:
+// every captured stack, symbolized from the code records alone (the
+// process gone), is the stack the script saw. Without the probe, the same
+// run under a generation gives wrong lines: what the probe is for, and
+// proof that the script does reuse addresses.
+func TestCaptureCodeReuse(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root for BPF")
+		}
+		t.Skip("needs root for BPF")
+	}
+	interps := findInterpreters(t)
+	dir := t.TempDir()
+	so := filepath.Join(dir, "libtarget.so")
+	src := filepath.Join(dir, "target.c")
+	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	_, self, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(self), "../testdata/pyframes/reuse.py")
+	for _, py := range interps {
+		t.Run(py.version, func(t *testing.T) {
+			wrong := reuseOne(t, py, script, so, true)
+			if wrong != 0 {
+				t.Errorf("%d of %d stacks wrong with the deallocation probed", wrong, reuseCalls)
+			}
+			if wrong = reuseOne(t, py, script, so, false); wrong == 0 {
+				t.Errorf("no stack wrong without the deallocation probed: the script did not make a code object where a freed one was")
+			}
+		})
+	}
+}
+
+// reuseOne runs reuse.py under the test program with a code generation,
+// the deallocation of code objects probed or not, and says how many of its
+// stacks symbolize to another than the script's.
+func reuseOne(t *testing.T, py testInterp, script, so string, probed bool) int {
+	objs, err := pyprobe.Load()
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer objs.Close()
+	ex, err := link.OpenExecutable(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ex.Uprobe("probe_target", objs.Program(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rd, err := ringbuf.NewReader(objs.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+
+	out := filepath.Join(t.TempDir(), "reuse.json")
+	cmd := exec.Command(py.path, script, so, out, strconv.Itoa(reuseCalls))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	lines := bufio.NewReader(stdout)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	proc, err := ForProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	if probed {
+		file, off, err := proc.CodeDealloc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := link.OpenExecutable(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl, err := ex.Uprobe("", objs.CodeDealloc(), &link.UprobeOptions{Address: off, PID: pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dl.Close()
+	}
+	proc.CodeGen = 1
+	val, err := proc.ProcValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := uint32(pid)
+	if err := objs.Procs().Put(&key, val); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin, "go")
+
+	recs := newProbeRecords(pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(recs.stacks) < reuseCalls {
+		rd.SetDeadline(deadline)
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("only %d of %d calls seen", len(recs.stacks), reuseCalls)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs.add(t, rec.RawSample)
+	}
+	if line, err := lines.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	var got struct {
+		Truth map[string][][3]any
+		IDs   map[string]uint64
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin, "exit")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("script: %v", err)
+	}
+	for i := range recs.codes {
+		if err := proc.AddCode(&recs.codes[i]); err != nil {
+			t.Errorf("code record: %v", err)
+		}
+	}
+	reused := 0
+	for tag := 2; tag <= reuseCalls; tag++ {
+		if got.IDs[strconv.Itoa(tag)] == got.IDs[strconv.Itoa(tag-1)] {
+			reused++
+		}
+	}
+	wrong := 0
+	for tag := int64(1); tag <= reuseCalls; tag++ {
+		want := got.Truth[strconv.FormatInt(tag, 10)]
+		s := proc.Symbolize(recs.stacks[tag])
+		ok := s.Err == nil && len(s.Frames) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			f := s.Frames[i]
+			ok = f.File == want[i][0].(string) && f.Function == want[i][1].(string) && float64(f.Line) == want[i][2].(float64)
+		}
+		if !ok {
+			wrong++
+			if probed {
+				t.Errorf("call %d: %+v (err %v), want %v", tag, s.Frames, s.Err, want)
+			}
+		}
+	}
+	t.Logf("probed %v: %d of %d functions at the address of the one before, %d code records, %d stacks wrong", probed, reused, reuseCalls-1, len(recs.codes), wrong)
+	return wrong
+}
