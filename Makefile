@@ -105,6 +105,8 @@ fuzz:
 	$(GO) test ./elfx -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 15s
 	$(GO) test ./ttmetal -run '^$$' -fuzz '^FuzzLibrary$$' -fuzztime 30s
 	$(GO) test ./procfs -run '^$$' -fuzz '^FuzzParseMaps$$' -fuzztime 15s
+	$(GO) test ./alloc -run '^$$' -fuzz '^FuzzModel$$' -fuzztime 15s
+	$(GO) test ./alloc -run '^$$' -fuzz '^FuzzFreeList$$' -fuzztime 15s
 
 # Performance and loss against the floor and the alternatives (root, about
 # 10 minutes; not part of make test): one table, see docs/bench.md.
