@@ -466,7 +466,10 @@ static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
  * *out (fully overwritten); p is its process's py_procs entry
  * (py_proc_lookup), NULL when it has none. *sent gets bit n set for each
  * frame n whose code object is known to have been described (pass it to
- * py_code_new). Returns the number of frames. */
+ * py_code_new). Returns the number of frames. It uses this CPU's py_copy:
+ * the caller must keep another capture on this CPU from running meanwhile
+ * (a thread preempted in its probe: tttrace's attach_python holds its
+ * scratch's busy flag around it). */
 static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tgid,
 					__u32 tid, __u64 *sent)
 {

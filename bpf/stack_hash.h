@@ -9,8 +9,8 @@
 #define TTTRACE_STACK_HASH_H
 
 /* The tables' sizes (powers of two) and the slots of a set. */
-#define STACK_STEP_BITS 16
-#define STACK_SITE_BITS 13
+#define STACK_STEP_BITS 15
+#define STACK_SITE_BITS 12
 #define STACK_WAYS 2
 
 /* The tables' hash: a multiply-xor chain; a set is named by the top bits

@@ -1170,11 +1170,13 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct event *e;
-	__u8 *f;
+	__u8 *f = pid_flags(ptgid);
 
 	if (!follow_children || ptgid == ctgid)
 		return 0; /* not following, or a new thread */
-	if (!traced(ptgid) || !(f = pid_flags(ctgid)))
+	/* The parent's own flag, whatever filter_pids says: under --all the
+	 * table traces no one, and forks are not followed. */
+	if (!f || !(*f & PID_TRACED) || !(f = pid_flags(ctgid)))
 		return 0;
 	/* The child is traced from its first instruction: it is added before
 	 * it can run. Its interpreter, if any, is registered by user space. */

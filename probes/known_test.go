@@ -54,6 +54,7 @@ func TestKnownSetsMatchC(t *testing.T) {
 
 	var src strings.Builder
 	fmt.Fprintf(&src, "#include <stdio.h>\n#include <linux/types.h>\n#include %q\nint main(void) {\n", hdr)
+	src.WriteString("printf(\"%d\\n%d\\n\", STACK_STEP_BITS, STACK_SITE_BITS);\n")
 	for _, s := range steps {
 		f := 0
 		if s.first {
@@ -88,18 +89,32 @@ func TestKnownSetsMatchC(t *testing.T) {
 		}
 		got = append(got, uint32(v))
 	}
-	if len(got) != len(steps)+len(sites) {
-		t.Fatalf("%d sets from C, want %d", len(got), len(steps)+len(sites))
+	if len(got) != 2+len(steps)+len(sites) {
+		t.Fatalf("%d numbers from C, want %d", len(got), 2+len(steps)+len(sites))
 	}
+	stepBits, siteBits := int(got[0]), int(got[1])
+	got = got[2:]
 	for i, s := range steps {
-		if want := stepSet(s.tgid, s.first, s.pc, 16); got[i] != want {
+		if want := stepSet(s.tgid, s.first, s.pc, stepBits); got[i] != want {
 			t.Errorf("step %+v: C set %d, Go %d", s, got[i], want)
 		}
 	}
 	for i, s := range sites {
-		if want := siteSet(s.tgid, s.ip, s.chain, 13); got[len(steps)+i] != want {
+		if want := siteSet(s.tgid, s.ip, s.chain, siteBits); got[len(steps)+i] != want {
 			t.Errorf("site %+v: C set %d, Go %d", s, got[len(steps)+i], want)
 		}
+	}
+	// The maps' sizes are the header's (the Go side takes them from the
+	// maps).
+	spec, err := loadTttrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := spec.Maps["stack_steps"].MaxEntries; n != 1<<stepBits {
+		t.Errorf("stack_steps has %d slots, the header says 1<<%d", n, stepBits)
+	}
+	if n := spec.Maps["stack_sites"].MaxEntries; n != 1<<siteBits {
+		t.Errorf("stack_sites has %d slots, the header says 1<<%d", n, siteBits)
 	}
 }
 
