@@ -8,11 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
@@ -40,36 +38,10 @@ func TestCapture(t *testing.T) {
 		t.Skip("needs root for BPF")
 	}
 	interps := findInterpreters(t)
-	dir := t.TempDir()
-	so := filepath.Join(dir, "libtarget.so")
-	src := filepath.Join(dir, "target.c")
-	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	objs, err := pyprobe.Load()
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
-	defer objs.Close()
-	ex, err := link.OpenExecutable(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ex.Uprobe("probe_target", objs.Program(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rd, err := ringbuf.NewReader(objs.Records())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "../testdata/pyframes/stacks.py")
+	so := targetLibrary(t)
+	objs, rd, done := probeTarget(t, so, pyprobe.Options{})
+	defer done()
+	script := testScript("stacks.py")
 	for _, py := range interps {
 		t.Run(py.version, func(t *testing.T) {
 			captureOne(t, py, script, so, objs, rd)

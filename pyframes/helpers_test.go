@@ -5,11 +5,64 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
+
+// targetLibrary builds targetC into a shared object in a temporary
+// directory and returns its path.
+func targetLibrary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	so := filepath.Join(dir, "libtarget.so")
+	src := filepath.Join(dir, "target.c")
+	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return so
+}
+
+// probeTarget loads the test program with opts and puts its uprobe on
+// probe_target in so; rd reads its ring. done closes all of it.
+func probeTarget(t *testing.T, so string, opts pyprobe.Options) (objs *pyprobe.Objects, rd *ringbuf.Reader, done func()) {
+	t.Helper()
+	objs, err := pyprobe.LoadWith(opts)
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	ex, err := link.OpenExecutable(so)
+	if err != nil {
+		objs.Close()
+		t.Fatal(err)
+	}
+	l, err := ex.Uprobe("probe_target", objs.Program(), nil)
+	if err != nil {
+		objs.Close()
+		t.Fatal(err)
+	}
+	if rd, err = ringbuf.NewReader(objs.Records()); err != nil {
+		l.Close()
+		objs.Close()
+		t.Fatal(err)
+	}
+	return objs, rd, func() { rd.Close(); l.Close(); objs.Close() }
+}
+
+// testScript is testdata/pyframes/name.
+func testScript(name string) string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "../testdata/pyframes", name)
+}
 
 type testInterp struct {
 	path    string // the executable

@@ -9,13 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
@@ -93,17 +91,8 @@ func TestCaptureCodeReuse(t *testing.T) {
 		t.Skip("needs root for BPF")
 	}
 	interps := findInterpreters(t)
-	dir := t.TempDir()
-	so := filepath.Join(dir, "libtarget.so")
-	src := filepath.Join(dir, "target.c")
-	if err := os.WriteFile(src, []byte(targetC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "../testdata/pyframes/reuse.py")
+	so := targetLibrary(t)
+	script := testScript("reuse.py")
 	for _, py := range interps {
 		t.Run(py.version, func(t *testing.T) {
 			wrong := reuseOne(t, py, script, so, true)
@@ -121,25 +110,8 @@ func TestCaptureCodeReuse(t *testing.T) {
 // the deallocation of code objects probed or not, and says how many of its
 // stacks symbolize to another than the script's.
 func reuseOne(t *testing.T, py testInterp, script, so string, probed bool) int {
-	objs, err := pyprobe.Load()
-	if err != nil {
-		t.Fatalf("%+v", err)
-	}
-	defer objs.Close()
-	ex, err := link.OpenExecutable(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ex.Uprobe("probe_target", objs.Program(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rd, err := ringbuf.NewReader(objs.Records())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	objs, rd, done := probeTarget(t, so, pyprobe.Options{})
+	defer done()
 
 	out := filepath.Join(t.TempDir(), "reuse.json")
 	cmd := exec.Command(py.path, script, so, out, strconv.Itoa(reuseCalls))
