@@ -37,17 +37,7 @@ func runAllocatorCost(c *config) []costRun {
 		{allocFloorOn, func(c *config, r int) costRun { return runFloorWith(c) }},
 		{allocFloorOff, func(c *config, r int) costRun { return runFloorWith(c, "-floor-no-allocator") }},
 	}
-	var out []costRun
-	for round := 0; round < c.rounds; round++ {
-		for i := range ms {
-			m := ms[(i+round)%len(ms)]
-			r := m.run(c, round)
-			r.Round, r.Mode = round, m.name
-			logf("allocator round %d/%d: %-60s burst %.3f s (exit %d)%s", round+1, c.rounds, m.name, r.BurstSecs, r.Exit, errSuffix(r.Err))
-			out = append(out, r)
-		}
-	}
-	return out
+	return runRounds(c, "allocator", 60, ms)
 }
 
 // allocatorProgs are the programs of the allocator's probes (ttmetal).

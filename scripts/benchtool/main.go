@@ -474,15 +474,18 @@ func (c *config) burstArgs(extra ...string) []string {
 	return append([]string{"--scenario", "burst", "--events", strconv.Itoa(c.events)}, extra...)
 }
 
-func runCost(c *config) []costRun {
-	ms := modes(c)
+func runCost(c *config) []costRun { return runRounds(c, "cost", 32, modes(c)) }
+
+// runRounds runs the modes ms in c.rounds interleaved rounds, the order
+// rotating by one each round, and logs each run as part's.
+func runRounds(c *config, part string, width int, ms []mode) []costRun {
 	var out []costRun
 	for round := 0; round < c.rounds; round++ {
 		for i := range ms {
 			m := ms[(i+round)%len(ms)]
 			r := m.run(c, round)
 			r.Round, r.Mode = round, m.name
-			logf("cost round %d/%d: %-32s burst %.3f s (exit %d)%s", round+1, c.rounds, m.name, r.BurstSecs, r.Exit, errSuffix(r.Err))
+			logf("%s round %d/%d: %-*s burst %.3f s (exit %d)%s", part, round+1, c.rounds, width, m.name, r.BurstSecs, r.Exit, errSuffix(r.Err))
 			out = append(out, r)
 		}
 	}

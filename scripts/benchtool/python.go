@@ -82,17 +82,7 @@ func runPython(c *config) []costRun {
 			return run(c.tttrace, append([]string{"--json", "-o", "/dev/null", "--no-stacks", "--lib", lib, "--"}, work...)...)
 		}},
 	}
-	var out []costRun
-	for round := 0; round < c.rounds; round++ {
-		for i := range ms {
-			m := ms[(i+round)%len(ms)]
-			r := m.run(c, round)
-			r.Round, r.Mode = round, m.name
-			logf("python round %d/%d: %-44s burst %.3f s (exit %d)%s", round+1, c.rounds, m.name, r.BurstSecs, r.Exit, errSuffix(r.Err))
-			out = append(out, r)
-		}
-	}
-	return out
+	return runRounds(c, "python", 44, ms)
 }
 
 func (r *results) pythonRows() []row {
