@@ -46,6 +46,7 @@ type config struct {
 	work    string
 	rounds  int
 	events  int
+	threads int // the burst's threads (0: ttwork's default, two)
 	hold    int // live buffers for the memory figure
 	only    map[string]bool
 	out     string // results JSON
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&c.work, "work", "build/bench/run", "scratch directory")
 	flag.IntVar(&c.rounds, "rounds", 5, "interleaved rounds (medians are taken over them)")
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
+	flag.IntVar(&c.threads, "threads", 0, "threads of the burst (0: ttwork's default, two; 1 has no contention on the replica's lock to amplify the probes' cost)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
 	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator,python", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
@@ -471,7 +473,11 @@ func modes(c *config) []mode {
 }
 
 func (c *config) burstArgs(extra ...string) []string {
-	return append([]string{"--scenario", "burst", "--events", strconv.Itoa(c.events)}, extra...)
+	args := []string{"--scenario", "burst", "--events", strconv.Itoa(c.events)}
+	if c.threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(c.threads))
+	}
+	return append(args, extra...)
 }
 
 func runCost(c *config) []costRun { return runRounds(c, "cost", 32, modes(c)) }

@@ -30,8 +30,11 @@ func (r *results) print(w io.Writer, c *config) {
 	fmt.Fprintf(w, "\n## tttrace benchmarks, %s\n\n", m.Date)
 	fmt.Fprintf(w, "Machine: %s, %d CPUs%s, %.0f GiB, kernel %s, %s. Load average at start %s, at end %s.\n",
 		m.CPU, m.CPUs, hv, m.MemGiB, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(w, "Burst: replica `ttwork --scenario burst --events %d` (alloc + free on 2 threads); %d interleaved rounds, medians. Took %.0f s.\n\n",
-		c.events, c.rounds, r.Seconds)
+	burst := fmt.Sprintf("`ttwork --scenario burst --events %d` (alloc + free on 2 threads)", c.events)
+	if c.threads > 0 {
+		burst = fmt.Sprintf("`ttwork --scenario burst --events %d --threads %d` (alloc + free on %d threads)", c.events, c.threads, c.threads)
+	}
+	fmt.Fprintf(w, "Burst: replica %s; %d interleaved rounds, medians. Took %.0f s.\n\n", burst, c.rounds, r.Seconds)
 	var rows []row
 	rows = append(rows, r.costRows(c)...)
 	rows = append(rows, r.placementRows(c)...)
