@@ -33,21 +33,7 @@ func BenchmarkDRAMBottomUp(b *testing.B) {
 			}
 			top := uint64(n) * benchSpan
 			blocks = append(blocks, Block{Addr: top, Size: benchCfg.BankSize - top})
-			m, err := FromBlocks(benchCfg, blocks)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				benchStats = m.Stats()
-				if err := m.Place(top, benchSpan); err != nil {
-					b.Fatal(err)
-				}
-				if _, ok := m.Free(top); !ok {
-					b.Fatal("free")
-				}
-			}
+			placeFree(b, blocks, top)
 		})
 	}
 }
@@ -64,22 +50,7 @@ func BenchmarkL1TopDown(b *testing.B) {
 			for i := range n {
 				blocks = append(blocks, Block{Addr: low + uint64(i)*benchSpan, Size: benchSpan, Allocated: true})
 			}
-			m, err := FromBlocks(benchCfg, blocks)
-			if err != nil {
-				b.Fatal(err)
-			}
-			next := low - benchSpan
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				benchStats = m.Stats()
-				if err := m.Place(next, benchSpan); err != nil {
-					b.Fatal(err)
-				}
-				if _, ok := m.Free(next); !ok {
-					b.Fatal("free")
-				}
-			}
+			placeFree(b, blocks, low-benchSpan)
 		})
 	}
 }
@@ -162,5 +133,25 @@ func BenchmarkFragmented(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// placeFree times Stats, then Place and Free of one span at at, on the
+// model of blocks.
+func placeFree(b *testing.B, blocks []Block, at uint64) {
+	m, err := FromBlocks(benchCfg, blocks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		benchStats = m.Stats()
+		if err := m.Place(at, benchSpan); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := m.Free(at); !ok {
+			b.Fatal("free")
+		}
 	}
 }
