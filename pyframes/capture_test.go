@@ -1,12 +1,10 @@
 package pyframes
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,24 +49,8 @@ func TestCapture(t *testing.T) {
 
 func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Objects, rd *ringbuf.Reader) {
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
-	cmd := exec.Command(py.path, script, so, truthFile)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	out := bufio.NewReader(stdout)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("script: %q, %v", line, err)
-	}
+	cmd, stdin, out, proc := startScript(t, py, script, so, truthFile)
 	pid := cmd.Process.Pid
-	proc, err := ForProcess(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Close()
 	t.Logf("%s: %s, offsets from %s", proc.Interp.Path, proc.Interp.Version(), proc.Interp.Source)
 	val, err := proc.ProcValue()
 	if err != nil {

@@ -1,7 +1,9 @@
 package pyframes
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +58,31 @@ func probeTarget(t *testing.T, so string, opts pyprobe.Options) (objs *pyprobe.O
 		t.Fatal(err)
 	}
 	return objs, rd, func() { rd.Close(); l.Close(); objs.Close() }
+}
+
+// startScript runs script with args under py, waits for its "ready" line
+// and finds its interpreter (ForProcess). The process is killed, and the
+// Process closed, when the test ends.
+func startScript(t *testing.T, py testInterp, script string, args ...string) (cmd *exec.Cmd, stdin io.WriteCloser, lines *bufio.Reader, proc *Process) {
+	t.Helper()
+	cmd = exec.Command(py.path, append([]string{script}, args...)...)
+	stdin, _ = cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	lines = bufio.NewReader(stdout)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	proc, err := ForProcess(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Close() })
+	return cmd, stdin, lines, proc
 }
 
 // testScript is testdata/pyframes/name.

@@ -114,24 +114,8 @@ func reuseOne(t *testing.T, py testInterp, script, so string, probed bool) int {
 	defer done()
 
 	out := filepath.Join(t.TempDir(), "reuse.json")
-	cmd := exec.Command(py.path, script, so, out, strconv.Itoa(reuseCalls))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	lines := bufio.NewReader(stdout)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("script: %q, %v", line, err)
-	}
+	cmd, stdin, lines, proc := startScript(t, py, script, so, out, strconv.Itoa(reuseCalls))
 	pid := cmd.Process.Pid
-	proc, err := ForProcess(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Close()
 	if probed {
 		file, off, err := proc.CodeDealloc()
 		if err != nil {
