@@ -47,18 +47,9 @@ var allocatorProgs = map[string]bool{"initialize_allocator": true, "bank_manager
 // runFloorWith is runFloor with extra floor flags; Counted is the hits of
 // the allocator's sites.
 func runFloorWith(c *config, flags ...string) costRun {
-	r := costRun{Counted: -1, Lost: -1}
-	args := append(append([]string{}, flags...), c.floorArgs(false)...)
-	p, err := startProc(nil, c.self, args...)
-	if err != nil {
-		r.Err = err.Error()
+	r, p := runBurst("floor: ", c.self, append(append([]string{}, flags...), c.floorArgs(false)...)...)
+	if p == nil {
 		return r
-	}
-	code, d := p.wait()
-	r.Exit, r.WallSecs = code, d.Seconds()
-	finishBurst(&r, p)
-	if code != 0 && r.Err == "" {
-		r.Err = "floor: " + lastLine(p.stderr.String())
 	}
 	var n int64
 	for _, m := range countRe.FindAllStringSubmatch(p.stdout.String(), -1) {

@@ -506,16 +506,27 @@ func errSuffix(e string) string {
 }
 
 func runUntraced(c *config, _ int) costRun {
-	r := costRun{Counted: -1, Lost: -1}
-	p, err := startProc(nil, filepath.Join(c.replica, "ttwork"), c.burstArgs()...)
+	r, _ := runBurst("ttwork: ", filepath.Join(c.replica, "ttwork"), c.burstArgs()...)
+	return r
+}
+
+// runBurst runs name with args to its end: the burst's own time, the exit
+// status, and when it failed, why (prefix and the last line it wrote on
+// stderr). p is nil when it did not start.
+func runBurst(prefix, name string, args ...string) (r costRun, p *proc) {
+	r = costRun{Counted: -1, Lost: -1}
+	p, err := startProc(nil, name, args...)
 	if err != nil {
 		r.Err = err.Error()
-		return r
+		return r, nil
 	}
 	code, d := p.wait()
 	r.Exit, r.WallSecs = code, d.Seconds()
 	finishBurst(&r, p)
-	return r
+	if code != 0 && r.Err == "" {
+		r.Err = prefix + lastLine(p.stderr.String())
+	}
+	return r, p
 }
 
 func finishBurst(r *costRun, p *proc) {
@@ -536,7 +547,6 @@ func lastLine(s string) string {
 }
 
 func runTttrace(c *config, _ int, flags []string, summaryOut bool) costRun {
-	r := costRun{Counted: -1, Lost: -1}
 	sumPath := filepath.Join(c.work, "cost-summary.ndjson")
 	_ = os.Remove(sumPath)
 	args := append([]string{}, flags...)
@@ -545,16 +555,9 @@ func runTttrace(c *config, _ int, flags []string, summaryOut bool) costRun {
 	}
 	args = append(args, "--lib", filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork"))
 	args = append(args, c.burstArgs()...)
-	p, err := startProc(nil, c.tttrace, args...)
-	if err != nil {
-		r.Err = err.Error()
+	r, p := runBurst("tttrace: ", c.tttrace, args...)
+	if p == nil {
 		return r
-	}
-	code, d := p.wait()
-	r.Exit, r.WallSecs = code, d.Seconds()
-	finishBurst(&r, p)
-	if code != 0 && r.Err == "" {
-		r.Err = "tttrace: " + lastLine(p.stderr.String())
 	}
 	if summaryOut {
 		s, err := readSummary(sumPath)
@@ -587,17 +590,9 @@ func (c *config) floorArgs(record bool) []string {
 var countRe = regexp.MustCompile(`(?m)^@(\w+): (\d+)$`)
 
 func runFloor(c *config, _ int, record bool) costRun {
-	r := costRun{Counted: -1, Lost: -1}
-	p, err := startProc(nil, c.self, c.floorArgs(record)...)
-	if err != nil {
-		r.Err = err.Error()
+	r, p := runBurst("floor: ", c.self, c.floorArgs(record)...)
+	if p == nil {
 		return r
-	}
-	code, d := p.wait()
-	r.Exit, r.WallSecs = code, d.Seconds()
-	finishBurst(&r, p)
-	if code != 0 && r.Err == "" {
-		r.Err = "floor: " + lastLine(p.stderr.String())
 	}
 	var n, hits, records int64
 	for _, m := range countRe.FindAllStringSubmatch(p.stdout.String(), -1) {

@@ -56,18 +56,7 @@ func runPython(c *config) []costRun {
 	work := []string{strings.TrimSpace(string(python)), script, c.replica, strconv.Itoa(pyDepth), strconv.Itoa(pyEvents)}
 	lib := filepath.Join(c.replica, "libtt_metal.so")
 	run := func(name string, args ...string) costRun {
-		r := costRun{Counted: -1, Lost: -1}
-		p, err := startProc(nil, name, args...)
-		if err != nil {
-			r.Err = err.Error()
-			return r
-		}
-		code, d := p.wait()
-		r.Exit, r.WallSecs = code, d.Seconds()
-		finishBurst(&r, p)
-		if code != 0 && r.Err == "" {
-			r.Err = lastLine(p.stderr.String())
-		}
+		r, _ := runBurst("", name, args...)
 		return r
 	}
 	ms := []mode{
