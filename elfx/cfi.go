@@ -184,3 +184,42 @@ func FDERange(data []byte, e CFIEntry, c *CIE, addr uint64) (start, end, pos uin
 	}
 	return start, start + n, r.Pos, nil
 }
+
+// EachFDE calls fn with the address range [start, end) of every FDE of
+// an .eh_frame section's data at address addr, in section order, until fn
+// returns false. A malformed entry, or an FDE naming a CIE not seen before
+// it, ends the walk with an error (what fn was given before stays valid).
+func EachFDE(data []byte, addr uint64, fn func(start, end uint64) bool) error {
+	cies := map[uint64]*CIE{}
+	for off := uint64(0); off < uint64(len(data)); {
+		e, err := ReadCFIEntry(data, off, false)
+		if err == ErrCFIEnd {
+			return nil // terminator
+		}
+		if err != nil {
+			return fmt.Errorf("entry at %#x overruns the section", off)
+		}
+		if e.CIE {
+			c, err := ParseCIE(data, off, addr, false)
+			if err != nil {
+				return fmt.Errorf("CIE at %#x: %w", off, err)
+			}
+			cies[off] = c
+		} else {
+			co, _ := e.CIEOffset(false)
+			c, ok := cies[co]
+			if !ok {
+				return fmt.Errorf("FDE at %#x names no CIE seen before it", off)
+			}
+			start, end, _, err := FDERange(data, e, c, addr)
+			if err != nil {
+				return fmt.Errorf("FDE at %#x: %w", off, err)
+			}
+			if end > start && !fn(start, end) {
+				return nil
+			}
+		}
+		off = e.End
+	}
+	return nil
+}

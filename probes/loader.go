@@ -99,7 +99,7 @@ type Tracer struct {
 	// pyMu and pyDealloc: the CPython files whose code-object deallocation
 	// is probed (AttachCodeDealloc).
 	pyMu      sync.Mutex
-	pyDealloc map[fileKey]bool
+	pyDealloc map[fileKey]uint64
 }
 
 type attachedLib struct {
@@ -817,25 +817,37 @@ func (t *Tracer) ForgetStacks(pid uint32) {
 	t.known.forget(pid)
 }
 
+// MaxCodeDeallocFiles bounds the CPython files whose code-object
+// deallocation a Tracer probes: each is a uprobe in every process that
+// runs the file, traced or not.
+const MaxCodeDeallocFiles = 32
+
 // AttachCodeDealloc puts the code-object deallocation probe (bpf/python.h,
-// py_codes) at offset off of the CPython file path, once per file (the
-// programs keep only registered Python processes). A process's interpreter
-// may be registered with a code generation (SetPython, pyframes) only once
-// this has succeeded for its file.
-func (t *Tracer) AttachCodeDealloc(path string, off uint64) error {
-	info, err := os.Stat(path)
-	if err != nil {
-		return err
+// py_codes) at offset off of the open CPython file f, once per file (the
+// programs keep only registered Python processes): the probe goes on the
+// very file f is, named through this process's descriptor, never on
+// whatever a path names by then. off is where the file itself says code
+// objects are deallocated (pyframes.Process.CodeDealloc), so one file has
+// one offset; another is refused, as is a file past
+// MaxCodeDeallocFiles. A process's interpreter may be registered with a
+// code generation (SetPython, pyframes) only once this has succeeded for
+// its file.
+func (t *Tracer) AttachCodeDealloc(f *os.File, off uint64) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Errorf("%s: no inode", path)
-	}
-	key := fileKey{dev: st.Dev, ino: st.Ino, off: off}
+	key := fileKey{dev: st.Dev, ino: st.Ino}
 	t.pyMu.Lock()
 	defer t.pyMu.Unlock()
-	if t.pyDealloc[key] {
+	if at, ok := t.pyDealloc[key]; ok {
+		if at != off {
+			return fmt.Errorf("%s: code objects' deallocation probed at %#x already, not moved to %#x", f.Name(), at, off)
+		}
 		return nil
+	}
+	if len(t.pyDealloc) >= MaxCodeDeallocFiles {
+		return fmt.Errorf("%s: the code objects' deallocation is probed in %d CPython files already, the most tttrace probes", f.Name(), MaxCodeDeallocFiles)
 	}
 	progs, err := t.programsFor([]ttmetal.Program{progPyCodeDealloc})
 	if err != nil {
@@ -845,6 +857,9 @@ func (t *Tracer) AttachCodeDealloc(path string, off uint64) error {
 	if prog == nil {
 		return fmt.Errorf("BPF object has no program %s: bpf/ and probes/ disagree, run make generate", progPyCodeDealloc)
 	}
+	// The kernel resolves the path when it attaches: /proc/self/fd/N is
+	// the file held open, whatever its name names now.
+	path := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
 	exe, err := link.OpenExecutable(path)
 	if err != nil {
 		return err
@@ -856,19 +871,19 @@ func (t *Tracer) AttachCodeDealloc(path string, off uint64) error {
 		l, err = exe.Uprobe("", prog, &link.UprobeOptions{Address: off})
 	}
 	if err != nil {
-		return fmt.Errorf("attach to the code objects' deallocation in %s: %w", path, err)
+		return fmt.Errorf("attach to the code objects' deallocation in %s: %w", f.Name(), err)
 	}
 	t.links = append(t.links, l)
 	if t.pyDealloc == nil {
-		t.pyDealloc = map[fileKey]bool{}
+		t.pyDealloc = map[fileKey]uint64{}
 	}
-	t.pyDealloc[key] = true
+	t.pyDealloc[key] = off
 	return nil
 }
 
-// fileKey names a place in a file by its identity.
+// fileKey names a file by its identity.
 type fileKey struct {
-	dev, ino, off uint64
+	dev, ino uint64
 }
 
 // ClearPython forgets the interpreter of process pid (it ended).

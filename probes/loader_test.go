@@ -504,3 +504,63 @@ func TestReaderAfterClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestAttachCodeDeallocBounded: the code-object deallocation probe goes on
+// a CPython file once, at one offset (a file has one code_dealloc: another
+// offset, also through another name of the same file, is refused), and on
+// at most MaxCodeDeallocFiles files: each sits in every process that runs
+// its file.
+func TestAttachCodeDeallocBounded(t *testing.T) {
+	probestest.RequireRoot(t)
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	open := func(name string) *os.File {
+		t.Helper()
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for i := range MaxCodeDeallocFiles + 1 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(filepath.Join(dir, "0"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Load(Options{RingSize: 1 << 16})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	defer tr.Close()
+	const off, other = 0x1000, 0x1010
+	if err := tr.AttachCodeDealloc(open("0"), off); err != nil {
+		t.Fatal(err)
+	}
+	links := len(tr.links)
+	if err := tr.AttachCodeDealloc(open("0"), off); err != nil || len(tr.links) != links {
+		t.Errorf("the same file and offset again: %v, %d links (want %d)", err, len(tr.links), links)
+	}
+	for _, name := range []string{"0", "link"} {
+		if err := tr.AttachCodeDealloc(open(name), other); err == nil {
+			t.Errorf("%s: a second offset in one file was probed", name)
+		}
+	}
+	for i := 1; i < MaxCodeDeallocFiles; i++ {
+		if err := tr.AttachCodeDealloc(open(fmt.Sprint(i)), off); err != nil {
+			t.Fatalf("file %d: %v", i, err)
+		}
+	}
+	if err := tr.AttachCodeDealloc(open(fmt.Sprint(MaxCodeDeallocFiles)), off); err == nil {
+		t.Errorf("file %d probed, past the bound of %d", MaxCodeDeallocFiles+1, MaxCodeDeallocFiles)
+	}
+	if len(tr.links) != links+MaxCodeDeallocFiles-1 {
+		t.Errorf("%d links, want %d", len(tr.links), links+MaxCodeDeallocFiles-1)
+	}
+}

@@ -37,6 +37,12 @@ type Interpreter struct {
 	Err error
 	// text are the file's executable segments (CodeDealloc).
 	text []segment
+	// codeDealloc is the link-time address of PyCode_Type's tp_dealloc
+	// found in the file (dealloc.go), when codeDeallocErr is nil.
+	codeDealloc    uint64
+	codeDeallocErr error
+	// dev and ino name the file read (CodeDealloc attaches to no other).
+	dev, ino uint64
 }
 
 // segment is a loaded part of a file: size bytes at link-time address
@@ -102,6 +108,7 @@ func detect(path string, ef *elf.File) (*Interpreter, error) {
 		return in, nil
 	}
 	in.Err = in.resolve(ef)
+	in.codeDealloc, in.codeDeallocErr = codeDealloc(ef, in.CodeType)
 	return in, nil
 }
 

@@ -266,6 +266,12 @@ func detectFile(ef *elfx.File, key, path string) (d detected) {
 	defer func() { detectCache.Store(key, d) }()
 	defer elfx.Recover(&d.err, path)
 	in, err := detect(path, ef.File)
+	if in != nil {
+		var st syscall.Stat_t
+		if syscall.Fstat(int(ef.OS().Fd()), &st) == nil {
+			in.dev, in.ino = st.Dev, st.Ino
+		}
+	}
 	lowest := ^uint64(0)
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Vaddr&^0xfff < lowest {
@@ -339,46 +345,45 @@ func (p *Process) procValue() (procWire, error) {
 	return v, nil
 }
 
-// The head of a CPython type object (PyTypeObject, 64-bit, with the GIL):
-// after PyObject_VAR_HEAD come tp_name, tp_basicsize, tp_itemsize and
-// tp_dealloc.
-const (
-	typeName    = 24
-	typeDealloc = 48
-)
-
-// CodeDealloc is where this process's interpreter deallocates code
-// objects, as a file and an offset in it for a uprobe: PyCode_Type's
-// tp_dealloc, read from the process. The type's tp_name must read "code"
-// (so the type object's head is where it is read from), and tp_dealloc
-// must lie in code of the interpreter's file. The file is the one the
-// process maps (its /proc/PID/map_files entry), valid while it runs.
-func (p *Process) CodeDealloc() (file string, off uint64, err error) {
-	if p.Interp == nil || p.Interp.CodeType == 0 {
-		return "", 0, errors.New("no PyCode_Type")
+// CodeDealloc opens the interpreter file this process maps, for a uprobe
+// on the deallocation of code objects at offset off: PyCode_Type's
+// tp_dealloc as the file says (dealloc.go), never as the process says,
+// since the probe goes on the file, in every process that runs it. The
+// file returned is the very file that was read (the same device and
+// inode), and the process's own PyCode_Type must name the same function
+// (else its code objects are freed elsewhere and the probe would miss
+// them). The caller closes the file.
+func (p *Process) CodeDealloc() (f *os.File, off uint64, err error) {
+	in := p.Interp
+	if in == nil || in.CodeType == 0 {
+		return nil, 0, errors.New("no PyCode_Type")
 	}
-	typ := p.Bias + p.Interp.CodeType
-	b, err := p.read(typ+typeName, 8)
+	if in.codeDeallocErr != nil {
+		return nil, 0, fmt.Errorf("%s: %w", errNoCodeDealloc, in.codeDeallocErr)
+	}
+	off, ok := in.fileOffset(in.codeDealloc)
+	if !ok {
+		return nil, 0, fmt.Errorf("code_dealloc %#x is not in the code of %s", in.codeDealloc, in.Path)
+	}
+	b, err := p.read(p.Bias+in.CodeType+typeDealloc, 8)
 	if err != nil {
-		return "", 0, fmt.Errorf("PyCode_Type.tp_name: %w", err)
+		return nil, 0, fmt.Errorf("PyCode_Type.tp_dealloc: %w", err)
 	}
-	name, err := p.read(binary.LittleEndian.Uint64(b), 5)
+	if got := binary.LittleEndian.Uint64(b) - p.Bias; got != in.codeDealloc {
+		return nil, 0, fmt.Errorf("this process's PyCode_Type.tp_dealloc %#x is not its file's %#x", got, in.codeDealloc)
+	}
+	if f, err = procfs.OpenRegular(p.file); err != nil {
+		return nil, 0, err
+	}
+	var st syscall.Stat_t
+	if err = syscall.Fstat(int(f.Fd()), &st); err == nil && (st.Dev != in.dev || st.Ino != in.ino) {
+		err = fmt.Errorf("%s is no longer the file that was read", in.Path)
+	}
 	if err != nil {
-		return "", 0, fmt.Errorf("PyCode_Type.tp_name: %w", err)
+		f.Close()
+		return nil, 0, err
 	}
-	if string(name) != "code\x00" {
-		return "", 0, fmt.Errorf("PyCode_Type.tp_name reads %q, not \"code\": not the type object head tttrace knows", name)
-	}
-	if b, err = p.read(typ+typeDealloc, 8); err != nil {
-		return "", 0, fmt.Errorf("PyCode_Type.tp_dealloc: %w", err)
-	}
-	at := binary.LittleEndian.Uint64(b) - p.Bias
-	for _, s := range p.Interp.text {
-		if at >= s.vaddr && at < s.vaddr+s.size {
-			return p.file, at - s.vaddr + s.off, nil
-		}
-	}
-	return "", 0, fmt.Errorf("PyCode_Type.tp_dealloc %#x is not in the code of %s", at, p.Interp.Path)
+	return f, off, nil
 }
 
 // Warm detects the interpreter in the file at path ahead of time (the

@@ -39,10 +39,11 @@ type Backend interface {
 	SetPython(pid uint32, value []byte) error
 	ClearPython(pid uint32)
 	// AttachCodeDealloc probes the deallocation of code objects at offset
-	// off of the CPython file path (pyframes.Process.CodeDealloc), once
-	// per file: a process of it may then be registered with a code
-	// generation (probes.Tracer.AttachCodeDealloc).
-	AttachCodeDealloc(path string, off uint64) error
+	// off of the open CPython file f (pyframes.Process.CodeDealloc: the
+	// offset the file itself gives), once per file: a process of it may
+	// then be registered with a code generation
+	// (probes.Tracer.AttachCodeDealloc).
+	AttachCodeDealloc(f *os.File, off uint64) error
 	// LearnStack makes a stack of pid known in the kernel under token
 	// (probes.Tracer.LearnStack); ForgetStacks forgets pid's.
 	LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error
@@ -167,8 +168,8 @@ func (b *bpfBackend) SetPython(pid uint32, value []byte) error {
 	return b.t.SetPython(pid, value)
 }
 func (b *bpfBackend) ClearPython(pid uint32) { b.t.ClearPython(pid) }
-func (b *bpfBackend) AttachCodeDealloc(path string, off uint64) error {
-	return b.t.AttachCodeDealloc(path, off)
+func (b *bpfBackend) AttachCodeDealloc(f *os.File, off uint64) error {
+	return b.t.AttachCodeDealloc(f, off)
 }
 func (b *bpfBackend) LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error {
 	return b.t.LearnStack(pid, ip, steps, chain, token)

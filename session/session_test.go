@@ -86,7 +86,7 @@ func (b *fakeBackend) AddPID(pid uint32) error {
 }
 func (b *fakeBackend) SetPython(uint32, []byte) error { return nil }
 func (b *fakeBackend) ClearPython(uint32)             {}
-func (b *fakeBackend) AttachCodeDealloc(string, uint64) error {
+func (b *fakeBackend) AttachCodeDealloc(*os.File, uint64) error {
 	return nil
 }
 func (b *fakeBackend) LearnStack(uint32, uint64, []probes.StackStep, []uint64, uint64) error {

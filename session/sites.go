@@ -281,6 +281,7 @@ func (a *allocSites) watchCode(pid uint32, p *pyframes.Process) {
 	file, off, err := p.CodeDealloc()
 	if err == nil {
 		err = a.be.AttachCodeDealloc(file, off)
+		file.Close()
 	}
 	if err == nil {
 		a.codeGen++

@@ -29,36 +29,12 @@ func (l *Library) fdeRanges() ([]addrRange, error) {
 		return nil, nil
 	}
 	var out []addrRange
-	cies := map[uint64]*elfx.CIE{}
-	for off := uint64(0); off < uint64(len(data)); {
-		e, err := elfx.ReadCFIEntry(data, off, false)
-		if err == elfx.ErrCFIEnd {
-			break // terminator
-		}
-		if err != nil {
-			return nil, fmt.Errorf(".eh_frame: entry at %#x overruns the section", off)
-		}
-		if e.CIE {
-			c, err := elfx.ParseCIE(data, off, sec.Addr, false)
-			if err != nil {
-				return nil, fmt.Errorf(".eh_frame: CIE at %#x: %w", off, err)
-			}
-			cies[off] = c
-		} else {
-			co, _ := e.CIEOffset(false)
-			c, ok := cies[co]
-			if !ok {
-				return nil, fmt.Errorf(".eh_frame: FDE at %#x names no CIE seen before it", off)
-			}
-			start, end, _, err := elfx.FDERange(data, e, c, sec.Addr)
-			if err != nil {
-				return nil, fmt.Errorf(".eh_frame: FDE at %#x: %w", off, err)
-			}
-			if end > start {
-				out = append(out, addrRange{start, end})
-			}
-		}
-		off = e.End
+	err = elfx.EachFDE(data, sec.Addr, func(start, end uint64) bool {
+		out = append(out, addrRange{start, end})
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf(".eh_frame: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out, nil
