@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -208,5 +210,167 @@ func TestOutFileStreamed(t *testing.T) {
 	}
 	if _, err := newOutFile(late, true); err == nil {
 		t.Error("a symbolic link was accepted")
+	}
+}
+
+// outputKinds are the ways tttrace makes a file: an output renamed into
+// place when complete, one streamed (--all), a snapshot's FILE.STAMP.
+var outputKinds = []struct {
+	name string
+	open func(t *testing.T, path string) io.WriteCloser
+}{
+	{"output", func(t *testing.T, path string) io.WriteCloser {
+		o, err := newOutFile(path, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}},
+	{"streamed", func(t *testing.T, path string) io.WriteCloser {
+		o, err := newOutFile(path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}},
+	{"snapshot", func(t *testing.T, path string) io.WriteCloser {
+		dot := strings.LastIndexByte(path, '.')
+		w, name, err := snapshotFiles(path[:dot])(path[dot+1:])
+		if err != nil || name != path {
+			t.Fatalf("snapshot file %s: %v", name, err)
+		}
+		return w
+	}},
+}
+
+// sharedDir is a directory like /tmp: anyone may create files, only their
+// owner (or root) remove them.
+func sharedDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A file another user created at an output's path before tttrace (root)
+// writes there is replaced by a file of tttrace's own, 0600: it does not
+// stay theirs, and what tttrace writes never reaches their file (they may
+// hold it open).
+func TestOutFilePrecreatedByAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (to make a file of another user)")
+	}
+	const nobody = 65534
+	dir := sharedDir(t)
+	for _, k := range outputKinds {
+		t.Run(k.name, func(t *testing.T) {
+			path := filepath.Join(dir, k.name+".20261124T073000.123Z")
+			if err := os.WriteFile(path, []byte("planted"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(path, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := os.Open(path) // the other user keeps it open
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer theirs.Close()
+
+			w := k.open(t, path)
+			if _, err := w.Write([]byte("root's summary")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			if b, _ := os.ReadFile(path); string(b) != "root's summary" {
+				t.Errorf("%s holds %q", path, b)
+			}
+			st, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			if int(sys.Uid) != os.Geteuid() || st.Mode().Perm() != 0o600 || !st.Mode().IsRegular() {
+				t.Errorf("%s: owner %d, mode %v; want %d, 0600 (a file of tttrace's own)", path, sys.Uid, st.Mode(), os.Geteuid())
+			}
+			if b, _ := io.ReadAll(theirs); string(b) != "planted" {
+				t.Errorf("the other user's file now holds %q: written through", b)
+			}
+		})
+	}
+}
+
+// A hard link planted at an output's path (fs.protected_hardlinks=0) to a
+// file tttrace's user owns elsewhere: the output replaces the link, the
+// file keeps its content, and the output does not take the linked file's
+// mode.
+func TestOutFileHardLink(t *testing.T) {
+	secretDir := t.TempDir()
+	secret := filepath.Join(secretDir, "secret")
+	if err := os.WriteFile(secret, []byte("root only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := sharedDir(t)
+	for _, k := range outputKinds {
+		t.Run(k.name, func(t *testing.T) {
+			path := filepath.Join(dir, k.name+".20261124T073000.123Z")
+			if err := os.Link(secret, path); err != nil {
+				t.Fatal(err)
+			}
+			w := k.open(t, path)
+			if _, err := w.Write([]byte("summary")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(secret); string(b) != "root only\n" {
+				t.Errorf("the linked file now holds %q", b)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "summary" {
+				t.Errorf("%s holds %q", path, b)
+			}
+			st, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := st.Sys().(*syscall.Stat_t).Nlink; n != 1 || st.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %d links, mode %v; want a file of its own, 0600", path, n, st.Mode().Perm())
+			}
+		})
+	}
+	if st, _ := os.Stat(secret); st.Sys().(*syscall.Stat_t).Nlink != 1 || st.Mode().Perm() != 0o644 {
+		t.Errorf("the linked file: %d links, mode %v; want 1, 0644", st.Sys().(*syscall.Stat_t).Nlink, st.Mode().Perm())
+	}
+}
+
+// An output in a directory tttrace cannot create files in (root can
+// access(2) sysfs for writing, but not create there) fails before tracing
+// starts (newOutFile), with one line that says where and why.
+func TestOutFileDirNotWritable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (access(2) is right for other users)")
+	}
+	if f, err := os.CreateTemp("/sys", "tttrace-*"); err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		t.Skip("/sys is writable here")
+	}
+	_, err := newOutFile("/sys/tttrace.ndjson", false)
+	if err == nil {
+		t.Fatal("an output in /sys was accepted")
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "/sys/tttrace.ndjson: cannot create files in /sys (permission denied)") {
+		t.Errorf("error %q, want one line saying files cannot be created in /sys", msg)
 	}
 }
