@@ -790,17 +790,3 @@ func monotonicNow() uint64 {
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
-
-// writeReady creates the ready file: mode 0600, and a symbolic link at
-// path is refused, not followed (tttrace runs as root).
-func writeReady(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString("ready\n"); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
