@@ -15,8 +15,10 @@ import (
 // from traced processes and their files: printed raw, an escape sequence
 // in an argv would drive the terminal of the person reading the report or
 // the live view (often root's). Every human output passes what it prints
-// from outside through Printable (or PrintableWriter); machine outputs
-// (NDJSON, Prometheus) have their own escaping.
+// from outside through Printable (or PrintableWriter), and so do the
+// outputs that tools print as they are (the names in the --pprof profile,
+// which `go tool pprof -top` prints, and in --folded stacks); the other
+// machine outputs (NDJSON, Prometheus) have their own escaping.
 func Printable(s string) string {
 	i := 0
 	for i < len(s) {

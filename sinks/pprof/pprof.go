@@ -163,11 +163,14 @@ func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint3
 	}
 	label := map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}}
 	if chipUID != "" {
-		label["chip_uid"] = []string{chipUID}
+		label["chip_uid"] = []string{sinks.Printable(chipUID)}
 	}
 	b.p.Sample = append(b.p.Sample, &profile.Sample{Location: chain, Value: v[:], Label: label})
 }
 
+// loc is the location of a frame. Its names come from the traced process
+// and its files (symbols, Python qualified names, paths) and are made
+// sinks.Printable: `go tool pprof -top` prints them raw to a terminal.
 func (b *builder) loc(fn, file string, line int) *profile.Location {
 	k := frameKey{fn, file, line}
 	if l := b.locs[k]; l != nil {
@@ -176,7 +179,8 @@ func (b *builder) loc(fn, file string, line int) *profile.Location {
 	fk := funcKey{fn, file}
 	f := b.funcs[fk]
 	if f == nil {
-		f = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: fn, SystemName: fn, Filename: file}
+		name := sinks.Printable(fn)
+		f = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: sinks.Printable(file)}
 		b.funcs[fk] = f
 		b.p.Function = append(b.p.Function, f)
 	}
@@ -316,17 +320,12 @@ func label(s *profile.Sample, key string) string {
 	return "?"
 }
 
-// foldedName keeps a frame name on its line and out of the separators.
+// foldedName keeps a frame name on its line and out of the separators:
+// made sinks.Printable (line ends and every other control character
+// become escapes, which hold neither ';' nor spaces), then ';' becomes ','.
+// A space may stay: the value is after a line's last one.
 func foldedName(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case ';':
-			return ','
-		case '\n', '\r':
-			return ' '
-		}
-		return r
-	}, s)
+	return strings.ReplaceAll(sinks.Printable(s), ";", ",")
 }
 
 // Sink writes the profile and the folded stacks when tracing ends (and on

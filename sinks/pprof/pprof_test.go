@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/sinks"
 )
 
 func TestFramesPutPythonOnItsInterpreter(t *testing.T) {
@@ -78,5 +80,91 @@ func TestProfileRoundTrip(t *testing.T) {
 	want := "pid 42;chip 3;DRAM;main;f (f.cpp:10) 300\npid 42;chip 3;L1;" + unknownSite + " 64\n"
 	if fb.String() != want {
 		t.Errorf("folded:\n%s\nwant:\n%s", fb.String(), want)
+	}
+}
+
+// Names from the traced process (symbols, Python qualified names, files)
+// reach the profile and the folded stacks escaped as the report escapes
+// them (sinks.Printable): `go tool pprof -top` and a folded file read in a
+// terminal print no escape sequence. ';' and spaces in names stay out of
+// the folded format's separators.
+func TestHostileNames(t *testing.T) {
+	const (
+		native = "evil\x1b]0;owned\x07\x1b[2J; a b\u009b\xff"
+		qual   = "C.\x1b[31mred\u202e\r\nnext;line\x00"
+		file   = "/tmp/\x1b[8mhidden\t.py"
+		module = "/lib/lib\x1bx.so"
+		uid    = "0000:05:00.0\x1b[K"
+	)
+	site := &devices.Site{Site: 1,
+		Native: []devices.NativeFrame{{Module: module, Function: native}, {Module: module, Offset: 0x10}},
+		Python: []devices.PyFrame{{Function: qual, File: file, Line: 5}},
+	}
+	s := &devices.Summary{Processes: []devices.ProcessSummary{{Pid: 9, SiteUsage: []devices.SiteUsage{
+		{Site: 1, Device: 0, Type: "DRAM", InuseBytes: 4096, InuseObjects: 1, AllocBytes: 4096, AllocObjects: 1, PeakBytes: 4096, Desc: site},
+	}}}}
+	u := uid
+	s.Processes[0].Devices = []devices.DeviceSummary{{Device: 0, ChipIdentity: devices.ChipIdentity{UID: &u}}}
+	var buf bytes.Buffer
+	if err := Build(s, time.Unix(1, 0)).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	clean := func(what, s string) {
+		t.Helper()
+		for _, r := range s {
+			if r < 0x20 || (r >= 0x7f && r < 0xa0) || r == '\u202e' || r == utf8.RuneError {
+				t.Errorf("%s %q holds %U", what, s, r)
+				return
+			}
+		}
+	}
+	var names []string
+	for _, f := range p.Function {
+		clean("function", f.Name)
+		clean("system name", f.SystemName)
+		clean("file", f.Filename)
+		names = append(names, f.Name+" @ "+f.Filename)
+	}
+	want := []string{
+		sinks.Printable(native) + " @ " + sinks.Printable(module),
+		`lib\x1bx.so+0x10 @ ` + sinks.Printable(module),
+		sinks.Printable(qual) + " @ " + sinks.Printable(file),
+	}
+	if strings.Join(names, "\n") != strings.Join(want, "\n") {
+		t.Errorf("functions %q, want %q", names, want)
+	}
+	if got := p.Sample[0].Label["chip_uid"]; len(got) != 1 || got[0] != sinks.Printable(uid) {
+		t.Errorf("chip_uid %q", got)
+	}
+
+	var fb bytes.Buffer
+	if err := WriteFolded(&fb, p, "inuse_space"); err != nil {
+		t.Fatal(err)
+	}
+	out := fb.String()
+	if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("folded: %q, want one line", out)
+	}
+	line := strings.TrimSuffix(out, "\n")
+	clean("folded line", line)
+	// pid;chip;type, then the three frames outermost first.
+	frames := strings.Split(line[:strings.LastIndexByte(line, ' ')], ";")
+	if len(frames) != 6 || line[strings.LastIndexByte(line, ' ')+1:] != "4096" {
+		t.Fatalf("folded %q: %d fields, want 6 and the value 4096", line, len(frames))
+	}
+	wantFrames := []string{ // no interpreter frame: Python's come last
+		`C.\x1b[31mred\u202e\x0d\x0anext,line\x00 (\x1b[8mhidden\x09.py:5)`,
+		`lib\x1bx.so+0x10`,
+		`evil\x1b]0,owned\x07\x1b[2J, a b\u009b\xff`,
+	}
+	if got := frames[3:]; strings.Join(got, "\n") != strings.Join(wantFrames, "\n") {
+		t.Errorf("folded frames %q, want %q", got, wantFrames)
 	}
 }
