@@ -11,6 +11,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/ring"
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
@@ -208,7 +209,7 @@ func (b *bpfBackend) Read(deadline time.Time) ([]byte, bool, error) {
 	rec, err := rd.Read(b.rec)
 	b.rec = rec
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, probes.ErrFlushed) {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ring.ErrFlushed) {
 			return nil, false, nil
 		}
 		return nil, false, err

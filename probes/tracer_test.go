@@ -469,13 +469,13 @@ func TestAwakeFlagShared(t *testing.T) {
 		t.Fatalf("load: %+v", err)
 	}
 	defer tr.Close()
-	if tr.rd.awake == nil {
+	if tr.rd.AwakeFlag() == nil {
 		t.Fatal("the reader has no reader_awake flag")
 	}
 	bss := tr.maps[".bss"]
 	off := tr.spec.Variables["reader_awake"].Offset()
 	for _, v := range []uint32{0, 1, 0} {
-		atomic.StoreUint32(tr.rd.awake, v)
+		atomic.StoreUint32(tr.rd.AwakeFlag(), v)
 		buf := make([]byte, bss.ValueSize())
 		if err := bss.Lookup(uint32(0), &buf); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package probes
+package ring
 
 import (
 	"encoding/binary"
@@ -122,7 +122,7 @@ func (w *ringWriter) program(t *testing.T, n int) *ebpf.Program {
 func newTestRing(t *testing.T, size int) (*ringWriter, *Ring) {
 	t.Helper()
 	w := newRingWriter(t, size)
-	r, err := NewRing(w.ring.FD(), size)
+	r, err := New(w.ring.FD(), size)
 	if err != nil {
 		t.Fatal(err)
 	}

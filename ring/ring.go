@@ -1,4 +1,6 @@
-package probes
+// Package ring reads a BPF ring buffer map without holding it: the
+// tracer's one reader of records.
+package ring
 
 // The ring buffer's reader. The kernel maps a BPF ring's data pages twice,
 // one copy after the other, so that a record that wraps is contiguous;
@@ -83,13 +85,13 @@ type Ring struct {
 	moves int
 }
 
-// NewRing maps the ring buffer map fd of size bytes (a power of two, a
+// New maps the ring buffer map fd of size bytes (a power of two, a
 // multiple of the page size) for reading. The fd stays the caller's.
-func NewRing(fd int, size int) (*Ring, error) {
+func New(fd int, size int) (*Ring, error) {
 	return newRing(fd, size, windowBytes)
 }
 
-// newRing is NewRing with a window unit of win bytes (a power of two, a
+// newRing is New with a window unit of win bytes (a power of two, a
 // multiple of the page size).
 func newRing(fd, size, win int) (*Ring, error) {
 	page := os.Getpagesize()
@@ -194,6 +196,10 @@ func (r *Ring) at(off, n uint64) ([]byte, error) {
 	return r.va[off : off+n], nil
 }
 
+// AwakeFlag is the flag the reader stores in when it sleeps and wakes
+// (SetAwakeFlag, SetAwakeMem), nil without one.
+func (r *Ring) AwakeFlag() *uint32 { return r.awake }
+
 // SetAwakeFlag gives the ring the BPF programs' reader_awake flag (a
 // global in memory shared with the kernel, valid while the ring is open):
 // Read clears it just before it sleeps and sets it when it wakes, so the
@@ -208,9 +214,9 @@ func (r *Ring) SetAwakeFlag(p *uint32) {
 	r.mu.Unlock()
 }
 
-// setAwakeMem gives the ring the flag at off in mem, a mapping of the
+// SetAwakeMem gives the ring the flag at off in mem, a mapping of the
 // programs' .bss it unmaps when it closes.
-func (r *Ring) setAwakeMem(mem []byte, off uint64) {
+func (r *Ring) SetAwakeMem(mem []byte, off uint64) {
 	r.SetAwakeFlag((*uint32)(unsafe.Pointer(&mem[off])))
 	r.mu.Lock()
 	r.awakeMem = mem
