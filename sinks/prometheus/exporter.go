@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -66,6 +65,7 @@ var ProcessLabels = []string{"pid", "command", "host", "rank", "mesh_id", "mesh_
 // Defaults of Options.
 const (
 	DefaultMaxConns          = 64
+	DefaultMaxConnsPerPeer   = 8
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultWriteTimeout      = 60 * time.Second
@@ -84,8 +84,11 @@ type Options struct {
 	// Labels: the per-process labels of the per-process series, a subset
 	// of ProcessLabels that holds "pid" (nil: all of ProcessLabels).
 	Labels []string
-	// MaxConns: connections served at once; more are closed at once.
-	MaxConns int
+	// MaxConns: connections served at once; MaxConnsPerPeer: of them,
+	// those of one peer (a remote IP address; an IPv6 /64). A connection
+	// past them takes the place of one waiting for a request, or is closed
+	// at once (conns.go).
+	MaxConns, MaxConnsPerPeer int
 	// Timeouts of the HTTP server (see net/http.Server).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxLeakChips: chips with their own leaked series; leaks on more
@@ -122,6 +125,9 @@ func (o Options) withDefaults() Options {
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxConnsPerPeer <= 0 {
+		o.MaxConnsPerPeer = DefaultMaxConnsPerPeer
 	}
 	if o.MaxLeakChips <= 0 {
 		o.MaxLeakChips = DefaultMaxLeakChips
@@ -301,10 +307,14 @@ func serve(ln net.Listener, o Options) *Exporter {
 	})
 	e.ln = ln
 	// Every phase of a connection is bounded in time and the connections
-	// in number: a local user cannot hold the endpoint's sockets or
-	// goroutines (idle keep-alives, slow headers, slow reads).
+	// in number, per peer too, and a connection waiting for a request
+	// gives way to a new one (conns.go): nobody can hold the endpoint's
+	// sockets or goroutines, or keep a scrape out (idle keep-alives, slow
+	// headers, slow bodies, answers not read).
+	pl := newPeerListener(ln, o.MaxConns, o.MaxConnsPerPeer)
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           noBody(mux),
+		ConnState:         pl.connState,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		ReadTimeout:       o.ReadTimeout,
 		WriteTimeout:      o.WriteTimeout,
@@ -313,42 +323,8 @@ func serve(ln net.Listener, o Options) *Exporter {
 	}
 	done := make(chan error, 1)
 	e.srv, e.done = srv, done
-	go func() { done <- srv.Serve(&capListener{Listener: ln, slots: make(chan struct{}, o.MaxConns)}) }()
+	go func() { done <- srv.Serve(pl) }()
 	return e
-}
-
-// capListener closes connections past its slots at once: a client that
-// opens many connections gets refusals, the others keep being served.
-type capListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *capListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &capConn{Conn: c, slots: l.slots}, nil
-		default:
-			_ = c.Close()
-		}
-	}
-}
-
-type capConn struct {
-	net.Conn
-	slots chan struct{}
-	once  sync.Once
-}
-
-func (c *capConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { <-c.slots })
-	return err
 }
 
 // New returns an exporter that serves nothing: register it in a
