@@ -195,9 +195,19 @@ type Exporter struct {
 	// Owned by the sink goroutine.
 	kinds  [256]uint64 // events by kind
 	leaked map[leakKey]uint64
-	chips  map[chipKey]bool // chips seen, whose leaked series exist (at 0 at first); false: counted as "other"
+	chips  map[chipKey]bool // chips remembered, whose leaked series exist (at 0 at first); false: counted as "other"
+	own    int              // chips of chips with series of their own (at most MaxLeakChips)
 	procs  []procSnap       // the last published processes
-	lost   uint64
+	// Who keeps a chip remembered: each traced process (live) and each
+	// ended one the ledger still keeps in full (ended; the last of a pid's
+	// incarnations), by pid; refs counts them per chip. A chip no one
+	// holds is forgotten with its series (forgetUnheld), so the chips
+	// remembered are those of the processes the ledger holds: at most
+	// (traced + --keep-ended) x --max-chips.
+	live, ended map[uint32]*holder
+	refs        map[chipKey]int
+	unheld      []chipKey // chips whose refs fell to 0 since the last forgetUnheld
+	lost        uint64
 	// failed: failed allocations by chip, type and cause; allocChips: the
 	// chips whose failure series exist.
 	failed     map[failKey]uint64
@@ -218,6 +228,21 @@ type Exporter struct {
 type chipKey struct {
 	id       int32
 	uid, pci string
+}
+
+// holder is what one process keeps remembered.
+type holder struct {
+	chips map[chipKey]struct{} // counted in Exporter.refs
+	// failed: the chips of its failed allocations, held for as long as the
+	// process is, also once closed: their counters have its failures.
+	failed map[chipKey]struct{}
+}
+
+// holds tells whether a process's chip d keeps the chip remembered: a chip
+// closed with nothing left (Device::close, MeshDevice::close) does not.
+func holds(d *devices.DeviceSummary) bool {
+	cur, _ := values(d)
+	return !d.Closed || d.LiveBuffers != 0 || cur != [len(memTypes)]uint64{}
 }
 
 // keyOf is the chipKey of chip id with identity ci.
@@ -333,6 +358,7 @@ func serve(ln net.Listener, o Options) *Exporter {
 func New(o Options) *Exporter {
 	o = o.withDefaults()
 	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[chipKey]bool{}, failed: map[failKey]uint64{}, allocChips: map[chipLabels]bool{},
+		live: map[uint32]*holder{}, ended: map[uint32]*holder{}, refs: map[chipKey]int{},
 		opt: o, d: newDescs(o.Labels)}
 	e.publish()
 	return e
@@ -349,9 +375,11 @@ func (e *Exporter) Addr() net.Addr {
 // Event counts ev by kind.
 func (e *Exporter) Event(ev *events.Event) { e.kinds[ev.Kind]++ }
 
-// Tick publishes the traced processes' current totals and peaks.
+// Tick publishes the traced processes' current totals and peaks, and
+// forgets the chips no process the ledger still holds keeps remembered.
 func (e *Exporter) Tick(v *sinks.View) {
 	procs := make([]procSnap, 0, len(v.Procs))
+	traced := make(map[uint32]struct{}, len(v.Procs))
 	for _, p := range v.Procs {
 		ps := procSnap{
 			pid:    strconv.FormatUint(uint64(p.Pid), 10),
@@ -374,18 +402,127 @@ func (e *Exporter) Tick(v *sinks.View) {
 				ps.labels[i] = optInt(p.Placement.MeshHostRank)
 			}
 		}
+		h := e.holderOf(p.Pid)
+		held := make(map[chipKey]struct{}, len(ps.devs)+len(h.failed))
+		for k := range h.failed {
+			held[k] = struct{}{}
+		}
 		for i := range ps.devs {
+			if !holds(&ps.devs[i]) {
+				continue
+			}
 			k := keyOf(ps.devs[i].Device, ps.devs[i].ChipIdentity)
 			e.seeChip(k)
+			held[k] = struct{}{}
 			if ps.devs[i].Allocator != nil {
 				e.seeAllocChip(e.leakChip(k))
 			}
 		}
+		e.setHeld(h, held)
+		traced[p.Pid] = struct{}{}
 		procs = append(procs, ps)
 	}
 	e.procs = procs
 	e.lost = v.Ledger.LostEvents()
+	e.release(v.Ledger, traced)
+	e.forgetUnheld()
 	e.publish()
+}
+
+// holderOf is the holder of traced process pid.
+func (e *Exporter) holderOf(pid uint32) *holder {
+	h := e.live[pid]
+	if h == nil {
+		h = &holder{chips: map[chipKey]struct{}{}, failed: map[chipKey]struct{}{}}
+		e.live[pid] = h
+	}
+	return h
+}
+
+// setHeld makes h hold the chips of held, and only them.
+func (e *Exporter) setHeld(h *holder, held map[chipKey]struct{}) {
+	for k := range h.chips {
+		if _, still := held[k]; !still {
+			e.unref(k)
+		}
+	}
+	for k := range held {
+		if _, already := h.chips[k]; !already {
+			e.refs[k]++
+		}
+	}
+	h.chips = held
+}
+
+func (e *Exporter) unref(k chipKey) {
+	if e.refs[k]--; e.refs[k] <= 0 {
+		delete(e.refs, k)
+		e.unheld = append(e.unheld, k)
+	}
+}
+
+// drop lets h's chips go.
+func (e *Exporter) drop(h *holder) {
+	for k := range h.chips {
+		e.unref(k)
+	}
+	h.chips = nil
+}
+
+// release drops the holders of the processes the ledger no longer holds
+// (retention trimmed them, --keep-ended) and are not traced now.
+func (e *Exporter) release(l *devices.Ledger, traced map[uint32]struct{}) {
+	if l == nil || (len(e.ended) == 0 && len(e.live) == len(traced)) {
+		return
+	}
+	kept := l.Processes() // sorted
+	gone := func(pid uint32) bool {
+		_, ok := slices.BinarySearch(kept, pid)
+		return !ok
+	}
+	for pid, h := range e.live {
+		if _, ok := traced[pid]; !ok && gone(pid) {
+			e.drop(h)
+			delete(e.live, pid)
+		}
+	}
+	for pid, h := range e.ended {
+		if gone(pid) {
+			e.drop(h)
+			delete(e.ended, pid)
+		}
+	}
+}
+
+// forgetUnheld forgets the chips no process holds any more: their leaked
+// and failure series go (chip="other" and "unknown" stay).
+func (e *Exporter) forgetUnheld() {
+	for _, k := range e.unheld {
+		if e.refs[k] > 0 {
+			continue // held again since
+		}
+		own, seen := e.chips[k]
+		if !seen {
+			continue
+		}
+		if own {
+			cl := e.leakChip(k)
+			for lk := range e.leaked {
+				if lk.chipLabels == cl {
+					delete(e.leaked, lk)
+				}
+			}
+			for fk := range e.failed {
+				if fk.chipLabels == cl {
+					delete(e.failed, fk)
+				}
+			}
+			delete(e.allocChips, cl)
+			e.own--
+		}
+		delete(e.chips, k)
+	}
+	e.unheld = e.unheld[:0]
 }
 
 // seeChip creates the leaked series of a chip seen for the first time, at
@@ -396,7 +533,11 @@ func (e *Exporter) seeChip(k chipKey) {
 	if _, seen := e.chips[k]; seen {
 		return
 	}
-	e.chips[k] = len(e.chips) < e.opt.MaxLeakChips
+	own := e.own < e.opt.MaxLeakChips
+	e.chips[k] = own
+	if own {
+		e.own++
+	}
 	cl := e.leakChip(k)
 	for t := events.BufferType(0); t < events.NumBufferTypes; t++ {
 		e.leaked[leakKey{cl, typeOf(t.String())}] += 0
@@ -428,6 +569,15 @@ func (e *Exporter) Notice(n *devices.Notice) {
 		k := keyOf(*f.Device, f.Physical)
 		e.seeChip(k)
 		cl = e.leakChip(k)
+		// The process keeps the chip, and its counters, remembered.
+		h := e.holderOf(n.Pid)
+		if _, ok := h.failed[k]; !ok {
+			h.failed[k] = struct{}{}
+			if _, ok := h.chips[k]; !ok {
+				h.chips[k] = struct{}{}
+				e.refs[k]++
+			}
+		}
 	}
 	e.seeAllocChip(cl)
 	cause := f.Cause
@@ -450,7 +600,8 @@ func (e *Exporter) leakChip(k chipKey) chipLabels {
 }
 
 // ProcessEnded removes the process's series and adds what it left
-// allocated to the leaked totals.
+// allocated to the leaked totals. Its chips stay remembered while the
+// ledger keeps it in full (release).
 func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 	e.lost = one.LostEvents
 	for i := range one.Processes {
@@ -463,25 +614,48 @@ func (e *Exporter) ProcessEnded(one *devices.Summary, _ bool) {
 			}
 		}
 		e.procs = kept
+		held := map[chipKey]struct{}{}
+		if h := e.live[p.Pid]; h != nil {
+			for k := range h.failed {
+				held[k] = struct{}{}
+			}
+		}
 		keys := make(map[int32]chipKey, len(p.Devices))
-		for _, d := range p.Devices {
+		for i := range p.Devices {
+			d := &p.Devices[i]
 			keys[d.Device] = keyOf(d.Device, d.ChipIdentity)
-			e.seeChip(keys[d.Device])
+			if holds(d) {
+				e.seeChip(keys[d.Device])
+				held[keys[d.Device]] = struct{}{}
+			}
 		}
 		for _, g := range p.LeakGroups {
 			ck, ok := keys[g.Device]
 			if !ok {
 				ck = chipKey{id: g.Device}
-				e.seeChip(ck)
 			}
+			e.seeChip(ck)
+			held[ck] = struct{}{}
 			k := leakKey{e.leakChip(ck), typeOf(g.Type)}
 			e.leaked[k] = devices.SatAdd(e.leaked[k], g.Bytes)
+		}
+		// The last incarnation of a pid holds for it.
+		h := &holder{chips: map[chipKey]struct{}{}}
+		e.setHeld(h, held)
+		if old := e.ended[p.Pid]; old != nil {
+			e.drop(old)
+		}
+		e.ended[p.Pid] = h
+		if lh := e.live[p.Pid]; lh != nil {
+			e.drop(lh)
+			delete(e.live, p.Pid)
 		}
 		for l := range p.AllUnplacedLeaks() {
 			k := leakKey{chipLabels{chip: UnplacedChip}, typeOf(l.Type)}
 			e.leaked[k] = devices.SatAdd(e.leaked[k], l.Size)
 		}
 	}
+	e.forgetUnheld()
 	e.publish()
 }
 

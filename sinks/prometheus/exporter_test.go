@@ -127,7 +127,7 @@ func (s *stream) tick() {
 }
 
 // end ends pid as session's reapExits does: the exit event, the process
-// out of the view, then ProcessEnded.
+// out of the view, then ProcessEnded, then the ledger's retention.
 func (s *stream) end(pid uint32) {
 	s.send(events.Event{Kind: events.KindExit, Pid: pid, Chip: -1})
 	delete(s.procs, pid)
@@ -136,6 +136,7 @@ func (s *stream) end(pid uint32) {
 		s.t.Fatalf("ledger has no process %d", pid)
 	}
 	s.e.ProcessEnded(&one, len(s.procs) > 0)
+	s.l.Trim()
 }
 
 // scrape fetches /metrics and returns every sample by "name{labels}", the
@@ -710,5 +711,73 @@ func TestPhysicalChips(t *testing.T) {
 		if got[k] != c.want {
 			t.Errorf("%s = %v, want %v", k, got[k], c.want)
 		}
+	}
+}
+
+// leakedChips is the chip label of every tttrace_leaked_bytes_total series
+// of a scrape, with the number of its series.
+func leakedChips(got map[string]float64) map[string]int {
+	out := map[string]int{}
+	for k := range got {
+		if rest, ok := strings.CutPrefix(k, `tttrace_leaked_bytes_total{chip="`); ok {
+			chip, _, _ := strings.Cut(rest, `"`)
+			out[chip]++
+		}
+	}
+	return out
+}
+
+// Issue #32, 13: the chips the exporter remembers, and their counters'
+// series, are those of the processes the ledger still holds: a chip of
+// processes trimmed by retention (--keep-ended), or closed with nothing
+// left, is forgotten; one still held keeps its counts.
+func TestChipsForgotten(t *testing.T) {
+	e := listen(t)
+	addr := e.Addr().String()
+	s := newStream(t, e)
+	s.l.SetRetention(1, 1) // one ended process kept in full
+	// A service meeting 50 processes, each on chip ids of its own, each
+	// leaking a buffer.
+	for i := range uint32(50) {
+		pid, chip := 1000+i, 100+int32(i)
+		s.start(pid, "w")
+		s.alloc(pid, 0x1000, chip, events.DRAM, 4096)
+		s.tick()
+		s.end(pid)
+	}
+	s.tick()
+	got := scrape(t, addr)
+	if chips := leakedChips(got); len(chips) != 1 || chips["149"] != 5 {
+		t.Errorf("leaked series by chip after 50 processes, the last one kept: %v; want only chip 149's 5", chips)
+	}
+	if v := got[series("tttrace_leaked_bytes_total", "chip", "149", "type", "dram")]; v != 4096 {
+		t.Errorf("the kept process's leak: %v, want 4096", v)
+	}
+
+	// A traced process closes chip 300 with nothing left, and holds 301.
+	s.start(7, "w")
+	s.alloc(7, 0x2000, 300, events.L1, 100)
+	s.free(7, 0x2000, 300)
+	s.send(events.Event{Kind: events.KindDeviceClose, Pid: 7, Tid: 7, Device: chipPtr(300), DeviceKind: events.DeviceChip, Chip: 300})
+	s.alloc(7, 0x3000, 301, events.L1, 200)
+	s.tick()
+	got = scrape(t, addr)
+	if chips := leakedChips(got); len(chips) != 2 || chips["149"] != 5 || chips["301"] != 5 {
+		t.Errorf("leaked series by chip with chip 300 closed: %v; want chips 149 and 301", chips)
+	}
+	// The process's own series of the closed chip stay while it runs.
+	if _, ok := got[series("tttrace_device_memory_bytes", "chip", "300", "type", "l1", "pid", "7", "command", "w")]; !ok {
+		t.Error("the process's series of its closed chip are gone")
+	}
+
+	// It ends leaking on 301: pid 1049, trimmed, lets 149 go.
+	s.end(7)
+	s.tick()
+	got = scrape(t, addr)
+	if chips := leakedChips(got); len(chips) != 1 || chips["301"] != 5 {
+		t.Errorf("leaked series by chip after pid 7 ended: %v; want only chip 301's", chips)
+	}
+	if v := got[series("tttrace_leaked_bytes_total", "chip", "301", "type", "l1")]; v != 200 {
+		t.Errorf("pid 7's leak: %v, want 200", v)
 	}
 }
