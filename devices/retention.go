@@ -1,5 +1,7 @@
 package devices
 
+import "slices"
+
 // Retention of ended processes. A service (--all) meets processes for as
 // long as it runs; keeping each ended one in full (its buffer table, leak
 // list, anomalies) grew tttrace without bound (600 short processes: +128
@@ -109,7 +111,9 @@ func (l *Ledger) Trim() []TrimmedProcess {
 		} else {
 			for i, r := range l.retired {
 				if r == p {
-					l.retired = append(l.retired[:i], l.retired[i+1:]...)
+					// slices.Delete clears the slot it frees: a copy of p
+					// left past the end would keep it.
+					l.retired = slices.Delete(l.retired, i, i+1)
 					break
 				}
 			}

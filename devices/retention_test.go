@@ -3,6 +3,7 @@ package devices
 import (
 	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/tttrace/tttrace/events"
 )
@@ -111,5 +112,44 @@ func TestRetentionIncarnations(t *testing.T) {
 	}
 	if len(counts) != 3 || counts[0] != 1 || counts[1] != 2 || counts[2] != 3 || s.Processes[2].Trimmed != nil {
 		t.Errorf("incarnations' leaks %v, want 1 2 3 in order, the last in full", counts)
+	}
+}
+
+// nullSites is a site source that describes nothing.
+type nullSites struct{ pad [64]byte }
+
+func (*nullSites) Site(uint32) (Site, bool) { return Site{}, false }
+func (*nullSites) Python() *PythonInfo      { return nil }
+
+// TestRetentionLetsIncarnationsGo: one pid in successive processes, each
+// a new incarnation: a trimmed one leaves nothing of it in the ledger,
+// its site source (the runtime's stacks of it) included.
+func TestRetentionLetsIncarnationsGo(t *testing.T) {
+	const procs = 6
+	l := NewLedger()
+	l.SetRetention(1, 1)
+	var seq uint64
+	var srcs []weak.Pointer[nullSites]
+	for range procs {
+		l.NewIncarnation(7)
+		src := &nullSites{}
+		srcs = append(srcs, weak.Make(src))
+		l.SetSites(7, src)
+		endProc(l, &seq, 7, 3, 64)
+		l.Trim()
+	}
+	runtime.GC()
+	alive := 0
+	for _, w := range srcs {
+		if w.Value() != nil {
+			alive++
+		}
+	}
+	runtime.KeepAlive(l)
+	if alive != 1 {
+		t.Errorf("%d of %d incarnations' site sources held, want the one kept in full", alive, procs)
+	}
+	if s := l.Summary(); len(s.Processes) != 2 || s.DroppedProcesses == nil || s.DroppedProcesses.Processes != procs-2 {
+		t.Errorf("%d processes, dropped %+v", len(s.Processes), s.DroppedProcesses)
 	}
 }
