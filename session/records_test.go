@@ -15,6 +15,7 @@ import (
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
+	"github.com/tttrace/tttrace/stacks"
 )
 
 // The session's own per-record path (handle: decode, allocation sites,
@@ -174,14 +175,13 @@ func burstSession(tb testing.TB, out sinks.Sink) (*session, *burstStream) {
 	s.track(pid, devices.ProcessInfo{Command: "ttwork --scenario burst"}, true, false)
 	b := newBurstStream(pid, ip)
 	b.play(s, b.setup)
-	if len(s.sites.tokens) == 0 {
+	if ps := s.sites.procs[pid]; ps == nil || len(ps.tokens) == 0 {
 		// The copied stack did not unwind to one fixed by its pcs: name it
 		// as the kernel would after learning it.
-		ps := s.sites.procs[pid]
 		if ps == nil || len(ps.sites) == 0 {
 			tb.Fatal("the first alloc's stack was not interned")
 		}
-		s.sites.tokens[1] = knownStack{ps: ps, id: ps.sites[0].native}
+		ps.tokens = map[uint64]stacks.StackID{1: ps.sites[0].native}
 	}
 	for range 64 {
 		b.play(s, b.loop)

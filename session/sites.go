@@ -47,16 +47,15 @@ type procStacks struct {
 	pyKey   []byte
 	siteIDs map[sitePair]uint32 // -> index+1 in sites
 	sites   []sitePair
-	// learned: the native stacks made known to the kernel (LearnStack)
-	// since its entries of this process were last forgotten, and their
-	// tokens.
+	// Known stacks: tokens names the native stacks made known to the
+	// kernel (LearnStack) by their tokens, learned gives each its token
+	// (a stack learnt again keeps it); taught: some are in the kernel's
+	// tables, not forgotten since. The process holds its own tokens, so
+	// they go with it: nil once it ended (no record of it comes after
+	// its end: a record of its pid then is a new process's).
+	tokens  map[uint64]stacks.StackID
 	learned map[stacks.StackID]uint64
-}
-
-// knownStack is what a token names: a native stack of one process.
-type knownStack struct {
-	ps *procStacks
-	id stacks.StackID
+	taught  bool
 }
 
 // sitePair is a site: native stack, Python stack (0: none).
@@ -101,7 +100,7 @@ type allocSites struct {
 	// the token alone. learn: on with Config.KnownStacks.
 	learn      bool
 	codeGen    uint32 // the last code generation given (watchCode)
-	tokens     map[uint64]knownStack
+	lastToken  uint64 // the last token given (tokens never repeat)
 	steps      []stacks.Step
 	chain      []uint64
 	pSteps     []probes.StackStep
@@ -126,7 +125,6 @@ func newAllocSites(s *session) *allocSites {
 		procs:    map[uint32]*procStacks{},
 		pyOf:     map[uint64]uint32{},
 		learn:    s.cfg.KnownStacks,
-		tokens:   map[uint64]knownStack{},
 		timeline: s.cfg.Timeline,
 	}
 	for _, k := range s.sinks {
@@ -410,6 +408,7 @@ func (a *allocSites) ended(pid uint32) *pyframes.Process {
 	ps := a.procs[pid]
 	if ps != nil {
 		a.forgetKnown(pid, ps)
+		ps.tokens, ps.learned = nil, nil
 	}
 	if ps == nil || ps.py == nil {
 		return nil
@@ -419,10 +418,12 @@ func (a *allocSites) ended(pid uint32) *pyframes.Process {
 }
 
 // forgetKnown deletes the kernel's known stacks of pid, if it has any.
+// Their tokens still name their stacks: records already in the ring may
+// carry them, and a stack learnt again takes its token again.
 func (a *allocSites) forgetKnown(pid uint32, ps *procStacks) {
-	if len(ps.learned) > 0 {
+	if ps.taught {
 		a.be.ForgetStacks(pid)
-		clear(ps.learned)
+		ps.taught = false
 	}
 }
 
@@ -446,19 +447,21 @@ func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, i
 	}
 	token, again := ps.learned[id]
 	if !again {
-		token = uint64(len(a.tokens) + 1)
+		token = a.lastToken + 1
 	}
 	if err := a.be.LearnStack(pid, ip, a.pSteps, a.chain, token); err != nil {
 		return // this stack keeps being copied
 	}
+	ps.taught = true
 	if again {
 		return
 	}
-	a.tokens[token] = knownStack{ps: ps, id: id}
+	a.lastToken = token
 	if ps.learned == nil {
-		ps.learned = map[stacks.StackID]uint64{}
+		ps.learned, ps.tokens = map[stacks.StackID]uint64{}, map[uint64]stacks.StackID{}
 	}
 	ps.learned[id] = token
+	ps.tokens[token] = id
 }
 
 // onToken gives the alloc ev, whose native stack BPF found known
@@ -469,8 +472,8 @@ func (a *allocSites) onToken(ev *events.Event) {
 	a.reborn(ev.Pid)
 	ps := a.procStacksOf(ev.Pid)
 	a.known++
-	if k, ok := a.tokens[ev.StackToken]; ok && k.ps == ps {
-		ev.Site = ps.site(k.id, 0)
+	if id, ok := ps.tokens[ev.StackToken]; ok {
+		ev.Site = ps.site(id, 0)
 	} else {
 		a.staleKnown++ // of an earlier process with this pid: no site
 	}
@@ -501,14 +504,14 @@ func (a *allocSites) onStack(raw []byte) {
 	if rec.Flags&events.StackKnown != 0 {
 		// A stack made known before: its token names it.
 		a.known++
-		if k, ok := a.tokens[rec.Token]; ok && k.ps == ps {
-			ev.Site = ps.site(k.id, py)
+		if known, ok := ps.tokens[rec.Token]; ok {
+			ev.Site = ps.site(known, py)
 			if len(rec.Data) > 0 && ps.mods != nil {
 				a.checked++
 				regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
-				if id, _ := ps.tab.Add(ps.mods, regs, rec.Data); id != k.id {
+				if id, _ := ps.tab.Add(ps.mods, regs, rec.Data); id != known {
 					a.wrong++
-					fmt.Fprintf(a.log, "tttrace: pid %d seq %d: known stack %d unwinds to stack %d\n", rec.Pid, rec.Seq, k.id, id)
+					fmt.Fprintf(a.log, "tttrace: pid %d seq %d: known stack %d unwinds to stack %d\n", rec.Pid, rec.Seq, known, id)
 				}
 			}
 		} else {
