@@ -1,6 +1,10 @@
 package devices
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"unicode/utf8"
+)
 
 // Retention of ended processes. A service (--all) meets processes for as
 // long as it runs; keeping each ended one in full (its buffer table, leak
@@ -20,6 +24,11 @@ const (
 	// keptLeakSites: the leak sites a trimmed process keeps (most bytes
 	// first).
 	keptLeakSites = 10
+	// TrimmedCommandBytes: the bytes of its command line a trimmed
+	// process keeps (a command line may be 4 MiB: 10,000 trimmed ones
+	// held 40 GB); a longer one is cut there, at a character's start,
+	// and marked (cutCommand).
+	TrimmedCommandBytes = 4096
 )
 
 // Trimmed says what a trimmed ended process no longer has: its lists,
@@ -37,6 +46,9 @@ type Trimmed struct {
 	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
 	// lacks the process).
 	SiteUsage uint64 `json:"site_usage"`
+	// CommandBytes: the bytes cut from the end of its command line (kept
+	// up to TrimmedCommandBytes); 0: it is whole.
+	CommandBytes uint64 `json:"command_bytes"`
 }
 
 // DroppedProcesses sums the ended processes folded away entirely.
@@ -166,7 +178,24 @@ func (ps *ProcessSummary) trim() {
 		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}
 	}
 	ps.leaks = nil
+	ps.Command, t.CommandBytes = cutCommand(ps.Command)
 	ps.Trimmed = t
+}
+
+// cutCommand keeps the first TrimmedCommandBytes bytes of a command line
+// (fewer, to end on a whole character), in a string of its own (a part of
+// the original would keep all of it), with a marker saying how many bytes
+// were cut; it returns that count too.
+func cutCommand(cmd string) (string, uint64) {
+	if len(cmd) <= TrimmedCommandBytes {
+		return cmd, 0
+	}
+	n := TrimmedCommandBytes
+	for n > 0 && !utf8.RuneStart(cmd[n]) {
+		n--
+	}
+	cut := uint64(len(cmd) - n)
+	return fmt.Sprintf("%s... [%d bytes cut]", cmd[:n], cut), cut
 }
 
 func (d *DroppedProcesses) add(ps *ProcessSummary) {

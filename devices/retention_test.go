@@ -1,8 +1,11 @@
 package devices
 
 import (
+	"encoding/json"
 	"runtime"
+	"strings"
 	"testing"
+	"unicode/utf8"
 	"weak"
 
 	"github.com/tttrace/tttrace/events"
@@ -151,5 +154,55 @@ func TestRetentionLetsIncarnationsGo(t *testing.T) {
 	}
 	if s := l.Summary(); len(s.Processes) != 2 || s.DroppedProcesses == nil || s.DroppedProcesses.Processes != procs-2 {
 		t.Errorf("%d processes, dropped %+v", len(s.Processes), s.DroppedProcesses)
+	}
+}
+
+// TestRetentionCutsCommand: a trimmed process keeps at most 4 KiB of its
+// command line (one may be 4 MiB; 10,000 trimmed processes held 40 GB and
+// made a summary line as large), cut at a character's start and marked,
+// the bytes cut counted in trimmed.command_bytes; a short command line
+// stays whole, and a process kept in full keeps all of its own.
+func TestRetentionCutsCommand(t *testing.T) {
+	const bound = 4096 // what --keep-ended-totals' help says
+	// 1 MiB, with a 3-byte character across the cut.
+	long := strings.Repeat("a", bound-1) + "€" + strings.Repeat("b", 1<<20)
+	cmds := []string{long, "python -m pytest tests/", long}
+	l := NewLedger()
+	l.SetRetention(1, 10)
+	var seq uint64
+	for i, c := range cmds {
+		l.SetProcessInfo(uint32(100+i), ProcessInfo{Command: c})
+		endProc(l, &seq, uint32(100+i), 1, 64)
+		l.Trim()
+	}
+	s := l.Summary()
+	b, err := json.Marshal(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Processes []struct {
+			Trimmed map[string]uint64 `json:"trimmed"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(b, &js); err != nil || len(s.Processes) != 3 || len(js.Processes) != 3 {
+		t.Fatalf("%d processes (%v)", len(s.Processes), err)
+	}
+	cut, short, full := s.Processes[0], s.Processes[1], s.Processes[2]
+	kept := long[:bound-1]
+	if cut.Trimmed == nil || len(cut.Command) > bound+64 || !strings.HasPrefix(cut.Command, kept) ||
+		!utf8.ValidString(cut.Command) || !strings.Contains(cut.Command[len(kept):], "cut") ||
+		js.Processes[0].Trimmed["command_bytes"] != uint64(len(long)-len(kept)) {
+		t.Errorf("trimmed process: command of %d bytes (%q...), trimmed %v; want the first %d bytes, marked",
+			len(cut.Command), cut.Command[len(kept)-8:min(len(cut.Command), len(kept)+40)], js.Processes[0].Trimmed, len(kept))
+	}
+	if short.Trimmed == nil || short.Command != cmds[1] || js.Processes[1].Trimmed["command_bytes"] != 0 {
+		t.Errorf("trimmed process: command %q, trimmed %v; want it whole", short.Command, js.Processes[1].Trimmed)
+	}
+	if full.Trimmed != nil || full.Command != long {
+		t.Errorf("process kept in full: command of %d bytes, want %d", len(full.Command), len(long))
+	}
+	if len(b) > 2*len(long)-bound {
+		t.Errorf("summary of %d bytes: the trimmed command line is in it whole", len(b))
 	}
 }
