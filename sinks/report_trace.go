@@ -1,6 +1,7 @@
 package sinks
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/tttrace/tttrace/devices"
@@ -19,8 +20,16 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 		r.printf("; %d replay(s) of traces captured before tttrace attached (not checked)", t.UnknownReplays)
 	}
 	r.printf("\n")
+	if t.TracesDropped > 0 || t.CapturedLost > 0 {
+		r.printf("  not checked, past tttrace's bounds: %d trace(s) or active capture(s) forgotten (%d traces, %d active captures per process; their replays count as unknown), %d buffer(s) allocated during captures not remembered (%d per capture, %d per process)\n",
+			t.TracesDropped, devices.TraceMaxTraces, devices.TraceMaxOpenCaptures, t.CapturedLost, devices.TraceMaxCaptured, devices.TraceMaxCapturedTotal)
+	}
 	if t.HazardCount > 0 {
-		r.printf("  TRACE HAZARDS: %d (a replay writes where these live buffers are: they were allocated after the capture, where buffers it used were)\n", t.HazardCount)
+		r.printf("  TRACE HAZARDS: %d (a replay writes where these live buffers are: they were allocated after the capture, where buffers it used were)\n", t.HazardCount+t.HazardsSuppressed)
+		if t.HazardsSuppressed > 0 {
+			r.printf("    %d of them past the bounds, counted but not written (%d trace_hazard records per trace, %d per process)\n",
+				t.HazardsSuppressed, devices.TraceMaxHazards, devices.TraceMaxRecords)
+		}
 		for i := range t.Hazards {
 			n := &t.Hazards[i]
 			if i == reportAnomalies {
@@ -33,7 +42,7 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 		}
 	}
 	if t.InvalidReplayCount > 0 {
-		r.printf("  invalid trace replays: %d (TT-Metal refuses them)\n", t.InvalidReplayCount)
+		r.printf("  invalid trace replays: %d (TT-Metal refuses them)%s\n", t.InvalidReplayCount+t.InvalidReplaysSuppressed, pastBound(t.InvalidReplaysSuppressed))
 		for i := range t.InvalidReplays {
 			n := &t.InvalidReplays[i]
 			if i == reportAnomalies {
@@ -51,7 +60,7 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 		}
 	}
 	if t.RegionHazardCount > 0 {
-		r.printf("  trace buffers under another live trace's high-water mark: %d (that trace's replay overwrites them; TT-Metal checks only the newest trace, tt-metal#48869)\n", t.RegionHazardCount)
+		r.printf("  trace buffers under another live trace's high-water mark: %d (that trace's replay overwrites them; TT-Metal checks only the newest trace, tt-metal#48869)%s\n", t.RegionHazardCount+t.RegionHazardsSuppressed, pastBound(t.RegionHazardsSuppressed))
 		for i := range t.RegionHazards {
 			n := &t.RegionHazards[i]
 			if i == reportAnomalies {
@@ -66,7 +75,7 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 		}
 	}
 	if t.CaptureAllocCount > 0 {
-		r.printf("  allocations during a trace capture: %d (the trace's replays write there)\n", t.CaptureAllocCount)
+		r.printf("  allocations during a trace capture: %d (the trace's replays write there)%s\n", t.CaptureAllocCount+t.CaptureAllocsSuppressed, pastBound(t.CaptureAllocsSuppressed))
 		for i := range t.CaptureAllocs {
 			n := &t.CaptureAllocs[i]
 			if i == reportAnomalies {
@@ -76,6 +85,15 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 			r.traceBuf(p, "    "+traceName(n)+":", n.Buffer)
 		}
 	}
+}
+
+// pastBound says how many records of a kind were counted but not written
+// (a process's first TraceMaxRecords of each kind are).
+func pastBound(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d of them past the bound of %d records, counted but not written", n, devices.TraceMaxRecords)
 }
 
 func traceName(n *devices.TraceNote) string {

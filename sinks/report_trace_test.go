@@ -41,3 +41,29 @@ func TestReportTraces(t *testing.T) {
 		}
 	}
 }
+
+// Records past the ledger's bounds are counted in the report: the hazards
+// found in all, those not written, the traces forgotten.
+func TestReportTracesSuppressed(t *testing.T) {
+	id := uint32(3)
+	buf := &devices.TraceBuffer{Buffer: "0xb1", BufferType: "L1", Address: 0x12000, Size: 256, Span: 256, Tid: 5, Seq: 50}
+	s := devices.Summary{Type: "summary", Processes: []devices.ProcessSummary{{Pid: 9, Exited: true,
+		Traces: &devices.TraceSummary{Captures: 300, Replays: 2, HazardCount: 1000, HazardsSuppressed: 359600,
+			CaptureAllocCount: 10000, CaptureAllocsSuppressed: 7, TracesDropped: 44, CapturedLost: 5,
+			Hazards: []devices.TraceNote{{Type: devices.NoticeTraceHazard, Seq: 56, Tid: 5, Device: 1, Trace: &id, Replay: 1,
+				Buffer: buf, Captured: buf}}}}}}
+	var out bytes.Buffer
+	if err := writeReport(&out, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"not checked, past tttrace's bounds: 44 trace(s) or active capture(s) forgotten (4096 traces, 256 active captures per process; their replays count as unknown), 5 buffer(s) allocated during captures not remembered (65536 per capture, 262144 per process)",
+		"TRACE HAZARDS: 360600",
+		"359600 of them past the bounds, counted but not written (1000 trace_hazard records per trace, 10000 per process)",
+		"allocations during a trace capture: 10007 (the trace's replays write there); 7 of them past the bound of 10000 records, counted but not written",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
