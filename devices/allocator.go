@@ -132,14 +132,6 @@ type allocReq struct {
 // nil when the state is not exact. Valid only during the call.
 type AllocObserver func(pid uint32, chip int32, tsNs uint64, typ events.BufferType, banks uint32, st *alloc.Statistics)
 
-// SetAllocObserver installs o (nil: none).
-func (l *Ledger) SetAllocObserver(o AllocObserver) {
-	l.allocObserve = o
-	for _, p := range l.procs {
-		p.allocObserved = o != nil
-	}
-}
-
 // chipAlloc returns chip c's allocator, creating it.
 func (c *chipState) allocator() *chipAlloc {
 	if c.alloc == nil {

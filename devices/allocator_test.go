@@ -74,16 +74,15 @@ func allocStats(t *testing.T, d DeviceSummary, typ events.BufferType) alloc.Stat
 // larger-than-bank and a fragmented failure, each number worked out by
 // hand.
 func TestAllocatorLedger(t *testing.T) {
-	r := newRec(t)
 	var notes []Notice
-	r.l.SetNotify(func(n *Notice) {
+	r := newRecWith(t, Options{Notices: NoticeFunc(func(n *Notice) {
 		if n.Type == NoticeAllocFailed {
 			c := *n
 			f := *n.AllocFailed
 			c.AllocFailed = &f
 			notes = append(notes, c)
 		}
-	})
+	})})
 	r.apply(n150Caps(3, 0)...)
 	d := r.dev(3)
 	if got := allocStats(t, d, events.DRAM); got != (stats(dramBank, 0, dramBank, dramBank)) {
@@ -437,13 +436,14 @@ func TestAllocatorStreams(t *testing.T) {
 // nothing once the threads were seen, with an allocator observer too:
 // their failure report is made only when one fails.
 func TestAllocatorRequestsAllocateNothing(t *testing.T) {
-	l := NewLedger()
-	l.SetNotify(func(*Notice) { t.Fatal("no notice expected") })
 	var told int
-	l.SetAllocObserver(func(_ uint32, _ int32, _ uint64, _ events.BufferType, _ uint32, st *alloc.Statistics) {
-		if st != nil {
-			told++
-		}
+	l := NewLedger(Options{
+		Notices: NoticeFunc(func(*Notice) { t.Fatal("no notice expected") }),
+		AllocObserver: func(_ uint32, _ int32, _ uint64, _ events.BufferType, _ uint32, st *alloc.Statistics) {
+			if st != nil {
+				told++
+			}
+		},
 	})
 	var seq uint64
 	apply := func(e events.Event) {

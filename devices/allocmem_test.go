@@ -20,9 +20,8 @@ func at(e events.Event, ts uint64) events.Event {
 // records around the read are folded in by their times, every number
 // worked out by hand (one bank of 0x1000 at 0x40, blocks of 32).
 func TestAllocatorFromMemory(t *testing.T) {
-	r := newRec(t)
+	r := newRecWith(t, Options{MemReads: true})
 	r.l.SetProcessInfo(r.pid, ProcessInfo{AttachedMidRun: true})
-	r.l.SetMemReads(true)
 	const from, to = 10_000_000, 10_100_000
 	r.apply(at(evReq(1, 0xd0, 0x100, 0x100, true), 1000), at(evAllocPage(1, 0xa0, 0, events.DRAM, 0x40, 0x100, 0x100), 1100))
 	if d := r.dev(0); d.Allocator == nil || d.Allocator.DRAM == nil || d.Allocator.DRAM.Why == "" {
@@ -73,9 +72,8 @@ func TestAllocatorFromMemory(t *testing.T) {
 // TestAllocatorFromMemoryRefused: a read that fails says why per chip; a
 // list that does not hold a buffer counted before the read loses the type.
 func TestAllocatorFromMemoryRefused(t *testing.T) {
-	r := newRec(t)
+	r := newRecWith(t, Options{MemReads: true})
 	r.l.SetProcessInfo(r.pid, ProcessInfo{AttachedMidRun: true})
-	r.l.SetMemReads(true)
 	r.apply(evReq(1, 0xd0, 0x100, 0x100, true), evAllocPage(1, 0xa0, 0, events.DRAM, 0x40, 0x100, 0x100))
 	r.apply(evReq(1, 0xd5, 0x100, 0x100, true), evAllocPage(1, 0xa5, 5, events.DRAM, 0x40, 0x100, 0x100))
 	ws := r.l.TakeMemWants()
@@ -105,9 +103,8 @@ func TestAllocatorFromMemoryRefused(t *testing.T) {
 // a later request on a manager found so is known, not unseen; a root that
 // could not be walked is said by each chip without a view.
 func TestAllocatorFoundAtAttach(t *testing.T) {
-	r := newRec(t)
+	r := newRecWith(t, Options{MemReads: true})
 	r.l.SetProcessInfo(r.pid, ProcessInfo{AttachedMidRun: true})
-	r.l.SetMemReads(true)
 	w, ok := r.l.FoundMem(r.pid, 3, events.L1, 0xe1)
 	if !ok || w != (MemWant{Pid: r.pid, Chip: 3, Type: events.L1, Manager: 0xe1}) {
 		t.Fatalf("want %+v %v", w, ok)

@@ -19,7 +19,7 @@ const (
 	anTooManyBuffers                          // more live buffers than slot numbers
 	anAccounting                              // the ledger's own bookkeeping disagreed with itself (a bug)
 	anImplausibleTotal                        // a buffer or CB that would take the process over maxHeld bytes
-	anTooManyChips                            // a chip past the process's SetMaxChips distinct chips
+	anTooManyChips                            // a chip past the process's Options.MaxChips distinct chips
 	anAllocatorRecord                         // an allocator record the ledger cannot use (a bank manager of no buffer type)
 	anAllocatorState                          // an allocation the allocator model cannot place: its state is no longer known
 	nAnomalyKinds

@@ -12,7 +12,7 @@ import (
 // Buffer* values on a few chips and threads. Steady state must not allocate.
 func BenchmarkApplyAllocFree(b *testing.B) {
 	const working = 4096
-	l := NewLedger()
+	l := NewLedger(Options{})
 	alloc := make([]events.Event, working)
 	free := make([]events.Event, working)
 	for i := range alloc {
@@ -52,7 +52,7 @@ func BenchmarkApplyAllocFree(b *testing.B) {
 // free). One op = one mesh buffer's 10 events.
 func BenchmarkApplyMeshAllocFree(b *testing.B) {
 	const working = 1024
-	l := NewLedger()
+	l := NewLedger(Options{})
 	var evs [][]events.Event
 	for i := 0; i < working; i++ {
 		buf := 0x55d0c0000000 + uint64(i)*0x40
@@ -85,7 +85,7 @@ func BenchmarkLiveBuffers1M(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		l := NewLedger()
+		l := NewLedger(Options{})
 		e := evAlloc(100, 0, 0, events.DRAM, 0, 4096)
 		e.Pid = 1234
 		for i := 0; i < live; i++ {

@@ -41,8 +41,11 @@ type rec struct {
 	ts  uint64
 }
 
-func newRec(t testing.TB) *rec {
-	return &rec{t: t, l: NewLedger(), pid: 1000}
+func newRec(t testing.TB) *rec { return newRecWith(t, Options{}) }
+
+// newRecWith is newRec with a ledger configured by o.
+func newRecWith(t testing.TB, o Options) *rec {
+	return &rec{t: t, l: NewLedger(o), pid: 1000}
 }
 
 // apply applies events in order; it returns the ts of the last.

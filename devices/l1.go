@@ -1,7 +1,6 @@
 package devices
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -134,9 +133,9 @@ type headroomState struct {
 
 // hooks are the Ledger's settings its processes need while applying.
 type hooks struct {
-	notify   func(*Notice)
-	warn     uint64 // --l1-warn; 0: no l1_headroom notices
-	maxChips int    // SetMaxChips; 0: DefaultMaxChips
+	notify   func(*Notice) // Options.Notices (nil: none)
+	warn     uint64        // Options.L1Warn; 0: no l1_headroom notices
+	maxChips int           // Options.MaxChips; 0: DefaultMaxChips
 	// wantMem asks for a bank manager to be read from memory (nil: never).
 	wantMem func(MemWant)
 	// layoutBad counts the anomalies of every process that only a wrong
@@ -144,114 +143,8 @@ type hooks struct {
 	layoutBad uint64
 }
 
-// NoticeKind says what a Notice is about.
-type NoticeKind uint8
-
-const (
-	// NoticeL1Clash: a program's CB region on a chip ends above the lowest
-	// live L1 buffer there; TT-Metal is about to throw for it.
-	NoticeL1Clash NoticeKind = iota + 1
-	// NoticeL1Headroom: a chip's L1 headroom dropped under the warning threshold.
-	NoticeL1Headroom
-	// NoticeAllocFailed: a BankManager::allocate_buffer call threw (Out
-	// of Memory); Notice.AllocFailed says all.
-	NoticeAllocFailed
-	// The Metal trace records (trace.go); Notice.Trace says all.
-	NoticeTraceHazard
-	NoticeTraceReplayInvalid
-	NoticeTraceRegionHazard
-	NoticeTraceCaptureAlloc
-)
-
-func (k NoticeKind) String() string {
-	switch k {
-	case NoticeL1Clash:
-		return "l1_clash"
-	case NoticeL1Headroom:
-		return "l1_headroom"
-	case NoticeAllocFailed:
-		return "alloc_failed"
-	case NoticeTraceHazard:
-		return "trace_hazard"
-	case NoticeTraceReplayInvalid:
-		return "trace_replay_invalid"
-	case NoticeTraceRegionHazard:
-		return "trace_region_hazard"
-	case NoticeTraceCaptureAlloc:
-		return "trace_capture_alloc"
-	}
-	return "notice(?)"
-}
-
-// MarshalText makes the kind its NDJSON "type".
-func (k NoticeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText reads an NDJSON "type".
-func (k *NoticeKind) UnmarshalText(b []byte) error {
-	for _, c := range []NoticeKind{NoticeL1Clash, NoticeL1Headroom, NoticeAllocFailed, NoticeTraceHazard,
-		NoticeTraceReplayInvalid, NoticeTraceRegionHazard, NoticeTraceCaptureAlloc} {
-		if string(b) == c.String() {
-			*k = c
-			return nil
-		}
-	}
-	return fmt.Errorf("notice type %q", b)
-}
-
 // maxClashBuffers caps the L1 buffers named in one l1_clash.
 const maxClashBuffers = 32
-
-// Notice is a record the ledger derives from the events: an l1_clash or an
-// l1_headroom. It marshals with encoding/json to its NDJSON line
-// (docs/ndjson.md). Seq, TsNs and Tid are those of the event that made it:
-// for a clash, the program's last CB allocation on the chip before
-// TT-Metal's check.
-type Notice struct {
-	Type NoticeKind `json:"type"`
-	Seq  uint64     `json:"seq"`
-	TsNs uint64     `json:"ts_ns"`
-	Pid  uint32     `json:"pid"`
-	Tid  uint32     `json:"tid"`
-	Chip int32      `json:"device"`
-	// Program is the ProgramImpl* whose CBs clash (l1_clash), hex.
-	Program string `json:"program,omitempty"`
-	// CBRegionEnd: the highest CB end (l1_clash: of Program; l1_headroom:
-	// of every program holding CBs on the chip).
-	CBRegionEnd uint64 `json:"cb_region_end"`
-	// LowestL1Address: the lowest live L1 buffer on the chip.
-	LowestL1Address uint64 `json:"lowest_l1_address"`
-	// Headroom = LowestL1Address - CBRegionEnd (negative: overlap).
-	Headroom int64 `json:"headroom"`
-	// WarnBytes: the --l1-warn threshold (l1_headroom).
-	WarnBytes uint64 `json:"warn_bytes,omitempty"`
-	// Lowest is the lowest live L1 buffer.
-	Lowest L1Buffer `json:"lowest_l1_buffer"`
-	// L1Buffers (l1_clash): the live L1 buffers on the chip that start
-	// below CBRegionEnd, by address; at most 32, L1BuffersCount and
-	// L1BuffersBytes count them all.
-	L1Buffers      []L1Buffer `json:"l1_buffers,omitempty"`
-	L1BuffersCount int        `json:"l1_buffers_count,omitempty"`
-	L1BuffersBytes uint64     `json:"l1_buffers_bytes,omitempty"`
-
-	// AllocFailed is the record of an alloc_failed notice (its line is
-	// this record alone); Chip is -1 when the allocator is no chip's.
-	AllocFailed *AllocFailure `json:"-"`
-	// Trace is the record of a trace notice (its line is this record alone).
-	Trace *TraceNote `json:"-"`
-}
-
-// MarshalJSON writes the notice's NDJSON line: an alloc_failed is its
-// record, the others the fields above.
-func (n *Notice) MarshalJSON() ([]byte, error) {
-	if n.Type == NoticeAllocFailed && n.AllocFailed != nil {
-		return json.Marshal(n.AllocFailed)
-	}
-	if n.Trace != nil {
-		return json.Marshal(n.Trace)
-	}
-	type plain Notice
-	return json.Marshal((*plain)(n))
-}
 
 // L1Buffer names a live L1 buffer by what the ledger knows of it.
 type L1Buffer struct {
@@ -285,14 +178,6 @@ type MinHeadroom struct {
 	LowestL1Address uint64 `json:"lowest_l1_address"`
 	CBRegionEnd     uint64 `json:"cb_region_end"`
 }
-
-// SetNotify installs f (nil: none) to hear of every l1_clash and
-// l1_headroom as it happens. n is valid only during the call.
-func (l *Ledger) SetNotify(f func(n *Notice)) { l.hooks.notify = f }
-
-// SetL1Warn sets the headroom under which a chip gets an l1_headroom notice
-// (0: never).
-func (l *Ledger) SetL1Warn(bytes uint64) { l.hooks.warn = bytes }
 
 // L1Headroom returns the current L1 headroom of every chip pid touched,
 // sorted by chip id: what a live view shows. Nil for an unknown pid.

@@ -17,13 +17,12 @@ type l1Rec struct {
 }
 
 func newL1Rec(t *testing.T, warn uint64) *l1Rec {
-	r := &l1Rec{rec: newRec(t)}
-	r.l.SetL1Warn(warn)
-	r.l.SetNotify(func(n *Notice) {
+	r := &l1Rec{}
+	r.rec = newRecWith(t, Options{L1Warn: warn, Notices: NoticeFunc(func(n *Notice) {
 		c := *n
 		c.L1Buffers = append([]L1Buffer(nil), n.L1Buffers...)
 		r.notes = append(r.notes, c)
-	})
+	})})
 	return r
 }
 
@@ -326,8 +325,7 @@ func TestL1HeadroomAccessor(t *testing.T) {
 // L1 buffers, CB layouts and teardowns allocate nothing per event in a
 // steady state (no notice fires: notices are rare and may allocate).
 func TestL1BookkeepingAllocatesNothing(t *testing.T) {
-	l := NewLedger()
-	l.SetNotify(func(*Notice) { t.Fatal("no notice expected") })
+	l := NewLedger(Options{Notices: NoticeFunc(func(*Notice) { t.Fatal("no notice expected") })})
 	l.SetProcessInfo(1, ProcessInfo{})
 	apply := func(e events.Event) {
 		e.Pid = 1

@@ -94,15 +94,60 @@ type Ledger struct {
 	hooks   hooks
 	// memWants: bank managers to read from memory (TakeMemWants).
 	memWants []MemWant
-	sites    bool // TrackSites
+	sites    bool // Options.SiteUsage
 	// allocObserve hears of allocator state changes (allocator.go).
 	allocObserve AllocObserver
 	ret          retention
 }
 
-// NewLedger returns an empty ledger.
-func NewLedger() *Ledger {
-	return &Ledger{procs: make(map[uint32]*proc)}
+// Options configure a Ledger for its whole life. The zero value is a
+// ledger that tells no one anything, with the default bounds.
+type Options struct {
+	// Notices hears of every notice (notice.go) as it is made; nil: none.
+	Notices NoticeSink
+	// L1Warn is the headroom under which a chip gets an l1_headroom
+	// notice (--l1-warn); 0: never.
+	L1Warn uint64
+	// MaxChips bounds the distinct chips of each process (--max-chips;
+	// 0 or less: DefaultMaxChips). An event on a chip past the bound is a
+	// too_many_chips anomaly and counts nothing.
+	MaxChips int
+	// MemReads makes a chip whose allocator was made before tttrace
+	// attached ask for its bank managers to be read from memory
+	// (TakeMemWants, InstallMem) when a request names one.
+	MemReads bool
+	// Observer hears of every change of a chip's totals; nil: none.
+	Observer Observer
+	// AllocObserver hears of every change of a chip's allocator state;
+	// nil: none.
+	AllocObserver AllocObserver
+	// SiteUsage turns per-site accounting on (ProcessSummary.SiteUsage,
+	// siteuse.go).
+	SiteUsage bool
+	// KeepEnded is how many ended processes are kept in full
+	// (--keep-ended), KeepEndedTotals how many more as totals only
+	// (retention.go); 0 or less: the defaults.
+	KeepEnded, KeepEndedTotals int
+}
+
+// NewLedger returns an empty ledger configured by o.
+func NewLedger(o Options) *Ledger {
+	l := &Ledger{
+		procs:        make(map[uint32]*proc),
+		observe:      o.Observer,
+		allocObserve: o.AllocObserver,
+		sites:        o.SiteUsage,
+	}
+	if o.Notices != nil {
+		l.hooks.notify = o.Notices.Notice
+	}
+	l.hooks.warn = o.L1Warn
+	l.hooks.maxChips = o.MaxChips
+	if o.MemReads {
+		l.hooks.wantMem = func(w MemWant) { l.memWants = append(l.memWants, w) }
+	}
+	l.setRetention(o.KeepEnded, o.KeepEndedTotals)
+	return l
 }
 
 // ProcessInfo is what the tracer knows about a process besides its events.
@@ -191,33 +236,10 @@ func (l *Ledger) Exited(pid uint32) (exited bool, code, signal int) {
 }
 
 // DefaultMaxChips is how many distinct chips a process may touch unless
-// SetMaxChips says otherwise: far more than any host has (a Galaxy is 32),
-// few enough that a process making up chip ids cannot blow up the ledger
-// or the series of an exporter.
+// Options.MaxChips says otherwise: far more than any host has (a Galaxy is
+// 32), few enough that a process making up chip ids cannot blow up the
+// ledger or the series of an exporter.
 const DefaultMaxChips = 256
-
-// SetMaxChips bounds the distinct chips of each process (n <= 0: the
-// default). An event on a chip past the bound is a too_many_chips anomaly
-// and counts nothing.
-func (l *Ledger) SetMaxChips(n int) { l.hooks.maxChips = n }
-
-// SetMemReads makes a chip whose allocator was made before tttrace
-// attached ask for its bank managers to be read from memory
-// (TakeMemWants, InstallMem) when a request names one.
-func (l *Ledger) SetMemReads(on bool) {
-	l.hooks.wantMem = nil
-	if on {
-		l.hooks.wantMem = func(w MemWant) { l.memWants = append(l.memWants, w) }
-	}
-}
-
-// SetObserver installs o (nil: none) as the observer of chip totals.
-func (l *Ledger) SetObserver(o Observer) {
-	l.observe = o
-	for _, p := range l.procs {
-		p.observed = o != nil
-	}
-}
 
 func (l *Ledger) proc(pid uint32) *proc {
 	if l.last != nil && l.lastPid == pid {

@@ -538,7 +538,7 @@ func TestSummaryJSONContract(t *testing.T) {
 	hasKeys(t, "min_l1_headroom", d["min_l1_headroom"].(map[string]any), "value", "ts_ns", "lowest_l1_address", "cb_region_end")
 
 	// An empty ledger marshals lists as [], not null.
-	empty := NewLedger()
+	empty := NewLedger(Options{})
 	empty.SetProcessInfo(1, ProcessInfo{})
 	es := empty.Summary()
 	raw, _ = json.Marshal(&es)

@@ -323,8 +323,11 @@ type gen struct {
 	trace []events.Event
 }
 
-func newGen(t *testing.T, seed uint64) *gen {
-	g := &gen{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), l: NewLedger()}
+func newGen(t *testing.T, seed uint64) *gen { return newGenWith(t, seed, Options{}) }
+
+// newGenWith is newGen with a ledger configured by o.
+func newGenWith(t *testing.T, seed uint64, o Options) *gen {
+	g := &gen{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), l: NewLedger(o)}
 	nproc := 1 + g.rng.IntN(3)
 	used := map[uint32]bool{}
 	for i := 0; i < nproc; i++ {

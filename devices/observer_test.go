@@ -17,13 +17,12 @@ type chipKey struct {
 // closes, exits): no change is missed, none is invented.
 func TestObserverFollowsModel(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
-		g := newGen(t, seed)
 		seen := map[chipKey]Totals{}
 		var lastTs uint64
-		g.l.SetObserver(func(pid uint32, chip int32, ts uint64, tot *Totals) {
+		g := newGenWith(t, seed, Options{Observer: func(pid uint32, chip int32, ts uint64, tot *Totals) {
 			seen[chipKey{pid, chip}] = *tot
 			lastTs = ts
-		})
+		}})
 		check := func(when string) {
 			for _, p := range g.procs {
 				for chip, w := range p.m.totals() {
@@ -51,9 +50,8 @@ func TestObserverFollowsModel(t *testing.T) {
 
 // An observed ledger allocates nothing per event in a steady state.
 func TestObserverAllocatesNothing(t *testing.T) {
-	l := NewLedger()
 	var calls int
-	l.SetObserver(func(uint32, int32, uint64, *Totals) { calls++ })
+	l := NewLedger(Options{Observer: func(uint32, int32, uint64, *Totals) { calls++ }})
 	l.SetProcessInfo(1, ProcessInfo{})
 	mesh := uint64(0x5500a0000000)
 	warm := func() {

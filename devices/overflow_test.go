@@ -11,7 +11,7 @@ import (
 // process may hold maxHeld bytes: the rest are implausible_total
 // anomalies, and every total stays exact for what is counted.
 func TestTotalsCannotWrap(t *testing.T) {
-	l := NewLedger()
+	l := NewLedger(Options{})
 	const n = 1<<24 + 1
 	e := evAlloc(1, 0, 0, events.DRAM, 0, maxSize)
 	e.Pid = 7
@@ -72,12 +72,11 @@ func TestSatAdd(t *testing.T) {
 	eq(t, "2^63+2^63", SatAdd(1<<63, 1<<63), ^uint64(0))
 }
 
-// A process touching more distinct chips than SetMaxChips: the chips past
+// A process touching more distinct chips than Options.MaxChips: the chips past
 // the bound count nothing and each event on them is a too_many_chips
 // anomaly; the chips within keep working.
 func TestMaxChips(t *testing.T) {
-	r := newRec(t)
-	r.l.SetMaxChips(3)
+	r := newRecWith(t, Options{MaxChips: 3})
 	for chip := int32(0); chip < 60000; chip += 1000 {
 		r.apply(evAlloc(1, 0x1000+uint64(chip), chip, events.DRAM, 0, 64))
 	}

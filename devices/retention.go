@@ -17,7 +17,7 @@ import (
 // needs from them (leak counts and bytes, anomalies, events) survives
 // both steps.
 
-// Defaults of SetRetention.
+// Defaults of Options.KeepEnded and Options.KeepEndedTotals.
 const (
 	DefaultKeepEnded       = 100
 	DefaultKeepEndedTotals = 10000
@@ -74,9 +74,9 @@ type retention struct {
 	dropped               DroppedProcesses
 }
 
-// SetRetention sets how many ended processes are kept in full (keepEnded)
+// setRetention sets how many ended processes are kept in full (keepEnded)
 // and how many more as totals only (keepTotals); 0 or less: the defaults.
-func (l *Ledger) SetRetention(keepEnded, keepTotals int) {
+func (l *Ledger) setRetention(keepEnded, keepTotals int) {
 	if keepEnded <= 0 {
 		keepEnded = DefaultKeepEnded
 	}

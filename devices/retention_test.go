@@ -32,8 +32,7 @@ func endProc(l *Ledger, seq *uint64, pid uint32, n int, size uint64) {
 // the rest into dropped_processes; memory no longer grows with them.
 func TestRetention(t *testing.T) {
 	const procs, leaks, size = 600, 2000, 4096
-	l := NewLedger()
-	l.SetRetention(5, 50)
+	l := NewLedger(Options{KeepEnded: 5, KeepEndedTotals: 50})
 	var seq uint64
 	heap := func() uint64 {
 		runtime.GC()
@@ -92,8 +91,7 @@ func TestRetention(t *testing.T) {
 // A trimmed pid used again is a new process; a retired incarnation is
 // trimmed before the current one of its pid.
 func TestRetentionIncarnations(t *testing.T) {
-	l := NewLedger()
-	l.SetRetention(1, 10)
+	l := NewLedger(Options{KeepEnded: 1, KeepEndedTotals: 10})
 	var seq uint64
 	endProc(l, &seq, 7, 1, 64)
 	l.NewIncarnation(7)
@@ -129,8 +127,7 @@ func (*nullSites) Python() *PythonInfo      { return nil }
 // its site source (the runtime's stacks of it) included.
 func TestRetentionLetsIncarnationsGo(t *testing.T) {
 	const procs = 6
-	l := NewLedger()
-	l.SetRetention(1, 1)
+	l := NewLedger(Options{KeepEnded: 1, KeepEndedTotals: 1})
 	var seq uint64
 	var srcs []weak.Pointer[nullSites]
 	for range procs {
@@ -167,8 +164,7 @@ func TestRetentionCutsCommand(t *testing.T) {
 	// 1 MiB, with a 3-byte character across the cut.
 	long := strings.Repeat("a", bound-1) + "€" + strings.Repeat("b", 1<<20)
 	cmds := []string{long, "python -m pytest tests/", long}
-	l := NewLedger()
-	l.SetRetention(1, 10)
+	l := NewLedger(Options{KeepEnded: 1, KeepEndedTotals: 10})
 	var seq uint64
 	for i, c := range cmds {
 		l.SetProcessInfo(uint32(100+i), ProcessInfo{Command: c})

@@ -6,7 +6,7 @@ import (
 	"github.com/tttrace/tttrace/events"
 )
 
-// Per-site accounting (Ledger.TrackSites): for each chip, what each
+// Per-site accounting (Options.SiteUsage): for each chip, what each
 // allocation site holds there now, what it ever put there, and what it
 // held when the chip's counter of that buffer type reached its peak. It
 // follows the ledger's own charges (a mesh buffer on every chip of its
@@ -40,15 +40,6 @@ type chipSites struct {
 // meshSite is what a mesh's buffers of one site and type hold (on each
 // of its chips).
 type meshSite struct{ bytes, objs uint64 }
-
-// TrackSites turns per-site accounting on (ProcessSummary.SiteUsage) for
-// every process from now on. Call it before the first Apply.
-func (l *Ledger) TrackSites() {
-	l.sites = true
-	for _, p := range l.procs {
-		p.sitesOn = true
-	}
-}
 
 func (c *chipState) siteAcct(k siteKey) *siteAcct {
 	if c.sites == nil {

@@ -36,8 +36,7 @@ type suVal struct{ inuse, inuseObjs, alloc, allocObjs, peak uint64 }
 
 func checkSiteUsage(t *testing.T, trace []events.Event) {
 	t.Helper()
-	l := NewLedger()
-	l.TrackSites()
+	l := NewLedger(Options{SiteUsage: true})
 	want := map[suKey]*suVal{}
 	at := func(k suKey) *suVal {
 		v := want[k]

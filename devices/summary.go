@@ -32,7 +32,7 @@ type Summary struct {
 	LoaderCallsDropped uint64 `json:"loader_calls_dropped,omitempty"`
 	Events             uint64 `json:"events"` // events applied
 	// DroppedProcesses: ended processes past the retention limits
-	// (Ledger.SetRetention), summed; absent when none.
+	// (Options.KeepEndedTotals), summed; absent when none.
 	DroppedProcesses *DroppedProcesses `json:"dropped_processes,omitempty"`
 	// Processes stays the last field (sinks.NDJSON streams it).
 	Processes []ProcessSummary `json:"processes"` // sorted by pid
@@ -106,7 +106,7 @@ type ProcessSummary struct {
 	Trimmed *Trimmed `json:"trimmed,omitempty"`
 
 	// SiteUsage: per site, chip and type, what was held, allocated and
-	// held at the peak (Ledger.TrackSites; nil when off). Not in NDJSON:
+	// held at the peak (Options.SiteUsage; nil when off). Not in NDJSON:
 	// the memory profile's rows (sinks/pprof).
 	SiteUsage []SiteUsage `json:"-"`
 

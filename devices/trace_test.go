@@ -25,13 +25,12 @@ func hazardLines(ts *TraceSummary) []string {
 // later buffer is a new buffer.
 func TestTraceHazards(t *testing.T) {
 	tr := devicestest.Trace
-	r := newRec(t)
 	var notes []TraceNote
-	r.l.SetNotify(func(n *Notice) {
+	r := newRecWith(t, Options{Notices: NoticeFunc(func(n *Notice) {
 		if n.Trace != nil {
 			notes = append(notes, *n.Trace)
 		}
-	})
+	})})
 	r.apply(
 		evAlloc(1, 0xa0, 0, events.DRAM, 0x10000, 0x1000), // input, before the capture: not checked
 		tr(1, events.TraceBegin, 0, 0, 7),                 // seq 2
@@ -133,8 +132,7 @@ func TestTraceMeshAndRegion(t *testing.T) {
 // lists; past --keep-ended-totals their problems are summed in
 // dropped_processes, so --fail-on-trace-hazard still sees them.
 func TestTraceRetention(t *testing.T) {
-	l := NewLedger()
-	l.SetRetention(1, 1)
+	l := NewLedger(Options{KeepEnded: 1, KeepEndedTotals: 1})
 	var seq uint64
 	for pid := uint32(10); pid < 13; pid++ {
 		for _, e := range []events.Event{

@@ -191,7 +191,7 @@ func (c *consumer) handle(raw []byte) error {
 
 func benchConsume(b *testing.B, mixed, json bool) {
 	recs := workload(1<<16, mixed)
-	c := &consumer{ledger: devices.NewLedger(), out: bufio.NewWriterSize(io.Discard, 1<<20), json: json}
+	c := &consumer{ledger: devices.NewLedger(devices.Options{}), out: bufio.NewWriterSize(io.Discard, 1<<20), json: json}
 	// One pass to grow the ledger's tables and the buffers.
 	for _, r := range recs {
 		if err := c.handle(r); err != nil {
@@ -235,7 +235,7 @@ func BenchmarkConsume(b *testing.B) {
 func TestConsumeWorkload(t *testing.T) {
 	for _, mixed := range []bool{false, true} {
 		recs := workload(1<<14, mixed)
-		l := devices.NewLedger()
+		l := devices.NewLedger(devices.Options{})
 		var ev events.Event
 		for pass := 0; pass < 2; pass++ {
 			for _, r := range recs {
@@ -274,7 +274,7 @@ func TestConsumeWorkload(t *testing.T) {
 func TestConsumeAllocatesNothing(t *testing.T) {
 	for _, mixed := range []bool{false, true} {
 		recs := workload(1<<12, mixed)
-		l := devices.NewLedger()
+		l := devices.NewLedger(devices.Options{})
 		var ev events.Event
 		var buf []byte
 		pass := func() {

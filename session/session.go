@@ -285,7 +285,6 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 		be:      be,
 		host:    host,
 		sinks:   out,
-		ledger:  devices.NewLedger(),
 		procs:   map[uint32]*procState{},
 		ended:   map[uint32]bool{},
 		exits:   make(chan exitNote, 256),
@@ -293,48 +292,61 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
 	}
-	if cfg.SiteUsage {
-		s.ledger.TrackSites()
-	}
-	if _, ok := be.(MemReader); ok {
-		s.ledger.SetMemReads(true)
-	}
-	s.observe()
+	_, memReads := be.(MemReader)
+	s.ledger = devices.NewLedger(devices.Options{
+		Notices:         s.notices(),
+		L1Warn:          cfg.L1Warn,
+		MaxChips:        cfg.MaxChips,
+		MemReads:        memReads,
+		Observer:        s.chipObserver(),
+		AllocObserver:   s.allocObserver(),
+		SiteUsage:       cfg.SiteUsage,
+		KeepEnded:       cfg.KeepEnded,
+		KeepEndedTotals: cfg.KeepEndedTotals,
+	})
 	s.sites = newAllocSites(s)
 	return s
 }
 
-// observe registers the sinks that follow chip totals as the ledger's
-// observer, and those that want its notices.
-func (s *session) observe() {
-	s.ledger.SetL1Warn(s.cfg.L1Warn)
-	s.ledger.SetMaxChips(s.cfg.MaxChips)
-	s.ledger.SetRetention(s.cfg.KeepEnded, s.cfg.KeepEndedTotals)
+// notices hands the ledger's notices to the notes for people on the log
+// (noteClash) and to every sink that wants them, in that order.
+func (s *session) notices() devices.NoticeSink {
 	var ns []sinks.NoticeSink
 	for _, k := range s.sinks {
 		if n, ok := k.(sinks.NoticeSink); ok {
 			ns = append(ns, n)
 		}
 	}
-	s.ledger.SetNotify(func(n *devices.Notice) {
+	return devices.NoticeFunc(func(n *devices.Notice) {
 		s.noteClash(n)
 		for _, k := range ns {
 			k.Notice(n)
 		}
 	})
+}
+
+// allocObserver is the sinks that follow allocator states, as the
+// ledger's observer of them (nil: none does).
+func (s *session) allocObserver() devices.AllocObserver {
 	var aobs []sinks.AllocObserver
 	for _, k := range s.sinks {
 		if o, ok := k.(sinks.AllocObserver); ok {
 			aobs = append(aobs, o)
 		}
 	}
-	if len(aobs) > 0 {
-		s.ledger.SetAllocObserver(func(pid uint32, chip int32, ts uint64, typ events.BufferType, banks uint32, st *allocmodel.Statistics) {
-			for _, o := range aobs {
-				o.AllocState(pid, chip, ts, typ, banks, st)
-			}
-		})
+	if len(aobs) == 0 {
+		return nil
 	}
+	return func(pid uint32, chip int32, ts uint64, typ events.BufferType, banks uint32, st *allocmodel.Statistics) {
+		for _, o := range aobs {
+			o.AllocState(pid, chip, ts, typ, banks, st)
+		}
+	}
+}
+
+// chipObserver is the sinks that follow chip totals, as the ledger's
+// observer (nil: none does).
+func (s *session) chipObserver() devices.Observer {
 	var obs []sinks.ChipObserver
 	for _, k := range s.sinks {
 		if o, ok := k.(sinks.ChipObserver); ok {
@@ -342,13 +354,13 @@ func (s *session) observe() {
 		}
 	}
 	if len(obs) == 0 {
-		return
+		return nil
 	}
-	s.ledger.SetObserver(func(pid uint32, chip int32, ts uint64, t *devices.Totals) {
+	return func(pid uint32, chip int32, ts uint64, t *devices.Totals) {
 		for _, o := range obs {
 			o.ChipTotals(pid, chip, ts, t)
 		}
-	})
+	}
 }
 
 // noteClash tells people of an l1_clash as it happens, next to the

@@ -22,7 +22,7 @@ func chipEv(kind events.Kind, pid uint32, buf uint64, chip int32, t events.Buffe
 // in use whose fill is the current size against the peak, the numbers,
 // the all-processes block, and no line wider than the terminal.
 func TestLiveFrame(t *testing.T) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	apply := func(e *events.Event) {
 		e.Seq++
 		l.Apply(e)
@@ -102,7 +102,7 @@ func TestLiveFrame(t *testing.T) {
 // largest free block per type, from a chip whose bank managers were made
 // while traced; a chip without them says why.
 func TestLiveAllocator(t *testing.T) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	seq := uint64(0)
 	apply := func(e events.Event) {
 		seq++

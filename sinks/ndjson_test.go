@@ -85,7 +85,7 @@ func TestProcessSummaryStreamedIsEncodingJSON(t *testing.T) {
 // placed, mesh (on several chips and on none learned) and marked leaks,
 // over two processes.
 func TestSummaryFromLedgerStreamed(t *testing.T) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	var seq uint64
 	apply := func(e events.Event) {
 		seq++

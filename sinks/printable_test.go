@@ -44,7 +44,7 @@ func TestPrintableWriter(t *testing.T) {
 // neither the report nor the live view raw.
 func TestHumanOutputsEscape(t *testing.T) {
 	const evil = "./w --x=\x1b]2;owned\x07\x1b[2J\u009b31m"
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	l.SetProcessInfo(10, devices.ProcessInfo{Command: evil})
 	e := chipEv(events.KindAlloc, 10, 0xa, 0, events.DRAM, 64)
 	e.Seq, e.Site = 1, 1

@@ -15,7 +15,7 @@ import (
 // worked out by hand.
 func TestReportAllocator(t *testing.T) {
 	const mib = 1 << 20
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	l.SetProcessInfo(1000, devices.ProcessInfo{Command: "python oom.py"})
 	l.SetSites(1000, pySites{})
 	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
@@ -69,7 +69,7 @@ func (pySites) Python() *devices.PythonInfo { return nil }
 // chips'), and its failed allocation names the mesh and its buffers.
 func TestReportMeshAllocator(t *testing.T) {
 	const mib = 1 << 20
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	ledgerOf(l,
 		dt.Capacity(0, events.DRAM, 0xd0, 12, 64*mib, 32, 0x40),
 		// The mesh's managers: made outside a chip's allocator.

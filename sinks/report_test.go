@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // them: seq from 1, ts in steps of 100, pid 1000 where none is set.
 func ledgerOf(l *devices.Ledger, evs ...events.Event) *devices.Ledger {
 	if l == nil {
-		l = devices.NewLedger()
+		l = devices.NewLedger(devices.Options{})
 	}
 	for i, e := range evs {
 		if e.Seq == 0 {
@@ -40,7 +40,7 @@ func ledgerOf(l *devices.Ledger, evs ...events.Event) *devices.Ledger {
 
 // reportLedger is a run with something of everything the report shows.
 func reportLedger() *devices.Ledger {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	// Two PCIe chips, by address in the order /dev/tenstorrent/1, /0; the
 	// process's chip 100 is not one of them.
 	pcie := []devices.PCIChip{{Num: 0, PCI: "0000:05:00.0", DeviceID: "0x401e"}, {Num: 1, PCI: "0000:02:00.0", DeviceID: "0x401e"}}
@@ -74,7 +74,7 @@ func reportLedger() *devices.Ledger {
 // one without a site, and one allocation whose stack was lost; sites 1 and
 // 2 described, 3 not.
 func sitesSummary() (*devices.Ledger, *devices.Summary) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	l.SetProcessInfo(1000, devices.ProcessInfo{Command: "python -m pytest"})
 	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
 	lost := dt.Alloc(7, 0x9000, 0, events.L1, 0x9000, 100)
@@ -141,7 +141,7 @@ func TestWriteReportGolden(t *testing.T) {
 }
 
 func TestWriteReportEmpty(t *testing.T) {
-	s := devices.NewLedger().Summary()
+	s := devices.NewLedger(devices.Options{}).Summary()
 	golden(t, "report_empty.golden", []byte(report(t, &s)))
 }
 
@@ -155,7 +155,7 @@ func TestWriteReportSites(t *testing.T) {
 // report says where such a buffer was allocated even when it was freed
 // since (no leak names it).
 func TestReportClashSites(t *testing.T) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	withSite := func(e events.Event, site uint32) events.Event { e.Site = site; return e }
 	ledgerOf(l,
 		withSite(dt.Alloc(1, 0xa0, 0, events.L1, 0x10000, 8192), 5),
@@ -198,8 +198,7 @@ func FuzzReport(f *testing.F) {
 
 func reportFuzzed(t *testing.T, data []byte) {
 	t.Helper()
-	l := devices.NewLedger()
-	l.SetL1Warn(0x3000)
+	l := devices.NewLedger(devices.Options{L1Warn: 0x3000})
 	for _, e := range dt.FuzzEvents(data) {
 		l.Apply(&e)
 	}

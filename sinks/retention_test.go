@@ -11,8 +11,7 @@ import (
 // retained is a ledger that met three processes leaking 1, 2 and 3 DRAM
 // buffers of 1 KiB, keeping one in full and one as totals.
 func retained() *devices.Ledger {
-	l := devices.NewLedger()
-	l.SetRetention(1, 1)
+	l := devices.NewLedger(devices.Options{KeepEnded: 1, KeepEndedTotals: 1})
 	seq := uint64(0)
 	for i := range 3 {
 		pid := uint32(10 + i)

@@ -18,7 +18,7 @@ func TestCheckRandomStreams(t *testing.T) {
 		for j := range data {
 			data[j] = byte(rng.UintN(256))
 		}
-		l := devices.NewLedger()
+		l := devices.NewLedger(devices.Options{})
 		for _, e := range devicestest.FuzzEvents(data) {
 			l.Apply(&e)
 			if err := Check(l); err != nil {
@@ -31,7 +31,7 @@ func TestCheckRandomStreams(t *testing.T) {
 // Summaries that disagree with themselves are caught: a total with no
 // buffer behind it, a peak below its value, an accounting fault.
 func TestCheckCatches(t *testing.T) {
-	l := devices.NewLedger()
+	l := devices.NewLedger(devices.Options{})
 	e := devicestest.Alloc(1, 0xa0, 0, events.DRAM, 0x1000, 4096)
 	e.Pid, e.Seq, e.TsNs = 10, 1, 100
 	l.Apply(&e)

@@ -21,8 +21,7 @@ import (
 func TestAllocatorTracks(t *testing.T) {
 	var out bytes.Buffer
 	const pid = 4242
-	s, emit := newProcStream(t, &out, 3, pid)
-	s.l.SetAllocObserver(s.w.AllocState)
+	s, emit := newProcStream(t, &out, 3, pid, true)
 	rng := rand.New(rand.NewPCG(5, 6))
 	type mgr struct {
 		chip  int32
@@ -147,7 +146,7 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 func TestAllocatorMeshInstant(t *testing.T) {
 	var out bytes.Buffer
 	const pid = 4243
-	s, emit := newProcStream(t, &out, 3, pid)
+	s, emit := newProcStream(t, &out, 3, pid, false)
 	// The mesh's bank manager: made outside a chip's allocator.
 	emit(dt.Capacity(-1, events.DRAM, 0xe0, 12, 1<<20, 32, 0x40))
 	emit(dt.Request(pid, 0xe0, 12*4096, 4096, true))

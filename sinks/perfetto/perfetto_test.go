@@ -27,18 +27,30 @@ type stream struct {
 }
 
 func newStream(t *testing.T, out *bytes.Buffer, seed uint64) *stream {
-	s := &stream{t: t, l: devices.NewLedger(), w: perfetto.New(out), ts: 1_000_000, rng: rand.New(rand.NewPCG(seed, 7))}
-	s.w.Comm = func(pid, tid uint32) string { return fmt.Sprintf("worker-%d", tid) }
-	s.l.SetObserver(s.w.ChipTotals)
-	return s
+	return newStreamWith(t, out, seed, func(w *perfetto.Writer) devices.Options {
+		return devices.Options{Observer: w.ChipTotals}
+	})
 }
 
-// newProcStream is newStream whose writer hears the ledger's notices too,
-// with an emit that gives each event process pid (the devicestest
-// builders leave it to the caller).
-func newProcStream(t *testing.T, out *bytes.Buffer, seed uint64, pid uint32) (*stream, func(events.Event)) {
-	s := newStream(t, out, seed)
-	s.l.SetNotify(s.w.Notice)
+// newStreamWith is newStream whose ledger has the options opts gives for
+// its writer.
+func newStreamWith(t *testing.T, out *bytes.Buffer, seed uint64, opts func(w *perfetto.Writer) devices.Options) *stream {
+	w := perfetto.New(out)
+	w.Comm = func(pid, tid uint32) string { return fmt.Sprintf("worker-%d", tid) }
+	return &stream{t: t, l: devices.NewLedger(opts(w)), w: w, ts: 1_000_000, rng: rand.New(rand.NewPCG(seed, 7))}
+}
+
+// newProcStream is newStream whose writer hears the ledger's notices too
+// (and its allocator states, with allocs), with an emit that gives each
+// event process pid (the devicestest builders leave it to the caller).
+func newProcStream(t *testing.T, out *bytes.Buffer, seed uint64, pid uint32, allocs bool) (*stream, func(events.Event)) {
+	s := newStreamWith(t, out, seed, func(w *perfetto.Writer) devices.Options {
+		o := devices.Options{Observer: w.ChipTotals, Notices: w}
+		if allocs {
+			o.AllocObserver = w.AllocState
+		}
+		return o
+	})
 	return s, func(e events.Event) {
 		e.Pid = pid
 		s.emit(e)
@@ -332,9 +344,8 @@ func steady(l *devices.Ledger, w *perfetto.Writer, n int, ts *uint64) {
 
 // Once a chip's tracks are declared, a sample allocates nothing.
 func TestSamplesAllocateNothing(t *testing.T) {
-	l := devices.NewLedger()
 	w := perfetto.New(io.Discard)
-	l.SetObserver(w.ChipTotals)
+	l := devices.NewLedger(devices.Options{Observer: w.ChipTotals})
 	ts := uint64(1)
 	steady(l, w, 4096, &ts)
 	if n := testing.AllocsPerRun(10, func() { steady(l, w, 1024, &ts) }); n != 0 {
@@ -345,10 +356,9 @@ func TestSamplesAllocateNothing(t *testing.T) {
 // BenchmarkEvents reports the trace's bytes per event and the time per
 // event of the ledger and the writer together.
 func BenchmarkEvents(b *testing.B) {
-	l := devices.NewLedger()
 	var cw countingWriter
 	w := perfetto.New(&cw)
-	l.SetObserver(w.ChipTotals)
+	l := devices.NewLedger(devices.Options{Observer: w.ChipTotals})
 	ts := uint64(1)
 	b.ResetTimer()
 	steady(l, w, b.N, &ts)

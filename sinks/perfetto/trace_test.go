@@ -16,7 +16,7 @@ import (
 func TestTraceInstants(t *testing.T) {
 	var out bytes.Buffer
 	const pid = 77
-	s, emit := newProcStream(t, &out, 9, pid)
+	s, emit := newProcStream(t, &out, 9, pid, false)
 	emit(dt.Trace(pid, events.TraceBegin, 2, 0, 7))
 	emit(dt.Alloc(pid, 0xa1, 2, events.DRAM, 0x11000, 0x4000)) // captured (and allocated during the capture)
 	emit(dt.Free(pid, 0xa1, 2))

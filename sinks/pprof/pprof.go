@@ -4,8 +4,8 @@
 // stacks (--folded, for flamegraph.pl, speedscope, inferno).
 //
 // The rows are the ledger's per-site accounting (devices.SiteUsage: the
-// ledger must TrackSites), one sample per process, site, chip and buffer
-// type, with five values:
+// ledger needs devices.Options.SiteUsage), one sample per process, site,
+// chip and buffer type, with five values:
 //
 //   - inuse_space, inuse_objects: held now; at the end of tracing, the leaks
 //   - alloc_space, alloc_objects: charged on the chip while traced

@@ -28,7 +28,7 @@ func TestAllocatorMetrics(t *testing.T) {
 	e := listen(t)
 	addr := e.Addr().String()
 	s := newStream(t, e)
-	s.l.SetNotify(e.Notice)
+	s.l = devices.NewLedger(devices.Options{Notices: e}) // before any event
 	s.start(100, "w")
 	const mib = 1 << 20
 	s.capacity(100, 2, events.DRAM, 0xd0, 12, mib, 0x40)

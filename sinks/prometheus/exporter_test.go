@@ -40,7 +40,7 @@ type stream struct {
 }
 
 func newStream(t *testing.T, e *Exporter) *stream {
-	return &stream{t: t, l: devices.NewLedger(), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}, chips: map[int32]bool{}}
+	return &stream{t: t, l: devices.NewLedger(devices.Options{}), e: e, procs: map[uint32]string{}, kinds: map[string]uint64{}, leaked: map[string]uint64{}, chips: map[int32]bool{}}
 }
 
 // hostChips: the host of the tests, eight PCIe chips; a process that sees
@@ -735,7 +735,7 @@ func TestChipsForgotten(t *testing.T) {
 	e := listen(t)
 	addr := e.Addr().String()
 	s := newStream(t, e)
-	s.l.SetRetention(1, 1) // one ended process kept in full
+	s.l = devices.NewLedger(devices.Options{KeepEnded: 1, KeepEndedTotals: 1}) // one ended process kept in full
 	// A service meeting 50 processes, each on chip ids of its own, each
 	// leaking a buffer.
 	for i := range uint32(50) {

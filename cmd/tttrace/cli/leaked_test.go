@@ -10,8 +10,7 @@ import (
 // --fail-on-leak counts the leaks of processes kept as totals only and of
 // those only summed, not just of those kept in full.
 func TestLeakedCountsRetired(t *testing.T) {
-	l := devices.NewLedger()
-	l.SetRetention(1, 1)
+	l := devices.NewLedger(devices.Options{KeepEnded: 1, KeepEndedTotals: 1})
 	seq := uint64(0)
 	for i := range 3 {
 		pid := uint32(10 + i)
