@@ -16,8 +16,8 @@ import (
 // alloc_failed (Notice.AllocFailed, allocator.go) and the Metal trace ones
 // (Notice.Trace, trace.go). A new kind is a NoticeKind with its name
 // below, its record (a pointer field of Notice, written by MarshalJSON),
-// the rule that makes it, and its text for people (the runtime's notes on
-// its log).
+// the rule that makes it, and its text for people in package sinks
+// (sinks.NoticeLog); the runtime only hands notices on.
 
 // NoticeKind says what a Notice is about; its name is the NDJSON "type".
 type NoticeKind uint8

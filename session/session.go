@@ -191,9 +191,6 @@ type session struct {
 	layoutSaid    bool // the first layout anomaly was told on the log
 	attached      int  // TT-Metal libraries probed so far
 	decodeErrors  uint64
-	clashNotes    int  // l1_clash notes written to the log
-	oomNotes      int  // alloc_failed notes written to the log
-	traceNotes    int  // trace hazard notes written to the log
 	followedQuiet int  // followed processes that ended without using TT-Metal
 	detachLate    bool // the probes are detached after the summary (finish)
 }
@@ -308,21 +305,25 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 	return s
 }
 
-// notices hands the ledger's notices to the notes for people on the log
-// (noteClash) and to every sink that wants them, in that order.
+// notices hands the ledger's notices to the log's notes for people
+// (sinks.NoticeLog) and to every sink that wants them, in that order.
 func (s *session) notices() devices.NoticeSink {
-	var ns []sinks.NoticeSink
+	fan := noticeFan{sinks.NewNoticeLog(s.log)}
 	for _, k := range s.sinks {
 		if n, ok := k.(sinks.NoticeSink); ok {
-			ns = append(ns, n)
+			fan = append(fan, n)
 		}
 	}
-	return devices.NoticeFunc(func(n *devices.Notice) {
-		s.noteClash(n)
-		for _, k := range ns {
-			k.Notice(n)
-		}
-	})
+	return fan
+}
+
+// noticeFan hands each notice to every sink in it.
+type noticeFan []sinks.NoticeSink
+
+func (f noticeFan) Notice(n *devices.Notice) {
+	for _, k := range f {
+		k.Notice(n)
+	}
 }
 
 // allocObserver is the sinks that follow allocator states, as the
@@ -360,82 +361,6 @@ func (s *session) chipObserver() devices.Observer {
 		for _, o := range obs {
 			o.ChipTotals(pid, chip, ts, t)
 		}
-	}
-}
-
-// noteClash tells people of an l1_clash as it happens, next to the
-// exception TT-Metal is about to throw for it (the first few only; the
-// report and NDJSON have them all).
-func (s *session) noteClash(n *devices.Notice) {
-	if n.Type == devices.NoticeAllocFailed {
-		s.noteOOM(n.AllocFailed)
-		return
-	}
-	if n.Trace != nil {
-		s.noteTrace(n.Trace)
-		return
-	}
-	if n.Type != devices.NoticeL1Clash {
-		return
-	}
-	s.clashNotes++
-	switch {
-	case s.clashNotes <= 10:
-		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: circular buffers of program %s end at %d, above the L1 buffer at %d (%s, %d byte(s), allocated by tid %d, seq %d): %d L1 buffer(s) in the way\n",
-			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.L1BuffersCount)
-	case s.clashNotes == 11:
-		fmt.Fprintf(s.log, "tttrace: more L1 clashes: see the report\n")
-	}
-}
-
-// noteTrace tells people of a trace hazard when the replay is seen, before
-// it runs (the first few only; the report and NDJSON have them all).
-func (s *session) noteTrace(n *devices.TraceNote) {
-	if n.Type == devices.NoticeTraceCaptureAlloc {
-		return
-	}
-	s.traceNotes++
-	if s.traceNotes > 10 {
-		if s.traceNotes == 11 {
-			fmt.Fprintf(s.log, "tttrace: more trace hazards: see the report\n")
-		}
-		return
-	}
-	id := "?"
-	if n.Trace != nil {
-		id = fmt.Sprint(*n.Trace)
-	}
-	switch n.Type {
-	case devices.NoticeTraceHazard:
-		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: replay %d of trace %s overwrites live %s buffer %s at %#x (%d bytes, seq %d): it was allocated after the capture, over captured buffer %s at %#x\n",
-			n.Pid, n.Device, n.Replay, id, n.Buffer.BufferType, n.Buffer.Buffer, n.Buffer.Address, n.Buffer.Size, n.Buffer.Seq, n.Captured.Buffer, n.Captured.Address)
-	case devices.NoticeTraceReplayInvalid:
-		fmt.Fprintf(s.log, "tttrace: pid %d: trace %s replayed (%s)\n", n.Pid, id, n.Reason)
-	case devices.NoticeTraceRegionHazard:
-		fmt.Fprintf(s.log, "tttrace: pid %d chip %d: the buffer of trace %s at %#x is under another live trace's high-water mark %#x\n",
-			n.Pid, n.Device, id, n.Buffer.Address, n.HighWaterMark)
-	}
-}
-
-// noteOOM tells people of a failed allocation as it is known, next to
-// TT-Metal's own message (the first few only; the report and NDJSON have
-// them all, with what filled the chip).
-func (s *session) noteOOM(f *devices.AllocFailure) {
-	s.oomNotes++
-	switch {
-	case s.oomNotes <= 10:
-		where := "a chip tttrace does not know"
-		if f.Device != nil {
-			where = fmt.Sprintf("chip %d", *f.Device)
-		}
-		cause := f.Cause
-		if cause == "" {
-			cause = "cause unknown: " + f.Why
-		}
-		fmt.Fprintf(s.log, "tttrace: pid %d tid %d: %s allocation of %d bytes on %s failed (%s); %d buffer(s) of %d bytes held it: see the report\n",
-			f.Pid, f.Tid, f.BufferType, f.Size, where, cause, f.HoldersCount, f.HoldersBytes)
-	case s.oomNotes == 11:
-		fmt.Fprintf(s.log, "tttrace: more failed allocations: see the report\n")
 	}
 }
 

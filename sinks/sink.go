@@ -1,9 +1,10 @@
 // Package sinks is where tttrace's outputs live: the Sink interface the
 // runtime (package session) feeds, and the built-in outputs — the human
-// report (its text is made here, in report.go), the live terminal view and
-// NDJSON. A new output is a type that implements Sink (embedding Base for
-// the calls it ignores), in its own file or package, plus one registration
-// line in cmd/tttrace/cli.
+// report (its text is made here, in report.go), the live terminal view,
+// NDJSON, and the notes the ledger's notices make on the log
+// (noticelog.go). A new output is a type that implements Sink (embedding
+// Base for the calls it ignores), in its own file or package, plus one
+// registration line in cmd/tttrace/cli.
 package sinks
 
 import (
@@ -55,12 +56,12 @@ type AllocObserver interface {
 }
 
 // NoticeSink is implemented by sinks that want the records the ledger
-// derives from the events (devices.Notice: l1_clash, l1_headroom) the
-// moment they happen: during the Apply of an event, so before that event's
-// Event call. n is valid only during the call.
-type NoticeSink interface {
-	Notice(n *devices.Notice)
-}
+// derives from the events (devices.Notice: l1_clash, alloc_failed, the
+// trace hazards, ...) the moment they happen: during the Apply of an
+// event, so before that event's Event call. n is valid only during the
+// call. It is the ledger's one notice interface: the runtime hands each
+// notice to a NoticeLog on its log, then to every Sink implementing it.
+type NoticeSink = devices.NoticeSink
 
 // SiteSink is implemented by sinks that describe allocation sites in their
 // stream: the runtime calls Site once per site, before the first Event
