@@ -29,6 +29,7 @@ package devices
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/tttrace/tttrace/alloc"
@@ -44,6 +45,14 @@ var allocKeys = [events.NumBufferTypes]string{events.DRAM: "dram", events.L1: "l
 // maxFailures caps the alloc_failed records kept per process (all are
 // counted and sent to the notify function).
 const maxFailures = 100
+
+// maxGroups bounds the allocators made outside a chip's (a MeshDevice's,
+// a sub-device's) a process holds at once: each is a few KB of models,
+// and a hostile process can make them without end (issue #32). A mesh's
+// goes when it closes; past the bound the oldest not tied to a live mesh
+// goes, or, when every one is, the new one is refused (both counted, and
+// too_many_allocators anomalies).
+const maxGroups = 256
 
 // maxHolders caps the buffers and sites an alloc_failed names.
 const (
@@ -86,6 +95,9 @@ type chipAlloc struct {
 	mesh    bool
 	meshPtr uint64
 	meshIdx uint32
+	// dropped: an allocator made outside a chip's that the process no
+	// longer holds (dropGroup): its managers are forgotten.
+	dropped bool
 	// blockAlign: the free lists' alignment, the DRAM manager's alignment
 	// (upstream gives every free list the HAL's DRAM alignment).
 	blockAlign uint64
@@ -160,9 +172,12 @@ func (p *proc) capacity(e *events.Event) {
 		// first, the rest on the same thread right after).
 		t := p.thread(e.Tid)
 		g := t.mgrGroup
-		if e.BufferType == events.DRAM || g == nil || g.types[e.BufferType] != nil {
-			g = &chipAlloc{mesh: true}
+		if e.BufferType == events.DRAM || g == nil || g.dropped || g.types[e.BufferType] != nil {
+			g = p.newGroup(e)
 			t.mgrGroup = g
+			if g == nil {
+				return
+			}
 		}
 		if e.BufferType == events.DRAM {
 			g.blockAlign = e.Alignment
@@ -173,7 +188,6 @@ func (p *proc) capacity(e *events.Event) {
 		buildAllocs(g)
 		return
 	}
-	p.managers[e.Object] = ref
 	c := p.chip(ref.chip)
 	ca := c.allocator()
 	if e.BufferType == events.DRAM {
@@ -181,6 +195,7 @@ func (p *proc) capacity(e *events.Event) {
 		for _, t := range allocTypes {
 			if old := ca.types[t]; old != nil {
 				p.allocTouch(c, t)
+				p.forgetManager(old.ptr, c.id, t)
 				ca.types[t] = nil
 			}
 		}
@@ -189,7 +204,11 @@ func (p *proc) capacity(e *events.Event) {
 	ta := &typeAlloc{ptr: e.Object, cfg: cfg}
 	if old := ca.types[e.BufferType]; old != nil {
 		ta.failures = old.failures
+		p.forgetManager(old.ptr, c.id, e.BufferType)
 	}
+	// A chip's managers are known while they are its own: the process
+	// holds at most four per chip.
+	p.managers[e.Object] = ref
 	ca.types[e.BufferType] = ta
 	p.allocTouch(c, e.BufferType)
 	buildAllocs(c.alloc)
@@ -198,6 +217,65 @@ func (p *proc) capacity(e *events.Event) {
 		// chip's close was not seen): the new one's state is unknown.
 		ta.lose(fmt.Sprintf("bank manager %#x was made while %d bytes of %s buffers were live on the chip", e.Object, c.cur[e.BufferType], e.BufferType))
 	}
+}
+
+// forgetManager forgets bank manager ptr, no longer chip's type-t manager
+// (its allocator was made again), unless ptr now names another.
+func (p *proc) forgetManager(ptr uint64, chip int32, t events.BufferType) {
+	if r, ok := p.managers[ptr]; ok && r.grp == nil && r.chip == chip && r.typ == t {
+		delete(p.managers, ptr)
+	}
+}
+
+// newGroup makes an allocator outside any chip's for the bank manager
+// capacity record e makes, within maxGroups: past it the oldest not tied
+// to a mesh is dropped, or, when every one is, nil (e is refused).
+func (p *proc) newGroup(e *events.Event) *chipAlloc {
+	if len(p.groups) >= maxGroups {
+		i := slices.IndexFunc(p.groups, func(g *chipAlloc) bool { return g.meshPtr == 0 })
+		if i < 0 {
+			p.stats.BankManagersRefused++
+			p.anomaly(anTooManyAllocators, e, "bank manager %#x: the process holds %d allocators made outside a chip's, each its live mesh's: this one is not kept", e.Object, len(p.groups))
+			return nil
+		}
+		old := p.groups[i]
+		p.dropGroup(old)
+		p.stats.AllocatorsDropped++
+		p.anomaly(anTooManyAllocators, e, "bank manager %#x: the process holds %d allocators made outside a chip's: the oldest tied to no mesh (its DRAM manager %#x) is dropped", e.Object, maxGroups, old.firstPtr())
+	}
+	g := &chipAlloc{mesh: true}
+	p.groups = append(p.groups, g)
+	return g
+}
+
+// dropGroup lets an allocator made outside a chip's go: its mesh closed,
+// or room was needed. Its managers are forgotten (a request on one is on a
+// manager not seen made), and its models released; a thread or a waiting
+// request still pointing at it sees it dropped.
+func (p *proc) dropGroup(g *chipAlloc) {
+	for _, ta := range g.types {
+		if ta == nil {
+			continue
+		}
+		if r, ok := p.managers[ta.ptr]; ok && r.grp == g {
+			delete(p.managers, ta.ptr)
+		}
+	}
+	g.types = [events.NumBufferTypes]*typeAlloc{}
+	g.dropped = true
+	if i := slices.Index(p.groups, g); i >= 0 {
+		p.groups = slices.Delete(p.groups, i, i+1)
+	}
+}
+
+// firstPtr is the first of g's bank managers (its DRAM one, as made).
+func (g *chipAlloc) firstPtr() uint64 {
+	for _, t := range allocTypes {
+		if ta := g.types[t]; ta != nil {
+			return ta.ptr
+		}
+	}
+	return 0
 }
 
 func allocatable(t events.BufferType) bool {
@@ -629,7 +707,7 @@ func (p *proc) meshPlace(b *bufEntry, e *events.Event, r *allocReq) {
 		return
 	}
 	var g *chipAlloc
-	if r != nil && r.typ == t && r.e.AllocatorID == 0 {
+	if r != nil && r.typ == t && r.e.AllocatorID == 0 && (r.grp == nil || !r.grp.dropped) {
 		g = r.grp
 	}
 	if g != nil && m.alloc != g {

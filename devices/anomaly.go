@@ -22,6 +22,7 @@ const (
 	anTooManyChips                            // a chip past the process's Options.MaxChips distinct chips
 	anAllocatorRecord                         // an allocator record the ledger cannot use (a bank manager of no buffer type)
 	anAllocatorState                          // an allocation the allocator model cannot place: its state is no longer known
+	anTooManyAllocators                       // an allocator outside a chip's dropped or refused: the process holds maxGroups
 	nAnomalyKinds
 )
 
@@ -42,6 +43,7 @@ var anomalyNames = [nAnomalyKinds]string{
 	anTooManyChips:         "too_many_chips",
 	anAllocatorRecord:      "allocator_record",
 	anAllocatorState:       "allocator_state_lost",
+	anTooManyAllocators:    "too_many_allocators",
 }
 
 // MaxAnomalies caps the detailed lists of one process in the summary: its

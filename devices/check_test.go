@@ -474,6 +474,41 @@ func (c *checker) allocators() {
 			}
 		}
 	}
+	// The bank managers the process knows are those of the allocators
+	// it holds: its chips' own, and at most maxGroups made outside them.
+	if len(p.groups) > maxGroups {
+		c.bad("%d allocators made outside a chip's, more than %d", len(p.groups), maxGroups)
+	}
+	held := map[*chipAlloc]bool{}
+	for _, g := range p.groups {
+		if g.dropped || held[g] {
+			c.bad("allocator of bank manager %#x: dropped (%v) or held twice", g.firstPtr(), g.dropped)
+		}
+		held[g] = true
+	}
+	for _, m := range p.meshes {
+		if m != nil && m.alloc != nil && !held[m.alloc] {
+			c.bad("mesh %#x: its allocator is not held", m.ptr)
+		}
+	}
+	for ptr, r := range p.managers {
+		var ta *typeAlloc
+		switch {
+		case r.grp != nil:
+			if !held[r.grp] {
+				c.bad("bank manager %#x: of an allocator no longer held", ptr)
+				continue
+			}
+			ta = r.grp.typeOf(r.typ)
+		case r.chip >= 0:
+			if cs := p.chips[r.chip]; cs != nil {
+				ta = cs.alloc.typeOf(r.typ)
+			}
+		}
+		if ta == nil || ta.ptr != ptr {
+			c.bad("bank manager %#x (chip %d %s): not its allocator's", ptr, r.chip, r.typ)
+		}
+	}
 	waiting := 0
 	for _, t := range p.threads {
 		if t.req != nil {

@@ -117,8 +117,9 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 }
 
 // meshClose handles distributed::MeshDevice::close: the mesh's buffers and
-// CB groups go, its chips are closed, and the pointer is forgotten (a new
-// MeshDevice may reuse it).
+// CB groups go, its chips are closed, its own allocator (bank managers)
+// is dropped, and the pointer is forgotten (a new MeshDevice may reuse
+// it).
 func (p *proc) meshClose(e *events.Event) {
 	p.stats.MeshCloses++
 	idx, ok := p.meshIdx[e.Device]
@@ -137,6 +138,9 @@ func (p *proc) meshClose(e *events.Event) {
 	chips := append([]int32(nil), m.chips...)
 	for _, id := range chips {
 		p.closeChip(id, e)
+	}
+	if m.alloc != nil {
+		p.dropGroup(m.alloc) // its allocator goes with it
 	}
 	delete(p.meshIdx, e.Device)
 	p.meshes[idx] = nil

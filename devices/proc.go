@@ -62,6 +62,9 @@ type proc struct {
 
 	// The allocator's view (allocator.go).
 	managers map[uint64]mgrRef // BankManager* -> its chip and type
+	// groups: the allocators made outside a chip's (a mesh's) the
+	// process holds, oldest first; at most maxGroups.
+	groups []*chipAlloc
 	// rootWhy: why the open chips were not found from the process's root
 	// at attach (devices/allocmem.go FoundMem; "" when they were or none
 	// was looked for).

@@ -230,6 +230,13 @@ type Stats struct {
 	AllocRequests   uint64 `json:"alloc_requests"`
 	AllocFailures   uint64 `json:"alloc_failures"`
 	AllocOOMs       uint64 `json:"alloc_ooms"`
+	// Allocators made outside a chip's (a MeshDevice's) past the 256 a
+	// process may hold (too_many_allocators anomalies): AllocatorsDropped,
+	// the oldest tied to no mesh, dropped to make room; BankManagersRefused,
+	// bank managers made when every one held was a live mesh's, not kept.
+	// Requests on their managers are on managers not seen made.
+	AllocatorsDropped   uint64 `json:"allocators_dropped"`
+	BankManagersRefused uint64 `json:"bank_managers_refused"`
 }
 
 // leakList is a process's leak lists left in the ledger: one slot number
