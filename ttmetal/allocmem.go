@@ -11,7 +11,9 @@ package ttmetal
 // or tt::tt_metal::v0); a build without them is refused with what is
 // missing. Container layouts are the libstdc++ / boost ABI facts of
 // docs/ttmetal.md §9. Process memory is hostile: every read is bounded,
-// the block chain is walked at most once per slot and must tile the bank.
+// the block chain is walked at most once per slot and must tile the bank;
+// a walk over one process's allocators (MemWalk) reads through a budget
+// (procfs.Mem, AllocBudget) and reads a list several managers share once.
 
 import (
 	"debug/dwarf"
@@ -22,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/tttrace/tttrace/elfx"
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // BankManagerLayout are the member offsets a bank manager is read with.
@@ -43,6 +46,33 @@ const (
 	// banks in HYBRID mode).
 	maxAllocators = 4096
 )
+
+// AllocBudget bounds what reading one process's allocators from its
+// memory may take, across all its chips and all its life in tttrace: the
+// bytes and reads of its memory (charged by procfs.Mem) and the blocks of
+// the free lists handed to the ledger (a list counted once per chip it is
+// read for). Each field is what is left.
+type AllocBudget struct {
+	Mem    procfs.MemBudget
+	Blocks int64
+}
+
+// The default AllocBudget, sized so that reading a process's allocators
+// takes a few tens of milliseconds at most (it is read on the records'
+// goroutine while the process runs on) and a few tens of MB, while an
+// honest process fits many times over (its lists hold one block per live
+// buffer and per hole: a few thousand per chip; reading a chip's four
+// managers takes about 120 reads).
+const (
+	AllocBudgetBytes  = 8 << 20
+	AllocBudgetReads  = 8192
+	AllocBudgetBlocks = 1 << 18
+)
+
+// DefaultAllocBudget is a full budget for one process.
+func DefaultAllocBudget() AllocBudget {
+	return AllocBudget{Mem: procfs.MemBudget{Bytes: AllocBudgetBytes, Reads: AllocBudgetReads}, Blocks: AllocBudgetBlocks}
+}
 
 // AllocatorLayouts are what reading a process's allocators from its memory
 // needs from one library, each with why it is missing: the bank manager's
@@ -333,9 +363,45 @@ type MemBankManager struct {
 
 // ReadBankManager reads the bank manager at ptr from mem (a process's
 // memory, read at virtual addresses) with layout l. Every value is
-// checked; an error says what did not check out.
+// checked; an error says what did not check out. Its free list is bounded
+// by MaxMemBlocks slots only: a walk over a process's allocators reads
+// them through a MemWalk.
 func ReadBankManager(mem io.ReaderAt, ptr uint64, l *BankManagerLayout) (*MemBankManager, error) {
-	rd := memReader{mem: mem}
+	return NewMemWalk(mem, nil).ReadBankManager(ptr, l)
+}
+
+// MemWalk reads one process's bank managers from mem, which bounds the
+// bytes and reads (a procfs.Mem), under a bound of its own on the blocks
+// it hands out. Each manager read hands its list's blocks out once more
+// (the ledger models one list per chip and type), but a free list several
+// managers point to (all of a process's chips may share one) is read from
+// the process once per walk.
+type MemWalk struct {
+	mem io.ReaderAt
+	// blocks left to hand out; nil: no bound but MaxMemBlocks per list.
+	blocks *int64
+	lists  map[uint64]*memList // by the free list's address
+}
+
+// memList is a free list read in a walk, or why it could not be.
+type memList struct {
+	bankSize, offset, blockAlign uint64
+	blocks                       []MemBlock
+	err                          error
+}
+
+// NewMemWalk reads from mem, handing out at most *blocks blocks in all
+// (nil: no such bound); *blocks is what is left after each read.
+func NewMemWalk(mem io.ReaderAt, blocks *int64) *MemWalk {
+	return &MemWalk{mem: mem, blocks: blocks}
+}
+
+// ReadBankManager reads the bank manager at ptr with layout l. Every
+// value is checked; an error says what did not check out. Over the blocks
+// bound, the error wraps procfs.ErrMemBudget, as does a read over mem's
+// budget.
+func (w *MemWalk) ReadBankManager(ptr uint64, l *BankManagerLayout) (*MemBankManager, error) {
+	rd := memReader{mem: w.mem}
 	m := &MemBankManager{}
 	bt := rd.u32(ptr + uint64(l.BufferType))
 	m.BufferType = int32(bt)
@@ -364,21 +430,50 @@ func ReadBankManager(mem io.ReaderAt, ptr uint64, l *BankManagerLayout) (*MemBan
 	if rd.err != nil || fl == 0 {
 		return nil, fmt.Errorf("BankManager at %#x: allocator 0 unreadable or null (%v)", ptr, rd.err)
 	}
-	m.BankSize = rd.u64(fl + uint64(l.MaxSize))
-	m.Offset = rd.u64(fl + uint64(l.Offset))
-	m.BlockAlign = rd.u64(fl + uint64(l.MinAlloc))
+	list := w.lists[fl]
+	if list == nil {
+		list = w.readList(fl, l)
+		if w.lists == nil {
+			w.lists = map[uint64]*memList{}
+		}
+		w.lists[fl] = list
+	}
+	if list.err != nil {
+		return nil, list.err
+	}
+	if w.blocks != nil {
+		if int64(len(list.blocks)) > *w.blocks {
+			return nil, fmt.Errorf("%w: free list at %#x holds %d blocks, %d left to hold", procfs.ErrMemBudget, fl, len(list.blocks), *w.blocks)
+		}
+		*w.blocks -= int64(len(list.blocks))
+	}
+	m.BankSize, m.Offset, m.BlockAlign, m.Blocks = list.bankSize, list.offset, list.blockAlign, list.blocks
+	return m, nil
+}
+
+// readList reads the free list at fl: its size, offset, alignment and
+// blocks, walked over its slots.
+func (w *MemWalk) readList(fl uint64, l *BankManagerLayout) *memList {
+	rd := memReader{mem: w.mem}
+	m := &memList{}
+	fail := func(format string, args ...any) *memList {
+		return &memList{err: fmt.Errorf(format, args...)}
+	}
+	m.bankSize = rd.u64(fl + uint64(l.MaxSize))
+	m.offset = rd.u64(fl + uint64(l.Offset))
+	m.blockAlign = rd.u64(fl + uint64(l.MinAlloc))
 	align := rd.u64(fl + uint64(l.FreeAlign))
 	shrink := rd.u64(fl + uint64(l.Shrink))
 	if rd.err != nil {
-		return nil, fmt.Errorf("free list at %#x: %w", fl, rd.err)
+		return fail("free list at %#x: %w", fl, rd.err)
 	}
 	switch {
-	case m.BankSize == 0 || m.BankSize > 1<<44:
-		return nil, fmt.Errorf("free list at %#x: size %d", fl, m.BankSize)
-	case m.BlockAlign == 0 || m.BlockAlign > 1<<20 || align != m.BlockAlign:
-		return nil, fmt.Errorf("free list at %#x: min allocation %d, alignment %d (tttrace models them equal)", fl, m.BlockAlign, align)
+	case m.bankSize == 0 || m.bankSize > 1<<44:
+		return fail("free list at %#x: size %d", fl, m.bankSize)
+	case m.blockAlign == 0 || m.blockAlign > 1<<20 || align != m.blockAlign:
+		return fail("free list at %#x: min allocation %d, alignment %d (tttrace models them equal)", fl, m.blockAlign, align)
 	case shrink != 0:
-		return nil, fmt.Errorf("free list at %#x is shrunk by %d bytes (not modelled)", fl, shrink)
+		return fail("free list at %#x is shrunk by %d bytes (not modelled)", fl, shrink)
 	}
 	vec := func(off int64, elem uint64) ([]byte, uint64) {
 		begin := rd.u64(fl + uint64(off))
@@ -399,10 +494,10 @@ func ReadBankManager(mem io.ReaderAt, ptr uint64, l *BankManagerLayout) (*MemBan
 	alloc, nal := vec(l.BlockAllocated, 1)
 	meta, nm := vec(l.MetaAllocated, 1)
 	if rd.err != nil {
-		return nil, fmt.Errorf("free list at %#x: %w", fl, rd.err)
+		return fail("free list at %#x: %w", fl, rd.err)
 	}
 	if ns != na || np != na || nn != na || nal != na || nm != na {
-		return nil, fmt.Errorf("free list at %#x: its block vectors differ in length (%d %d %d %d %d %d)", fl, na, ns, np, nn, nal, nm)
+		return fail("free list at %#x: its block vectors differ in length (%d %d %d %d %d %d)", fl, na, ns, np, nn, nal, nm)
 	}
 	at := func(b []byte, i uint64) uint64 { return binary.LittleEndian.Uint64(b[i*8:]) }
 	// The chain starts at the live slot with no previous block.
@@ -410,33 +505,36 @@ func ReadBankManager(mem io.ReaderAt, ptr uint64, l *BankManagerLayout) (*MemBan
 	for i := range na {
 		if meta[i] != 0 && int64(at(prevs, i)) == -1 {
 			if head >= 0 {
-				return nil, fmt.Errorf("free list at %#x: two first blocks (%d, %d)", fl, head, i)
+				return fail("free list at %#x: two first blocks (%d, %d)", fl, head, i)
 			}
 			head = int64(i)
 		}
 	}
 	if head < 0 {
-		return nil, fmt.Errorf("free list at %#x: no first block among %d slots", fl, na)
+		return fail("free list at %#x: no first block among %d slots", fl, na)
 	}
 	var pos uint64
 	prev := int64(-1)
 	for i, steps := head, uint64(0); i != -1; steps++ {
 		if i < 0 || uint64(i) >= na || steps >= na || meta[i] == 0 {
-			return nil, fmt.Errorf("free list at %#x: chain broken at slot %d", fl, i)
+			return fail("free list at %#x: chain broken at slot %d", fl, i)
+		}
+		if w.blocks != nil && int64(len(m.blocks)) >= *w.blocks {
+			return fail("%w: free list at %#x holds more than the %d blocks left to hold", procfs.ErrMemBudget, fl, *w.blocks)
 		}
 		u := uint64(i)
 		a, s := at(addrs, u), at(sizes, u)
-		if a != pos || s == 0 || s > m.BankSize-pos || int64(at(prevs, u)) != prev {
-			return nil, fmt.Errorf("free list at %#x: block %d [%#x +%d] does not follow at %#x", fl, i, a, s, pos)
+		if a != pos || s == 0 || s > m.bankSize-pos || int64(at(prevs, u)) != prev {
+			return fail("free list at %#x: block %d [%#x +%d] does not follow at %#x", fl, i, a, s, pos)
 		}
-		m.Blocks = append(m.Blocks, MemBlock{Addr: a, Size: s, Allocated: alloc[u] != 0})
+		m.blocks = append(m.blocks, MemBlock{Addr: a, Size: s, Allocated: alloc[u] != 0})
 		pos += s
 		prev, i = i, int64(at(nexts, u))
 	}
-	if pos != m.BankSize {
-		return nil, fmt.Errorf("free list at %#x: blocks cover %d of %d bytes", fl, pos, m.BankSize)
+	if pos != m.bankSize {
+		return fail("free list at %#x: blocks cover %d of %d bytes", fl, pos, m.bankSize)
 	}
-	return m, nil
+	return m
 }
 
 // memReader reads little-endian values, keeping the first error.
@@ -453,16 +551,24 @@ func (r *memReader) bytes(addr, n uint64) []byte {
 		r.err = fmt.Errorf("address %#x +%d out of range", addr, n)
 		return nil
 	}
-	b := make([]byte, n)
-	if n == 0 {
-		return b
-	}
-	if _, err := r.mem.ReadAt(b, int64(addr)); err != nil {
-		r.err = fmt.Errorf("read %d bytes at %#x: %w", n, addr, err)
-		return nil
+	// In pieces, so that what is held grows only with what was read: a
+	// bounded reader (procfs.Mem) refuses a read past its budget before
+	// a crafted length is allocated whole.
+	b := make([]byte, 0, min(n, memChunk))
+	for uint64(len(b)) < n {
+		c := min(n-uint64(len(b)), memChunk)
+		at := len(b)
+		b = append(b, make([]byte, c)...)
+		if _, err := r.mem.ReadAt(b[at:], int64(addr)+int64(at)); err != nil {
+			r.err = fmt.Errorf("read %d bytes at %#x: %w", n, addr, err)
+			return nil
+		}
 	}
 	return b
 }
+
+// memChunk is the most read from a process's memory at once.
+const memChunk = 1 << 20
 
 func (r *memReader) u64(addr uint64) uint64 {
 	if b := r.bytes(addr, 8); b != nil {

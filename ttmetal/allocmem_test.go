@@ -3,8 +3,12 @@ package ttmetal
 import (
 	"encoding/binary"
 	"errors"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // fakeMem is a process's memory: regions at addresses; reads outside fail.
@@ -61,8 +65,10 @@ func bmMemory(slots []testSlot, bankSize uint64) fakeMem {
 		{160, 1, func(s testSlot) uint64 { return b2u(s.alloc) }},
 		{184, 1, func(s testSlot) uint64 { return b2u(s.meta) }},
 	}
+	// Arrays apart by at least 64 KiB, and by more than the longest.
+	stride := max(uint64(0x10000), (n*8+0xffff)&^0xffff)
 	for i, a := range arrays {
-		base := uint64(0x10000 * (i + 1))
+		base := 0x10000 + stride*uint64(i)
 		buf := make([]byte, n*a.elem)
 		for j, s := range slots {
 			if a.elem == 8 {
@@ -156,5 +162,65 @@ func TestBareTypeName(t *testing.T) {
 		if got := bareTypeName(in); got != want {
 			t.Errorf("bareTypeName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// countMem counts the reads and bytes served from mem.
+type countMem struct {
+	mem          io.ReaderAt
+	reads, bytes int
+}
+
+func (c *countMem) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	c.bytes += len(p)
+	return c.mem.ReadAt(p, off)
+}
+
+// A walk reads a list two managers share once, hands its blocks out per
+// manager within its bound, and refuses a read past its memory's budget
+// before allocating what a crafted length asks for.
+func TestMemWalkBudget(t *testing.T) {
+	slots := []testSlot{
+		{addr: 0, size: 0x100, prev: -1, next: 1, alloc: true, meta: true},
+		{addr: 0x100, size: 0xf00, prev: 0, next: -1, meta: true},
+	}
+	mem := bmMemory(slots, 0x1000)
+	mem[0x3000] = append([]byte(nil), mem[0x1000]...) // a second manager, its list the same
+	cm := &countMem{mem: mem}
+	budget := procfs.MemBudget{Bytes: 1 << 20, Reads: 1000}
+	blocks := int64(3)
+	w := NewMemWalk(procfs.NewMem(cm, &budget), &blocks)
+	a, err := w.ReadBankManager(0x1000, &testBMLayout)
+	if err != nil || len(a.Blocks) != 2 || blocks != 1 {
+		t.Fatalf("first: %+v %v, %d blocks left", a, err, blocks)
+	}
+	first := cm.bytes
+	if _, err := w.ReadBankManager(0x3000, &testBMLayout); !errors.Is(err, procfs.ErrMemBudget) {
+		t.Errorf("second, 2 blocks with 1 left: %v", err)
+	}
+	if again := cm.bytes - first; again > 64 {
+		t.Errorf("the shared list read again: %d more bytes (the first read %d)", again, first)
+	}
+	if int64(cm.bytes) != 1<<20-budget.Bytes || int64(cm.reads) != 1000-budget.Reads {
+		t.Errorf("%d bytes in %d reads served, budget charged %d in %d", cm.bytes, cm.reads, 1<<20-budget.Bytes, 1000-budget.Reads)
+	}
+
+	// A block vector that says it holds MaxMemBlocks slots (8 MiB), with
+	// 1 MiB to read: refused, and not allocated whole.
+	mem = bmMemory(slots, 0x1000)
+	le := binary.LittleEndian
+	le.PutUint64(mem[0x2000][64+8:], 0x10000+8*MaxMemBlocks)
+	budget = procfs.MemBudget{Bytes: 1 << 20, Reads: 1000}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = NewMemWalk(procfs.NewMem(mem, &budget), nil).ReadBankManager(0x1000, &testBMLayout)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, procfs.ErrMemBudget) {
+		t.Errorf("8 MiB with 1 MiB left: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 2<<20 {
+		t.Errorf("%d bytes allocated for a read refused", n)
 	}
 }
