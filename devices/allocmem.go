@@ -121,6 +121,32 @@ func (l *Ledger) FoundMem(pid uint32, chip int32, t events.BufferType, ptr uint6
 	return MemWant{Pid: pid, Chip: chip, Type: t, Manager: ptr}, true
 }
 
+// MemChips says, for each of chips (found open in pid's memory at attach,
+// in order), whether its allocators may be read: a chip the process has
+// already, or a new one while it may have one more (--max-chips). Those
+// past the bound are not read at all: reading costs what the process
+// makes it cost.
+func (l *Ledger) MemChips(pid uint32, chips []int32) []bool {
+	p := l.proc(pid)
+	limit := p.hooks.maxChips
+	if limit <= 0 {
+		limit = DefaultMaxChips
+	}
+	room := limit - len(p.chips)
+	admit := make([]bool, len(chips))
+	added := map[int32]bool{}
+	for i, c := range chips {
+		switch {
+		case p.chips[c] != nil || added[c]:
+			admit[i] = true
+		case room > 0:
+			admit[i], added[c] = true, true
+			room--
+		}
+	}
+	return admit
+}
+
 // SetRootWhy records why pid's open chips could not be found from its
 // root at attach (said by every chip without an allocator view).
 func (l *Ledger) SetRootWhy(pid uint32, why string) { l.proc(pid).rootWhy = why }

@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 
 	allocmodel "github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
@@ -14,18 +13,74 @@ import (
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
-// MemReader is a Backend that can read a TT-Metal bank manager from a
-// traced process's memory (a chip whose allocator was made before tttrace
-// attached; devices/allocmem.go).
+// MemReader is a Backend that can read a traced process's allocators from
+// its memory (a chip whose allocator was made before tttrace attached;
+// devices/allocmem.go).
 type MemReader interface {
-	ReadBankManager(pid uint32, ptr uint64) (*ttmetal.MemBankManager, error)
+	// AllocMem opens pid's memory to read its allocators, every read
+	// charged to b (ttmetal.AllocBudget).
+	AllocMem(pid uint32, b *ttmetal.AllocBudget) (AllocMem, error)
 }
 
-// RootReader is a Backend that can find a traced process's open chips
-// and their bank managers from the process's own root of its devices
-// (ttmetal.ReadDevices).
-type RootReader interface {
-	ReadDevices(pid uint32) ([]ttmetal.MemDevice, error)
+// AllocMem is one process's memory opened to read its allocators.
+type AllocMem interface {
+	// ReadDevices finds the process's open chips and their bank managers
+	// from its own root of its devices (ttmetal.ReadDevices).
+	ReadDevices() ([]ttmetal.MemDevice, error)
+	// ReadBankManager reads the bank manager at ptr; a free list several
+	// managers share is read from the process once (ttmetal.MemWalk).
+	ReadBankManager(ptr uint64) (*ttmetal.MemBankManager, error)
+	Close() error
+}
+
+// memBudget is what reading one process's allocators may still take
+// (ttmetal.AllocBudget: the bytes and reads of its memory, the blocks of
+// the lists the ledger holds), over all its chips and its whole life in
+// tttrace. Once a read goes over it, over says why, and nothing more is
+// read from that process: its allocators read from memory are refused
+// with that one reason.
+type memBudget struct {
+	b    ttmetal.AllocBudget
+	set  bool
+	over string
+}
+
+// budget is the process's budget, full at its first use.
+func (m *memBudget) budget() *ttmetal.AllocBudget {
+	if !m.set {
+		m.b, m.set = ttmetal.DefaultAllocBudget(), true
+	}
+	return &m.b
+}
+
+// overBudget says why reading pid's allocators went over its budget (err
+// wraps procfs.ErrMemBudget), in words for people, and marks it so.
+func (s *session) overBudget(pid uint32, st *procState, err error) string {
+	if st.mem.over == "" {
+		st.mem.over = fmt.Sprintf("reading the process's allocators from its memory would take more than tttrace allows one process "+
+			"(%d MiB in %d reads of its memory, %d blocks of free lists, across its chips): not read (%v)",
+			ttmetal.AllocBudgetBytes>>20, ttmetal.AllocBudgetReads, ttmetal.AllocBudgetBlocks, err)
+		fmt.Fprintf(s.log, "tttrace: pid %d: %s\n", pid, st.mem.over)
+	}
+	return st.mem.over
+}
+
+// openAllocMem opens pid's memory to read its allocators within its
+// budget, or says why not.
+func (s *session) openAllocMem(pid uint32) (AllocMem, *procState, error) {
+	r, ok := s.be.(MemReader)
+	if !ok {
+		return nil, nil, errors.New("this backend reads no process memory")
+	}
+	st := s.procs[pid]
+	if st == nil {
+		return nil, nil, fmt.Errorf("pid %d is not traced", pid)
+	}
+	if st.mem.over != "" {
+		return nil, st, errors.New(st.mem.over)
+	}
+	am, err := r.AllocMem(pid, st.mem.budget())
+	return am, st, err
 }
 
 // readAllocators reads the bank managers the ledger asks for, at once:
@@ -33,14 +88,19 @@ type RootReader interface {
 // around the read by their times).
 func (s *session) readAllocators() {
 	for _, w := range s.ledger.TakeMemWants() {
-		r, ok := s.be.(MemReader)
-		if !ok {
-			s.ledger.InstallMem(w, nil, errors.New("this backend reads no process memory"))
+		am, st, err := s.openAllocMem(w.Pid)
+		if err != nil {
+			s.ledger.InstallMem(w, nil, err)
 			continue
 		}
 		from := monotonicNow()
-		m, err := r.ReadBankManager(w.Pid, w.Manager)
-		s.installMem(w, m, err, from, monotonicNow())
+		m, err := am.ReadBankManager(w.Manager)
+		to := monotonicNow()
+		am.Close()
+		if errors.Is(err, procfs.ErrMemBudget) {
+			err = errors.New(s.overBudget(w.Pid, st, err))
+		}
+		s.installMem(w, m, err, from, to)
 	}
 }
 
@@ -67,24 +127,63 @@ func (s *session) installMem(w devices.MemWant, m *ttmetal.MemBankManager, err e
 // the allocators at attach"). Its probes are attached already: every later
 // change has a record, folded in by time around each read. Where the root
 // cannot be walked, every chip without a view says why.
+//
+// What a process can make this cost is bounded: the chips past
+// --max-chips are not read at all, everything read is charged to the
+// process's budget (memBudget), and a free list several chips share is
+// read once. Nothing is installed until every manager is read: a process
+// over its budget has no allocator read from memory, and one reason.
 func (s *session) readRoot(pid uint32) {
-	rr, ok := s.be.(RootReader)
-	mr, ok2 := s.be.(MemReader)
-	if !ok || !ok2 {
+	if _, ok := s.be.(MemReader); !ok {
 		return
 	}
-	devs, err := rr.ReadDevices(pid)
+	am, st, err := s.openAllocMem(pid)
 	if err != nil {
+		if st != nil && st.mem.over != "" {
+			s.ledger.SetRootWhy(pid, st.mem.over)
+			return
+		}
 		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
 		s.ledger.SetRootWhy(pid, err.Error())
 		return
 	}
-	failed, firstErr := 0, ""
-	for _, d := range devs {
+	defer am.Close()
+	devs, err := am.ReadDevices()
+	if err != nil {
+		if errors.Is(err, procfs.ErrMemBudget) {
+			s.ledger.SetRootWhy(pid, s.overBudget(pid, st, err))
+			return
+		}
+		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
+		s.ledger.SetRootWhy(pid, err.Error())
+		return
+	}
+	chips := make([]int32, len(devs))
+	for i, d := range devs {
+		chips[i] = d.Chip
+	}
+	admit := s.ledger.MemChips(pid, chips)
+	type found struct {
+		chip     int32
+		ptr      uint64
+		m        *ttmetal.MemBankManager
+		from, to uint64
+	}
+	var got []found
+	failed, firstErr, past := 0, "", 0
+	for i, d := range devs {
+		if !admit[i] {
+			past++
+			continue
+		}
 		for _, ptr := range d.Managers {
 			from := monotonicNow()
-			m, err := mr.ReadBankManager(pid, ptr)
+			m, err := am.ReadBankManager(ptr)
 			to := monotonicNow()
+			if errors.Is(err, procfs.ErrMemBudget) {
+				s.ledger.SetRootWhy(pid, s.overBudget(pid, st, err))
+				return
+			}
 			if err != nil {
 				// One line for the first (a missing layout fails them all alike).
 				if failed++; failed == 1 {
@@ -97,10 +196,16 @@ func (s *session) readRoot(pid uint32) {
 				fmt.Fprintf(s.log, "tttrace: pid %d chip %d: bank manager %#x holds buffer type %d\n", pid, d.Chip, ptr, m.BufferType)
 				continue
 			}
-			if w, ok := s.ledger.FoundMem(pid, d.Chip, events.BufferType(m.BufferType), ptr); ok {
-				s.installMem(w, m, nil, from, to)
-			}
+			got = append(got, found{chip: d.Chip, ptr: ptr, m: m, from: from, to: to})
 		}
+	}
+	for _, f := range got {
+		if w, ok := s.ledger.FoundMem(pid, f.chip, events.BufferType(f.m.BufferType), f.ptr); ok {
+			s.installMem(w, f.m, nil, f.from, f.to)
+		}
+	}
+	if past > 0 {
+		fmt.Fprintf(s.log, "tttrace: pid %d: %d open chip(s) past --max-chips: their allocators not read\n", pid, past)
 	}
 	if failed > 1 {
 		fmt.Fprintf(s.log, "tttrace: pid %d: %d more bank managers not read from memory\n", pid, failed-1)
@@ -162,55 +267,65 @@ func (p *probedLib) allocLayouts() *ttmetal.AllocatorLayouts {
 	return &p.layouts
 }
 
-// ReadBankManager reads the bank manager at ptr in process pid, with the
-// layout of the TT-Metal library pid maps (from its DWARF, read once).
-func (b *bpfBackend) ReadBankManager(pid uint32, ptr uint64) (*ttmetal.MemBankManager, error) {
+// AllocMem opens pid's memory to read its allocators with the layouts of
+// the TT-Metal library pid maps (from its DWARF, read once), within b.
+func (b *bpfBackend) AllocMem(pid uint32, budget *ttmetal.AllocBudget) (AllocMem, error) {
 	p, err := b.libraryOf(int(pid))
 	if err != nil {
 		return nil, err
 	}
-	ls := p.allocLayouts()
+	mem, err := procfs.OpenMem(int(pid), &budget.Mem)
+	if err != nil {
+		return nil, err
+	}
+	return &procAllocMem{mem: mem, walk: ttmetal.NewMemWalk(mem, &budget.Blocks), lib: p,
+		bias: func() (uint64, error) { return loadBias(int(pid), p.path) }}, nil
+}
+
+// procAllocMem is a process's memory opened to read its allocators with
+// its library's layouts.
+type procAllocMem struct {
+	mem  *procfs.Mem
+	walk *ttmetal.MemWalk
+	lib  *probedLib
+	// bias is what the process added to the library's link-time addresses.
+	bias func() (uint64, error)
+}
+
+// ReadBankManager reads the bank manager at ptr, with the layout of the
+// library's DWARF.
+func (a *procAllocMem) ReadBankManager(ptr uint64) (*ttmetal.MemBankManager, error) {
+	ls := a.lib.allocLayouts()
 	if ls.BankManagerErr != nil {
 		return nil, fmt.Errorf("no layout of BankManager: %w", ls.BankManagerErr)
 	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer mem.Close()
-	return ttmetal.ReadBankManager(mem, ptr, ls.BankManager)
+	return a.walk.ReadBankManager(ptr, ls.BankManager)
 }
 
-// ReadDevices walks pid's root of its open chips, with the layout of the
-// TT-Metal library pid maps (from its symbols and DWARF, read once) and
-// that library's load bias in pid. A process with no MetalContext yet has
-// no open chip: no DWARF is needed to say so, and none is waited for.
-func (b *bpfBackend) ReadDevices(pid uint32) ([]ttmetal.MemDevice, error) {
-	p, err := b.libraryOf(int(pid))
-	if err != nil {
-		return nil, err
-	}
+// ReadDevices walks the process's root of its open chips, with the layout
+// of the library (from its symbols and DWARF, read once) and its load bias
+// in the process. A process with no MetalContext yet has no open chip: no
+// DWARF is needed to say so, and none is waited for.
+func (a *procAllocMem) ReadDevices() ([]ttmetal.MemDevice, error) {
+	p := a.lib
 	if p.symErr != nil {
 		return nil, p.symErr
 	}
-	bias, err := loadBias(int(pid), p.path)
+	bias, err := a.bias()
 	if err != nil {
 		return nil, err
 	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer mem.Close()
-	if found, err := ttmetal.AnyContext(mem, p.addr+bias, p.slots); err != nil || !found {
+	if found, err := ttmetal.AnyContext(a.mem, p.addr+bias, p.slots); err != nil || !found {
 		return nil, err
 	}
 	ls := p.allocLayouts()
 	if ls.RootErr != nil {
 		return nil, ls.RootErr
 	}
-	return ttmetal.ReadDevices(mem, ls.Root.Contexts+bias, ls.Root)
+	return ttmetal.ReadDevices(a.mem, ls.Root.Contexts+bias, ls.Root)
 }
+
+func (a *procAllocMem) Close() error { return a.mem.Close() }
 
 // loadBias is what pid added to the link-time addresses of the library at
 // path: the start of its mapping of the file's first loadable segment,

@@ -20,7 +20,8 @@ import (
 )
 
 // rootBackend is a fakeBackend that finds the open chips of a process from
-// its root (ReadDevices) and reads bank managers (ReadBankManager).
+// its root (ReadDevices) and reads bank managers (ReadBankManager) as
+// given, whatever the budget.
 type rootBackend struct {
 	*fakeBackend
 	devs    []ttmetal.MemDevice
@@ -29,14 +30,21 @@ type rootBackend struct {
 	reads   int
 }
 
-func (b *rootBackend) ReadDevices(uint32) ([]ttmetal.MemDevice, error) { return b.devs, b.rootErr }
-func (b *rootBackend) ReadBankManager(_ uint32, ptr uint64) (*ttmetal.MemBankManager, error) {
-	b.reads++
-	if m, ok := b.mgrs[ptr]; ok {
-		return m, nil
+func (b *rootBackend) AllocMem(uint32, *ttmetal.AllocBudget) (AllocMem, error) {
+	return rootMem{b}, nil
+}
+
+type rootMem struct{ b *rootBackend }
+
+func (m rootMem) ReadDevices() ([]ttmetal.MemDevice, error) { return m.b.devs, m.b.rootErr }
+func (m rootMem) ReadBankManager(ptr uint64) (*ttmetal.MemBankManager, error) {
+	m.b.reads++
+	if mm, ok := m.b.mgrs[ptr]; ok {
+		return mm, nil
 	}
 	return nil, errors.New("unreadable")
 }
+func (rootMem) Close() error { return nil }
 
 // -p on a process whose chip opened before the attach and allocates
 // nothing after it: its bank managers are found at attach from the

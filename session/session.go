@@ -206,6 +206,9 @@ type procState struct {
 	inLedger bool
 	watched  bool // a pidfd watches its end
 	ending   bool // its end is queued in session.ends
+	// mem: what reading its allocators from its memory may still take
+	// (allocmem.go).
+	mem memBudget
 }
 
 type exitNote struct {
