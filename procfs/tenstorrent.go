@@ -21,6 +21,9 @@ type TTDevice struct {
 	// PCIDeviceID: the PCI device id ("0x401e" Wormhole, "0xb140"
 	// Blackhole), "" when sysfs does not say.
 	PCIDeviceID string
+	// Rdev is the character device's number (st_rdev): a process that
+	// holds the device open has a file of that number open (HeldDevices).
+	Rdev uint64
 }
 
 // MaxTTDevices bounds the entries read from a /dev/tenstorrent (a host
@@ -78,7 +81,7 @@ func TTDevices(root, sys string) ([]TTDevice, error) {
 		if !IsPCIAddress(pci) {
 			continue
 		}
-		d := TTDevice{Num: num, PCI: pci}
+		d := TTDevice{Num: num, PCI: pci, Rdev: uint64(st.Rdev)}
 		if b, err := ReadFile(filepath.Join(char, "device", "device"), 64); err == nil {
 			d.PCIDeviceID = strings.TrimSpace(string(b))
 		}

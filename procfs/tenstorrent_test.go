@@ -62,7 +62,7 @@ func TestTTDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []TTDevice{{0, "0000:c1:00.0", "0x401e"}, {1, "0000:02:00.0", "0x401e"}}
+	want := []TTDevice{{0, "0000:c1:00.0", "0x401e", unix.Mkdev(511, 0)}, {1, "0000:02:00.0", "0x401e", unix.Mkdev(511, 1)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
