@@ -41,6 +41,12 @@ type ChipMap struct {
 	why  string    // set: nothing is known, for this reason
 	// visible: TT_VISIBLE_DEVICES as the process has it (for people).
 	visible string
+	// held: the devices (N of /dev/tenstorrent/N) the process was seen
+	// holding open, once looked at (Holding); nil: not looked at, every
+	// chip named as its environment says. heldWhy: why its open files
+	// could not all be looked at.
+	held    map[int]bool
+	heldWhy string
 }
 
 // The environment variables that decide the chip ids (docs/ttmetal.md).
@@ -163,6 +169,32 @@ func quoteShort(s string) string {
 	return strconv.Quote(s)
 }
 
+// Devices are the N of the /dev/tenstorrent/N behind the map's chip ids:
+// the devices a process must hold open to be counted on their chips.
+func (m *ChipMap) Devices() []int {
+	out := make([]int, len(m.pcie))
+	for i, d := range m.pcie {
+		out[i] = d.Num
+	}
+	return out
+}
+
+// Holding is m naming only the chips whose device the process holds open:
+// a process's environment is its own to write, and a TT_VISIBLE_DEVICES
+// naming a chip it never opened must not add its memory to that chip's
+// host-wide sums (TT-Metal opens every PCIe chip it uses: UMD keeps its
+// /dev/tenstorrent/N open). held are the N seen held; why, when set, says
+// why the process's open files could not all be looked at. The other
+// chips carry chip_uid null and the reason.
+func (m ChipMap) Holding(held []int, why string) ChipMap {
+	m.held = make(map[int]bool, len(held))
+	for _, n := range held {
+		m.held[n] = true
+	}
+	m.heldWhy = why
+	return m
+}
+
 // Known says whether the map was read (a zero ChipMap was not).
 func (m *ChipMap) Known() bool { return m.why != "" || m.pcie != nil }
 
@@ -179,6 +211,29 @@ func (m *ChipMap) Identity(chip int32) ChipIdentity {
 		return ChipIdentity{Why: fmt.Sprintf("past the process's %d PCIe chip(s) with a known address: a chip reached over Ethernet (n300, T3K), known only to UMD's cluster descriptor in the process", len(m.pcie))}
 	}
 	d := m.pcie[chip]
+	if m.held != nil && !m.held[d.Num] {
+		why := fmt.Sprintf("the process was not seen holding /dev/tenstorrent/%d (%s) open, which its chip id names: not counted on that chip", d.Num, d.PCI)
+		if m.heldWhy != "" {
+			why += " (" + m.heldWhy + ")"
+		}
+		return ChipIdentity{Why: why}
+	}
 	uid := d.PCI
 	return ChipIdentity{UID: &uid, PCI: d.PCI, Dev: "/dev/tenstorrent/" + strconv.Itoa(d.Num)}
+}
+
+// SetChips gives pid's current process the chip map m (its physical chips
+// as known now: ChipMap.Holding grows as it opens its devices).
+func (l *Ledger) SetChips(pid uint32, m ChipMap) {
+	if p := l.procs[pid]; p != nil {
+		p.info.Chips = m
+	}
+}
+
+// ChipCount is how many chips pid's current process has in the ledger.
+func (l *Ledger) ChipCount(pid uint32) int {
+	if p := l.procs[pid]; p != nil {
+		return len(p.chips)
+	}
+	return 0
 }

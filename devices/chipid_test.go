@@ -71,3 +71,39 @@ func TestChipMap(t *testing.T) {
 		t.Errorf("zero map: %+v", id)
 	}
 }
+
+// A chip is named only when the process holds its device open, once its
+// open files were looked at (Holding); the others say why, with the
+// device their id names.
+func TestChipMapHolding(t *testing.T) {
+	devs := []PCIChip{{0, "0000:c1:00.0", "0x401e"}, {1, "0000:02:00.0", "0x401e"}, {2, "0000:05:00.0", "0x401e"}}
+	m := NewChipMap(envOf(), devs, nil)
+	if got := m.Devices(); len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 0 {
+		t.Errorf("devices %v, want [1 2 0] (chip id order)", got)
+	}
+	if id := m.Identity(0); id.UID == nil {
+		t.Errorf("not looked at: chip 0 %+v, want named", id)
+	}
+	h := m.Holding([]int{2}, "")
+	if id := h.Identity(1); id.UID == nil || *id.UID != "0000:05:00.0" || id.Dev != "/dev/tenstorrent/2" {
+		t.Errorf("held: chip 1 %+v", id)
+	}
+	for _, chip := range []int32{0, 2} {
+		id := h.Identity(chip)
+		if id.UID != nil || id.PCI != "" || !strings.Contains(id.Why, "/dev/tenstorrent/") || !strings.Contains(id.Why, "not seen holding") {
+			t.Errorf("not held: chip %d %+v", chip, id)
+		}
+	}
+	none := m.Holding(nil, "it holds more than 16384 open files")
+	if id := none.Identity(1); id.UID != nil || !strings.Contains(id.Why, "16384 open files") {
+		t.Errorf("none held: %+v", id)
+	}
+	// The map the process was looked at with is a copy: m is unchanged.
+	if id := m.Identity(0); id.UID == nil {
+		t.Errorf("m changed by Holding: %+v", id)
+	}
+	vis := NewChipMap(envOf("TT_VISIBLE_DEVICES", "2"), devs, nil).Holding([]int{0}, "")
+	if id := vis.Identity(0); id.UID == nil || *id.UID != "0000:c1:00.0" {
+		t.Errorf("TT_VISIBLE_DEVICES=2 holding /dev/tenstorrent/0: %+v", id)
+	}
+}

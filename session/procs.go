@@ -205,7 +205,7 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 // enter puts a traced process in the ledger and the report.
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
-	st.info.Placement, st.info.Chips = s.placement(pid)
+	st.info.Placement, st.info.Chips = s.placement(pid, st)
 	s.ledger.SetProcessInfo(pid, st.info)
 	s.sites.enter(pid)
 }
@@ -213,8 +213,9 @@ func (s *session) enter(pid uint32, st *procState) {
 // placement is the host and the ranks of pid, from its environment (what
 // it started with; the command's is tttrace's own), and the physical chips
 // behind its chip ids, from its environment and its /dev/tenstorrent; the
-// ranks and chips are unknown when the environment cannot be read.
-func (s *session) placement(pid uint32) (devices.Placement, devices.ChipMap) {
+// ranks and chips are unknown when the environment cannot be read. A chip
+// is named only once pid is seen holding its device open (chipheld.go).
+func (s *session) placement(pid uint32, st *procState) (devices.Placement, devices.ChipMap) {
 	var getenv func(string) (string, bool)
 	if s.isChild(pid) {
 		// The command inherits tttrace's environment; its /proc file may
@@ -240,7 +241,7 @@ func (s *session) placement(pid uint32) (devices.Placement, devices.ChipMap) {
 	if errors.Is(err, os.ErrNotExist) {
 		err = errors.New("no /dev/tenstorrent")
 	}
-	return devices.PlacementOf(s.cfg.Host, getenv), devices.NewChipMap(getenv, devs, err)
+	return devices.PlacementOf(s.cfg.Host, getenv), s.holding(pid, st, devices.NewChipMap(getenv, devs, err), tt)
 }
 
 // reapExits applies the ends of processes reported so far. A process's

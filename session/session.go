@@ -209,6 +209,9 @@ type procState struct {
 	// mem: what reading its allocators from its memory may still take
 	// (allocmem.go).
 	mem memBudget
+	// held: the devices its chip ids name that it was seen holding open
+	// (chipheld.go).
+	held chipsHeld
 }
 
 type exitNote struct {
@@ -525,6 +528,7 @@ func (s *session) settle(idle bool) {
 
 // tick hands the sinks the current state.
 func (s *session) tick() {
+	s.checkHeld()
 	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
 	for pid, st := range s.procs {
 		if st.inLedger {

@@ -24,9 +24,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// devRootHost are the host's character devices whose numbers devRoot
+// gives /dev/tenstorrent/0, 1, ...: tttrace counts a process on a chip only
+// while it holds that chip's device open (as UMD does), and a workload
+// holds "/dev/tenstorrent/N" by holding devRootHost[N] (holdChip).
+var devRootHost = []string{"/dev/zero", "/dev/full"}
+
 // devRoot makes DIR/dev/tenstorrent/N for each N -> PCI address of devs
-// (character devices of a made-up major) and DIR/sys/dev/char/MAJ:MIN
-// links to PCI device directories holding their PCI device id.
+// (character devices with the numbers of devRootHost) and
+// DIR/sys/dev/char/MAJ:MIN links to PCI device directories holding their
+// PCI device id.
 func devRoot(t *testing.T, devs map[int]string) string {
 	t.Helper()
 	root := t.TempDir()
@@ -37,9 +44,12 @@ func devRoot(t *testing.T, devs map[int]string) string {
 			t.Fatal(err)
 		}
 	}
-	const major = 509
 	for n, pci := range devs {
-		if err := unix.Mknod(filepath.Join(dev, strconv.Itoa(n)), unix.S_IFCHR|0o600, int(unix.Mkdev(major, uint32(n)))); err != nil {
+		var st unix.Stat_t
+		if err := unix.Stat(devRootHost[n], &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mknod(filepath.Join(dev, strconv.Itoa(n)), unix.S_IFCHR|0o600, int(st.Rdev)); err != nil {
 			t.Fatalf("mknod: %v", err)
 		}
 		pdir := filepath.Join(root, "sys", "devices", "pci0000:00", pci)
@@ -53,11 +63,23 @@ func devRoot(t *testing.T, devs map[int]string) string {
 		if err := os.Symlink("../../../"+pci, filepath.Join(cdir, "device")); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(cdir, filepath.Join(char, fmt.Sprintf("%d:%d", major, n))); err != nil {
+		if err := os.Symlink(cdir, filepath.Join(char, fmt.Sprintf("%d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return root
+}
+
+// holdChip has cmd, not started yet, hold /dev/tenstorrent/n of a devRoot
+// open, as TT-Metal holds the chips it uses.
+func holdChip(t *testing.T, cmd *exec.Cmd, n int) {
+	t.Helper()
+	f, err := os.Open(devRootHost[n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 }
 
 // scrapeFamilies fetches addr's /metrics: every sample of the families
@@ -132,6 +154,10 @@ func TestE2EPhysicalChips(t *testing.T) {
 		w.cmd = exec.Command(filepath.Join(dir, "ttwork"), "--scenario", w.scenario, "--leak",
 			"--truth", f(fmt.Sprint(i, ".truth")), "--hold-file", f(fmt.Sprint(i, ".hold")))
 		w.cmd.Env = append(os.Environ(), "TT_VISIBLE_DEVICES="+w.visible)
+		if n, ok := strings.CutPrefix(w.dev, "/dev/tenstorrent/"); ok {
+			num, _ := strconv.Atoi(n)
+			holdChip(t, w.cmd, num)
+		}
 		w.out = &syncBuffer{}
 		w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 		if err := w.cmd.Start(); err != nil {

@@ -134,6 +134,9 @@ func TestE2EPrometheusFleet(t *testing.T) {
 			"--truth", f(fmt.Sprint(i, ".truth")), "--go-file", f(fmt.Sprint(i, ".go")), "--hold-file", f(fmt.Sprint(i, ".hold")))
 		r.cmd.Env = append(os.Environ(), "TT_VISIBLE_DEVICES="+r.visible, "OMPI_COMM_WORLD_RANK="+strconv.Itoa(r.rank),
 			"TT_MESH_ID="+strconv.Itoa(r.mesh), "TT_MESH_HOST_RANK=0")
+		if n, ok := map[string]int{"0000:05:00.0": 0, "0000:02:00.0": 1}[r.uid]; ok {
+			holdChip(t, r.cmd, n) // the chip its TT_VISIBLE_DEVICES names, held as TT-Metal holds it
+		}
 		r.out = &syncBuffer{}
 		r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 		if err := r.cmd.Start(); err != nil {

@@ -145,6 +145,7 @@ func TestE2ELiveViewAllocator(t *testing.T) {
 	w := exec.Command(filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "n300", "--leak", "--truth", f("truth"),
 		"--go-file", f("go"), "--hold-file", f("hold"))
 	w.Env = append(os.Environ(), "TT_VISIBLE_DEVICES=1", "OMPI_COMM_WORLD_RANK=3", "TT_MESH_ID=1", "TT_MESH_HOST_RANK=0")
+	holdChip(t, w, 0) // TT_VISIBLE_DEVICES=1: /dev/tenstorrent/0
 	wout := &syncBuffer{}
 	w.Stdout, w.Stderr = wout, wout
 	if err := w.Start(); err != nil {
