@@ -169,6 +169,18 @@ buffers"), tttrace says at once which L1 buffers are in the way (an l1_clash
 record, a note on stderr, the report). --l1-warn 64K also reports chips whose
 headroom (lowest L1 buffer - end of the CB region) drops under 64 KiB.
 
+Allocators read from memory: attached to a running process (-p, --all),
+tttrace reads the allocators of the chips it opened before from its memory:
+at most 8 MiB in 8192 reads of it, and free lists of 262144 blocks in all,
+per process; none of chips past --max-chips. A process over that budget
+has no allocator view read from memory, and says why.
+
+Physical chips: a process's chip ids are named by PCI address (chip_uid)
+from its TT_VISIBLE_DEVICES and /dev/tenstorrent, and count in host-wide
+sums (--listen's tttrace_chip_memory_bytes, the live view) only on the
+devices it is seen holding open (/proc/PID/fd); the others have chip_uid
+null, and say why.
+
 The NDJSON schema is documented in docs/ndjson.md.
 `
 
@@ -178,7 +190,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs := pflag.NewFlagSet("tttrace", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	fs.IntSliceVarP(&f.PIDs, "pid", "p", nil, "trace the running process `PID` (repeatable)")
+	fs.IntSliceVarP(&f.PIDs, "pid", "p", nil, "trace the running process `PID` (repeatable); the allocators of the chips it opened before are read from its memory, within a budget (below)")
 	fs.StringVar(&f.Lib, "lib", "", "the TT-Metal library to probe, when it is not found in the process (`PATH` to libtt_metal.so)")
 	fs.StringVar(&f.Layout, "layout", "", "read Buffer/Device field offsets from `FILE` (JSON, see docs/layout.md) instead of detecting them")
 	fs.Var(&f.Probes, "probes", "probe `PLAN`: tracker (GraphTracker::track_*), lifecycle (Buffer's own functions) or auto (from the library's code)")
@@ -196,7 +208,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace. Bounds: 64 connections, 8 per peer (remote IP; IPv6 /64), a new connection taking the place of one waiting for a request or not reading its answer, so held sockets cannot keep a scrape out; requests with a body refused; the chips whose leaked and failure series exist are those of the traced processes and of the last --keep-ended ended ones (a chip trimmed away or closed with nothing left is forgotten), at most 1024 with series of their own. See docs/prometheus.md")
 	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command, host, rank, mesh_id, mesh_host_rank); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
-	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies (a bound on what a hostile process can make tttrace hold)")
+	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies, and the allocators of more chips are not read from its memory (a bound on what a hostile process can make tttrace hold)")
 	fs.IntVar(&f.KeepEnded, "keep-ended", devices.DefaultKeepEnded, "keep the last `N` ended processes in full (leak lists, sites, anomalies) for the final report; older ones keep only their totals and counters")
 	fs.IntVar(&f.KeepEndedTotals, "keep-ended-totals", devices.DefaultKeepEndedTotals, "keep `N` more ended processes as totals only (their command line cut at 4 KiB); older ones are only summed (dropped_processes); bounds tttrace's memory under --all")
 	fs.Var(&f.FailOnLeak, "fail-on-leak", "exit 8 when more than `BYTES` of device memory are left allocated when tracing ends (bare flag: any leak; K, M, G suffixes); a CI gate")
