@@ -64,10 +64,3 @@ type Anomaly struct {
 	Event  string `json:"event"`  // the event's type, e.g. "alloc"
 	Detail string `json:"detail"` // for people
 }
-
-// LayoutAnomalies counts, over every process, the anomalies only a wrong
-// layout (or a bad read) makes: a buffer_type outside TT-Metal's enum
-// (invalid_buffer_type), a size no device has (implausible_size). Any is
-// a sign that the offsets or widths tttrace reads Buffer with do not fit
-// the library: its numbers cannot be trusted.
-func (l *Ledger) LayoutAnomalies() uint64 { return l.hooks.layoutBad }

@@ -23,61 +23,6 @@ import (
 	"github.com/tttrace/tttrace/events"
 )
 
-// Totals are one chip's current counters, indexed by Counter: what a
-// counter track or a gauge shows.
-type Totals [NumCounters]uint64
-
-// Counter indexes Totals.
-type Counter int
-
-// The counters of a chip, each named after its summary field
-// (Counter.String). The first five equal events.BufferType values.
-const (
-	CounterDRAM         = Counter(events.DRAM)
-	CounterL1           = Counter(events.L1)
-	CounterSystemMemory = Counter(events.SystemMemory)
-	CounterL1Small      = Counter(events.L1Small)
-	CounterTrace        = Counter(events.Trace)
-	CounterCB           = Counter(5)
-	CounterLiveBuffers  = Counter(6)
-	NumCounters         = 7
-)
-
-// String is the counter's summary field name ("dram_bytes", ...).
-func (c Counter) String() string {
-	if c >= 0 && int(c) < NumCounters {
-		return counterNames[c]
-	}
-	return "counter(?)"
-}
-
-// Observer is told of every change of a chip's totals: after each applied
-// event, once per chip the event changed (a mesh buffer changes every chip
-// of its mesh), with the event's time. t is valid only during the call.
-// Calling it allocates nothing.
-type Observer func(pid uint32, chip int32, tsNs uint64, t *Totals)
-
-// maxSize bounds a plausible buffer or CB size (1 TiB). Larger values can
-// only come from a wrong layout or a bad read.
-const maxSize = 1 << 40
-
-// maxHeld bounds what one process may hold at once, all chips together,
-// each buffer and CB counted once (1 PiB, far beyond any host's device
-// memory): a hostile or broken process making 2^24 buffers of 1 TiB would
-// otherwise wrap a chip's uint64 total. Every chip and mesh total of the
-// process is at most this, so a sum over 2^13 processes cannot wrap either
-// (sums over more saturate: SatAdd).
-const maxHeld = 1 << 50
-
-// SatAdd is a+b, or the largest uint64 when that would wrap: for sums of
-// totals over processes, which the per-process bound cannot bound.
-func SatAdd(a, b uint64) uint64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return ^uint64(0)
-}
-
 // Ledger is the per-process device-memory ledger. The zero value is not
 // usable; call NewLedger.
 type Ledger struct {
@@ -150,40 +95,10 @@ func NewLedger(o Options) *Ledger {
 	return l
 }
 
-// ProcessInfo is what the tracer knows about a process besides its events.
-type ProcessInfo struct {
-	Command string // command line, for people
-	Parent  uint32 // parent pid (0: unknown)
-	NsPid   uint32 // pid inside its pid namespace (0: unknown or the same)
-	// AttachedMidRun: the tracer attached after the library was already in
-	// use, so buffers allocated before that are unknown (their frees are
-	// counted as unknown_frees) and peaks are lower bounds.
-	AttachedMidRun bool
-	// Placement: the host and the ranks of the process.
-	Placement Placement
-	// Chips: the physical chips behind its chip ids.
-	Chips ChipMap
-	// LateLibrary: the process's TT-Metal library was probed only after it
-	// had mapped it (--all: no process had mapped it before; -p: not a
-	// candidate): its calls before are missed, the ledger is incomplete.
-	LateLibrary bool
-}
-
 // SetProcessInfo records what the tracer knows of pid. It also makes the
 // process appear in the summary even if it produced no event.
 func (l *Ledger) SetProcessInfo(pid uint32, info ProcessInfo) {
 	l.proc(pid).info = info
-}
-
-// SiteSource describes the allocation sites of one process (one
-// incarnation of its pid): the runtime holds the stacks behind the site ids
-// of its events. A summary of the process describes with it the sites its
-// leaks and l1_clashes name.
-type SiteSource interface {
-	// Site describes site id; false for one it does not know.
-	Site(id uint32) (Site, bool)
-	// Python is the process's CPython interpreter, nil when it has none.
-	Python() *PythonInfo
 }
 
 // SetSites gives pid's current process (the incarnation events for pid go
@@ -234,12 +149,6 @@ func (l *Ledger) Exited(pid uint32) (exited bool, code, signal int) {
 	}
 	return p.exited, p.exitCode, p.exitSignal
 }
-
-// DefaultMaxChips is how many distinct chips a process may touch unless
-// Options.MaxChips says otherwise: far more than any host has (a Galaxy is
-// 32), few enough that a process making up chip ids cannot blow up the
-// ledger or the series of an exporter.
-const DefaultMaxChips = 256
 
 func (l *Ledger) proc(pid uint32) *proc {
 	if l.last != nil && l.lastPid == pid {

@@ -365,8 +365,6 @@ func (ll *leakList) sortRefs(refs []leakRef) {
 	})
 }
 
-var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
-
 // Summary returns a snapshot of the whole ledger: SummaryStreamed with the
 // leak lists copied out, so it stays valid when the ledger changes. It
 // does not change the ledger and depends only on the events applied (and
