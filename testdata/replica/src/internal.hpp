@@ -125,6 +125,8 @@ enum Call : int {
     // Buffer::view: each makes one view through Buffer::create(device, address, ...), counted in
     // kBufferCreateView too, where that create may be inlined (clang -O3).
     kBufferView,
+    // detail::ProgramImpl::generate_dispatch_commands: one per program enqueue (program.cpp).
+    kGenerateDispatchCommands,
     kNumCalls
 };
 // Out of line in another TU: a probed function's first instruction is never a lock-prefixed
@@ -140,6 +142,25 @@ TT_REPLICA_HIDDEN void trace_group(bool on);
 TT_REPLICA_HIDDEN void traces_device_closed(const Device* chip);
 TT_REPLICA_HIDDEN void trace_truth_json(std::string& out);
 TT_REPLICA_HIDDEN void trace_mark_attach();
+
+// CB residency (program.cpp, docs/ttmetal.md §12): per chip and core, the locally allocated CBs
+// of the program last dispatched there, as [address, end) ranges. Require mem_mutex() held.
+struct CbResident {
+    const void* program = nullptr;  // ProgramImpl*
+    uint64_t program_id = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // sorted, merged
+    uint64_t bytes() const;
+};
+TT_REPLICA_HIDDEN void cb_note_alloc(const void* program, const IDevice* device, const CoreRangeSet& ranges,
+                                     uint64_t address, uint64_t size, bool global);
+TT_REPLICA_HIDDEN void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r);
+TT_REPLICA_HIDDEN void cb_chip_closed(int chip);
+TT_REPLICA_HIDDEN void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips);
+TT_REPLICA_HIDDEN void cb_truth_json(std::string& out);
+TT_REPLICA_HIDDEN void cb_mark_attach();
+// A dispatch on a chip where a trace is being captured (trace.cpp): the core's footprint goes into
+// the capture's per-core peak and nothing becomes resident. Returns whether a capture is active.
+TT_REPLICA_HIDDEN bool trace_note_cb_dispatch(int chip, uint64_t x, uint64_t y, const CbResident& r);
 
 // Device registry (device.cpp). Require mem_mutex() held.
 TT_REPLICA_HIDDEN std::vector<Device*> open_devices_locked();

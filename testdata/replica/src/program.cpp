@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -73,6 +75,7 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
     if (legacy) {
         // Old upstream: the device as given (a MeshDevice stays a MeshDevice).
         for (const CircularBuffer& cb : cbs_) {
+            replica::cb_note_alloc(this, device, cb.core_ranges, cb.address, cb.size, cb.globally_allocated);
             tracker.track_allocate_cb(cb.core_ranges, cb.address, cb.size, cb.globally_allocated, device);
         }
     } else {
@@ -80,6 +83,7 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
         for (const Device* chip : chips) {
             if (!chip->is_initialized()) continue;
             for (const CircularBuffer& cb : cbs_) {
+                replica::cb_note_alloc(this, chip, cb.core_ranges, cb.address, cb.size, cb.globally_allocated);
                 tracker.track_allocate_cb(cb.core_ranges, cb.address, cb.size, cb.globally_allocated, chip);
             }
         }
@@ -175,3 +179,241 @@ void ProgramImpl::release_holds_locked(bool track) {
 }
 
 }  // namespace tt::tt_metal::detail
+
+// ---------------------------------------------------------------- dispatch and CB residency
+
+namespace tt::tt_metal::replica {
+namespace {
+
+struct DispatchChip {
+    int chip;
+    uint64_t max_core_bytes;
+    uint64_t resident_bytes;
+};
+struct Dispatch {
+    const void* program;
+    uint64_t program_id;
+    int chip;                   // the device named, a chip; -1 for a mesh
+    const void* mesh_device;    // the MeshDevice named, else nullptr
+    bool captured;              // a trace was being captured on its chips: nothing became resident
+    int32_t replay_trace = -1;  // >= 0: not a dispatch but a trace replay re-applying its peak
+    std::vector<DispatchChip> chips;
+};
+struct CbAlloc {
+    const void* program;
+    int chip;
+    const void* mesh_device;
+    uint64_t address, size;
+    bool global;
+    std::vector<CoreRange> ranges;
+};
+
+struct Residency {
+    // chip -> (x, y) -> the CBs resident there
+    std::map<int, std::map<std::pair<uint64_t, uint64_t>, CbResident>> chips;
+    std::vector<Dispatch> dispatches;  // since the attach point
+    std::vector<CbAlloc> allocs;       // every track_allocate_cb since the attach point
+};
+Residency& residency() {
+    static Residency* r = new Residency();
+    return *r;
+}
+
+DispatchChip summary(int chip) {
+    DispatchChip s{chip, 0, 0};
+    for (const auto& [core, r] : residency().chips[chip]) {
+        s.max_core_bytes = std::max(s.max_core_bytes, r.bytes());
+        s.resident_bytes += r.bytes();
+    }
+    return s;
+}
+
+void json_ptr(std::string& out, const void* p) {
+    char buf[40];
+    if (p == nullptr) {
+        out += "null";
+        return;
+    }
+    std::snprintf(buf, sizeof buf, "\"%p\"", p);
+    out += buf;
+}
+
+void json_chips(std::string& out, const std::vector<DispatchChip>& chips) {
+    out += "[";
+    for (std::size_t i = 0; i < chips.size(); ++i) {
+        out += (i ? "," : "") + std::string("{\"device\":") + std::to_string(chips[i].chip) +
+               ",\"max_core_bytes\":" + std::to_string(chips[i].max_core_bytes) +
+               ",\"resident_bytes\":" + std::to_string(chips[i].resident_bytes) + "}";
+    }
+    out += "]";
+}
+
+}  // namespace
+
+uint64_t CbResident::bytes() const {
+    uint64_t n = 0;
+    for (const auto& [a, e] : ranges) n += e - a;
+    return n;
+}
+
+void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r) { residency().chips[chip][{x, y}] = r; }
+
+void cb_chip_closed(int chip) { residency().chips.erase(chip); }
+
+void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips) {
+    Dispatch d{nullptr, 0, -1, nullptr, false, static_cast<int32_t>(trace_id), {}};
+    if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
+        d.mesh_device = device;
+    } else {
+        d.chip = device->id();
+    }
+    for (const Device* chip : chips) d.chips.push_back(summary(chip->id()));
+    residency().dispatches.push_back(std::move(d));
+}
+
+void cb_mark_attach() {
+    residency().dispatches.clear();
+    residency().allocs.clear();
+}
+
+void cb_truth_json(std::string& out) {
+    Residency& r = residency();
+    out += ",\n \"cb_allocs\":[";
+    for (std::size_t i = 0; i < r.allocs.size(); ++i) {
+        const CbAlloc& a = r.allocs[i];
+        out += i ? ",\n  {\"program\":" : "\n  {\"program\":";
+        json_ptr(out, a.program);
+        out += ",\"device\":" + std::to_string(a.chip) + ",\"mesh_device\":";
+        json_ptr(out, a.mesh_device);
+        out += ",\"address\":" + std::to_string(a.address) + ",\"size\":" + std::to_string(a.size) +
+               ",\"global\":" + (a.global ? "true" : "false") + ",\"core_ranges\":[";
+        for (std::size_t j = 0; j < a.ranges.size(); ++j) {
+            const CoreRange& c = a.ranges[j];
+            out += (j ? ",[" : "[") + std::to_string(c.start_coord.x) + "," + std::to_string(c.start_coord.y) + "," +
+                   std::to_string(c.end_coord.x) + "," + std::to_string(c.end_coord.y) + "]";
+        }
+        out += "]}";
+    }
+    out += "],\n \"cb_dispatches\":[";
+    for (std::size_t i = 0; i < r.dispatches.size(); ++i) {
+        const Dispatch& d = r.dispatches[i];
+        out += i ? ",\n  {\"program\":" : "\n  {\"program\":";
+        json_ptr(out, d.program);
+        out += ",\"program_id\":" + std::to_string(d.program_id) + ",\"device\":" + std::to_string(d.chip) +
+               ",\"mesh_device\":";
+        json_ptr(out, d.mesh_device);
+        out += std::string(",\"captured\":") + (d.captured ? "true" : "false") +
+               ",\"replay_trace\":" + std::to_string(d.replay_trace) + ",\"chips\":";
+        json_chips(out, d.chips);
+        out += "}";
+    }
+    out += "],\n \"cb_residency\":[";
+    bool first = true;
+    for (const auto& [chip, cores] : r.chips) {
+        const DispatchChip s = summary(chip);
+        out += first ? "\n  {\"device\":" : ",\n  {\"device\":";
+        first = false;
+        out += std::to_string(chip) + ",\"max_core_bytes\":" + std::to_string(s.max_core_bytes) +
+               ",\"resident_bytes\":" + std::to_string(s.resident_bytes) + ",\"cores\":[";
+        bool fc = true;
+        for (const auto& [core, res] : cores) {
+            out += fc ? "{\"x\":" : ",{\"x\":";
+            fc = false;
+            out += std::to_string(core.first) + ",\"y\":" + std::to_string(core.second) + ",\"program\":";
+            json_ptr(out, res.program);
+            out += ",\"bytes\":" + std::to_string(res.bytes()) + ",\"ranges\":[";
+            for (std::size_t j = 0; j < res.ranges.size(); ++j) {
+                out += (j ? ",[" : "[") + std::to_string(res.ranges[j].first) + "," +
+                       std::to_string(res.ranges[j].second) + "]";
+            }
+            out += "]}";
+        }
+        out += "]}";
+    }
+    out += "]";
+}
+
+// A track_allocate_cb call about to be made (under mem_mutex), for the truth's cb_allocs.
+void cb_note_alloc(const void* program, const IDevice* device, const CoreRangeSet& ranges, uint64_t address,
+                   uint64_t size, bool global) {
+    CbAlloc a{program, -1, nullptr, address, size, global, ranges.ranges()};
+    if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
+        a.mesh_device = device;
+    } else {
+        a.chip = device->id();
+    }
+    residency().allocs.push_back(std::move(a));
+}
+
+}  // namespace tt::tt_metal::replica
+
+namespace tt::tt_metal::detail {
+
+TT_PROBED void ProgramImpl::generate_dispatch_commands(IDevice* device, bool use_prefetcher_cache) {
+    replica::count_call(replica::kGenerateDispatchCommands);
+    if (device == nullptr) return;
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    // A miss assembles the command sequence (upstream caches it per sub-device manager); a hit
+    // reuses it. Either way the CB configs are written at the enqueue that follows.
+    (void)use_prefetcher_cache;
+    command_sequence_cached_ = true;
+
+    // Per core, the program's locally allocated CBs there: upstream writes one CB config per
+    // unique core range of the program's CBs, with every CB on that range.
+    std::map<std::pair<uint64_t, uint64_t>, replica::CbResident> per_core;
+    for (const CircularBuffer& cb : cbs_) {
+        if (cb.globally_allocated) continue;
+        for (const CoreRange& r : cb.core_ranges.ranges()) {
+            for (std::size_t x = r.start_coord.x; x <= r.end_coord.x; ++x) {
+                for (std::size_t y = r.start_coord.y; y <= r.end_coord.y; ++y) {
+                    auto& res = per_core[{x, y}];
+                    res.program = this;
+                    res.program_id = id_;
+                    res.ranges.emplace_back(cb.address, cb.address + cb.size);
+                }
+            }
+        }
+    }
+    for (auto& [core, res] : per_core) {
+        std::sort(res.ranges.begin(), res.ranges.end());
+        std::vector<std::pair<uint64_t, uint64_t>> merged;
+        for (const auto& r : res.ranges) {
+            if (!merged.empty() && r.first <= merged.back().second) {
+                merged.back().second = std::max(merged.back().second, r.second);
+            } else {
+                merged.push_back(r);
+            }
+        }
+        res.ranges = std::move(merged);
+    }
+
+    replica::Dispatch d{this, id_, -1, nullptr, false, -1, {}};
+    if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
+        d.mesh_device = device;
+    } else {
+        d.chip = device->id();
+    }
+    for (const Device* chip : replica::chips_of(device)) {
+        if (!chip->is_initialized()) continue;
+        for (const auto& [core, res] : per_core) {
+            if (replica::trace_note_cb_dispatch(chip->id(), core.first, core.second, res)) {
+                d.captured = true;
+            } else {
+                replica::cb_set_resident(chip->id(), core.first, core.second, res);
+            }
+        }
+        d.chips.push_back(replica::summary(chip->id()));
+    }
+    replica::residency().dispatches.push_back(std::move(d));
+}
+
+}  // namespace tt::tt_metal::detail
+
+namespace tt::tt_metal::experimental {
+
+void enqueue_program(IDevice* device, detail::ProgramImpl& program) {
+    program.allocate_circular_buffers(device);
+    program.generate_dispatch_commands(device, false);
+}
+
+}  // namespace tt::tt_metal::experimental

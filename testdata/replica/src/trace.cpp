@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -63,6 +64,9 @@ struct TraceEntry {
     // (endangered, captured) reservation serials already recorded: a Buffer* is reused by later
     // buffers, a reservation is not.
     std::set<std::pair<uint64_t, uint64_t>> reported;
+    // Per chip and core, the largest CB footprint dispatched while capturing (docs/ttmetal.md
+    // §12): what each replay makes resident there.
+    std::map<std::tuple<int, uint64_t, uint64_t>, CbResident> cb_peak;
 };
 
 struct Hazard {
@@ -210,6 +214,8 @@ void replay(const IDevice* device, uint32_t id) {
                                  std::to_string(device->id()) + " (" + reason + ")");
     }
     e->replays++;
+    for (const auto& [key, res] : e->cb_peak) cb_set_resident(std::get<0>(key), std::get<1>(key), std::get<2>(key), res);
+    cb_note_replay(device, id, e->chips);
     for (const Device* chip : e->chips) {
         const ChipAllocator* a = chip->chip_allocator();
         for (const CapturedRange& c : e->captured) {
@@ -265,6 +271,18 @@ uint64_t trace_note_alloc(int chip, BufferType type, DeviceAddr addr, DeviceAddr
         if (type == BufferType::DRAM) e->hwm[chip] = std::max(e->hwm[chip], addr + span);
     }
     return serial;
+}
+
+bool trace_note_cb_dispatch(int chip, uint64_t x, uint64_t y, const CbResident& r) {
+    bool capturing = false;
+    for (const auto& e : traces().all) {
+        if (!e->capturing) continue;
+        if (std::none_of(e->chips.begin(), e->chips.end(), [&](const Device* d) { return d->id() == chip; })) continue;
+        capturing = true;
+        auto [it, fresh] = e->cb_peak.try_emplace({chip, x, y}, r);
+        if (!fresh && r.bytes() > it->second.bytes()) it->second = r;
+    }
+    return capturing;
 }
 
 void trace_group(bool on) {

@@ -67,6 +67,7 @@ const char* const kCallNames[kNumCalls] = {
     "mark_as_deallocated",
     "deallocate_on_closed_device",
     "buffer_view",
+    "generate_dispatch_commands",
 };
 
 }  // namespace
@@ -90,6 +91,7 @@ void charge(int chip, int field, int64_t delta, bool pre) {
 }
 
 void chip_closed(int chip) {
+    cb_chip_closed(chip);
     ChipTruth& t = ledger().chips[chip];
     for (int f = 0; f < kNumFields; ++f) {
         t.cur[f] = 0;
@@ -149,6 +151,7 @@ extern "C" void tt_replica_mark_attach(void) {
     l.l1_clashes.clear();  // a tracer attached now sees only the clashes from here on
     l.alloc_failures.clear();
     replica::trace_mark_attach();
+    replica::cb_mark_attach();
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
@@ -360,6 +363,7 @@ extern "C" int tt_replica_write_truth(const char* path) {
     }
     out += "]";
     trace_truth_json(out);
+    cb_truth_json(out);
     std::snprintf(buf, sizeof buf, ",\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);
     out += buf;

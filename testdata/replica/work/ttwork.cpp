@@ -1306,6 +1306,88 @@ int scenario_trace_mesh(Ctx& ctx) {
     return 0;
 }
 
+
+// Issue #30, docs/ttmetal.md §12: CB residency at dispatch. Chips 90-93, which no other scenario
+// uses. Chip 90 (n150-shaped, 8x8 grid): a program cache of 320 live programs whose CBs cover the
+// grid (their registered CB sum is several times L1), each dispatched once and some again, so
+// every core holds only the last one's; a program with the same CB index at different sizes on
+// two disjoint core groups (tt-metal#39524); a trace captured with a large program, displaced by
+// a small one, then replayed twice (residency back to the capture's per-core peak); a mesh over
+// chips 91-92 dispatching a mesh program; chip 93 (HYBRID): per-core buffers whose cores got
+// different addresses.
+int scenario_cb_cache(Ctx& ctx) {
+    go_point(ctx);
+    using experimental::enqueue_program;
+    AllocatorConfig cfg = AllocatorConfig::shaped(ChipShape::N150);
+    Device* d = open_chips({90}, cfg).at(0);
+    Rng rng(ctx.seed(30));
+
+    std::vector<std::unique_ptr<ProgramImpl>> cache;
+    uint64_t registered = 0;
+    for (int i = 0; i < 320; ++i) {
+        auto p = std::make_unique<ProgramImpl>();
+        const uint64_t a = 16384 + 32 * rng.below(64), b = 4096 + 32 * (i % 16);
+        p->add_circular_buffer(cores(0, 0, 7, 7), a);
+        p->add_circular_buffer(cores(0, 0, 3, 7), b);
+        registered += a + b;
+        enqueue_program(d, *p);
+        cache.push_back(std::move(p));
+    }
+    for (int i = 0; i < 40; ++i) enqueue_program(d, *cache[rng.below(cache.size())]);  // cache hits
+
+    // The same CB index (0) with different sizes on disjoint core groups.
+    auto split = std::make_unique<ProgramImpl>();
+    split->add_circular_buffer(cores(0, 0, 3, 7), 4096);
+    split->add_circular_buffer(cores(4, 0, 7, 7), 12288);
+    split->add_circular_buffer(CoreRangeSet(std::vector<CoreRange>{CoreRange({0, 0}, {1, 1}), CoreRange({6, 6}, {7, 7})}),
+                               2048);
+    enqueue_program(d, *split);
+
+    // A trace replaying a program with CBs.
+    auto big = std::make_unique<ProgramImpl>();
+    big->add_circular_buffer(cores(0, 0, 7, 7), 65536);
+    big->add_circular_buffer(cores(2, 2, 5, 5), 16384);
+    auto small = std::make_unique<ProgramImpl>();
+    small->add_circular_buffer(cores(0, 0, 7, 3), 1024);
+    enqueue_program(d, *big);  // warm-up run before the capture, as upstream requires
+    enqueue_program(d, *small);
+    const uint32_t tid = Trace::next_id();
+    d->begin_trace(0, tid);
+    enqueue_program(d, *small);
+    enqueue_program(d, *big);
+    d->end_trace(0, tid);
+    enqueue_program(d, *small);
+    d->replay_trace(0, tid, false, false);
+    enqueue_program(d, *cache[0]);
+    d->replay_trace(0, tid, true, false);
+    d->release_trace(tid);
+
+    // A mesh program.
+    auto mesh = MeshDevice::create(open_chips({91, 92}, cfg));
+    auto mp = std::make_unique<ProgramImpl>();
+    mp->add_circular_buffer(cores(0, 0, 7, 7), 20480);
+    mp->add_circular_buffer(cores(1, 1, 1, 1), 512);
+    enqueue_program(mesh.get(), *mp);
+    enqueue_program(mesh.get(), *mp);
+
+    // Per-core (HYBRID) buffers whose cores got different addresses.
+    AllocatorConfig hcfg = cfg;
+    hcfg.hybrid = true;
+    Device* h = open_chips({93}, hcfg).at(0);
+    using experimental::per_core_allocation::create_per_core_buffer;
+    BufferPtr one = create_per_core_buffer(h, 4096, 1024, 1);  // core 0 only
+    BufferPtr four = create_per_core_buffer(h, 4 * 2048, 2048, 4);  // core 0 lower than cores 1-3
+
+    std::printf("cb_cache: %zu cached programs, %" PRIu64 " B of CBs per core registered\n", cache.size(), registered);
+    if (ctx.opt.leak) {
+        keep_forever(std::move(split));
+        keep_forever(four);
+    }
+    one.reset();
+    four.reset();
+    return 0;
+}
+
 // Every trace scenario, one after the other (distinct chips).
 int scenario_traces(Ctx& ctx) {
     int rc = scenario_trace_safe(ctx);
@@ -1347,6 +1429,7 @@ const Scenario kScenarios[] = {
     {"trace_released", scenario_trace_released},
     {"trace_mesh", scenario_trace_mesh},
     {"traces", scenario_traces},
+    {"cb_cache", scenario_cb_cache},
 };
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.

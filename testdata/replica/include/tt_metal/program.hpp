@@ -36,6 +36,14 @@ public:
     // nothing in legacy mode. Called by ~ProgramImpl.
     void deallocate_circular_buffers();
 
+    // Upstream (tt_metal/impl/program/program.cpp, docs/ttmetal.md §12): run for every program of
+    // a MeshWorkload at every distributed::EnqueueMeshWorkload (fast dispatch), cache hit or miss;
+    // a miss assembles the program's command sequence (CircularBufferCommandGenerator writes each
+    // unique CB core range's CB config). The replica records what that dispatch makes resident:
+    // per chip of device and per core of the program's local CBs, those CBs (nothing while a
+    // trace is being captured on the chip: the capture's per-core peak instead).
+    void generate_dispatch_commands(IDevice* device, bool use_prefetcher_cache);
+
     std::size_t num_circular_buffers() const { return cbs_.size(); }
     uint64_t circular_buffer_address(uint32_t index) const;
     uint64_t id() const { return id_; }
@@ -63,8 +71,18 @@ private:
     std::vector<CircularBuffer> cbs_;
     bool local_circular_buffer_allocation_needed_ = false;
     bool holds_legacy_ = false;
+    bool command_sequence_cached_ = false;
     std::vector<Hold> holds_;
 };
 
 }  // namespace detail
+
+namespace experimental {
+// Replica stand-in for distributed::EnqueueMeshWorkload's per-program steps (upstream
+// tt_metal/distributed/distributed.cpp: MeshWorkloadImpl::compile, whose allocate_circular_buffers
+// lays the CBs out and validates them, load_binaries, generate_dispatch_commands, then the
+// command queue's enqueue_mesh_workload).
+void enqueue_program(IDevice* device, detail::ProgramImpl& program);
+}  // namespace experimental
+
 }  // namespace tt::tt_metal
