@@ -39,6 +39,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 			buf = append(buf, `,"site":`...)
 			buf = appendUint(buf, uint64(e.Site))
 		}
+		if e.Stack == StackLost {
+			// The summary's lost_stacks counts these (a replay needs it).
+			buf = append(buf, `,"stack_lost":true`...)
+		}
 	case KindView:
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)
@@ -51,6 +55,10 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = appendBool(buf, "global", e.Global)
 	case KindCBFree, KindDeviceClose, KindMeshClose:
 		buf = appendDevice(buf, e)
+		if e.Kind == KindDeviceClose && e.DeviceKind == DeviceChip && e.Device != 0 {
+			// The Device* closed (the timeline names it).
+			buf = appendHex(buf, `,"device_ptr":"0x`, e.Device)
+		}
 	case KindCBLayout:
 		buf = appendHex(buf, `,"program":"0x`, e.Object)
 		buf = appendDevice(buf, e)

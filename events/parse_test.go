@@ -1,0 +1,121 @@
+package events
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Every event line ParseJSON takes is written again byte for byte: the
+// replay (tttrace report) sees what the live run saw.
+func TestParseJSONRoundTrip(t *testing.T) {
+	evs := goldenEvents()
+	for i := range 40 {
+		a := Event{Seq: uint64(i), TsNs: 7 + uint64(i), Pid: 9, Tid: 10, Kind: KindAllocCapacity, Object: 0xfeed,
+			DeviceKind: DeviceKind(i % 4), Device: 0xabc, DeviceVptr: 0x99, Chip: int32(i) - 3, BufferType: BufferType(i % 5)}
+		if a.DeviceKind != DeviceChip {
+			a.Chip = -1
+		}
+		a.Banks, a.BankSize, a.Alignment, a.Base, a.Limit = 12, 1<<30, 32, 64, uint64(i)
+		r := Event{Seq: uint64(i), TsNs: 8, Pid: 9, Tid: 11, Kind: KindAllocRequest, Object: 0xfeed, Chip: -1, BufferType: -1,
+			Size: 4096, PageSize: 1024, Site: uint32(i % 3), LostBefore: uint64(i % 2)}
+		r.Shards, r.AllocatorID, r.BottomUp = uint32(i%3), uint32(i%2), i%2 == 0
+		tr := Event{Seq: uint64(i), TsNs: 9, Pid: 9, Tid: 12, Kind: KindTrace, DeviceKind: DeviceKind(1 + i%2), Device: 0x5000, Chip: -1, BufferType: -1}
+		if tr.DeviceKind == DeviceChip {
+			tr.Device, tr.Chip = 0, int32(i)
+		}
+		tr.TraceOp = TraceOp(1 + i%4)
+		tr.TraceID, tr.TraceIDKnown = uint32(i), i%3 != 0
+		tr.CQ, tr.CQKnown = uint8(i%2), tr.TraceOp != TraceRelease
+		tr.Blocking = tr.TraceOp == TraceReplay && i%2 == 0
+		oom := Event{Seq: uint64(i), TsNs: 10, Pid: 9, Tid: 12, Kind: KindAllocOom, Chip: -1, Site: uint32(i)}
+		al := Event{Seq: uint64(i), TsNs: 11, Pid: 9, Tid: 13, Kind: KindAlloc, Object: 0x77, DeviceKind: DeviceChip, Chip: 2,
+			Size: 64, Site: uint32(i), Stack: StackState(i % 4)}
+		evs = append(evs, a, r, tr, oom, al)
+	}
+	parsed := 0
+	for i := range evs {
+		line := AppendJSON(nil, &evs[i])
+		var e Event
+		ok, err := ParseJSON(line, &e)
+		switch k := evs[i].Kind; {
+		case k == KindLinkMap || k == KindMainExit:
+			if err == nil {
+				t.Fatalf("%s accepted: %s", k, line)
+			}
+			continue
+		case !evs[i].DeviceKind.valid() && hasDevice(k):
+			if err == nil {
+				t.Fatalf("device kind %d accepted: %s", evs[i].DeviceKind, line)
+			}
+			continue
+		}
+		if !ok || err != nil {
+			t.Fatalf("line %d: ok %v, %v: %s", i, ok, err, line)
+		}
+		again := AppendJSON(nil, &e)
+		if !bytes.Equal(again, line) {
+			t.Fatalf("line %d written back differs:\n%s%s", i, line, again)
+		}
+		parsed++
+	}
+	if parsed < 1000 {
+		t.Fatalf("only %d lines round-tripped", parsed)
+	}
+}
+
+func (d DeviceKind) valid() bool { return int(d) < len(deviceKindNames) && deviceKindNames[d] != "" }
+
+func hasDevice(k Kind) bool {
+	switch k {
+	case KindAlloc, KindFree, KindMarkDeallocated, KindView, KindCBAlloc, KindCBFree, KindDeviceClose, KindMeshClose,
+		KindCBLayout, KindAllocCapacity, KindTrace:
+		return true
+	}
+	return false
+}
+
+// A lost stack is written (stack_lost) and read back: the summary's
+// lost_stacks counts it.
+func TestParseJSONStackLost(t *testing.T) {
+	e := Event{Seq: 1, TsNs: 2, Pid: 3, Tid: 3, Kind: KindAlloc, DeviceKind: DeviceChip, Chip: 0, Stack: StackLost}
+	line := AppendJSON(nil, &e)
+	if !bytes.Contains(line, []byte(`"stack_lost":true`)) {
+		t.Fatalf("no stack_lost: %s", line)
+	}
+	var got Event
+	if ok, err := ParseJSON(line, &got); !ok || err != nil || got.Stack != StackLost {
+		t.Fatalf("ok %v err %v stack %v", ok, err, got.Stack)
+	}
+}
+
+func TestParseJSONRefuses(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","buffer_type":"DRAM"}`, "without device"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"12","device_kind":"chip","device":0,"buffer_type":"DRAM"}`, "buffer"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"HBM"}`, "buffer_type"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM"}`, "no seq or tid"},
+		{`{"type":"free","seq":1,"pid":3,"tid":3}`, "no ts_ns"},
+		{`{"type":"alloc","seq":-1,"ts_ns":2,"pid":3,"tid":3}`, "cannot unmarshal"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":3000000000,"buffer_type":"DRAM","buffer":"0x1"}`, "cannot unmarshal"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"mesh","mesh":"0xzz"}`, "device fields"},
+		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"rewind","device_kind":"chip","device":0}`, "op"},
+		{`{"type":"link_map","seq":1,"ts_ns":2,"pid":3,"tid":3}`, "not a record"},
+		{`[1,2]`, "JSON"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":{"a":1},"device_kind":"chip","device":0,"buffer_type":"DRAM"}`, "alloc: json"},
+		{`{"type":"alloc"`, "JSON"},
+	} {
+		var e Event
+		ok, err := ParseJSON([]byte(c.line), &e)
+		if ok || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: ok %v, err %v; want an error saying %q", c.line, ok, err, c.want)
+		}
+	}
+	// Records that are not events are told apart, not refused.
+	for _, line := range []string{`{"type":"site","pid":1,"site":2}`, `{"type":"summary"}`, `{"type":"l1_clash"}`} {
+		var e Event
+		if ok, err := ParseJSON([]byte(line), &e); ok || err != nil {
+			t.Errorf("%s: ok %v, err %v", line, ok, err)
+		}
+	}
+}
