@@ -631,8 +631,16 @@ func (s *session) dispatch(ev *events.Event) {
 }
 
 // emit applies ev to the ledger (fork records are not the ledger's) and
-// hands it to the sinks.
+// hands it to the sinks. A replay (replay.go) does the same, with the
+// sites of its file.
 func (s *session) emit(ev *events.Event) {
+	s.apply(ev)
+	s.sites.announceSite(ev)
+	s.send(ev)
+}
+
+// apply folds ev into the ledger, which hands its notices to the sinks.
+func (s *session) apply(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
 		s.readAllocators()
@@ -642,7 +650,10 @@ func (s *session) emit(ev *events.Event) {
 				"so its numbers cannot be trusted (tttrace exits 12; see tttrace doctor, or give the right --layout)\n", ev.Pid, ev.Kind)
 		}
 	}
-	s.sites.announceSite(ev)
+}
+
+// send hands ev to every sink.
+func (s *session) send(ev *events.Event) {
 	for _, k := range s.sinks {
 		k.Event(ev)
 	}

@@ -49,6 +49,10 @@ type Flags struct {
 	JSON     bool
 	Output   string
 	NoEvents bool
+	// Save: also write the run's NDJSON, events included, to this file
+	// (--save), whatever else is written: tttrace report and tttrace diff
+	// read it.
+	Save     string
 	Perfetto string
 	NoStacks bool // no allocation stacks
 	// RingSize is --ring-size (a power of two).
@@ -116,6 +120,9 @@ Usage:
   tttrace snapshot PID                  ask the tttrace running as PID to
                                         write its report, summary and profile
                                         as of now (as kill -USR1 PID does)
+  tttrace report FILE [flags]           the report, summary (--json), --pprof,
+                                        --folded and --perfetto of a saved run
+                                        (--json or --save), from its NDJSON
 
 Examples:
   sudo tttrace -p 4242
@@ -197,6 +204,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.JSON, "json", false, "write NDJSON (one event per line, then the summary) instead of the human report")
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output (made 0600 and put in place when tracing ends; a symbolic link is refused)")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
+	fs.StringVar(&f.Save, "save", "", "also write the run's NDJSON, events included, to `FILE` (as --json -o FILE does), whatever else is written: `tttrace report FILE` gives its report and outputs again, `tttrace diff` compares two runs")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
 	fs.StringVar(&f.PProf, "pprof", "", "also write device memory by allocation site to `FILE` when tracing ends: a gzipped pprof profile (go tool pprof -top FILE) with inuse_space/inuse_objects (live: the leaks), alloc_space/alloc_objects, peak_space, labels pid, chip, type; see docs/pprof.md")
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")

@@ -49,6 +49,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "snapshot" {
 		return Snapshot(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "report" {
+		return Report(args[1:], stdout, stderr)
+	}
 	f, err := Parse(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
@@ -143,6 +146,7 @@ func (e *outputEnv) file(path string) (*outFile, error) {
 var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	liveOutput,
 	reportOutput,
+	saveOutput,
 	perfettoOutput,
 	prometheusOutput,
 	pprofOutput,
@@ -201,6 +205,18 @@ func reportOutput(e *outputEnv) (sinks.Sink, error) {
 		r.SnapshotTo(snapshotFiles(e.f.Output))
 	}
 	return r, nil
+}
+
+// saveOutput is --save: the run's NDJSON, events included, in a file.
+func saveOutput(e *outputEnv) (sinks.Sink, error) {
+	if e.f.Save == "" {
+		return nil, nil
+	}
+	o, err := e.file(e.f.Save)
+	if err != nil {
+		return nil, fail(ExitError, "--save: %w", err)
+	}
+	return sinks.NewNDJSON(o, false), nil
 }
 
 // perfettoOutput is the --perfetto timeline file.
