@@ -1029,6 +1029,9 @@ int mesh_release_trace(struct pt_regs *ctx)
 	return on_trace(ctx, TRACE_RELEASE, PT_REGS_PARM1(ctx), TRACE_ID_KNOWN, 0, 0, PT_REGS_PARM2(ctx));
 }
 
+/* The older one-bool Device::replay_trace and the MeshCommandQueue& forms (2026). */
+#include "trace.h"
+
 /* ---- Python ------------------------------------------------------------ */
 
 /* void code_dealloc(PyCodeObject *co): PyCode_Type's tp_dealloc in the

@@ -25,7 +25,8 @@ enum layout_field : __u8 {
 	LF_PAGE_SIZE = 8,         /* Buffer::page_size_ */
 	LF_DEVICE_ID = 9,         /* Device::id_ */
 	LF_BUFFER_TYPE_WIDTH = 10, /* bytes of buffer_type_: 4 (int enum), 2 or 1 */
-	LF_COUNT = 11,
+	LF_MESH_CQ_ID = 11,       /* distributed::MeshCommandQueue::id_ (a uint32_t) */
+	LF_COUNT = 12,
 };
 
 #endif /* TTTRACE_H */

@@ -41,7 +41,8 @@ const (
 	tttraceLayoutFieldLF_PAGE_SIZE         tttraceLayoutField = 8
 	tttraceLayoutFieldLF_DEVICE_ID         tttraceLayoutField = 9
 	tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH tttraceLayoutField = 10
-	tttraceLayoutFieldLF_COUNT             tttraceLayoutField = 11
+	tttraceLayoutFieldLF_MESH_CQ_ID        tttraceLayoutField = 11
+	tttraceLayoutFieldLF_COUNT             tttraceLayoutField = 12
 )
 
 type tttraceLcInfo struct {
@@ -67,7 +68,7 @@ type tttraceLibInfo struct {
 	_            structs.HostLayout
 	VtableDevice uint64
 	VtableMesh   uint64
-	Off          [11]int64
+	Off          [12]int64
 	SpanLo       uint32
 	SpanLen      uint32
 }
@@ -290,6 +291,7 @@ type tttraceProgramSpecs struct {
 	DeviceEndTrace            *ebpf.ProgramSpec `ebpf:"device_end_trace"`
 	DeviceReleaseTrace        *ebpf.ProgramSpec `ebpf:"device_release_trace"`
 	DeviceReplayTrace         *ebpf.ProgramSpec `ebpf:"device_replay_trace"`
+	DeviceReplayTraceBlocking *ebpf.ProgramSpec `ebpf:"device_replay_trace_blocking"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
 	InitializeAllocator       *ebpf.ProgramSpec `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.ProgramSpec `ebpf:"lc_alloc_enter"`
@@ -301,11 +303,15 @@ type tttraceProgramSpecs struct {
 	LcFreeOwned               *ebpf.ProgramSpec `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.ProgramSpec `ebpf:"mark_as_deallocated"`
 	MeshBeginTrace            *ebpf.ProgramSpec `ebpf:"mesh_begin_trace"`
+	MeshBeginTraceMcq         *ebpf.ProgramSpec `ebpf:"mesh_begin_trace_mcq"`
+	MeshBeginTraceMcqId       *ebpf.ProgramSpec `ebpf:"mesh_begin_trace_mcq_id"`
 	MeshBeginTraceNoid        *ebpf.ProgramSpec `ebpf:"mesh_begin_trace_noid"`
 	MeshDeviceClose           *ebpf.ProgramSpec `ebpf:"mesh_device_close"`
 	MeshEndTrace              *ebpf.ProgramSpec `ebpf:"mesh_end_trace"`
+	MeshEndTraceMcq           *ebpf.ProgramSpec `ebpf:"mesh_end_trace_mcq"`
 	MeshReleaseTrace          *ebpf.ProgramSpec `ebpf:"mesh_release_trace"`
 	MeshReplayTrace           *ebpf.ProgramSpec `ebpf:"mesh_replay_trace"`
+	MeshReplayTraceMcq        *ebpf.ProgramSpec `ebpf:"mesh_replay_trace_mcq"`
 	ProcessExit               *ebpf.ProgramSpec `ebpf:"process_exit"`
 	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
@@ -475,6 +481,7 @@ type tttracePrograms struct {
 	DeviceEndTrace            *ebpf.Program `ebpf:"device_end_trace"`
 	DeviceReleaseTrace        *ebpf.Program `ebpf:"device_release_trace"`
 	DeviceReplayTrace         *ebpf.Program `ebpf:"device_replay_trace"`
+	DeviceReplayTraceBlocking *ebpf.Program `ebpf:"device_replay_trace_blocking"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
 	InitializeAllocator       *ebpf.Program `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.Program `ebpf:"lc_alloc_enter"`
@@ -486,11 +493,15 @@ type tttracePrograms struct {
 	LcFreeOwned               *ebpf.Program `ebpf:"lc_free_owned"`
 	MarkAsDeallocated         *ebpf.Program `ebpf:"mark_as_deallocated"`
 	MeshBeginTrace            *ebpf.Program `ebpf:"mesh_begin_trace"`
+	MeshBeginTraceMcq         *ebpf.Program `ebpf:"mesh_begin_trace_mcq"`
+	MeshBeginTraceMcqId       *ebpf.Program `ebpf:"mesh_begin_trace_mcq_id"`
 	MeshBeginTraceNoid        *ebpf.Program `ebpf:"mesh_begin_trace_noid"`
 	MeshDeviceClose           *ebpf.Program `ebpf:"mesh_device_close"`
 	MeshEndTrace              *ebpf.Program `ebpf:"mesh_end_trace"`
+	MeshEndTraceMcq           *ebpf.Program `ebpf:"mesh_end_trace_mcq"`
 	MeshReleaseTrace          *ebpf.Program `ebpf:"mesh_release_trace"`
 	MeshReplayTrace           *ebpf.Program `ebpf:"mesh_replay_trace"`
+	MeshReplayTraceMcq        *ebpf.Program `ebpf:"mesh_replay_trace_mcq"`
 	ProcessExit               *ebpf.Program `ebpf:"process_exit"`
 	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
@@ -517,6 +528,7 @@ func (p *tttracePrograms) Close() error {
 		p.DeviceEndTrace,
 		p.DeviceReleaseTrace,
 		p.DeviceReplayTrace,
+		p.DeviceReplayTraceBlocking,
 		p.DlDebugState,
 		p.InitializeAllocator,
 		p.LcAllocEnter,
@@ -528,11 +540,15 @@ func (p *tttracePrograms) Close() error {
 		p.LcFreeOwned,
 		p.MarkAsDeallocated,
 		p.MeshBeginTrace,
+		p.MeshBeginTraceMcq,
+		p.MeshBeginTraceMcqId,
 		p.MeshBeginTraceNoid,
 		p.MeshDeviceClose,
 		p.MeshEndTrace,
+		p.MeshEndTraceMcq,
 		p.MeshReleaseTrace,
 		p.MeshReplayTrace,
+		p.MeshReplayTraceMcq,
 		p.ProcessExit,
 		p.ProcessFork,
 		p.ProgramDestroy,

@@ -10,7 +10,9 @@ import (
 )
 
 // Field offsets from DWARF: the definitions of tt::tt_metal::Buffer (and
-// BufferImpl in a pimpl build), Device and the enum AllocationStatus, read
+// BufferImpl in a pimpl build), Device and the enum AllocationStatus (and,
+// for a library with the Metal trace overloads taking one,
+// tt::tt_metal::distributed::MeshCommandQueue), read
 // from the library's debug sections (compressed ones too: debug/elf
 // decompresses SHF_COMPRESSED zlib and zstd) or from a separate debug file
 // found by build-id or .gnu_debuglink.
@@ -47,6 +49,10 @@ type dwarfTypes struct {
 	bufferImplMembers          []dwarfMember
 	allocated                  int64 // AllocationStatus::ALLOCATED, -1 unknown
 	ns                         string
+	// meshCQ: distributed::MeshCommandQueue's members, looked for only
+	// when wantMeshCQ (the library has the overloads that take one).
+	meshCQ     []dwarfMember
+	wantMeshCQ bool
 }
 
 type dwarfMember struct {
@@ -58,7 +64,9 @@ type dwarfMember struct {
 // dwarfLayout reads the layout of Buffer and Device from the DWARF in
 // path. It returns an error saying what is missing when the types are not
 // there in full.
-func dwarfLayout(path string) (*Layout, string, error) {
+// wantMeshCQ: also read distributed::MeshCommandQueue::id_ (the scan then
+// goes on until it has found that class or read every unit).
+func dwarfLayout(path string, wantMeshCQ bool) (*Layout, string, error) {
 	ef, err := elfx.Open(path, elfx.Limits{})
 	if err != nil {
 		return nil, "", err
@@ -68,12 +76,19 @@ func dwarfLayout(path string) (*Layout, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("read DWARF: %w", err)
 	}
-	t, err := scanDWARF(d)
+	t, err := scanDWARF(d, wantMeshCQ)
 	if err != nil {
 		return nil, "", err
 	}
 	l := emptyLayout("DWARF")
 	l.Allocated = t.allocated
+	for _, m := range t.meshCQ {
+		// Only a 4-byte id_ (uint32_t): anything else is not the class the
+		// probes read.
+		if _, size := dwarfTypeName(d, m.typ); m.name == "id_" && size == 4 {
+			l.MeshCQID = m.off
+		}
+	}
 	fields, members := t.buffer, t.bufferMembers
 	where := "tt::tt_metal" + t.ns + "::Buffer"
 	if _, direct := fields["address_"]; !direct {
@@ -191,7 +206,7 @@ func memberOffsets(members []dwarfMember) map[string]int64 {
 // done reports whether every definition wanted has been found.
 func (t *dwarfTypes) done() bool {
 	return t.device != nil && t.allocated >= 0 && t.buffer != nil &&
-		(t.bufferImpl != nil || hasKey(t.buffer, "address_"))
+		(t.bufferImpl != nil || hasKey(t.buffer, "address_")) && (!t.wantMeshCQ || t.meshCQ != nil)
 }
 
 // ttPath reports whether path (the enclosing namespaces) is tt::tt_metal
@@ -224,8 +239,8 @@ type dwarfScan struct {
 // scanDWARF walks the compile units' namespaces tt::tt_metal (and ::v0)
 // for the full definitions of Buffer, BufferImpl, Device and
 // AllocationStatus, skipping everything else, and stops when it has them.
-func scanDWARF(d *dwarf.Data) (*dwarfTypes, error) {
-	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1}}
+func scanDWARF(d *dwarf.Data, wantMeshCQ bool) (*dwarfTypes, error) {
+	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1, wantMeshCQ: wantMeshCQ}}
 	for !sc.t.done() {
 		e, err := sc.r.Next()
 		if err != nil {
@@ -278,6 +293,12 @@ func (sc *dwarfScan) walk(path []string) error {
 			}
 			continue
 		}
+		if e.Tag == dwarf.TagNamespace && e.Children && sc.t.wantMeshCQ && ttPath(path) && name == "distributed" {
+			if err := sc.distributed(); err != nil {
+				return err
+			}
+			continue
+		}
 		if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !ttPath(path) || decl || !e.Children {
 			sc.skip(e)
 			continue
@@ -295,6 +316,32 @@ func (sc *dwarfScan) walk(path []string) error {
 		if !handled {
 			sc.r.SkipChildren()
 		}
+	}
+}
+
+// distributed reads the children of a namespace tt::tt_metal::distributed:
+// the definition of MeshCommandQueue, if not found yet.
+func (sc *dwarfScan) distributed() error {
+	for {
+		e, err := sc.r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil || e.Tag == 0 {
+			return nil
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		decl, _ := e.Val(dwarf.AttrDeclaration).(bool)
+		if (e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagStructType) && name == "MeshCommandQueue" && !decl &&
+			e.Children && sc.t.meshCQ == nil {
+			m, err := readMembers(sc.r)
+			if err != nil {
+				return err
+			}
+			sc.t.meshCQ = append([]dwarfMember{}, m...)
+			continue
+		}
+		sc.skip(e)
 	}
 }
 

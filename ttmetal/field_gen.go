@@ -17,7 +17,8 @@ const (
 	LFPageSize         LayoutField = 8
 	LFDeviceID         LayoutField = 9
 	LFBufferTypeWidth  LayoutField = 10
-	LFCount            LayoutField = 11
+	LFMeshCqID         LayoutField = 11
+	LFCount            LayoutField = 12
 )
 
 // layoutFieldNames are the enumerators' names without LF_, in lower case, by value.
@@ -33,5 +34,6 @@ var layoutFieldNames = map[LayoutField]string{
 	8:  "page_size",
 	9:  "device_id",
 	10: "buffer_type_width",
-	11: "count",
+	11: "mesh_cq_id",
+	12: "count",
 }

@@ -115,6 +115,11 @@ var layoutFields = []field{
 	{key: "allocated_value", member: "ALLOCATED", slot: noSlot, kind: kindValue, optional: true, def: -1,
 		lacks: "the lifecycle probe plan is impossible",
 		get:   func(l *Layout) *int64 { return &l.Allocated }},
+	// The uint32_t id_ of the MeshCommandQueue the 2026 trace overloads take
+	// (tt-metalium/mesh_command_queue.hpp: after the vptr and mesh_device_).
+	{key: "mesh_cq_id", member: "distributed::MeshCommandQueue::id_", slot: LFMeshCqID, optional: true, def: -1,
+		lacks: "Metal trace calls through a MeshCommandQueue& are not seen",
+		get:   func(l *Layout) *int64 { return &l.MeshCQID }},
 }
 
 func fieldByJSON(key string) *field {

@@ -36,6 +36,10 @@ type Layout struct {
 	// Allocated is the value of AllocationStatus::ALLOCATED (1; 2 in the
 	// V0 layout), -1 when unknown. Only the lifecycle plan reads the status.
 	Allocated int64
+	// MeshCQID is the offset of distributed::MeshCommandQueue::id_, -1
+	// when unknown: the trace calls through a MeshCommandQueue& (2026) are
+	// probed only when it is known (docs/ttmetal.md §10).
+	MeshCQID int64
 }
 
 // The built-in layouts (profiles/*.json).
@@ -184,7 +188,7 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 	dbg := findDebugInfo(lib, opts.Debug)
 	dwarfNote := "DWARF: " + strings.Join(dbg.checked, "; ")
 	if dbg.path != "" {
-		l, where, err := dwarfLayout(dbg.path)
+		l, where, err := dwarfLayout(dbg.path, syms.hasMeshCQForms())
 		if err != nil {
 			dwarfNote += "; not usable: " + err.Error()
 		} else {

@@ -3,6 +3,7 @@ package ttmetal
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,6 +157,13 @@ const (
 	ProgMeshEndTrace       Program = "mesh_end_trace"
 	ProgMeshReplayTrace    Program = "mesh_replay_trace"
 	ProgMeshReleaseTrace   Program = "mesh_release_trace"
+	// The older one-bool Device::replay_trace (same registers as the
+	// two-bool form) and the 2026 MeshCommandQueue& overloads (bpf/trace.h).
+	ProgDeviceReplayTraceBlocking Program = "device_replay_trace_blocking"
+	ProgMeshBeginTraceMCQ         Program = "mesh_begin_trace_mcq"
+	ProgMeshBeginTraceMCQID       Program = "mesh_begin_trace_mcq_id"
+	ProgMeshEndTraceMCQ           Program = "mesh_end_trace_mcq"
+	ProgMeshReplayTraceMCQ        Program = "mesh_replay_trace_mcq"
 	// The allocator (docs/ttmetal.md §9).
 	ProgInitializeAllocator Program = "initialize_allocator"
 	ProgBankManagerVec      Program = "bank_manager_vec"
@@ -212,7 +220,7 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 	if err := p.pimpl2(lib, fns); err != nil {
 		return nil, err
 	}
-	if err := p.attachTable(lib, syms); err != nil {
+	if err := p.attachTable(lib, syms, layout); err != nil {
 		return nil, err
 	}
 	if err := p.oomSites(lib, c, syms); err != nil {
@@ -350,28 +358,69 @@ func (p *Plan) pimpl2(lib *Library, fns map[string][]Symbol) error {
 	return nil
 }
 
-// alternativeForms pairs the attach points of which a library has one
-// form or the other (upstream changed the signature): the one missing is
-// no loss when the other is there (docs/ttmetal.md §10).
-var alternativeForms = map[Program]Program{
-	ProgMeshBeginTrace:     ProgMeshBeginTraceNoID,
-	ProgMeshBeginTraceNoID: ProgMeshBeginTrace,
+// traceForms groups the forms of each Metal trace call (docs/ttmetal.md
+// §10): a build has some of them (upstream changed signatures, added the
+// MeshCommandQueue& overloads in 2026 and took the trace functions out of
+// Device), and a missing form is no loss when its call has another. Every
+// form the library has is probed: each is entered by its own callers (the
+// MeshCommandQueue& overloads forward to the implementation, not to the
+// cq-id forms).
+var traceForms = []struct {
+	call  string
+	progs []Program
+}{
+	{"begin", []Program{ProgDeviceBeginTrace, ProgMeshBeginTrace, ProgMeshBeginTraceNoID, ProgMeshBeginTraceMCQ,
+		ProgMeshBeginTraceMCQID}},
+	{"end", []Program{ProgDeviceEndTrace, ProgMeshEndTrace, ProgMeshEndTraceMCQ}},
+	{"replay", []Program{ProgDeviceReplayTrace, ProgDeviceReplayTraceBlocking, ProgMeshReplayTrace, ProgMeshReplayTraceMCQ}},
+	{"release", []Program{ProgDeviceReleaseTrace, ProgMeshReleaseTrace}},
+}
+
+// meshCQPrograms read MeshCommandQueue::id_: attached only where the
+// layout has its offset.
+var meshCQPrograms = map[Program]bool{ProgMeshBeginTraceMCQ: true, ProgMeshBeginTraceMCQID: true,
+	ProgMeshEndTraceMCQ: true, ProgMeshReplayTraceMCQ: true}
+
+// traceCall is the trace call prog is a form of ("" for other programs).
+func traceCall(prog Program) string {
+	for _, f := range traceForms {
+		if slices.Contains(f.progs, prog) {
+			return f.call
+		}
+	}
+	return ""
 }
 
 // attachTable puts the attach table's points in the plan, both plans,
 // except the tracker's own in the lifecycle plan. A required point the
 // library lacks refuses it.
-func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
+func (p *Plan) attachTable(lib *Library, syms *Symbols, layout Layout) error {
 	trackerOwn := func(prog Program) bool {
 		return p.Kind == PlanLifecycle && (prog == ProgTrackAllocate || prog == ProgTrackDeallocate)
 	}
+	// forms: the trace forms attached, per call, for people.
+	forms := map[string][]string{}
 	for _, s := range syms.AttachPoints {
 		if trackerOwn(s.Program) {
 			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
 				Status: StatusNotNeeded, Detail: "lifecycle plan"})
 			continue
 		}
+		if meshCQPrograms[s.Program] && layout.MeshCQID < 0 {
+			// Without the offset of MeshCommandQueue::id_ the command queue
+			// cannot be read, and a capture cannot be matched with its end.
+			why := "the offset of distributed::MeshCommandQueue::id_ is unknown (no DWARF defines it, no built-in " +
+				"profile or layout file gives mesh_cq_id): " + s.Function + " is not probed, the trace calls made " +
+				"through it are not seen"
+			p.Points = append(p.Points, PlanPoint{Program: s.Program, Function: s.Function, Symbol: s.Symbol, Addr: s.Addr,
+				Status: StatusMissing, Detail: why})
+			p.Notes = append(p.Notes, why)
+			continue
+		}
 		p.add(lib, s, "")
+		if c := traceCall(s.Program); c != "" && !slices.Contains(forms[c], s.Function) {
+			forms[c] = append(forms[c], s.Function)
+		}
 	}
 	found := map[Program]bool{}
 	for _, s := range syms.AttachPoints {
@@ -381,10 +430,10 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 		if trackerOwn(m.Program) {
 			continue
 		}
-		if alt, ok := alternativeForms[m.Program]; ok && found[alt] {
-			// A library has one form or the other: not a loss.
+		if c := traceCall(m.Program); c != "" && len(forms[c]) > 0 {
+			// The build has other forms of this call: not a loss.
 			p.Points = append(p.Points, PlanPoint{Program: m.Program, Function: m.Function, Status: StatusNotNeeded,
-				Detail: "this library has the other form"})
+				Detail: "this library's " + c + " is " + strings.Join(forms[c], ", ")})
 			continue
 		}
 		p.Missing = append(p.Missing, m)
@@ -392,6 +441,15 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols) error {
 		if m.Required {
 			return fmt.Errorf("%s: %s is missing: %s cannot be seen", lib.Path, m.Function, m.Why)
 		}
+	}
+	var named []string
+	for _, f := range traceForms {
+		if len(forms[f.call]) > 0 {
+			named = append(named, f.call+": "+strings.Join(forms[f.call], ", "))
+		}
+	}
+	if len(named) > 0 {
+		p.Notes = append(p.Notes, "Metal trace forms probed: "+strings.Join(named, "; "))
 	}
 	return nil
 }

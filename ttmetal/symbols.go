@@ -29,17 +29,26 @@ const (
 	// Metal trace (docs/ttmetal.md §10). The mesh forms take a
 	// MeshTraceId& whose StrongType moved from tt::stl to ttsl: prefixes
 	// up to the reference.
-	symDeviceBeginTrace       = "_ZN2tt8tt_metal6Device11begin_traceEhj"
-	symDeviceEndTrace         = "_ZN2tt8tt_metal6Device9end_traceEhj"
-	symDeviceReplayTrace      = "_ZN2tt8tt_metal6Device12replay_traceEhjbb"
-	symDeviceReleaseTrace     = "_ZN2tt8tt_metal6Device13release_traceEj"
-	symMeshBeginTracePrefix   = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEhRK"
-	symMeshBeginTraceNoID     = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEh"
-	symMeshEndTracePrefix     = "_ZN2tt8tt_metal11distributed10MeshDevice14end_mesh_traceEhRK"
-	symMeshReplayTracePrefix  = "_ZN2tt8tt_metal11distributed10MeshDevice17replay_mesh_traceEhRK"
-	symMeshReleaseTracePrefix = "_ZN2tt8tt_metal11distributed10MeshDevice18release_mesh_traceERK"
-	symVtableDevice           = "_ZTVN2tt8tt_metal6DeviceE"
-	symVtableMeshDevice       = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
+	symDeviceBeginTrace  = "_ZN2tt8tt_metal6Device11begin_traceEhj"
+	symDeviceEndTrace    = "_ZN2tt8tt_metal6Device9end_traceEhj"
+	symDeviceReplayTrace = "_ZN2tt8tt_metal6Device12replay_traceEhjbb"
+	// Device::replay_trace(uint8_t cq_id, uint32_t tid, bool blocking):
+	// the older form, beside the two-bool one in some builds.
+	symDeviceReplayTraceBlocking = "_ZN2tt8tt_metal6Device12replay_traceEhjb"
+	symDeviceReleaseTrace        = "_ZN2tt8tt_metal6Device13release_traceEj"
+	symMeshBeginTracePrefix      = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEhRK"
+	symMeshBeginTraceNoID        = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceEh"
+	symMeshEndTracePrefix        = "_ZN2tt8tt_metal11distributed10MeshDevice14end_mesh_traceEhRK"
+	symMeshReplayTracePrefix     = "_ZN2tt8tt_metal11distributed10MeshDevice17replay_mesh_traceEhRK"
+	symMeshReleaseTracePrefix    = "_ZN2tt8tt_metal11distributed10MeshDevice18release_mesh_traceERK"
+	// The 2026 overloads taking the MeshCommandQueue& (S1_ is
+	// tt::tt_metal::distributed), which ttnn and BeginTraceCapture call.
+	symMeshBeginTraceMCQ         = "_ZN2tt8tt_metal11distributed10MeshDevice16begin_mesh_traceERNS1_16MeshCommandQueueE"
+	symMeshBeginTraceMCQIDPrefix = symMeshBeginTraceMCQ + "RK"
+	symMeshEndTraceMCQPrefix     = "_ZN2tt8tt_metal11distributed10MeshDevice14end_mesh_traceERNS1_16MeshCommandQueueERK"
+	symMeshReplayTraceMCQPrefix  = "_ZN2tt8tt_metal11distributed10MeshDevice17replay_mesh_traceERNS1_16MeshCommandQueueERK"
+	symVtableDevice              = "_ZTVN2tt8tt_metal6DeviceE"
+	symVtableMeshDevice          = "_ZTVN2tt8tt_metal11distributed10MeshDeviceE"
 
 	// Buffer's lifecycle (docs/ttmetal.md §1), for the lifecycle plan.
 	symAllocateImpl   = "_ZN2tt8tt_metal6Buffer13allocate_implEv"
@@ -210,7 +219,9 @@ var attachTable = []point{
 		"trace captures"},
 	{ProgDeviceEndTrace, "Device::end_trace(cq, tid)", []string{symDeviceEndTrace}, false,
 		"the end of trace captures"},
-	{ProgDeviceReplayTrace, "Device::replay_trace(cq, tid, ...)", []string{symDeviceReplayTrace}, false,
+	{ProgDeviceReplayTrace, "Device::replay_trace(cq, tid, bool, bool)", []string{symDeviceReplayTrace}, false,
+		"trace replays (trace hazards)"},
+	{ProgDeviceReplayTraceBlocking, "Device::replay_trace(cq, tid, bool)", []string{symDeviceReplayTraceBlocking}, false,
 		"trace replays (trace hazards)"},
 	{ProgDeviceReleaseTrace, "Device::release_trace(tid)", []string{symDeviceReleaseTrace}, false,
 		"trace releases"},
@@ -224,6 +235,14 @@ var attachTable = []point{
 		[]string{symMeshReplayTracePrefix + "*"}, false, "mesh trace replays (trace hazards)"},
 	{ProgMeshReleaseTrace, "distributed::MeshDevice::release_mesh_trace(const MeshTraceId&)",
 		[]string{symMeshReleaseTracePrefix + "*"}, false, "mesh trace releases"},
+	{ProgMeshBeginTraceMCQ, "distributed::MeshDevice::begin_mesh_trace(MeshCommandQueue&)",
+		[]string{symMeshBeginTraceMCQ}, false, "mesh trace captures through a MeshCommandQueue&"},
+	{ProgMeshBeginTraceMCQID, "distributed::MeshDevice::begin_mesh_trace(MeshCommandQueue&, const MeshTraceId&)",
+		[]string{symMeshBeginTraceMCQIDPrefix + "*"}, false, "mesh trace captures through a MeshCommandQueue&"},
+	{ProgMeshEndTraceMCQ, "distributed::MeshDevice::end_mesh_trace(MeshCommandQueue&, const MeshTraceId&)",
+		[]string{symMeshEndTraceMCQPrefix + "*"}, false, "the end of mesh trace captures through a MeshCommandQueue&"},
+	{ProgMeshReplayTraceMCQ, "distributed::MeshDevice::replay_mesh_trace(MeshCommandQueue&, const MeshTraceId&, bool)",
+		[]string{symMeshReplayTraceMCQPrefix + "*"}, false, "mesh trace replays through a MeshCommandQueue& (trace hazards)"},
 	{ProgInitializeAllocator, "Device::initialize_allocator(...)", []string{symInitializeAllocatorPrefix + "*"}, false,
 		"which chip an allocator belongs to"},
 	{ProgBankManagerVec, "BankManager::BankManager(type, bank offsets, size, alignment, offset, ...)",
@@ -377,6 +396,17 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	}
 	sort.SliceStable(res.AttachPoints, func(i, j int) bool { return res.AttachPoints[i].Addr < res.AttachPoints[j].Addr })
 	return res, nil
+}
+
+// hasMeshCQForms reports whether the library has a Metal trace overload
+// taking a MeshCommandQueue&: its layout then needs MeshCommandQueue::id_.
+func (s *Symbols) hasMeshCQForms() bool {
+	for _, a := range s.AttachPoints {
+		if meshCQPrograms[a.Program] {
+			return true
+		}
+	}
+	return false
 }
 
 // Check returns an error naming every required attach point that is

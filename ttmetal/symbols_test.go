@@ -55,6 +55,10 @@ var fullNames = []string{
 	symMeshEndTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
 	symMeshReplayTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEEb",
 	symMeshReleaseTracePrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
+	symDeviceReplayTraceBlocking, symMeshBeginTraceMCQ,
+	symMeshBeginTraceMCQIDPrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
+	symMeshEndTraceMCQPrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEE",
+	symMeshReplayTraceMCQPrefix + "N4ttsl10StrongTypeIjNS1_14MeshTraceIdTagEEEb",
 }
 
 func TestResolveSymbols(t *testing.T) {
@@ -168,16 +172,33 @@ func TestOpenLibraryRejectsNonELF(t *testing.T) {
 	}
 }
 
-// The two forms of MeshDevice::begin_mesh_trace pair each other, and
-// nothing else is paired: a library missing one attach point of any other
-// row still hears of it.
-func TestAlternativeForms(t *testing.T) {
-	for a, b := range alternativeForms {
-		if alternativeForms[b] != a || a == b {
-			t.Errorf("%v pairs %v, which pairs %v", a, b, alternativeForms[b])
+// Every Metal trace row of the attach table is a form of exactly one call
+// (a missing form is then no loss when the call has another), and no
+// other row is: a library missing one attach point of any other row still
+// hears of it.
+func TestTraceForms(t *testing.T) {
+	seen := map[Program]int{}
+	for _, f := range traceForms {
+		for _, p := range f.progs {
+			seen[p]++
 		}
 	}
-	if alternativeForms[ProgMeshBeginTrace] != ProgMeshBeginTraceNoID || len(alternativeForms) != 2 {
-		t.Errorf("alternative forms %v", alternativeForms)
+	for _, p := range attachTable {
+		isTrace := strings.Contains(string(p.Program), "trace")
+		if isTrace && seen[p.Program] != 1 {
+			t.Errorf("trace row %s is in %d groups of traceForms", p.Program, seen[p.Program])
+		}
+		if !isTrace && seen[p.Program] != 0 {
+			t.Errorf("row %s is not a trace call but is in traceForms", p.Program)
+		}
+		delete(seen, p.Program)
+	}
+	for p := range seen {
+		t.Errorf("traceForms names %s, which no row of the attach table has", p)
+	}
+	for p := range meshCQPrograms {
+		if traceCall(p) == "" {
+			t.Errorf("%s reads a MeshCommandQueue but is no trace form", p)
+		}
 	}
 }
