@@ -27,7 +27,14 @@ import (
 
 // traceTruth is the trace part of the replica's truth.
 type traceTruth struct {
-	Pid     uint32 `json:"pid"`
+	Pid uint32 `json:"pid"`
+	// Traces: every capture begun, in order (its replays and release).
+	Traces []struct {
+		Trace    uint32 `json:"trace"`
+		Mesh     bool   `json:"mesh"`
+		Replays  uint64 `json:"replays"`
+		Released bool   `json:"released"`
+	} `json:"traces"`
 	Hazards []struct {
 		Trace           uint32 `json:"trace"`
 		Mesh            bool   `json:"mesh"`
@@ -177,7 +184,22 @@ func compareTraces(t *testing.T, p *devices.ProcessSummary, tt *traceTruth, site
 	diffLists(t, "trace_capture_alloc", got.captures, want.captures)
 	ts := p.Traces
 	if ts == nil {
+		t.Error("no traces in the summary")
 		return
+	}
+	// Every capture and replay the workload made is seen, whichever form
+	// it called (the replays TT-Metal refused are counted apart, as the
+	// invalid ones above).
+	var replays, released uint64
+	for _, tr := range tt.Traces {
+		replays += tr.Replays
+		if tr.Released {
+			released++
+		}
+	}
+	if ts.Captures != uint64(len(tt.Traces)) || ts.Replays != replays || ts.Releases < released {
+		t.Errorf("summary traces: %d captures, %d replays, %d releases; the truth has %d, %d, at least %d",
+			ts.Captures, ts.Replays, ts.Releases, len(tt.Traces), replays, released)
 	}
 	if ts.HazardCount != uint64(len(want.hazards)) || ts.InvalidReplayCount != uint64(len(want.invalid)) ||
 		ts.RegionHazardCount != uint64(len(want.regions)) {
@@ -278,6 +300,13 @@ func TestE2ETraceHazards(t *testing.T) {
 		// The lifecycle plan (GraphTracker inlined): the trace probes are
 		// the same attach-table rows.
 		{variant: "inline-gcc-O2", mode: "cmd", scenario: "traces", peaks: true},
+		// The same workload through the newest TT-NN's forms (MeshDevice's
+		// overloads taking a MeshCommandQueue&) and the older one-bool
+		// Device::replay_trace (issue #34): the same records.
+		{variant: "gcc-O2", mode: "cmd", scenario: "traces_newest", peaks: true},
+		{variant: "gcc-O2", mode: "pid", scenario: "traces_newest", peaks: true},
+		{variant: "gcc-O2", mode: "python", scenario: "traces_newest", peaks: true},
+		{variant: "clang-O3", mode: "cmd", scenario: "traces_newest", peaks: true},
 	} {
 		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) {
 			var out string

@@ -1,7 +1,9 @@
 // distributed::MeshDevice. Its own translation unit, so MeshDevice::close() reaches
 // Device::close() through a real out-of-line call.
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "internal.hpp"
 #include "tt_metal/device.hpp"
@@ -9,6 +11,17 @@
 namespace tt::tt_metal::distributed {
 
 namespace {
+
+// The mesh's queues (upstream's FDMeshCommandQueue / SDMeshCommandQueue derive from the abstract
+// MeshCommandQueue; the replica's queue has nothing of its own to dispatch).
+class ReplicaMeshCommandQueue final : public MeshCommandQueue {
+public:
+    ReplicaMeshCommandQueue(MeshDevice* mesh, uint32_t id) : MeshCommandQueue(mesh, id) {}
+};
+
+std::unique_ptr<MeshCommandQueue> make_mesh_command_queue(MeshDevice* mesh, uint32_t id) {
+    return std::make_unique<ReplicaMeshCommandQueue>(mesh, id);
+}
 std::atomic<int> g_next_mesh_id{0};
 std::mutex g_meshes_mutex;
 std::vector<std::shared_ptr<MeshDevice>>& all_meshes() {
@@ -30,9 +43,15 @@ MeshDevice::MeshDevice(Private, int mesh_id, std::vector<Device*> chips, MeshDev
 // through the same constructors as a chip's, outside any Device::initialize_allocator.
 __attribute__((noinline)) void MeshDevice::initialize() {
     allocator_ = std::make_unique<MeshAllocator>(this, chips_.front()->allocator_config());
+    for (uint32_t cq = 0; cq < 2; ++cq) mesh_command_queues_.push_back(make_mesh_command_queue(this, cq));
 }
 
 MeshDevice::~MeshDevice() = default;
+
+MeshCommandQueue& MeshDevice::mesh_command_queue(uint8_t cq_id) const {
+    if (cq_id >= mesh_command_queues_.size()) throw std::out_of_range("no command queue " + std::to_string(cq_id));
+    return *mesh_command_queues_[cq_id];
+}
 
 std::shared_ptr<MeshDevice> MeshDevice::create(std::vector<Device*> chips) {
     if (chips.empty()) throw std::invalid_argument("MeshDevice needs at least one chip");

@@ -400,6 +400,14 @@ void Device::replay_trace(uint8_t cq_id, uint32_t tid, bool block_on_device, boo
     replica::replay(this, tid);
 }
 
+// The older one-bool form: its own body (the old Device's replay_trace), not a call to the
+// two-bool form, so a tracer must probe it by its own symbol.
+void Device::replay_trace(uint8_t cq_id, uint32_t tid, bool blocking) {
+    (void)cq_id;
+    (void)blocking;
+    replica::replay(this, tid);
+}
+
 void Device::release_trace(uint32_t tid) { replica::release(this, tid); }
 
 namespace distributed {
@@ -432,6 +440,41 @@ void MeshDevice::replay_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id, b
 }
 
 void MeshDevice::release_mesh_trace(const MeshTraceId& trace_id) { replica::release(this, trace_id.get()); }
+
+// The MeshCommandQueue& overloads, as 2026 upstream: check the queue is this mesh's, then go
+// to the implementation with cq.id() (upstream's pimpl_->*_mesh_trace(cq_id, ...)), not
+// through the cq-id forms above.
+namespace {
+void check_queue(const MeshDevice* mesh, const MeshCommandQueue& cq) {
+    if (cq.device() != mesh) throw std::runtime_error("MeshCommandQueue belongs to a different MeshDevice");
+}
+}  // namespace
+
+MeshTraceId MeshDevice::begin_mesh_trace(MeshCommandQueue& cq) {
+    check_queue(this, cq);
+    MeshTraceId id = MeshTrace::next_id();
+    replica::begin(this, true, static_cast<uint8_t>(cq.id()), id.get());
+    return id;
+}
+
+void MeshDevice::begin_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id) {
+    check_queue(this, cq);
+    replica::begin(this, true, static_cast<uint8_t>(cq.id()), trace_id.get());
+}
+
+void MeshDevice::end_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id) {
+    check_queue(this, cq);
+    replica::TraceEntry* e = replica::end(this, static_cast<uint8_t>(cq.id()), trace_id.get());
+    auto buf = MeshBuffer::create(this, replica::trace_bytes(*e), 1024, BufferType::TRACE);
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    e->mesh_buffer = std::move(buf);
+}
+
+void MeshDevice::replay_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id, bool blocking) {
+    check_queue(this, cq);
+    (void)blocking;
+    replica::replay(this, trace_id.get());
+}
 
 }  // namespace distributed
 }  // namespace tt::tt_metal

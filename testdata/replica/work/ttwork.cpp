@@ -1157,6 +1157,47 @@ int scenario_mark(Ctx& ctx) {
 // Chips 80-86, which no other scenario uses. The truth's trace_hazards, trace_invalid_replays,
 // trace_region_hazards and trace_capture_allocs are what a tracer must report.
 
+// The trace forms a scenario calls: the cq-id ones (two-bool Device::replay_trace), or, for
+// traces_newest, those of the newest TT-NN and of older builds: MeshDevice's overloads taking
+// the MeshCommandQueue& (ttnn's trace.cpp) and the one-bool Device::replay_trace.
+bool g_newest_forms = false;
+
+void replay_dev(Device* d, uint8_t cq, uint32_t tid, bool blocking) {
+    if (g_newest_forms) {
+        d->replay_trace(cq, tid, blocking);
+    } else {
+        d->replay_trace(cq, tid, blocking, false);
+    }
+}
+
+// begin_mesh_trace: the id taken inside when id is null.
+distributed::MeshTraceId begin_mesh(MeshDevice& mesh, uint8_t cq, const distributed::MeshTraceId* id = nullptr) {
+    if (g_newest_forms) {
+        if (id == nullptr) return mesh.begin_mesh_trace(mesh.mesh_command_queue(cq));
+        mesh.begin_mesh_trace(mesh.mesh_command_queue(cq), *id);
+        return *id;
+    }
+    if (id == nullptr) return mesh.begin_mesh_trace(cq);
+    mesh.begin_mesh_trace(cq, *id);
+    return *id;
+}
+
+void end_mesh(MeshDevice& mesh, uint8_t cq, const distributed::MeshTraceId& id) {
+    if (g_newest_forms) {
+        mesh.end_mesh_trace(mesh.mesh_command_queue(cq), id);
+    } else {
+        mesh.end_mesh_trace(cq, id);
+    }
+}
+
+void replay_mesh(MeshDevice& mesh, uint8_t cq, const distributed::MeshTraceId& id, bool blocking) {
+    if (g_newest_forms) {
+        mesh.replay_mesh_trace(mesh.mesh_command_queue(cq), id, blocking);
+    } else {
+        mesh.replay_mesh_trace(cq, id, blocking);
+    }
+}
+
 // Captured buffers stay alive until the trace is released; what comes after the capture lands
 // elsewhere: no hazard.
 int scenario_trace_safe(Ctx& ctx) {
@@ -1170,7 +1211,7 @@ int scenario_trace_safe(Ctx& ctx) {
     d->end_trace(0, tid);
     BufferPtr c = Buffer::create(d, 4096, 1024, BufferType::DRAM);
     BufferPtr e = Buffer::create(d, 1024, 1024, BufferType::L1);
-    for (int i = 0; i < 3; ++i) d->replay_trace(0, tid, false, false);
+    for (int i = 0; i < 3; ++i) replay_dev(d, 0, tid, false);
     d->release_trace(tid);
     if (ctx.opt.leak) keep_forever(in);
     std::printf("trace_safe: trace %u replayed 3 times\n", tid);
@@ -1195,11 +1236,11 @@ int scenario_trace_hazard(Ctx& ctx) {
     BufferPtr l = Buffer::create(d, 2048, 1024, BufferType::L1);    // where b was
     BufferPtr gone = Buffer::create(d, 4096, 1024, BufferType::DRAM);
     gone.reset();  // freed before the replay: no hazard
-    d->replay_trace(0, tid, false, false);
-    d->replay_trace(0, tid, false, false);
+    replay_dev(d, 0, tid, false);
+    replay_dev(d, 0, tid, false);
     c.reset();
     BufferPtr f = Buffer::create(d, 1024, 1024, BufferType::DRAM);  // where a was, after replay 2
-    d->replay_trace(0, tid, true, false);
+    replay_dev(d, 0, tid, true);
     d->release_trace(tid);
     std::printf("trace_hazard: trace %u\n", tid);
     return 0;
@@ -1230,8 +1271,8 @@ int scenario_trace_two(Ctx& ctx) {
     i2.reset();
     d->end_trace(0, t2);  // under the filler: under t1's high-water mark
     filler.reset();
-    d->replay_trace(0, t2, false, false);
-    d->replay_trace(0, t1, false, false);
+    replay_dev(d, 0, t2, false);
+    replay_dev(d, 0, t1, false);
     d->release_trace(t1);
     d->release_trace(t2);
     std::printf("trace_two: traces %u %u\n", t1, t2);
@@ -1247,11 +1288,11 @@ int scenario_trace_released(Ctx& ctx) {
     d->begin_trace(1, tid);
     BufferPtr a = Buffer::create(d, 4096, 1024, BufferType::DRAM);
     d->end_trace(1, tid);
-    d->replay_trace(1, tid, false, false);
+    replay_dev(d, 1, tid, false);
     d->release_trace(tid);
     bool threw = false;
     try {
-        d->replay_trace(1, tid, false, false);
+        replay_dev(d, 1, tid, false);
     } catch (const std::runtime_error&) {
         threw = true;
     }
@@ -1263,11 +1304,11 @@ int scenario_trace_released(Ctx& ctx) {
     c->begin_trace(0, t2);
     BufferPtr b = Buffer::create(c, 4096, 1024, BufferType::DRAM);
     c->end_trace(0, t2);
-    c->replay_trace(0, t2, false, false);
+    replay_dev(c, 0, t2, false);
     c->close();
     threw = false;
     try {
-        c->replay_trace(0, t2, false, false);
+        replay_dev(c, 0, t2, false);
     } catch (const std::runtime_error&) {
         threw = true;
     }
@@ -1277,31 +1318,40 @@ int scenario_trace_released(Ctx& ctx) {
     return 0;
 }
 
-// A mesh trace (2026 form: begin_mesh_trace(cq) takes the id), then one with the id given.
+// A mesh trace (2026 form: begin_mesh_trace(cq) takes the id), then one with the id given on the
+// second command queue, replayed once more after its release.
 int scenario_trace_mesh(Ctx& ctx) {
     go_point(ctx);
     auto mesh = MeshDevice::create(open_chips({85, 86}));
     Device* c85 = mesh->get_devices()[0];
     Device* c86 = mesh->get_devices()[1];
     MeshBufferPtr in = MeshBuffer::create(mesh.get(), 8192, 1024, BufferType::DRAM);
-    distributed::MeshTraceId id = mesh->begin_mesh_trace(0);
+    distributed::MeshTraceId id = begin_mesh(*mesh, 0);
     MeshBufferPtr ma = MeshBuffer::create(mesh.get(), 8192, 1024, BufferType::DRAM);
     BufferPtr sa = Buffer::create(c85, 2048, 1024, BufferType::L1);
     ma.reset();
     sa.reset();
-    mesh->end_mesh_trace(0, id);
+    end_mesh(*mesh, 0, id);
     MeshBufferPtr mc = MeshBuffer::create(mesh.get(), 4096, 1024, BufferType::DRAM);  // where ma was
     BufferPtr sc = Buffer::create(c86, 2048, 1024, BufferType::L1);  // chip 86 captured no L1
-    mesh->replay_mesh_trace(0, id, false);
-    mesh->replay_mesh_trace(0, id, true);
+    replay_mesh(*mesh, 0, id, false);
+    replay_mesh(*mesh, 0, id, true);
 
+    // On the second command queue, the id given.
     distributed::MeshTraceId id2 = distributed::MeshTrace::next_id();
-    mesh->begin_mesh_trace(0, id2);
+    begin_mesh(*mesh, 1, &id2);
     MeshBufferPtr mb = MeshBuffer::create(mesh.get(), 2048, 1024, BufferType::L1);
-    mesh->end_mesh_trace(0, id2);
-    mesh->replay_mesh_trace(0, id2, false);
+    end_mesh(*mesh, 1, id2);
+    replay_mesh(*mesh, 1, id2, false);
     mesh->release_mesh_trace(id2);
     mesh->release_mesh_trace(id);
+    bool threw = false;
+    try {
+        replay_mesh(*mesh, 1, id2, false);  // released: TT-Metal throws "must exist"
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    CHECK(threw);
     std::printf("trace_mesh: mesh traces %u %u\n", id.get(), id2.get());
     return 0;
 }
@@ -1357,9 +1407,9 @@ int scenario_cb_cache(Ctx& ctx) {
     enqueue_program(d, *big);
     d->end_trace(0, tid);
     enqueue_program(d, *small);
-    d->replay_trace(0, tid, false, false);
+    replay_dev(d, 0, tid, false);
     enqueue_program(d, *cache[0]);
-    d->replay_trace(0, tid, true, false);
+    replay_dev(d, 0, tid, true);
     d->release_trace(tid);
 
     // A mesh program.
@@ -1398,6 +1448,13 @@ int scenario_traces(Ctx& ctx) {
     return rc;
 }
 
+// The same scenarios through the newest TT-NN's forms (MeshCommandQueue&) and the one-bool
+// Device::replay_trace: the same truth.
+int scenario_traces_newest(Ctx& ctx) {
+    g_newest_forms = true;
+    return scenario_traces(ctx);
+}
+
 struct Scenario {
     const char* name;
     int (*fn)(Ctx&);
@@ -1429,6 +1486,7 @@ const Scenario kScenarios[] = {
     {"trace_released", scenario_trace_released},
     {"trace_mesh", scenario_trace_mesh},
     {"traces", scenario_traces},
+    {"traces_newest", scenario_traces_newest},
     {"cb_cache", scenario_cb_cache},
 };
 

@@ -52,6 +52,9 @@ public:
     void begin_trace(uint8_t cq_id, uint32_t tid);
     void end_trace(uint8_t cq_id, uint32_t tid);
     void replay_trace(uint8_t cq_id, uint32_t tid, bool block_on_device, bool block_on_worker_thread);
+    // The older one-bool form, which some builds have beside the two-bool one (its own symbol,
+    // _ZN2tt8tt_metal6Device12replay_traceEhjb; implemented on its own, as the old Device's).
+    void replay_trace(uint8_t cq_id, uint32_t tid, bool blocking);
     void release_trace(uint32_t tid);
 
 private:
@@ -89,6 +92,27 @@ using MeshTraceId = ttsl::StrongType<uint32_t, struct MeshTraceIdTag>;
 // Upstream MeshTrace::next_id (its own process-wide counter).
 struct MeshTrace {
     static MeshTraceId next_id();
+};
+
+class MeshDevice;
+
+// Upstream tt-metalium/mesh_command_queue.hpp: the abstract queue of a MeshDevice, its first
+// members the MeshDevice and the queue's id (offsets 8 and 16 after the vptr), with inline
+// accessors (no out-of-line symbol).
+class MeshCommandQueue {
+protected:
+    MeshDevice* mesh_device_ = nullptr;
+    uint32_t id_ = 0;
+
+    MeshCommandQueue(MeshDevice* mesh_device, uint32_t id) : mesh_device_(mesh_device), id_(id) {}
+
+public:
+    MeshCommandQueue(const MeshCommandQueue&) = delete;
+    MeshCommandQueue& operator=(const MeshCommandQueue&) = delete;
+    virtual ~MeshCommandQueue() = default;
+
+    MeshDevice* device() const { return mesh_device_; }
+    uint32_t id() const { return id_; }
 };
 
 class MeshDevice : public IDevice, public std::enable_shared_from_this<MeshDevice> {
@@ -129,6 +153,16 @@ public:
     void replay_mesh_trace(uint8_t cq_id, const MeshTraceId& trace_id, bool blocking);
     void release_mesh_trace(const MeshTraceId& trace_id);
 
+    // The 2026 overloads (upstream mesh_device.cpp) that ttnn's trace.cpp and BeginTraceCapture
+    // call: each throws unless cq.device() == this, then forwards cq.id() to the implementation
+    // (upstream's MeshDeviceImpl), never through the cq-id forms above.
+    MeshTraceId begin_mesh_trace(MeshCommandQueue& cq);
+    void begin_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id);
+    void end_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id);
+    void replay_mesh_trace(MeshCommandQueue& cq, const MeshTraceId& trace_id, bool blocking);
+    // Upstream's mesh_command_queue(cq_id): the mesh's queue cq_id (two per mesh here).
+    MeshCommandQueue& mesh_command_queue(uint8_t cq_id) const;
+
 private:
     // Upstream's MeshDevice::initialize: builds the mesh's own allocator (called by create and
     // create_submesh right after the constructor).
@@ -140,6 +174,7 @@ private:
     std::unique_ptr<MeshAllocator> allocator_;
     MeshDevice* parent_;
     std::vector<std::shared_ptr<MeshDevice>> submeshes_;
+    std::vector<std::unique_ptr<MeshCommandQueue>> mesh_command_queues_;
 };
 
 }  // namespace distributed
