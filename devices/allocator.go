@@ -28,7 +28,6 @@ package devices
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"sort"
 
@@ -36,113 +35,25 @@ import (
 	"github.com/tttrace/tttrace/events"
 )
 
-// allocTypes are the buffer types with a bank manager, in report order.
-var allocTypes = [...]events.BufferType{events.DRAM, events.L1, events.L1Small, events.Trace}
-
-// allocKeys are their keys in the summary's "allocator" object.
-var allocKeys = [events.NumBufferTypes]string{events.DRAM: "dram", events.L1: "l1", events.L1Small: "l1_small", events.Trace: "trace"}
-
-// maxFailures caps the alloc_failed records kept per process (all are
-// counted and sent to the notify function).
-const maxFailures = 100
-
-// maxGroups bounds the allocators made outside a chip's (a MeshDevice's,
-// a sub-device's) a process holds at once: each is a few KB of models,
-// and a hostile process can make them without end (issue #32). A mesh's
-// goes when it closes; past the bound the oldest not tied to a live mesh
-// goes, or, when every one is, the new one is refused (both counted, and
-// too_many_allocators anomalies).
-const maxGroups = 256
-
-// maxHolders caps the buffers and sites an alloc_failed names.
-const (
-	maxHolders     = 10
-	maxHolderSites = 5
-)
-
-// typeAlloc is one bank manager of one chip.
-type typeAlloc struct {
-	ptr uint64       // BankManager*
-	cfg alloc.Config // BlockAlign 0 until the chip's DRAM manager gives it
-	m   *alloc.Manager
-	// why is set when the state is no longer exact: the numbers are then
-	// not reported.
-	why string
-	// Per-core (HYBRID) allocations, not accounted per bank.
-	perCore, perCoreBytes uint64
-	failures              uint64
-	dirty                 bool // in proc.adirty
-	// mem: read from the process's memory (allocmem.go), nil: from probes.
-	mem *memState
+// allocView is the allocator rule family of one process: TT-Metal's
+// bank managers modelled per chip and type, requests placed by the
+// allocator's own rules, failed allocations explained.
+type allocView struct {
+	*core
+	managers map[uint64]mgrRef // BankManager* -> its chip and type
+	// groups: the allocators made outside a chip's (a mesh's) the
+	// process holds, oldest first; at most maxGroups.
+	groups []*chipAlloc
+	// rootWhy: why the open chips were not found from the process's root
+	// at attach (queries.go FoundMem; "" when they were or none
+	// was looked for).
+	rootWhy       string
+	nreqs         int              // threads with a request waiting for its alloc
+	failures      []AllocFailure   // the first alloc_failed records
+	allocObserved bool             // the ledger has an AllocObserver
+	adirty        []allocDirty     // chips and types the event being applied changed
+	ast           alloc.Statistics // what allocNotify hands the observer
 }
-
-// exact reports whether the model holds the allocator's state.
-func (ta *typeAlloc) exact() bool { return ta != nil && ta.m != nil && ta.why == "" }
-
-// lose marks the state inexact, keeping the first reason.
-func (ta *typeAlloc) lose(why string) {
-	if ta.why == "" {
-		ta.why = why
-	}
-}
-
-// chipAlloc is one chip's allocator, or a mesh's: its bank managers by
-// buffer type.
-type chipAlloc struct {
-	types [events.NumBufferTypes]*typeAlloc
-	// A mesh's allocator: mesh is set once a mesh buffer was allocated
-	// through it (its MeshDevice*, and its index in proc.meshes).
-	mesh    bool
-	meshPtr uint64
-	meshIdx uint32
-	// dropped: an allocator made outside a chip's that the process no
-	// longer holds (dropGroup): its managers are forgotten.
-	dropped bool
-	// blockAlign: the free lists' alignment, the DRAM manager's alignment
-	// (upstream gives every free list the HAL's DRAM alignment).
-	blockAlign uint64
-}
-
-// mgrRef is what a BankManager* stands for.
-type mgrRef struct {
-	chip int32 // -1: not tied to a chip
-	typ  events.BufferType
-	grp  *chipAlloc   // a manager made outside a chip's allocator (a mesh's)
-	cfg  alloc.Config // BlockAlign unset
-}
-
-// allocReq is a thread's allocate_buffer call waiting for its alloc. It
-// lives in its thread (thread.reqBuf), made again by each request: a
-// request that succeeds, the common case, costs no allocation, and the
-// explanation of one whose numbers are unknown is written only when it
-// fails (explain).
-type allocReq struct {
-	e    events.Event // the request
-	need alloc.Need
-	// The state at the request, for the failure: valid when exact. The
-	// cause is read from it when the failure is reported.
-	exact bool
-	st    alloc.Statistics
-	bank  uint64
-	chip  int32
-	typ   events.BufferType
-	grp   *chipAlloc // the mesh allocator whose manager got the request
-	// Why the state is unknown: why, or the explanation named by whyOf,
-	// written by explain.
-	why   string
-	whyOf reqWhy
-	// thrown: its out-of-memory path was seen (alloc_oom); site: the
-	// stack of that moment, else the request's own (none is taken today).
-	thrown bool
-	site   uint32
-	// unknownMgr: the bank manager was not seen made.
-	unknownMgr bool
-}
-
-// AllocObserver is told of every change of a chip's allocator state for a
-// type: after each applied event, once per chip and type it changed. st is
-// nil when the state is not exact. Valid only during the call.
-type AllocObserver func(pid uint32, chip int32, tsNs uint64, typ events.BufferType, banks uint32, st *alloc.Statistics)
 
 // chipAlloc returns chip c's allocator, creating it.
 func (c *chipState) allocator() *chipAlloc {
@@ -153,7 +64,7 @@ func (c *chipState) allocator() *chipAlloc {
 }
 
 // capacity handles alloc_capacity: a bank manager is being made.
-func (p *proc) capacity(e *events.Event) {
+func (p *allocView) capacity(e *events.Event) {
 	p.stats.AllocCapacities++
 	cfg := alloc.Config{Banks: e.Banks, BankSize: e.BankSize, Offset: e.Base, Alignment: e.Alignment, AddressLimit: e.Limit}
 	ref := mgrRef{chip: -1, typ: e.BufferType, cfg: cfg}
@@ -221,7 +132,7 @@ func (p *proc) capacity(e *events.Event) {
 
 // forgetManager forgets bank manager ptr, no longer chip's type-t manager
 // (its allocator was made again), unless ptr now names another.
-func (p *proc) forgetManager(ptr uint64, chip int32, t events.BufferType) {
+func (p *allocView) forgetManager(ptr uint64, chip int32, t events.BufferType) {
 	if r, ok := p.managers[ptr]; ok && r.grp == nil && r.chip == chip && r.typ == t {
 		delete(p.managers, ptr)
 	}
@@ -230,7 +141,7 @@ func (p *proc) forgetManager(ptr uint64, chip int32, t events.BufferType) {
 // newGroup makes an allocator outside any chip's for the bank manager
 // capacity record e makes, within maxGroups: past it the oldest not tied
 // to a mesh is dropped, or, when every one is, nil (e is refused).
-func (p *proc) newGroup(e *events.Event) *chipAlloc {
+func (p *allocView) newGroup(e *events.Event) *chipAlloc {
 	if len(p.groups) >= maxGroups {
 		i := slices.IndexFunc(p.groups, func(g *chipAlloc) bool { return g.meshPtr == 0 })
 		if i < 0 {
@@ -252,7 +163,7 @@ func (p *proc) newGroup(e *events.Event) *chipAlloc {
 // or room was needed. Its managers are forgotten (a request on one is on a
 // manager not seen made), and its models released; a thread or a waiting
 // request still pointing at it sees it dropped.
-func (p *proc) dropGroup(g *chipAlloc) {
+func (p *allocView) dropGroup(g *chipAlloc) {
 	for _, ta := range g.types {
 		if ta == nil {
 			continue
@@ -268,43 +179,8 @@ func (p *proc) dropGroup(g *chipAlloc) {
 	}
 }
 
-// firstPtr is the first of g's bank managers (its DRAM one, as made).
-func (g *chipAlloc) firstPtr() uint64 {
-	for _, t := range allocTypes {
-		if ta := g.types[t]; ta != nil {
-			return ta.ptr
-		}
-	}
-	return 0
-}
-
-func allocatable(t events.BufferType) bool {
-	return t.Valid() && t != events.SystemMemory
-}
-
-// buildAllocs makes the models of allocator ca's managers once the free
-// lists' alignment is known.
-func buildAllocs(ca *chipAlloc) {
-	if ca.blockAlign == 0 {
-		return
-	}
-	for _, t := range allocTypes {
-		ta := ca.types[t]
-		if ta == nil || ta.m != nil || ta.why != "" {
-			continue
-		}
-		ta.cfg.BlockAlign = ca.blockAlign
-		m, err := alloc.New(ta.cfg)
-		if err != nil {
-			ta.lose(fmt.Sprintf("bank manager %#x: %v", ta.ptr, err))
-			continue
-		}
-		ta.m = m
-	}
-}
-
 // request handles alloc_request: it waits on its thread for the alloc.
-func (p *proc) request(e *events.Event) {
+func (p *allocView) request(e *events.Event) {
 	p.stats.AllocRequests++
 	t := p.thread(e.Tid)
 	if prev := t.req; prev != nil {
@@ -350,67 +226,11 @@ func (p *proc) request(e *events.Event) {
 	p.nreqs++
 }
 
-// exactFrom sets r's numbers from ta, the model of its bank manager (of
-// the chip r.chip, or of the mesh allocator r.grp), or why they are
-// unknown.
-func (r *allocReq) exactFrom(ta *typeAlloc) {
-	e := &r.e
-	switch {
-	case ta == nil || ta.ptr != e.Object:
-		r.whyOf = whyNotOwners
-	case !ta.exact():
-		r.why = ta.why
-		if ta.m == nil && ta.why == "" {
-			r.why = "the allocator's DRAM bank manager was not seen made (no free-list alignment)"
-		}
-	default:
-		r.need = ta.m.Need(alloc.Request{Size: e.Size, PageSize: e.PageSize, Shards: e.Shards, BottomUp: e.BottomUp})
-		// The statistics now: other threads may change the list before
-		// this request is known to have failed.
-		r.exact, r.st, r.bank = true, ta.m.Stats(), ta.cfg.BankSize
-	}
-}
-
-// reqWhy names the explanation of a request's unknown numbers that
-// explain writes from the request alone.
-type reqWhy uint8
-
-const (
-	whyNone reqWhy = iota
-	whyUnknownManager
-	whyNoChip
-	whyNotOwners // the manager is no longer its chip's (or mesh's)
-)
-
-// explain is why r's numbers are unknown.
-func (r *allocReq) explain() string {
-	switch r.whyOf {
-	case whyUnknownManager:
-		return fmt.Sprintf("tttrace did not see bank manager %#x made", r.e.Object)
-	case whyNoChip:
-		return fmt.Sprintf("bank manager %#x belongs to no known chip", r.e.Object)
-	case whyNotOwners:
-		owner := "the mesh's"
-		if r.grp == nil {
-			owner = fmt.Sprintf("chip %d's", r.chip)
-		}
-		return fmt.Sprintf("bank manager %#x is no longer %s", r.e.Object, owner)
-	}
-	return r.why
-}
-
-// perCoreNext reports whether request e is the next core's call of the
-// per-core allocation prev belongs to: both per-core (a non-zero allocator
-// id) on the same bank manager, prev not seen throwing.
-func perCoreNext(prev *allocReq, e *events.Event) bool {
-	return !prev.thrown && prev.e.AllocatorID != 0 && e.AllocatorID != 0 && prev.e.Object == e.Object
-}
-
 // oom handles alloc_oom: the thread's request reached BankManager::
 // allocate_buffer's out-of-memory path. It fails now, with this record's
 // stack as its site. Without a waiting request (its record was lost, or a
 // second load of the message on the same path) it is only counted.
-func (p *proc) oom(e *events.Event) {
+func (p *allocView) oom(e *events.Event) {
 	p.stats.AllocOOMs++
 	t := p.threads[e.Tid]
 	if t == nil || t.req == nil {
@@ -424,7 +244,7 @@ func (p *proc) oom(e *events.Event) {
 }
 
 // typeAlloc returns chip's manager of type t, or nil.
-func (p *proc) typeAlloc(chip int32, t events.BufferType) *typeAlloc {
+func (p *allocView) typeAlloc(chip int32, t events.BufferType) *typeAlloc {
 	c := p.chips[chip]
 	if c == nil || c.alloc == nil || !allocatable(t) {
 		return nil
@@ -433,7 +253,7 @@ func (p *proc) typeAlloc(chip int32, t events.BufferType) *typeAlloc {
 }
 
 // takeRequest ends thread t's wait and returns its request.
-func (p *proc) takeRequest(t *thread) *allocReq {
+func (p *allocView) takeRequest(t *thread) *allocReq {
 	r := t.req
 	t.req = nil
 	p.nreqs--
@@ -441,7 +261,7 @@ func (p *proc) takeRequest(t *thread) *allocReq {
 }
 
 // failRequest: thread t's request was never followed by its alloc.
-func (p *proc) failRequest(t *thread) {
+func (p *allocView) failRequest(t *thread) {
 	r := p.takeRequest(t)
 	p.stats.AllocFailures++
 	f := AllocFailure{
@@ -493,7 +313,7 @@ func (p *proc) failRequest(t *thread) {
 	} else {
 		f.Why = r.explain()
 	}
-	if p.hooks.notify == nil && len(p.failures) >= maxFailures {
+	if p.set.notify == nil && len(p.failures) >= maxFailures {
 		return
 	}
 	switch {
@@ -507,14 +327,14 @@ func (p *proc) failRequest(t *thread) {
 	if len(p.failures) < maxFailures {
 		p.failures = append(p.failures, f)
 	}
-	if p.hooks.notify != nil {
+	if p.set.notify != nil {
 		n := Notice{Type: NoticeAllocFailed, Seq: f.Seq, TsNs: f.TsNs, Pid: f.Pid, Tid: f.Tid, Chip: r.chip, AllocFailed: &f}
-		p.hooks.notify(&n)
+		p.set.notify(&n)
 	}
 }
 
 // flushRequests fails every waiting request (the process ended, or tracing).
-func (p *proc) flushRequests() {
+func (p *allocView) flushRequests() {
 	if p.nreqs == 0 {
 		return
 	}
@@ -534,7 +354,7 @@ func (p *proc) flushRequests() {
 // failRequestsBefore fails the requests made before tsNs that still wait:
 // an alloc follows its request at once, so a request quiet that long threw
 // (the thread went on without another TT-Metal call).
-func (p *proc) failRequestsBefore(tsNs uint64) {
+func (p *allocView) failRequestsBefore(tsNs uint64) {
 	if p.nreqs == 0 {
 		return
 	}
@@ -552,7 +372,7 @@ func (p *proc) failRequestsBefore(tsNs uint64) {
 
 // unplaced: the alloc that ended request r was not counted (unreadable,
 // implausible): the allocator holds a span the model does not.
-func (p *proc) unplaced(r *allocReq, e *events.Event) {
+func (p *allocView) unplaced(r *allocReq, e *events.Event) {
 	if r.grp != nil {
 		if ta := r.grp.typeOf(r.typ); ta.exact() {
 			ta.lose(fmt.Sprintf("the allocation of seq %d (buffer %#x) could not be accounted", e.Seq, e.Object))
@@ -571,7 +391,7 @@ func (p *proc) unplaced(r *allocReq, e *events.Event) {
 // holders fills what occupies an allocator's type-t memory (the live
 // buffers `on` it): the largest (by span, then size) and the sites holding
 // the most.
-func (p *proc) holders(f *AllocFailure, t events.BufferType, on func(b *bufEntry) bool) {
+func (p *allocView) holders(f *AllocFailure, t events.BufferType, on func(b *bufEntry) bool) {
 	type hold struct {
 		idx  uint32
 		span uint64
@@ -647,7 +467,7 @@ func (p *proc) holders(f *AllocFailure, t events.BufferType, on func(b *bufEntry
 // allocPlace accounts the new live buffer in slot idx (alloc): its span
 // from the thread's request, placed at its address in its chip's list (a
 // mesh buffer: in its mesh's).
-func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
+func (p *allocView) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 	b := p.bufs.slots.at(idx)
 	t := events.BufferType(b.btype)
 	if !allocatable(t) {
@@ -700,7 +520,7 @@ func (p *proc) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 // meshPlace accounts mesh buffer b in its mesh's allocator: the one whose
 // bank manager got its request (the first such buffer ties that allocator
 // to the mesh). Its chips' allocators never hold it.
-func (p *proc) meshPlace(b *bufEntry, e *events.Event, r *allocReq) {
+func (p *allocView) meshPlace(b *bufEntry, e *events.Event, r *allocReq) {
 	t := events.BufferType(b.btype)
 	m := p.meshes[b.mesh]
 	if m == nil {
@@ -737,7 +557,7 @@ func (p *proc) meshPlace(b *bufEntry, e *events.Event, r *allocReq) {
 }
 
 // placeOn puts live buffer b's span into chip c's list of its type.
-func (p *proc) placeOn(c *chipState, b *bufEntry, e *events.Event) {
+func (p *allocView) placeOn(c *chipState, b *bufEntry, e *events.Event) {
 	t := events.BufferType(b.btype)
 	ta := c.alloc.typeOf(t)
 	if ta == nil || !ta.exact() || b.perCore {
@@ -758,7 +578,7 @@ func (p *proc) placeOn(c *chipState, b *bufEntry, e *events.Event) {
 }
 
 // allocRelease frees live buffer b's span from its chips' lists.
-func (p *proc) allocRelease(idx uint32, b *bufEntry, ts uint64) {
+func (p *allocView) allocRelease(idx uint32, b *bufEntry, ts uint64) {
 	t := events.BufferType(b.btype)
 	if !allocatable(t) {
 		return
@@ -793,7 +613,7 @@ func (p *proc) allocRelease(idx uint32, b *bufEntry, ts uint64) {
 }
 
 // forChips calls f for each chip live buffer b is charged on.
-func (p *proc) forChips(b *bufEntry, f func(c *chipState)) {
+func (p *allocView) forChips(b *bufEntry, f func(c *chipState)) {
 	if b.mesh == 0 {
 		f(p.chip(b.chip))
 		return
@@ -805,16 +625,8 @@ func (p *proc) forChips(b *bufEntry, f func(c *chipState)) {
 	}
 }
 
-// typeOf is c's manager of type t, or nil.
-func (ca *chipAlloc) typeOf(t events.BufferType) *typeAlloc {
-	if ca == nil || !allocatable(t) {
-		return nil
-	}
-	return ca.types[t]
-}
-
 // closeAlloc clears chip c's lists (Device::close).
-func (p *proc) closeAlloc(c *chipState) {
+func (p *allocView) closeAlloc(c *chipState) {
 	if c.alloc == nil {
 		return
 	}
@@ -830,7 +642,7 @@ func (p *proc) closeAlloc(c *chipState) {
 }
 
 // allocTouch notes that chip c's type-t state changed, for the observer.
-func (p *proc) allocTouch(c *chipState, t events.BufferType) {
+func (p *allocView) allocTouch(c *chipState, t events.BufferType) {
 	if !p.allocObserved || c.alloc == nil {
 		return
 	}
@@ -840,13 +652,8 @@ func (p *proc) allocTouch(c *chipState, t events.BufferType) {
 	}
 }
 
-type allocDirty struct {
-	c *chipState
-	t events.BufferType
-}
-
 // allocNotify tells o of every chip and type the last event changed.
-func (p *proc) allocNotify(o AllocObserver, ts uint64) {
+func (p *allocView) allocNotify(o AllocObserver, ts uint64) {
 	for _, d := range p.adirty {
 		ta := d.c.alloc.types[d.t]
 		if ta == nil {
@@ -865,167 +672,8 @@ func (p *proc) allocNotify(o AllocObserver, ts uint64) {
 	p.adirty = p.adirty[:0]
 }
 
-// AllocFailure is an alloc_failed record: a BankManager::allocate_buffer
-// call that threw. It marshals with encoding/json to its NDJSON line
-// (docs/ndjson.md); field names are a public interface.
-type AllocFailure struct {
-	Type string `json:"type"` // "alloc_failed"
-	Pid  uint32 `json:"pid"`
-	Tid  uint32 `json:"tid"`
-	Seq  uint64 `json:"seq"` // of the request
-	TsNs uint64 `json:"ts_ns"`
-	// DeviceKind is "chip" (Device: the chip whose allocator refused),
-	// "mesh" (MeshDevice: the mesh whose own allocator refused, MeshChips
-	// its chips then) or "none" (its bank manager is tied to no known chip
-	// or mesh).
-	DeviceKind string  `json:"device_kind"`
-	Device     *int32  `json:"device,omitempty"`
-	MeshDevice string  `json:"mesh_device,omitempty"`
-	MeshChips  []int32 `json:"mesh_chips,omitempty"`
-	// Physical: the physical chip behind Device (for host-wide counters;
-	// the summary's devices carry it in NDJSON).
-	Physical   ChipIdentity `json:"-"`
-	Manager    string       `json:"manager"` // BankManager*, hex
-	BufferType string       `json:"buffer_type"`
-	// The request: the aligned size and page size the allocator got.
-	Size      uint64 `json:"size"`
-	PageSize  uint64 `json:"page_size"`
-	BottomUp  bool   `json:"bottom_up"`
-	NumShards uint32 `json:"num_shards,omitempty"`
-	// Banks the pages spread over, and what each needs (upstream's
-	// size_per_bank); Span: that rounded to the free list's blocks.
-	Banks       uint32  `json:"banks"`
-	SizePerBank uint64  `json:"size_per_bank"`
-	Span        *uint64 `json:"span,omitempty"`
-	BankSize    uint64  `json:"bank_size"`
-	// The allocator's statistics at the request (per bank), what
-	// TT-Metal's message gives; null when not known (Why).
-	TotalAllocated *uint64 `json:"total_allocated_bytes"`
-	TotalFree      *uint64 `json:"total_free_bytes"`
-	LargestFree    *uint64 `json:"largest_free_block_bytes"`
-	// BufferType is "unknown" when the bank manager was not seen made.
-	// Cause: exhausted, fragmented, larger_than_bank (below_address_limit
-	// never in 2025-2026 builds); "" with Why when the state is unknown.
-	Cause string `json:"cause,omitempty"`
-	Why   string `json:"why,omitempty"`
-	// Site: where the allocation was asked for: the stack taken on
-	// allocate_buffer's out-of-memory path (alloc_oom), Python frames
-	// included; absent without stacks or when that path was not seen.
-	Site uint32 `json:"site,omitempty"`
-	// Thrown: the out-of-memory path was seen (alloc_oom); false when the
-	// failure is known only because no alloc followed the request.
-	Thrown bool `json:"thrown"`
-	// Holders: the largest live buffers of that allocator and type (by
-	// span per bank): a chip's own buffers, or the mesh's buffers for a
-	// mesh; at most 10; HoldersCount and HoldersBytes count them all.
-	Holders      []Holder     `json:"holders"`
-	HoldersCount int          `json:"holders_count"`
-	HoldersBytes uint64       `json:"holders_bytes"`
-	HolderSites  []HolderSite `json:"holder_sites"`
-}
-
-// Holder is a live buffer that fills the chip and type of a failure.
-type Holder struct {
-	Buffer     string  `json:"buffer"`
-	Address    uint64  `json:"address"`
-	Size       uint64  `json:"size"`
-	Span       *uint64 `json:"span,omitempty"` // per bank; absent when unknown
-	Mesh       bool    `json:"mesh"`
-	MeshDevice string  `json:"mesh_device,omitempty"`
-	Tid        uint32  `json:"tid"`
-	Seq        uint64  `json:"seq"`
-	TsNs       uint64  `json:"ts_ns"`
-	Site       uint32  `json:"site,omitempty"`
-}
-
-// HolderSite sums the holders of one allocation site.
-type HolderSite struct {
-	Site      uint32 `json:"site"`
-	Buffers   uint64 `json:"buffers"`
-	Bytes     uint64 `json:"bytes"`      // their sizes
-	SpanBytes uint64 `json:"span_bytes"` // their spans per bank
-}
-
-// AllocatorType is one bank manager in the summary: the "allocator"
-// object's entries.
-type AllocatorType struct {
-	Banks            uint32  `json:"banks"`
-	BankSize         uint64  `json:"bank_size"`
-	Alignment        uint64  `json:"alignment"`
-	Base             uint64  `json:"base"`
-	TotalAllocatable uint64  `json:"total_allocatable_size_bytes"`
-	TotalAllocated   *uint64 `json:"total_allocated_bytes"`
-	TotalFree        *uint64 `json:"total_free_bytes"`
-	LargestFree      *uint64 `json:"largest_free_block_bytes"`
-	Source           string  `json:"source"` // "probe" or "memory"
-	// Why the three numbers above are null.
-	Why string `json:"why,omitempty"`
-	// Per-core (HYBRID) L1 buffers live, not accounted per bank.
-	PerCoreBuffers uint64 `json:"per_core_buffers"`
-	PerCoreBytes   uint64 `json:"per_core_bytes"`
-	Failures       uint64 `json:"alloc_failures"`
-}
-
-// Stats returns the statistics when they are known.
-func (a *AllocatorType) Stats() (alloc.Statistics, bool) {
-	if a == nil || a.TotalAllocated == nil {
-		return alloc.Statistics{}, false
-	}
-	return alloc.Statistics{TotalAllocatable: a.TotalAllocatable, TotalAllocated: *a.TotalAllocated,
-		TotalFree: *a.TotalFree, LargestFreeBlock: *a.LargestFree}, true
-}
-
-// Allocator is one chip's allocator view, keyed as the summary's
-// "allocator" object. A type the chip's allocator was not seen making is
-// nil.
-type Allocator struct {
-	DRAM    *AllocatorType `json:"dram"`
-	L1      *AllocatorType `json:"l1"`
-	L1Small *AllocatorType `json:"l1_small"`
-	Trace   *AllocatorType `json:"trace"`
-}
-
-// Type returns the entry of buffer type t (nil: none).
-func (a *Allocator) Type(t events.BufferType) *AllocatorType {
-	if a == nil {
-		return nil
-	}
-	switch t {
-	case events.DRAM:
-		return a.DRAM
-	case events.L1:
-		return a.L1
-	case events.L1Small:
-		return a.L1Small
-	case events.Trace:
-		return a.Trace
-	}
-	return nil
-}
-
-// SatMul is a*b, saturating at the largest uint64 (a chip's bytes are
-// banks x per-bank bytes).
-func SatMul(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	if hi != 0 {
-		return ^uint64(0)
-	}
-	return lo
-}
-
-// AllocatorTypes are the buffer types of Allocator's entries, in order.
-func AllocatorTypes() []events.BufferType { return allocTypes[:] }
-
-// AllocatorKey is the summary key of buffer type t ("dram", ...).
-func AllocatorKey(t events.BufferType) string {
-	if t.Valid() {
-		return allocKeys[t]
-	}
-	return ""
-}
-
 // allocatorView describes chip c's allocator, or says why there is none.
-func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
+func (p *allocView) allocatorView(c *chipState) (*Allocator, string) {
 	if c.alloc == nil || c.alloc.types[events.DRAM] == nil && c.alloc.types[events.L1] == nil &&
 		c.alloc.types[events.L1Small] == nil && c.alloc.types[events.Trace] == nil {
 		if p.info.AttachedMidRun {
@@ -1061,36 +709,9 @@ func (p *proc) allocatorView(c *chipState) (*Allocator, string) {
 	return &a, ""
 }
 
-// view is ta's entry in an "allocator" object.
-func (ta *typeAlloc) view() *AllocatorType {
-	at := &AllocatorType{Banks: ta.cfg.Banks, BankSize: ta.cfg.BankSize, Alignment: ta.cfg.Alignment, Base: ta.cfg.Offset,
-		TotalAllocatable: ta.cfg.BankSize, Source: ta.source(), PerCoreBuffers: ta.perCore, PerCoreBytes: ta.perCoreBytes, Failures: ta.failures}
-	switch {
-	case ta.exact():
-		st := ta.m.Stats()
-		at.TotalAllocated, at.TotalFree, at.LargestFree = &st.TotalAllocated, &st.TotalFree, &st.LargestFreeBlock
-	case ta.why != "":
-		at.Why = ta.why
-	default:
-		at.Why = "the allocator's DRAM bank manager was not seen made (no free-list alignment)"
-	}
-	return at
-}
-
-// MeshAllocator is a MeshDevice's own allocator: an entry of a process's
-// "meshes" in the summary.
-type MeshAllocator struct {
-	MeshDevice string  `json:"mesh_device"` // MeshDevice*, hex
-	Chips      []int32 `json:"chips"`       // its chips, in the order learned
-	// Allocator: as a chip's, counting the mesh's buffers (once, per bank);
-	// null with AllocatorWhy when unknown.
-	Allocator    *Allocator `json:"allocator"`
-	AllocatorWhy string     `json:"allocator_why,omitempty"`
-}
-
 // meshAllocators describes the allocator of every live mesh, in the order
 // the meshes were first seen.
-func (p *proc) meshAllocators() []MeshAllocator {
+func (p *allocView) meshAllocators() []MeshAllocator {
 	out := []MeshAllocator{}
 	for _, m := range p.meshes {
 		if m == nil {
@@ -1113,39 +734,8 @@ func (p *proc) meshAllocators() []MeshAllocator {
 	return out
 }
 
-// MeshAllocators returns the allocator view of every live mesh of pid.
-func (l *Ledger) MeshAllocators(pid uint32) []MeshAllocator {
-	p := l.procs[pid]
-	if p == nil {
-		return nil
-	}
-	return p.meshAllocators()
-}
-
-// set stores the entry of buffer type t.
-func (a *Allocator) set(t events.BufferType, at *AllocatorType) {
-	switch t {
-	case events.DRAM:
-		a.DRAM = at
-	case events.L1:
-		a.L1 = at
-	case events.L1Small:
-		a.L1Small = at
-	case events.Trace:
-		a.Trace = at
-	}
-}
-
-// source is the summary's "source" of a type's view.
-func (ta *typeAlloc) source() string {
-	if ta.mem != nil {
-		return "memory"
-	}
-	return "probe"
-}
-
 // memFailures counts chip c's types whose read from memory failed.
-func (p *proc) memFailures(c *chipState) int {
+func (p *allocView) memFailures(c *chipState) int {
 	n := 0
 	for _, ta := range c.alloc.types {
 		if ta != nil && ta.mem != nil && ta.m == nil && ta.mem.to != 0 {
@@ -1155,55 +745,54 @@ func (p *proc) memFailures(c *chipState) int {
 	return n
 }
 
-// AllocFailures returns the alloc_failed records of pid kept so far (the
-// first 100 made), by seq of their requests.
-func (l *Ledger) AllocFailures(pid uint32) []AllocFailure {
-	p := l.procs[pid]
-	if p == nil {
-		return nil
-	}
-	return p.sortedFailures()
-}
-
 // sortedFailures: a failure is known only once its thread moves on, so
 // records are made out of request order when threads interleave.
-func (p *proc) sortedFailures() []AllocFailure {
+func (p *allocView) sortedFailures() []AllocFailure {
 	out := append([]AllocFailure{}, p.failures...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out
 }
 
-// TotalAllocFailures counts every failed allocation seen, in every process.
-func (l *Ledger) TotalAllocFailures() uint64 {
-	var n uint64
-	for _, p := range l.retired {
-		n += p.stats.AllocFailures
+// wantMem: a request on bank manager ptr, unknown so far, was followed by
+// an alloc on chip, type t: the chip's allocator was made before tttrace
+// attached; ask for it to be read from memory.
+func (p *allocView) wantMem(ptr uint64, chip int32, t events.BufferType) {
+	if !allocatable(t) || p.set.wantMem == nil {
+		return
 	}
-	for _, p := range l.procs {
-		n += p.stats.AllocFailures
+	c := p.chip(chip)
+	ca := c.allocator()
+	if old := ca.types[t]; old != nil {
+		return // known (made under tttrace, or already asked for)
 	}
-	return n
+	if p.managers == nil {
+		p.managers = make(map[uint64]mgrRef)
+	}
+	p.managers[ptr] = mgrRef{chip: chip, typ: t}
+	ca.types[t] = &typeAlloc{ptr: ptr, mem: &memState{}, why: "being read from the process's memory"}
+	p.allocTouch(c, t)
+	p.set.wantMem(MemWant{Pid: p.pid, Chip: chip, Type: t, Manager: ptr})
 }
 
-// ChipAllocator is one chip's allocator view now, for live views.
-type ChipAllocator struct {
-	Device    int32
-	Allocator *Allocator // nil: Why
-	Why       string
+// unknownFreeMem: a buffer tttrace never saw allocated (allocated before
+// it attached) was freed on a chip whose list was read from memory.
+func (p *allocView) unknownFreeMem(e *events.Event) {
+	if e.DeviceKind != events.DeviceChip || !allocatable(e.BufferType) {
+		return
+	}
+	ta := p.typeAlloc(e.Chip, e.BufferType)
+	if !ta.exact() || ta.mem == nil {
+		return
+	}
+	p.allocTouch(p.chip(e.Chip), e.BufferType)
+	if ta.memFree(e.TsNs, e.Address) {
+		if _, ok := ta.m.Free(e.Address); !ok {
+			ta.lose(fmt.Sprintf("buffer %#x (seq %d), allocated before tttrace attached: nothing allocated at %#x to free", e.Object, e.Seq, e.Address))
+		}
+	}
 }
 
-// Allocators returns the allocator view of every chip pid touched,
-// sorted by chip id. Nil for an unknown pid.
-func (l *Ledger) Allocators(pid uint32) []ChipAllocator {
-	p := l.procs[pid]
-	if p == nil {
-		return nil
-	}
-	out := make([]ChipAllocator, 0, len(p.chips))
-	for id, c := range p.chips {
-		a, why := p.allocatorView(c)
-		out = append(out, ChipAllocator{Device: id, Allocator: a, Why: why})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
-	return out
+type allocDirty struct {
+	c *chipState
+	t events.BufferType
 }

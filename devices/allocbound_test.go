@@ -19,12 +19,12 @@ const allocBound = 256
 func heldManagers(r *rec) (managers, groups int) {
 	p := r.l.procs[r.pid]
 	seen := map[*chipAlloc]bool{}
-	for _, ref := range p.managers {
+	for _, ref := range p.allocs.managers {
 		if ref.grp != nil {
 			seen[ref.grp] = true
 		}
 	}
-	return len(p.managers), len(seen)
+	return len(p.allocs.managers), len(seen)
 }
 
 // statsOf is the process's stats as its summary line has them.

@@ -153,7 +153,7 @@ func (c *checker) buffers() {
 
 // programs charges every CB group to its chip or mesh.
 func (c *checker) programs() {
-	for prog, pc := range c.p.progs {
+	for prog, pc := range c.p.l1.progs {
 		if len(pc.groups) == 0 {
 			c.bad("program %#x kept with no CB group", prog)
 		}
@@ -305,7 +305,7 @@ func (c *checker) l1() {
 	// Highest CB end per target, recomputed.
 	chipEnd := map[int32]uint64{}
 	meshEnd := make([]uint64, len(p.meshes))
-	for _, pc := range p.progs {
+	for _, pc := range p.l1.progs {
 		for _, g := range pc.groups {
 			if g.mesh == 0 {
 				chipEnd[g.chip] = max(chipEnd[g.chip], g.end)
@@ -367,8 +367,8 @@ func (c *checker) l1() {
 			n++
 		}
 	}
-	if n != p.nchecks {
-		c.bad("%d threads wait for a clash check, count says %d", n, p.nchecks)
+	if n != p.l1.nchecks {
+		c.bad("%d threads wait for a clash check, count says %d", n, p.l1.nchecks)
 	}
 }
 
@@ -398,7 +398,7 @@ func (c *checker) allocators() {
 			}
 			continue
 		}
-		p.forChips(b, func(cs *chipState) {
+		p.allocs.forChips(b, func(cs *chipState) {
 			if cs.alloc == nil {
 				return
 			}
@@ -476,11 +476,11 @@ func (c *checker) allocators() {
 	}
 	// The bank managers the process knows are those of the allocators
 	// it holds: its chips' own, and at most maxGroups made outside them.
-	if len(p.groups) > maxGroups {
-		c.bad("%d allocators made outside a chip's, more than %d", len(p.groups), maxGroups)
+	if len(p.allocs.groups) > maxGroups {
+		c.bad("%d allocators made outside a chip's, more than %d", len(p.allocs.groups), maxGroups)
 	}
 	held := map[*chipAlloc]bool{}
-	for _, g := range p.groups {
+	for _, g := range p.allocs.groups {
 		if g.dropped || held[g] {
 			c.bad("allocator of bank manager %#x: dropped (%v) or held twice", g.firstPtr(), g.dropped)
 		}
@@ -491,7 +491,7 @@ func (c *checker) allocators() {
 			c.bad("mesh %#x: its allocator is not held", m.ptr)
 		}
 	}
-	for ptr, r := range p.managers {
+	for ptr, r := range p.allocs.managers {
 		var ta *typeAlloc
 		switch {
 		case r.grp != nil:
@@ -515,7 +515,7 @@ func (c *checker) allocators() {
 			waiting++
 		}
 	}
-	if waiting != p.nreqs {
-		c.bad("%d threads wait with a request, nreqs %d", waiting, p.nreqs)
+	if waiting != p.allocs.nreqs {
+		c.bad("%d threads wait with a request, nreqs %d", waiting, p.allocs.nreqs)
 	}
 }

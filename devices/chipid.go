@@ -221,19 +221,3 @@ func (m *ChipMap) Identity(chip int32) ChipIdentity {
 	uid := d.PCI
 	return ChipIdentity{UID: &uid, PCI: d.PCI, Dev: "/dev/tenstorrent/" + strconv.Itoa(d.Num)}
 }
-
-// SetChips gives pid's current process the chip map m (its physical chips
-// as known now: ChipMap.Holding grows as it opens its devices).
-func (l *Ledger) SetChips(pid uint32, m ChipMap) {
-	if p := l.procs[pid]; p != nil {
-		p.info.Chips = m
-	}
-}
-
-// ChipCount is how many chips pid's current process has in the ledger.
-func (l *Ledger) ChipCount(pid uint32) int {
-	if p := l.procs[pid]; p != nil {
-		return len(p.chips)
-	}
-	return 0
-}

@@ -61,3 +61,55 @@ func SatAdd(a, b uint64) uint64 {
 }
 
 var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
+
+// Stats counts what the ledger saw and deliberately did not count.
+type Stats struct {
+	Events            uint64 `json:"events"`
+	Allocs            uint64 `json:"allocs"`      // track_allocate events
+	MeshAllocs        uint64 `json:"mesh_allocs"` // of which on a MeshDevice
+	HookedAllocs      uint64 `json:"hooked_allocs"`
+	ZeroSizeAllocs    uint64 `json:"zero_size_allocs"`
+	NonOwningAllocs   uint64 `json:"non_owning_allocs"`
+	Frees             uint64 `json:"frees"` // track_deallocate events
+	HookedFrees       uint64 `json:"hooked_frees"`
+	FreesAfterRelease uint64 `json:"frees_after_release"` // of buffers a close or mark had released
+	Views             uint64 `json:"views"`
+	MeshChipsLearned  uint64 `json:"mesh_chips_learned"`
+	MarkDeallocated   uint64 `json:"mark_deallocated"`
+	// MarkedHeld: live buffers marked deallocated, which stay counted
+	// because the allocator keeps their memory until their chip closes.
+	MarkedHeld uint64 `json:"marked_held"`
+	// ReleasedByMark: marked buffers released since, by their chip's close.
+	ReleasedByMark   uint64 `json:"released_by_mark"`
+	ReleasedByClose  uint64 `json:"released_by_close"` // buffers released by a device or mesh close
+	DeviceCloses     uint64 `json:"device_closes"`
+	MeshCloses       uint64 `json:"mesh_closes"`
+	CBLayouts        uint64 `json:"cb_layouts"`
+	CBAllocs         uint64 `json:"cb_allocs"`
+	GlobalCBs        uint64 `json:"global_cbs"`   // not counted: backed by an L1 buffer
+	CBRelayouts      uint64 `json:"cb_relayouts"` // groups replaced by a new layout
+	CBTeardowns      uint64 `json:"cb_teardowns"`
+	CBFrees          uint64 `json:"cb_frees"`
+	CBFreesUnknown   uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
+	CBGroupsReleased uint64 `json:"cb_groups_released"`
+	ProgramDestroys  uint64 `json:"program_destroys"`
+	// L1Clashes: CB layouts whose region passed the lowest live L1 buffer
+	// of a chip (one per chip); L1HeadroomWarnings: drops of a chip's
+	// headroom under --l1-warn.
+	L1Clashes          uint64 `json:"l1_clashes"`
+	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
+	// The allocator's records: bank managers made, allocate_buffer calls,
+	// those that failed (alloc_failed) and the out-of-memory paths seen
+	// taken (alloc_oom records).
+	AllocCapacities uint64 `json:"alloc_capacities"`
+	AllocRequests   uint64 `json:"alloc_requests"`
+	AllocFailures   uint64 `json:"alloc_failures"`
+	AllocOOMs       uint64 `json:"alloc_ooms"`
+	// Allocators made outside a chip's (a MeshDevice's) past the 256 a
+	// process may hold (too_many_allocators anomalies): AllocatorsDropped,
+	// the oldest tied to no mesh, dropped to make room; BankManagersRefused,
+	// bank managers made when every one held was a live mesh's, not kept.
+	// Requests on their managers are on managers not seen made.
+	AllocatorsDropped   uint64 `json:"allocators_dropped"`
+	BankManagersRefused uint64 `json:"bank_managers_refused"`
+}

@@ -1,7 +1,6 @@
 package devices
 
 import (
-	"fmt"
 	"sort"
 
 	"github.com/tttrace/tttrace/events"
@@ -32,175 +31,34 @@ import (
 // buffers), the CB end as a running maximum recomputed only when the group
 // holding it goes. Nothing is allocated per event in a steady state.
 
-// l1Heap is a min-heap (by address, then seq) of slot indices of live L1
-// buffers; bufEntry.hpos is each one's position.
-type l1Heap struct{ h []uint32 }
-
-func l1Less(s *slotStore, a, b uint32) bool {
-	x, y := s.at(a), s.at(b)
-	return x.addr < y.addr || x.addr == y.addr && x.seq < y.seq
-}
-
-func (h *l1Heap) swap(s *slotStore, i, j int) {
-	h.h[i], h.h[j] = h.h[j], h.h[i]
-	s.at(h.h[i]).hpos = uint32(i)
-	s.at(h.h[j]).hpos = uint32(j)
-}
-
-func (h *l1Heap) up(s *slotStore, i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !l1Less(s, h.h[i], h.h[parent]) {
-			return
-		}
-		h.swap(s, i, parent)
-		i = parent
-	}
-}
-
-func (h *l1Heap) down(s *slotStore, i int) {
-	n := len(h.h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && l1Less(s, h.h[r], h.h[l]) {
-			m = r
-		}
-		if !l1Less(s, h.h[m], h.h[i]) {
-			return
-		}
-		h.swap(s, i, m)
-		i = m
-	}
-}
-
-func (h *l1Heap) push(s *slotStore, idx uint32) {
-	s.at(idx).hpos = uint32(len(h.h))
-	h.h = append(h.h, idx)
-	h.up(s, len(h.h)-1)
-}
-
-// remove takes slot idx, which must be in h, out of it.
-func (h *l1Heap) remove(s *slotStore, idx uint32) {
-	i := int(s.at(idx).hpos)
-	last := len(h.h) - 1
-	if i > last || h.h[i] != idx {
-		return // not in this heap: the tests' Check reports it
-	}
-	if i != last {
-		h.swap(s, i, last)
-	}
-	h.h = h.h[:last]
-	if i != last {
-		h.down(s, i)
-		h.up(s, i)
-	}
-}
-
-// top is the slot of the lowest live L1 buffer.
-func (h *l1Heap) top() (uint32, bool) {
-	if len(h.h) == 0 {
-		return 0, false
-	}
-	return h.h[0], true
-}
-
-// cbEnds is the running maximum CB region end of a CB target (a chip or a
-// mesh). stale: the group that held the maximum went; recompute.
-type cbEnds struct {
-	end   uint64
-	stale bool
-}
-
-// headroomState is one chip's headroom bookkeeping.
-type headroomState struct {
-	dirty   bool // in proc.l1dirty
-	has     bool // the chip has both a live L1 buffer and CBs
-	cur     int64
-	low     uint64 // lowest L1 address, with has
-	end     uint64 // highest CB end, with has
-	minHas  bool
-	min     int64
-	minTs   uint64
-	minLow  uint64
-	minEnd  uint64
-	warned  bool // an l1_headroom notice went out and headroom has not recovered since
-	clashes uint64
-}
-
-// hooks are the Ledger's settings its processes need while applying.
-type hooks struct {
-	notify   func(*Notice) // Options.Notices (nil: none)
-	warn     uint64        // Options.L1Warn; 0: no l1_headroom notices
-	maxChips int           // Options.MaxChips; 0: DefaultMaxChips
-	// wantMem asks for a bank manager to be read from memory (nil: never).
-	wantMem func(MemWant)
-	// layoutBad counts the anomalies of every process that only a wrong
-	// layout (or a bad read) makes (LayoutAnomalies).
-	layoutBad uint64
+// l1Rules is the L1 rule family of one process: the CB groups of its
+// programs (cb.go), each chip's headroom and the clash checks.
+type l1Rules struct {
+	*core
+	progs      map[uint64]*progCBs // ProgramImpl* -> its CB groups
+	spareProgs []*progCBs          // released, for reuse
+	nchecks    int                 // threads with a clash check waiting
+	clashes    []Notice            // the first l1_clash notices
 }
 
 // maxClashBuffers caps the L1 buffers named in one l1_clash.
 const maxClashBuffers = 32
 
-// L1Buffer names a live L1 buffer by what the ledger knows of it.
-type L1Buffer struct {
-	Buffer     string `json:"buffer"` // Buffer*, hex
-	Address    uint64 `json:"address"`
-	Size       uint64 `json:"size"`
-	Mesh       bool   `json:"mesh"` // the backing buffer of a mesh buffer
-	MeshDevice string `json:"mesh_device,omitempty"`
-	Tid        uint32 `json:"tid"` // allocating thread
-	Seq        uint64 `json:"seq"` // of the alloc event
-	TsNs       uint64 `json:"ts_ns"`
-	// Site is where it was allocated (the process's sites); absent when
-	// unknown (stacks off, or the stack was lost).
-	Site uint32 `json:"site,omitempty"`
-}
-
-// Headroom is one chip's L1 headroom now (HasHeadroom false: the chip has
-// no live L1 buffer or no CBs, so nothing can clash).
-type Headroom struct {
-	Device          int32
-	HasHeadroom     bool
-	Headroom        int64
-	LowestL1Address uint64
-	CBRegionEnd     uint64
-}
-
-// MinHeadroom is the lowest headroom a chip had, and when it first had it.
-type MinHeadroom struct {
-	Value           int64  `json:"value"`
-	TsNs            uint64 `json:"ts_ns"`
-	LowestL1Address uint64 `json:"lowest_l1_address"`
-	CBRegionEnd     uint64 `json:"cb_region_end"`
-}
-
 // l1Touch notes that the L1 or CB side of a target's chips changed.
-func (p *proc) l1Touch(mesh uint32, chip int32) {
+func (p *l1Rules) l1Touch(mesh uint32, chip int32) {
 	if mesh == 0 {
-		p.l1TouchChip(p.chip(chip))
+		p.touchL1(p.chip(chip))
 		return
 	}
 	if m := p.meshes[mesh]; m != nil {
 		for _, id := range m.chips {
-			p.l1TouchChip(p.chip(id))
+			p.touchL1(p.chip(id))
 		}
 	}
 }
 
-func (p *proc) l1TouchChip(c *chipState) {
-	if !c.hr.dirty {
-		c.hr.dirty = true
-		p.l1dirty = append(p.l1dirty, c)
-	}
-}
-
 // cbEndsOf is the CB-end bookkeeping of a target.
-func (p *proc) cbEndsOf(mesh uint32, chip int32) *cbEnds {
+func (p *l1Rules) cbEndsOf(mesh uint32, chip int32) *cbEnds {
 	if mesh == 0 {
 		return &p.chip(chip).cbEnd
 	}
@@ -211,7 +69,7 @@ func (p *proc) cbEndsOf(mesh uint32, chip int32) *cbEnds {
 }
 
 // groupEnd raises a target's CB end to end (a CB was laid out).
-func (p *proc) groupEnd(mesh uint32, chip int32, end uint64) {
+func (p *l1Rules) groupEnd(mesh uint32, chip int32, end uint64) {
 	if ce := p.cbEndsOf(mesh, chip); ce != nil && end > ce.end {
 		ce.end = end
 	}
@@ -219,7 +77,7 @@ func (p *proc) groupEnd(mesh uint32, chip int32, end uint64) {
 }
 
 // groupGone notes that a group with this end left its target.
-func (p *proc) groupGone(mesh uint32, chip int32, end uint64) {
+func (p *l1Rules) groupGone(mesh uint32, chip int32, end uint64) {
 	if ce := p.cbEndsOf(mesh, chip); ce != nil && end != 0 && end >= ce.end {
 		ce.stale = true
 	}
@@ -227,7 +85,7 @@ func (p *proc) groupGone(mesh uint32, chip int32, end uint64) {
 }
 
 // targetEnd is the highest CB end of a target, recomputed if stale.
-func (p *proc) targetEnd(mesh uint32, chip int32, ce *cbEnds) uint64 {
+func (p *l1Rules) targetEnd(mesh uint32, chip int32, ce *cbEnds) uint64 {
 	if ce.stale {
 		ce.end, ce.stale = 0, false
 		if len(p.progs) == 0 {
@@ -246,7 +104,7 @@ func (p *proc) targetEnd(mesh uint32, chip int32, ce *cbEnds) uint64 {
 
 // chipL1 returns chip c's lowest live L1 buffer (slot) and highest CB end,
 // over its own buffers and groups and those of the meshes it is in.
-func (p *proc) chipL1(c *chipState) (low uint32, hasLow bool, end uint64) {
+func (p *l1Rules) chipL1(c *chipState) (low uint32, hasLow bool, end uint64) {
 	s := &p.bufs.slots
 	low, hasLow = c.l1.top()
 	end = p.targetEnd(0, c.id, &c.cbEnd)
@@ -266,7 +124,7 @@ func (p *proc) chipL1(c *chipState) (low uint32, hasLow bool, end uint64) {
 
 // headrooms recomputes the headroom of every chip the event changed,
 // keeps its minimum and tells of a drop under the warning threshold.
-func (p *proc) headrooms(h *hooks, e *events.Event) {
+func (p *l1Rules) headrooms(h *settings, e *events.Event) {
 	noCBs := len(p.progs) == 0 // then no chip has a headroom: skip the lookups
 	for _, c := range p.l1dirty {
 		c.hr.dirty = false
@@ -306,7 +164,7 @@ func (p *proc) headrooms(h *hooks, e *events.Event) {
 }
 
 // l1Buffer describes the live buffer in slot idx.
-func (p *proc) l1Buffer(idx uint32) L1Buffer {
+func (p *l1Rules) l1Buffer(idx uint32) L1Buffer {
 	b := p.bufs.slots.at(idx)
 	lb := L1Buffer{Buffer: hex(b.key), Address: b.addr, Size: b.size, Tid: b.tid, Seq: b.seq, TsNs: b.ts, Site: b.site}
 	if b.mesh != 0 {
@@ -325,7 +183,7 @@ func (p *proc) l1Buffer(idx uint32) L1Buffer {
 
 // pendCheck makes the group (prog, mesh, chip) of thread t wait for its
 // check, running a check that waited for another group first.
-func (p *proc) pendCheck(t *thread, prog uint64, mesh uint32, chip int32, e *events.Event) {
+func (p *l1Rules) pendCheck(t *thread, prog uint64, mesh uint32, chip int32, e *events.Event) {
 	if t.checkPending {
 		if t.checkProg == prog && t.checkMesh == mesh && t.checkChip == chip {
 			t.checkSeq, t.checkTs = e.Seq, e.TsNs
@@ -346,7 +204,7 @@ func (p *proc) pendCheck(t *thread, prog uint64, mesh uint32, chip int32, e *eve
 // holds CBs on the target waits for its check as a new one does: if CBs
 // follow, they replace the group and the check uses them; if none follow,
 // the check runs against the group already held.
-func (p *proc) rerunCheck(t *thread, e *events.Event) {
+func (p *l1Rules) rerunCheck(t *thread, e *events.Event) {
 	pc := p.progs[e.Object]
 	if pc == nil {
 		return
@@ -363,7 +221,7 @@ func (p *proc) rerunCheck(t *thread, e *events.Event) {
 	}
 }
 
-func (p *proc) flushChecks() {
+func (p *l1Rules) flushChecks() {
 	if p.nchecks == 0 {
 		return
 	}
@@ -376,7 +234,7 @@ func (p *proc) flushChecks() {
 
 // runCheck runs the clash check thread t waits for: on each chip of the
 // group's target, the group's CB end against the lowest live L1 buffer.
-func (p *proc) runCheck(t *thread) {
+func (p *l1Rules) runCheck(t *thread) {
 	t.checkPending = false
 	p.nchecks--
 	pc := p.progs[t.checkProg]
@@ -403,7 +261,7 @@ func (p *proc) runCheck(t *thread) {
 	}
 }
 
-func (p *proc) checkChip(t *thread, end uint64, chip int32) {
+func (p *l1Rules) checkChip(t *thread, end uint64, chip int32) {
 	c := p.chip(chip)
 	low, ok, _ := p.chipL1(c)
 	s := &p.bufs.slots
@@ -412,7 +270,7 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 	}
 	p.stats.L1Clashes++
 	c.hr.clashes++
-	if p.hooks.notify == nil && len(p.clashes) >= MaxAnomalies {
+	if p.set.notify == nil && len(p.clashes) >= MaxAnomalies {
 		return
 	}
 	n := Notice{Type: NoticeL1Clash, Seq: t.checkSeq, TsNs: t.checkTs, Pid: p.pid, Tid: t.checkTid, Chip: chip,
@@ -443,9 +301,216 @@ func (p *proc) checkChip(t *thread, end uint64, chip int32) {
 	if len(p.clashes) < MaxAnomalies {
 		p.clashes = append(p.clashes, n)
 	}
-	if p.hooks.notify != nil {
-		p.hooks.notify(&n)
+	if p.set.notify != nil {
+		p.set.notify(&n)
 	}
 }
 
-func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
+// Circular buffers. CB events carry no program: track_allocate_cb runs
+// inside ProgramImpl::allocate_circular_buffers and track_deallocate_cb
+// inside ProgramImpl::deallocate_circular_buffers, on the same thread, so
+// the program is the one whose layout or teardown entry that thread saw
+// last. CBs are held in groups keyed by (program, target), a target being a
+// chip or (legacy builds) a MeshDevice. A group remembers its sizes, so a CB
+// free, which carries none, releases exactly what was charged.
+
+// cbGroup is the CBs of one program on one target.
+type cbGroup struct {
+	mesh   uint32 // target mesh index; 0: the target is chip
+	chip   int32
+	layout uint64 // layout id (Seq of the allocate_circular_buffers entry) the CBs come from
+	bytes  uint64 // sum of per-core sizes
+	end    uint64 // CB region end: highest address + size of its CBs
+	count  uint32
+}
+
+// progCBs is a program's groups, one per target (a handful: one per chip).
+// Released ones are kept in proc.spareProgs and reused with their groups'
+// capacity: a program's life allocates nothing in a steady state.
+type progCBs struct {
+	groups []cbGroup
+}
+
+// cbMatch selects CB groups: every group (all), those of one target, or
+// those on one chip or of one mesh. A value, not a closure: matching
+// allocates nothing.
+type cbMatch struct {
+	all  bool
+	mesh uint32 // with !all: groups of this mesh (0: of chip)
+	chip int32
+}
+
+func (m cbMatch) matches(g *cbGroup) bool {
+	return m.all || g.mesh == m.mesh && (m.mesh != 0 || g.chip == m.chip)
+}
+
+func (p *l1Rules) cbTarget(e *events.Event, create bool) (mesh uint32, chip int32, ok bool) {
+	switch e.DeviceKind {
+	case events.DeviceChip:
+		return 0, e.Chip, true
+	case events.DeviceMesh:
+		if create {
+			return p.mesh(e.Device), 0, true
+		}
+		idx, found := p.meshIdx[e.Device]
+		return idx, 0, found
+	}
+	return 0, 0, false
+}
+
+// chargeCB adds v to cb_bytes of the target's chips (add) or takes it away.
+func (p *l1Rules) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *events.Event) {
+	if mesh == 0 {
+		c := p.chip(chip)
+		if add {
+			p.add(c, CounterCB, v, e.TsNs)
+		} else {
+			p.sub(c, CounterCB, v, e)
+		}
+		return
+	}
+	m := p.meshes[mesh]
+	if m == nil {
+		return
+	}
+	if add {
+		m.tot[CounterCB] += v
+	} else {
+		m.tot[CounterCB] -= v
+	}
+	for _, id := range m.chips {
+		c := p.chip(id)
+		if add {
+			p.add(c, CounterCB, v, e.TsNs)
+		} else {
+			p.sub(c, CounterCB, v, e)
+		}
+	}
+}
+
+func (p *l1Rules) cbAlloc(e *events.Event) {
+	p.stats.CBAllocs++
+	var prog, layout uint64
+	if t := p.threads[e.Tid]; t != nil && t.hasLayout {
+		prog, layout = t.layoutProg, t.layoutID
+	} else {
+		p.anomaly(anCBWithoutProgram, e, "CB at %#x (%d bytes) outside any allocate_circular_buffers; counted under program 0", e.Address, e.Size)
+	}
+	if e.Global {
+		p.stats.GlobalCBs++ // backed by an L1 buffer, already counted
+		return
+	}
+	if e.Size > maxSize {
+		p.anomaly(anImplausibleSize, e, "CB at %#x: size %d", e.Address, e.Size)
+		return
+	}
+	mesh, chip, ok := p.cbTarget(e, true)
+	if !ok {
+		p.anomaly(anUnknownDevice, e, "CB at %#x on a %s device %#x (vptr %#x)", e.Address, e.DeviceKind, e.Device, e.DeviceVptr)
+		return
+	}
+	if !p.hold(e, "CB at", e.Address) {
+		return
+	}
+	pc := p.progs[prog]
+	if pc == nil {
+		if n := len(p.spareProgs); n > 0 {
+			pc = p.spareProgs[n-1]
+			p.spareProgs = p.spareProgs[:n-1]
+		} else {
+			pc = &progCBs{}
+		}
+		p.progs[prog] = pc
+	}
+	var g *cbGroup
+	for i := range pc.groups {
+		if pc.groups[i].mesh == mesh && pc.groups[i].chip == chip {
+			g = &pc.groups[i]
+			break
+		}
+	}
+	if g == nil {
+		pc.groups = append(pc.groups, cbGroup{mesh: mesh, chip: chip, layout: layout})
+		g = &pc.groups[len(pc.groups)-1]
+	} else if g.layout != layout {
+		// The program is laid out again from scratch: its old CBs on this
+		// target are replaced, not added to.
+		p.chargeCB(mesh, chip, g.bytes, false, e)
+		p.held -= g.bytes
+		p.groupGone(mesh, chip, g.end)
+		p.stats.CBRelayouts++
+		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
+	}
+	g.bytes += e.Size
+	g.count++
+	if end := e.Address + e.Size; end > g.end && end >= e.Address {
+		g.end = end
+	}
+	p.chargeCB(mesh, chip, e.Size, true, e)
+	p.groupEnd(mesh, chip, g.end)
+	p.pendCheck(p.thread(e.Tid), prog, mesh, chip, e)
+}
+
+func (p *l1Rules) cbFree(e *events.Event) {
+	p.stats.CBFrees++
+	t := p.threads[e.Tid]
+	if t == nil || !t.hasTeardown {
+		p.anomaly(anCBFreeWithoutProgram, e, "CB free outside any deallocate_circular_buffers")
+		return
+	}
+	mesh, chip, ok := p.cbTarget(e, false)
+	if !ok {
+		if e.DeviceKind != events.DeviceMesh {
+			p.anomaly(anUnknownDevice, e, "CB free on a %s device %#x (vptr %#x)", e.DeviceKind, e.Device, e.DeviceVptr)
+		} else {
+			p.stats.CBFreesUnknown++
+		}
+		return
+	}
+	prog := t.teardownProg
+	released := p.releaseGroupsOf(prog, cbMatch{mesh: mesh, chip: chip}, e)
+	if !released {
+		p.stats.CBFreesUnknown++ // laid out before attach, or already released
+	}
+}
+
+func (p *l1Rules) programDestroy(e *events.Event) {
+	p.stats.ProgramDestroys++
+	p.releaseGroupsOf(e.Object, cbMatch{all: true}, e)
+}
+
+// releaseGroupsOf releases the groups of prog that match and reports
+// whether there were any.
+func (p *l1Rules) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) bool {
+	pc := p.progs[prog]
+	if pc == nil {
+		return false
+	}
+	found := false
+	kept := pc.groups[:0]
+	for i := range pc.groups {
+		g := pc.groups[i]
+		if !match.matches(&g) {
+			kept = append(kept, g)
+			continue
+		}
+		found = true
+		p.chargeCB(g.mesh, g.chip, g.bytes, false, e)
+		p.held -= g.bytes
+		p.groupGone(g.mesh, g.chip, g.end)
+		p.stats.CBGroupsReleased++
+	}
+	pc.groups = kept
+	if len(kept) == 0 {
+		delete(p.progs, prog)
+		p.spareProgs = append(p.spareProgs, pc)
+	}
+	return found
+}
+
+// releaseCBGroups releases the matching groups of every program.
+func (p *l1Rules) releaseCBGroups(match cbMatch, e *events.Event) {
+	for prog := range p.progs {
+		p.releaseGroupsOf(prog, match, e)
+	}
+}

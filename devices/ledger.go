@@ -36,7 +36,7 @@ type Ledger struct {
 	events  uint64
 	lastTs  uint64 // the latest event time applied
 	observe Observer
-	hooks   hooks
+	set     settings
 	// memWants: bank managers to read from memory (TakeMemWants).
 	memWants []MemWant
 	sites    bool // Options.SiteUsage
@@ -84,14 +84,14 @@ func NewLedger(o Options) *Ledger {
 		sites:        o.SiteUsage,
 	}
 	if o.Notices != nil {
-		l.hooks.notify = o.Notices.Notice
+		l.set.notify = o.Notices.Notice
 	}
-	l.hooks.warn = o.L1Warn
-	l.hooks.maxChips = o.MaxChips
+	l.set.warn = o.L1Warn
+	l.set.maxChips = o.MaxChips
 	if o.MemReads {
-		l.hooks.wantMem = func(w MemWant) { l.memWants = append(l.memWants, w) }
+		l.set.wantMem = func(w MemWant) { l.memWants = append(l.memWants, w) }
 	}
-	l.setRetention(o.KeepEnded, o.KeepEndedTotals)
+	l.ret = newRetention(o.KeepEnded, o.KeepEndedTotals)
 	return l
 }
 
@@ -156,11 +156,10 @@ func (l *Ledger) proc(pid uint32) *proc {
 	}
 	p := l.procs[pid]
 	if p == nil {
-		p = newProc(pid)
+		p = newProc(pid, &l.set)
 		p.observed = l.observe != nil
 		p.sitesOn = l.sites
-		p.allocObserved = l.allocObserve != nil
-		p.hooks = &l.hooks
+		p.allocs.allocObserved = l.allocObserve != nil
 		l.procs[pid] = p
 	}
 	l.last, l.lastPid = p, pid
@@ -188,15 +187,15 @@ func (l *Ledger) Apply(e *events.Event) {
 	wasExited := p.exited
 	p.apply(e)
 	if p.exited && !wasExited {
-		l.processEnded(p)
+		l.ret.processEnded(p)
 	}
-	if len(p.l1dirty) > 0 {
-		p.headrooms(&l.hooks, e)
+	if len(p.l1.l1dirty) > 0 {
+		p.l1.headrooms(&l.set, e)
 	}
 	if len(p.dirty) > 0 {
 		p.notify(l.observe, e.TsNs)
 	}
-	if len(p.adirty) > 0 {
-		p.allocNotify(l.allocObserve, e.TsNs)
+	if len(p.allocs.adirty) > 0 {
+		p.allocs.allocNotify(l.allocObserve, e.TsNs)
 	}
 }

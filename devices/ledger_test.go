@@ -602,7 +602,7 @@ func TestCheckDetectsCorruption(t *testing.T) {
 		"chip total":   func(p *proc) { p.chips[0].cur[CounterDRAM]++ },
 		"live count":   func(p *proc) { p.chips[1].cur[CounterLiveBuffers]-- },
 		"mesh total":   func(p *proc) { p.meshes[1].tot[CounterL1] += 5 },
-		"cb group":     func(p *proc) { p.progs[progP].groups[0].bytes++ },
+		"cb group":     func(p *proc) { p.l1.progs[progP].groups[0].bytes++ },
 		"index":        func(p *proc) { p.bufs.index.del(0xa0, &p.bufs.slots) },
 		"ended":        func(p *proc) { p.bufs.ended[0xa0] = slotFreed },
 		"peak":         func(p *proc) { p.chips[0].peak[CounterDRAM] = 0 },
@@ -611,7 +611,7 @@ func TestCheckDetectsCorruption(t *testing.T) {
 		"wrap":         func(p *proc) { p.chips[5].cur[CounterDRAM] -= 10; p.chips[5].peak[CounterDRAM] -= 10 },
 		"accounting":   func(p *proc) { p.anomalies.counts[anAccounting]++ },
 		"free slots":   func(p *proc) { p.bufs.live++ },
-		"orphan group": func(p *proc) { p.progs[progQ] = &progCBs{} },
+		"orphan group": func(p *proc) { p.l1.progs[progQ] = &progCBs{} },
 	}
 	for name, corrupt := range corruptions {
 		t.Run(name, func(t *testing.T) {

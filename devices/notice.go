@@ -134,3 +134,168 @@ func (n *Notice) MarshalJSON() ([]byte, error) {
 	type plain Notice
 	return json.Marshal((*plain)(n))
 }
+
+// AllocFailure is an alloc_failed record: a BankManager::allocate_buffer
+// call that threw. It marshals with encoding/json to its NDJSON line
+// (docs/ndjson.md); field names are a public interface.
+type AllocFailure struct {
+	Type string `json:"type"` // "alloc_failed"
+	Pid  uint32 `json:"pid"`
+	Tid  uint32 `json:"tid"`
+	Seq  uint64 `json:"seq"` // of the request
+	TsNs uint64 `json:"ts_ns"`
+	// DeviceKind is "chip" (Device: the chip whose allocator refused),
+	// "mesh" (MeshDevice: the mesh whose own allocator refused, MeshChips
+	// its chips then) or "none" (its bank manager is tied to no known chip
+	// or mesh).
+	DeviceKind string  `json:"device_kind"`
+	Device     *int32  `json:"device,omitempty"`
+	MeshDevice string  `json:"mesh_device,omitempty"`
+	MeshChips  []int32 `json:"mesh_chips,omitempty"`
+	// Physical: the physical chip behind Device (for host-wide counters;
+	// the summary's devices carry it in NDJSON).
+	Physical   ChipIdentity `json:"-"`
+	Manager    string       `json:"manager"` // BankManager*, hex
+	BufferType string       `json:"buffer_type"`
+	// The request: the aligned size and page size the allocator got.
+	Size      uint64 `json:"size"`
+	PageSize  uint64 `json:"page_size"`
+	BottomUp  bool   `json:"bottom_up"`
+	NumShards uint32 `json:"num_shards,omitempty"`
+	// Banks the pages spread over, and what each needs (upstream's
+	// size_per_bank); Span: that rounded to the free list's blocks.
+	Banks       uint32  `json:"banks"`
+	SizePerBank uint64  `json:"size_per_bank"`
+	Span        *uint64 `json:"span,omitempty"`
+	BankSize    uint64  `json:"bank_size"`
+	// The allocator's statistics at the request (per bank), what
+	// TT-Metal's message gives; null when not known (Why).
+	TotalAllocated *uint64 `json:"total_allocated_bytes"`
+	TotalFree      *uint64 `json:"total_free_bytes"`
+	LargestFree    *uint64 `json:"largest_free_block_bytes"`
+	// BufferType is "unknown" when the bank manager was not seen made.
+	// Cause: exhausted, fragmented, larger_than_bank (below_address_limit
+	// never in 2025-2026 builds); "" with Why when the state is unknown.
+	Cause string `json:"cause,omitempty"`
+	Why   string `json:"why,omitempty"`
+	// Site: where the allocation was asked for: the stack taken on
+	// allocate_buffer's out-of-memory path (alloc_oom), Python frames
+	// included; absent without stacks or when that path was not seen.
+	Site uint32 `json:"site,omitempty"`
+	// Thrown: the out-of-memory path was seen (alloc_oom); false when the
+	// failure is known only because no alloc followed the request.
+	Thrown bool `json:"thrown"`
+	// Holders: the largest live buffers of that allocator and type (by
+	// span per bank): a chip's own buffers, or the mesh's buffers for a
+	// mesh; at most 10; HoldersCount and HoldersBytes count them all.
+	Holders      []Holder     `json:"holders"`
+	HoldersCount int          `json:"holders_count"`
+	HoldersBytes uint64       `json:"holders_bytes"`
+	HolderSites  []HolderSite `json:"holder_sites"`
+}
+
+// Holder is a live buffer that fills the chip and type of a failure.
+type Holder struct {
+	Buffer     string  `json:"buffer"`
+	Address    uint64  `json:"address"`
+	Size       uint64  `json:"size"`
+	Span       *uint64 `json:"span,omitempty"` // per bank; absent when unknown
+	Mesh       bool    `json:"mesh"`
+	MeshDevice string  `json:"mesh_device,omitempty"`
+	Tid        uint32  `json:"tid"`
+	Seq        uint64  `json:"seq"`
+	TsNs       uint64  `json:"ts_ns"`
+	Site       uint32  `json:"site,omitempty"`
+}
+
+// HolderSite sums the holders of one allocation site.
+type HolderSite struct {
+	Site      uint32 `json:"site"`
+	Buffers   uint64 `json:"buffers"`
+	Bytes     uint64 `json:"bytes"`      // their sizes
+	SpanBytes uint64 `json:"span_bytes"` // their spans per bank
+}
+
+// L1Buffer names a live L1 buffer by what the ledger knows of it.
+type L1Buffer struct {
+	Buffer     string `json:"buffer"` // Buffer*, hex
+	Address    uint64 `json:"address"`
+	Size       uint64 `json:"size"`
+	Mesh       bool   `json:"mesh"` // the backing buffer of a mesh buffer
+	MeshDevice string `json:"mesh_device,omitempty"`
+	Tid        uint32 `json:"tid"` // allocating thread
+	Seq        uint64 `json:"seq"` // of the alloc event
+	TsNs       uint64 `json:"ts_ns"`
+	// Site is where it was allocated (the process's sites); absent when
+	// unknown (stacks off, or the stack was lost).
+	Site uint32 `json:"site,omitempty"`
+}
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
+
+// TraceBuffer names a buffer in a trace record.
+type TraceBuffer struct {
+	Buffer     string `json:"buffer"` // Buffer*, hex
+	BufferType string `json:"buffer_type"`
+	Address    uint64 `json:"address"`
+	Size       uint64 `json:"size"`
+	Span       uint64 `json:"span"` // per bank (the size when the allocator's span is unknown)
+	Mesh       bool   `json:"mesh"` // a mesh buffer (its backing buffer)
+	Tid        uint32 `json:"tid"`
+	Seq        uint64 `json:"seq"` // of its alloc
+	TsNs       uint64 `json:"ts_ns"`
+	// Site is where it was allocated (the process's sites); absent when unknown.
+	Site uint32 `json:"site,omitempty"`
+}
+
+// TraceNote is a trace_hazard, trace_replay_invalid, trace_region_hazard or
+// trace_capture_alloc record (docs/ndjson.md). Seq, TsNs and Tid are those
+// of the event that made it (the replay; the alloc).
+type TraceNote struct {
+	Type NoticeKind `json:"type"`
+	Seq  uint64     `json:"seq"`
+	TsNs uint64     `json:"ts_ns"`
+	Pid  uint32     `json:"pid"`
+	Tid  uint32     `json:"tid"`
+	// Device is the chip it is about (the lowest where the ranges meet);
+	// -1 when no chip of a mesh trace is known.
+	Device int32 `json:"device"`
+	// MeshDevice is the MeshDevice* of a mesh trace, hex.
+	MeshDevice string `json:"mesh_device,omitempty"`
+	// Trace is the trace id (absent while a one-argument begin_mesh_trace's
+	// capture has not ended); CQ its command queue.
+	Trace *uint32 `json:"trace,omitempty"`
+	CQ    uint8   `json:"cq"`
+	// Replay (trace_hazard, trace_replay_invalid): which replay of the
+	// trace, from 1 (invalid ones are not counted: 0).
+	Replay uint64 `json:"replay,omitempty"`
+	// Reason (trace_replay_invalid): released, device_closed or capturing.
+	Reason string `json:"reason,omitempty"`
+	// Buffer: the buffer in danger (trace_hazard), the trace buffer placed
+	// (trace_region_hazard), the buffer allocated (trace_capture_alloc).
+	Buffer *TraceBuffer `json:"buffer,omitempty"`
+	// Captured (trace_hazard): the buffer of the capture it overlaps.
+	Captured *TraceBuffer `json:"captured,omitempty"`
+	// OtherTrace, HighWaterMark (trace_region_hazard): the live trace whose
+	// DRAM high-water mark (per bank) the trace buffer is under.
+	OtherTrace    *uint32 `json:"other_trace,omitempty"`
+	HighWaterMark uint64  `json:"high_water_mark,omitempty"`
+}
+
+// Headroom is one chip's L1 headroom now (HasHeadroom false: the chip has
+// no live L1 buffer or no CBs, so nothing can clash).
+type Headroom struct {
+	Device          int32
+	HasHeadroom     bool
+	Headroom        int64
+	LowestL1Address uint64
+	CBRegionEnd     uint64
+}
+
+// MinHeadroom is the lowest headroom a chip had, and when it first had it.
+type MinHeadroom struct {
+	Value           int64  `json:"value"`
+	TsNs            uint64 `json:"ts_ns"`
+	LowestL1Address uint64 `json:"lowest_l1_address"`
+	CBRegionEnd     uint64 `json:"cb_region_end"`
+}

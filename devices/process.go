@@ -38,3 +38,43 @@ type SiteSource interface {
 // 32), few enough that a process making up chip ids cannot blow up the
 // ledger or the series of an exporter.
 const DefaultMaxChips = 256
+
+// Site is an allocation site: one distinct allocation stack of a process
+// (native and Python frames), innermost frame first. The ledger keeps only
+// its id per buffer; the runtime, which holds the stacks, describes it
+// (SiteSource).
+type Site struct {
+	Site   uint32        `json:"site"`
+	Native []NativeFrame `json:"native"`
+	Python []PyFrame     `json:"python"`
+	// Truncated: the stack was cut (depth limit, end of the copied stack,
+	// a frame that could not be unwound).
+	Truncated bool `json:"truncated"`
+}
+
+// NativeFrame is a machine-code frame.
+type NativeFrame struct {
+	PC     uint64 `json:"pc"`     // run-time address (a return address for callers)
+	Module string `json:"module"` // the ELF file it is in, "" when in none
+	// Function is the demangled symbol holding PC, "" when none does;
+	// Offset is PC's offset in it, or PC's ELF address in Module then.
+	Function string `json:"function"`
+	Offset   uint64 `json:"offset"`
+	File     string `json:"file,omitempty"` // from DWARF, when present
+	Line     int    `json:"line,omitempty"`
+}
+
+// PyFrame is a Python frame.
+type PyFrame struct {
+	Function string `json:"function"` // qualname where the interpreter has it
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// PythonInfo is the CPython interpreter of a process, for its Python
+// frames: an unsupported one gives none (never a wrong line).
+type PythonInfo struct {
+	Version   string `json:"version"`         // "3.12.1", "" when unknown
+	Supported bool   `json:"supported"`       // Python frames are captured
+	Error     string `json:"error,omitempty"` // why not
+}

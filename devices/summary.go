@@ -5,6 +5,8 @@ import (
 	"iter"
 	"sort"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/tttrace/tttrace/events"
 )
@@ -187,58 +189,6 @@ type LeakGroup struct {
 	Bytes  uint64 `json:"bytes"`
 }
 
-// Stats counts what the ledger saw and deliberately did not count.
-type Stats struct {
-	Events            uint64 `json:"events"`
-	Allocs            uint64 `json:"allocs"`      // track_allocate events
-	MeshAllocs        uint64 `json:"mesh_allocs"` // of which on a MeshDevice
-	HookedAllocs      uint64 `json:"hooked_allocs"`
-	ZeroSizeAllocs    uint64 `json:"zero_size_allocs"`
-	NonOwningAllocs   uint64 `json:"non_owning_allocs"`
-	Frees             uint64 `json:"frees"` // track_deallocate events
-	HookedFrees       uint64 `json:"hooked_frees"`
-	FreesAfterRelease uint64 `json:"frees_after_release"` // of buffers a close or mark had released
-	Views             uint64 `json:"views"`
-	MeshChipsLearned  uint64 `json:"mesh_chips_learned"`
-	MarkDeallocated   uint64 `json:"mark_deallocated"`
-	// MarkedHeld: live buffers marked deallocated, which stay counted
-	// because the allocator keeps their memory until their chip closes.
-	MarkedHeld uint64 `json:"marked_held"`
-	// ReleasedByMark: marked buffers released since, by their chip's close.
-	ReleasedByMark   uint64 `json:"released_by_mark"`
-	ReleasedByClose  uint64 `json:"released_by_close"` // buffers released by a device or mesh close
-	DeviceCloses     uint64 `json:"device_closes"`
-	MeshCloses       uint64 `json:"mesh_closes"`
-	CBLayouts        uint64 `json:"cb_layouts"`
-	CBAllocs         uint64 `json:"cb_allocs"`
-	GlobalCBs        uint64 `json:"global_cbs"`   // not counted: backed by an L1 buffer
-	CBRelayouts      uint64 `json:"cb_relayouts"` // groups replaced by a new layout
-	CBTeardowns      uint64 `json:"cb_teardowns"`
-	CBFrees          uint64 `json:"cb_frees"`
-	CBFreesUnknown   uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
-	CBGroupsReleased uint64 `json:"cb_groups_released"`
-	ProgramDestroys  uint64 `json:"program_destroys"`
-	// L1Clashes: CB layouts whose region passed the lowest live L1 buffer
-	// of a chip (one per chip); L1HeadroomWarnings: drops of a chip's
-	// headroom under --l1-warn.
-	L1Clashes          uint64 `json:"l1_clashes"`
-	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
-	// The allocator's records: bank managers made, allocate_buffer calls,
-	// those that failed (alloc_failed) and the out-of-memory paths seen
-	// taken (alloc_oom records).
-	AllocCapacities uint64 `json:"alloc_capacities"`
-	AllocRequests   uint64 `json:"alloc_requests"`
-	AllocFailures   uint64 `json:"alloc_failures"`
-	AllocOOMs       uint64 `json:"alloc_ooms"`
-	// Allocators made outside a chip's (a MeshDevice's) past the 256 a
-	// process may hold (too_many_allocators anomalies): AllocatorsDropped,
-	// the oldest tied to no mesh, dropped to make room; BankManagersRefused,
-	// bank managers made when every one held was a live mesh's, not kept.
-	// Requests on their managers are on managers not seen made.
-	AllocatorsDropped   uint64 `json:"allocators_dropped"`
-	BankManagersRefused uint64 `json:"bank_managers_refused"`
-}
-
 // leakList is a process's leak lists left in the ledger: one slot number
 // and chip (8 bytes) per leak, in the order of Leaks, instead of a Leak
 // (~140 bytes). Valid while the ledger does not change.
@@ -286,7 +236,7 @@ func (p *proc) leakOf(slot uint32, dev int32) Leak {
 // *Leak is valid only until the next one.
 func (ps *ProcessSummary) AllLeaks() iter.Seq[*Leak] {
 	if ps.leaks == nil {
-		return each(ps.Leaks)
+		return eachLeak(ps.Leaks)
 	}
 	return ps.leaks.each(ps.leaks.placed)
 }
@@ -294,7 +244,7 @@ func (ps *ProcessSummary) AllLeaks() iter.Seq[*Leak] {
 // AllUnplacedLeaks is AllLeaks for UnplacedLeaks.
 func (ps *ProcessSummary) AllUnplacedLeaks() iter.Seq[*Leak] {
 	if ps.leaks == nil {
-		return each(ps.UnplacedLeaks)
+		return eachLeak(ps.UnplacedLeaks)
 	}
 	return ps.leaks.each(ps.leaks.unplaced)
 }
@@ -319,7 +269,7 @@ func (ps *ProcessSummary) UnplacedLeakCount() int {
 // AllUnplacedLeaks; encoding/json would write them as null.
 func (ps *ProcessSummary) Streamed() bool { return ps.leaks != nil }
 
-func each(ls []Leak) iter.Seq[*Leak] {
+func eachLeak(ls []Leak) iter.Seq[*Leak] {
 	return func(yield func(*Leak) bool) {
 		for i := range ls {
 			if !yield(&ls[i]) {
@@ -365,50 +315,6 @@ func (ll *leakList) sortRefs(refs []leakRef) {
 	})
 }
 
-// Summary returns a snapshot of the whole ledger: SummaryStreamed with the
-// leak lists copied out, so it stays valid when the ledger changes. It
-// does not change the ledger and depends only on the events applied (and
-// SetProcessInfo).
-func (l *Ledger) Summary() Summary {
-	s := l.SummaryStreamed()
-	for i := range s.Processes {
-		s.Processes[i].copyLeaks()
-	}
-	return s
-}
-
-// SummaryStreamed is Summary with each process's leak lists left in the
-// ledger (ProcessSummary.Streamed): with a million buffers left, the
-// lists are ~140 MB as Leaks, 8 MB so. Valid while the ledger does not
-// change: for the final summary.
-func (l *Ledger) SummaryStreamed() Summary {
-	s := l.header()
-	trimmed := l.ret.trimmed[l.ret.trimmedHead:]
-	s.Processes = make([]ProcessSummary, 0, len(trimmed)+len(l.procs)+len(l.retired))
-	// A pid's trimmed incarnations ended before its others began.
-	s.Processes = append(s.Processes, trimmed...)
-	for _, p := range l.retired {
-		s.Processes = append(s.Processes, p.summary())
-	}
-	for _, pid := range l.Processes() {
-		s.Processes = append(s.Processes, l.procs[pid].summary())
-	}
-	// By pid; a reused pid's incarnations in the order they lived.
-	sort.SliceStable(s.Processes, func(i, j int) bool { return s.Processes[i].Pid < s.Processes[j].Pid })
-	return s
-}
-
-// ProcessSummary returns the ledger's header (events, loss) with only the
-// process pid in it: what is reported when one process ends while others
-// are traced. ok is false for an unknown pid.
-func (l *Ledger) ProcessSummary(pid uint32) (s Summary, ok bool) {
-	s, ok = l.ProcessSummaryStreamed(pid)
-	if ok {
-		s.Processes[0].copyLeaks()
-	}
-	return s, ok
-}
-
 // copyLeaks copies a streamed summary's leak lists out of the ledger.
 func (ps *ProcessSummary) copyLeaks() {
 	if ps.leaks == nil {
@@ -425,38 +331,7 @@ func (ps *ProcessSummary) copyLeaks() {
 	ps.leaks = nil
 }
 
-// ProcessSummaryStreamed is ProcessSummary with the leak lists left in the
-// ledger, as SummaryStreamed: valid while the ledger does not change.
-func (l *Ledger) ProcessSummaryStreamed(pid uint32) (s Summary, ok bool) {
-	p := l.procs[pid]
-	if p == nil {
-		return Summary{}, false
-	}
-	s = l.header()
-	s.Processes = []ProcessSummary{p.summary()}
-	return s, true
-}
-
-func (l *Ledger) header() Summary {
-	s := Summary{Type: "summary", LostEvents: l.lost, Complete: l.lost == 0, Events: l.events, LayoutAnomalies: l.hooks.layoutBad}
-	if l.ret.dropped.Processes > 0 {
-		d := l.ret.dropped
-		s.DroppedProcesses = &d
-	}
-	return s
-}
-
-// Devices returns the current totals of every chip pid touched, sorted by
-// chip id: what a live view shows. Nil for an unknown pid.
-func (l *Ledger) Devices(pid uint32) []DeviceSummary {
-	p := l.procs[pid]
-	if p == nil {
-		return nil
-	}
-	return p.devices()
-}
-
-func (p *proc) devices() []DeviceSummary {
+func (p *proc) deviceSummaries() []DeviceSummary {
 	ids := make([]int32, 0, len(p.chips))
 	for id := range p.chips {
 		ids = append(ids, id)
@@ -495,7 +370,7 @@ func (p *proc) devices() []DeviceSummary {
 		if c.hr.minHas {
 			d.MinL1Headroom = &MinHeadroom{Value: c.hr.min, TsNs: c.hr.minTs, LowestL1Address: c.hr.minLow, CBRegionEnd: c.hr.minEnd}
 		}
-		d.Allocator, d.AllocatorWhy = p.allocatorView(c)
+		d.Allocator, d.AllocatorWhy = p.allocs.allocatorView(c)
 	}
 	return out
 }
@@ -512,7 +387,7 @@ func (p *proc) summary() ProcessSummary {
 		Exited:           p.exited,
 		ExitCode:         p.exitCode,
 		ExitSignal:       p.exitSignal,
-		Devices:          p.devices(),
+		Devices:          p.deviceSummaries(),
 		Leaks:            []Leak{},
 		LeakGroups:       []LeakGroup{},
 		UnplacedLeaks:    []Leak{},
@@ -523,10 +398,10 @@ func (p *proc) summary() ProcessSummary {
 		UnknownFreeBytes: p.unknownFreeBytes,
 		DoubleFrees:      p.doubleFrees,
 		Stats:            p.stats,
-		L1Clashes:        append([]Notice{}, p.clashes...),
-		AllocFailures:    p.sortedFailures(),
-		Meshes:           p.meshAllocators(),
-		Traces:           p.traceSummary(),
+		L1Clashes:        append([]Notice{}, p.l1.clashes...),
+		AllocFailures:    p.allocs.sortedFailures(),
+		Meshes:           p.allocs.meshAllocators(),
+		Traces:           p.traces.traceSummary(),
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),
@@ -624,4 +499,267 @@ func (p *proc) leakRefs(ps *ProcessSummary, n int) {
 	}
 	ps.Leaks, ps.UnplacedLeaks = nil, nil
 	ps.leaks = ll
+}
+
+// What a trimmed process keeps: its first keptLeakSites leak sites (most
+// bytes first) and TrimmedCommandBytes of its command line (a command
+// line may be 4 MiB: 10,000 trimmed ones held 40 GB); a longer one is cut
+// there, at a character's start, and marked (cutCommand).
+const (
+	keptLeakSites       = 10
+	TrimmedCommandBytes = 4096
+)
+
+// LeakSite sums the leaks of one allocation site.
+type LeakSite struct {
+	Site uint32 `json:"site"`
+	// Test is the pytest test that allocated (FILE::[Class::]test_func),
+	// absent when no Python frame is a test function.
+	Test    string  `json:"test,omitempty"`
+	Count   uint64  `json:"count"`   // leaks (a mesh buffer: one per chip)
+	Bytes   uint64  `json:"bytes"`   // their sizes
+	Devices []int32 `json:"devices"` // chips they are on, ascending
+}
+
+// addSites describes with describe (which returns false for a site it
+// does not know) the sites of ps's leaks, of the L1 buffers its
+// l1_clashes name and of its alloc_failures (the request, the holders),
+// and sums the leaks per site in LeakSites, most bytes
+// first (then by site).
+func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
+	by := map[uint32]*LeakSite{}
+	var order, named []uint32 // leak sites; sites only clashes name
+	add := func(lk *Leak) {
+		if lk.Site == 0 {
+			return
+		}
+		ls := by[lk.Site]
+		if ls == nil {
+			ls = &LeakSite{Site: lk.Site, Devices: []int32{}}
+			by[lk.Site] = ls
+			order = append(order, lk.Site)
+		}
+		ls.Count++
+		ls.Bytes += lk.Size
+		for _, d := range ls.Devices {
+			if d == lk.Device {
+				return
+			}
+		}
+		ls.Devices = append(ls.Devices, lk.Device)
+	}
+	for lk := range ps.AllLeaks() {
+		add(lk)
+	}
+	for lk := range ps.AllUnplacedLeaks() {
+		add(lk)
+	}
+	seen := map[uint32]bool{}
+	name := func(b *L1Buffer) {
+		if b.Site != 0 && by[b.Site] == nil && !seen[b.Site] {
+			seen[b.Site] = true
+			named = append(named, b.Site)
+		}
+	}
+	for i := range ps.L1Clashes {
+		c := &ps.L1Clashes[i]
+		name(&c.Lowest)
+		for j := range c.L1Buffers {
+			name(&c.L1Buffers[j])
+		}
+	}
+	nameID := func(id uint32) { name(&L1Buffer{Site: id}) }
+	for i := range ps.AllocFailures {
+		f := &ps.AllocFailures[i]
+		nameID(f.Site)
+		for _, h := range f.Holders {
+			nameID(h.Site)
+		}
+		for _, h := range f.HolderSites {
+			nameID(h.Site)
+		}
+	}
+	if tr := ps.Traces; tr != nil {
+		for _, list := range [][]TraceNote{tr.Hazards, tr.RegionHazards, tr.CaptureAllocs} {
+			for i := range list {
+				if b := list[i].Buffer; b != nil {
+					nameID(b.Site)
+				}
+				if b := list[i].Captured; b != nil {
+					nameID(b.Site)
+				}
+			}
+		}
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	ps.Sites = ps.Sites[:0]
+	ps.LeakSites = ps.LeakSites[:0]
+	described := func(id uint32) (Site, bool) {
+		s, ok := describe(id)
+		if ok {
+			if s.Native == nil {
+				s.Native = []NativeFrame{}
+			}
+			if s.Python == nil {
+				s.Python = []PyFrame{}
+			}
+			ps.Sites = append(ps.Sites, s)
+		}
+		return s, ok
+	}
+	for _, id := range order {
+		ls := by[id]
+		sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
+		if s, ok := described(id); ok {
+			ls.Test = TestOf(s.Python)
+		}
+		ps.LeakSites = append(ps.LeakSites, *ls)
+	}
+	for _, id := range named {
+		described(id)
+	}
+	sort.Slice(ps.Sites, func(i, j int) bool { return ps.Sites[i].Site < ps.Sites[j].Site })
+	sort.SliceStable(ps.LeakSites, func(i, j int) bool { return ps.LeakSites[i].Bytes > ps.LeakSites[j].Bytes })
+}
+
+// TestOf names the pytest test of a Python stack (innermost first): the
+// innermost frame that is a test function (a name starting with "test") in
+// a test module (test_*.py or *_test.py), as FILE::[Class::]function with
+// the file as the interpreter names it. "" when there is none.
+func TestOf(frames []PyFrame) string {
+	for _, f := range frames {
+		base := f.File
+		if i := strings.LastIndexByte(base, '/'); i >= 0 {
+			base = base[i+1:]
+		}
+		if !strings.HasSuffix(base, ".py") || !(strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py")) {
+			continue
+		}
+		parts := strings.Split(f.Function, ".")
+		name := parts[len(parts)-1]
+		if !strings.HasPrefix(name, "test") {
+			continue
+		}
+		id := f.File
+		for _, p := range parts {
+			if p == "<locals>" {
+				// A function defined inside another is not collected by
+				// pytest: this frame is not the test.
+				id = ""
+				break
+			}
+			id += "::" + p
+		}
+		if id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// Trimmed says what a trimmed ended process no longer has: its lists,
+// beyond their counts.
+type Trimmed struct {
+	Leaks         uint64 `json:"leaks"`          // entries of leaks (still summed in leak_groups)
+	UnplacedLeaks uint64 `json:"unplaced_leaks"` // entries of unplaced_leaks
+	UnplacedBytes uint64 `json:"unplaced_bytes"` // their bytes
+	Sites         uint64 `json:"sites"`          // entries of sites
+	LeakSites     uint64 `json:"leak_sites"`     // entries of leak_sites past the first 10
+	Anomalies     uint64 `json:"anomalies"`      // entries of anomalies (still counted in anomaly_counts)
+	L1Clashes     uint64 `json:"l1_clashes"`     // entries of l1_clashes (still counted in stats)
+	AllocFailures uint64 `json:"alloc_failures"` // entries of alloc_failures (still counted in stats)
+	TraceRecords  uint64 `json:"trace_records"`  // entries of the traces lists (still counted there)
+	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
+	// lacks the process).
+	SiteUsage uint64 `json:"site_usage"`
+	// CommandBytes: the bytes cut from the end of its command line (kept
+	// up to TrimmedCommandBytes); 0: it is whole.
+	CommandBytes uint64 `json:"command_bytes"`
+}
+
+// DroppedProcesses sums the ended processes folded away entirely.
+type DroppedProcesses struct {
+	Processes   uint64 `json:"processes"`
+	Events      uint64 `json:"events"`
+	Leaks       uint64 `json:"leaks"`        // leak entries, placed and unplaced
+	LeakedBytes uint64 `json:"leaked_bytes"` // their bytes
+	Anomalies   uint64 `json:"anomalies"`
+	LateLibrary uint64 `json:"late_library"` // processes among them with late_library
+	// TraceProblems: their trace hazards, invalid replays and region
+	// hazards (what --fail-on-trace-hazard fails for).
+	TraceProblems uint64 `json:"trace_problems"`
+}
+
+// TrimmedProcess is an ended process Trim took out of the ledger's full
+// keeping: its pid, and whether it was the pid's current incarnation (not
+// one retired by NewIncarnation).
+type TrimmedProcess struct {
+	Pid     uint32
+	Current bool
+}
+
+// trim drops ps's lists, counting them in Trimmed.
+func (ps *ProcessSummary) trim() {
+	t := &Trimmed{
+		Leaks:     uint64(ps.LeakCount()),
+		Sites:     uint64(len(ps.Sites)),
+		Anomalies: uint64(len(ps.Anomalies)),
+		L1Clashes: uint64(len(ps.L1Clashes)),
+
+		AllocFailures: uint64(len(ps.AllocFailures)),
+		SiteUsage:     uint64(len(ps.SiteUsage)),
+	}
+	for lk := range ps.AllUnplacedLeaks() {
+		t.UnplacedLeaks++
+		t.UnplacedBytes = SatAdd(t.UnplacedBytes, lk.Size)
+	}
+	if n := len(ps.LeakSites); n > keptLeakSites {
+		t.LeakSites = uint64(n - keptLeakSites)
+		ps.LeakSites = append([]LeakSite(nil), ps.LeakSites[:keptLeakSites]...)
+	}
+	ps.Leaks, ps.UnplacedLeaks, ps.Sites, ps.Anomalies, ps.L1Clashes = []Leak{}, []Leak{}, []Site{}, []Anomaly{}, []Notice{}
+	ps.AllocFailures, ps.SiteUsage = []AllocFailure{}, nil
+	if tr := ps.Traces; tr != nil {
+		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
+		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}
+	}
+	ps.leaks = nil
+	ps.Command, t.CommandBytes = cutCommand(ps.Command)
+	ps.Trimmed = t
+}
+
+// cutCommand keeps the first TrimmedCommandBytes bytes of a command line
+// (fewer, to end on a whole character), in a string of its own (a part of
+// the original would keep all of it), with a marker saying how many bytes
+// were cut; it returns that count too.
+func cutCommand(cmd string) (string, uint64) {
+	if len(cmd) <= TrimmedCommandBytes {
+		return cmd, 0
+	}
+	n := TrimmedCommandBytes
+	for n > 0 && !utf8.RuneStart(cmd[n]) {
+		n--
+	}
+	cut := uint64(len(cmd) - n)
+	return fmt.Sprintf("%s... [%d bytes cut]", cmd[:n], cut), cut
+}
+
+func (d *DroppedProcesses) add(ps *ProcessSummary) {
+	d.Processes++
+	if ps.LateLibrary {
+		d.LateLibrary++
+	}
+	d.Events = SatAdd(d.Events, ps.Stats.Events)
+	for _, g := range ps.LeakGroups {
+		d.Leaks = SatAdd(d.Leaks, g.Count)
+		d.LeakedBytes = SatAdd(d.LeakedBytes, g.Bytes)
+	}
+	if t := ps.Trimmed; t != nil {
+		d.Leaks = SatAdd(d.Leaks, t.UnplacedLeaks)
+		d.LeakedBytes = SatAdd(d.LeakedBytes, t.UnplacedBytes)
+	}
+	for _, n := range ps.AnomalyCounts {
+		d.Anomalies = SatAdd(d.Anomalies, n)
+	}
+	d.TraceProblems = SatAdd(d.TraceProblems, ps.Traces.Problems())
 }

@@ -233,55 +233,6 @@ const (
 	maxTraceGroups = 64
 )
 
-// TraceBuffer names a buffer in a trace record.
-type TraceBuffer struct {
-	Buffer     string `json:"buffer"` // Buffer*, hex
-	BufferType string `json:"buffer_type"`
-	Address    uint64 `json:"address"`
-	Size       uint64 `json:"size"`
-	Span       uint64 `json:"span"` // per bank (the size when the allocator's span is unknown)
-	Mesh       bool   `json:"mesh"` // a mesh buffer (its backing buffer)
-	Tid        uint32 `json:"tid"`
-	Seq        uint64 `json:"seq"` // of its alloc
-	TsNs       uint64 `json:"ts_ns"`
-	// Site is where it was allocated (the process's sites); absent when unknown.
-	Site uint32 `json:"site,omitempty"`
-}
-
-// TraceNote is a trace_hazard, trace_replay_invalid, trace_region_hazard or
-// trace_capture_alloc record (docs/ndjson.md). Seq, TsNs and Tid are those
-// of the event that made it (the replay; the alloc).
-type TraceNote struct {
-	Type NoticeKind `json:"type"`
-	Seq  uint64     `json:"seq"`
-	TsNs uint64     `json:"ts_ns"`
-	Pid  uint32     `json:"pid"`
-	Tid  uint32     `json:"tid"`
-	// Device is the chip it is about (the lowest where the ranges meet);
-	// -1 when no chip of a mesh trace is known.
-	Device int32 `json:"device"`
-	// MeshDevice is the MeshDevice* of a mesh trace, hex.
-	MeshDevice string `json:"mesh_device,omitempty"`
-	// Trace is the trace id (absent while a one-argument begin_mesh_trace's
-	// capture has not ended); CQ its command queue.
-	Trace *uint32 `json:"trace,omitempty"`
-	CQ    uint8   `json:"cq"`
-	// Replay (trace_hazard, trace_replay_invalid): which replay of the
-	// trace, from 1 (invalid ones are not counted: 0).
-	Replay uint64 `json:"replay,omitempty"`
-	// Reason (trace_replay_invalid): released, device_closed or capturing.
-	Reason string `json:"reason,omitempty"`
-	// Buffer: the buffer in danger (trace_hazard), the trace buffer placed
-	// (trace_region_hazard), the buffer allocated (trace_capture_alloc).
-	Buffer *TraceBuffer `json:"buffer,omitempty"`
-	// Captured (trace_hazard): the buffer of the capture it overlaps.
-	Captured *TraceBuffer `json:"captured,omitempty"`
-	// OtherTrace, HighWaterMark (trace_region_hazard): the live trace whose
-	// DRAM high-water mark (per bank) the trace buffer is under.
-	OtherTrace    *uint32 `json:"other_trace,omitempty"`
-	HighWaterMark uint64  `json:"high_water_mark,omitempty"`
-}
-
 // TraceSummary is what a process did with Metal traces.
 type TraceSummary struct {
 	Captures       uint64 `json:"captures"`
@@ -331,6 +282,12 @@ func (t *TraceSummary) Problems() uint64 {
 	return SatAdd(n, t.RegionHazardsSuppressed)
 }
 
+// traceRules is the Metal trace rule family of one process.
+type traceRules struct {
+	*core
+	tr *traceProc // nil until the process's first trace record
+}
+
 // traceProc is a process's trace bookkeeping (nil until its first trace record).
 type traceProc struct {
 	traces map[traceKey]*traceState
@@ -351,7 +308,7 @@ type traceProc struct {
 	hits    []uint32
 }
 
-func (p *proc) traceProc() *traceProc {
+func (p *traceRules) traceProc() *traceProc {
 	if p.tr == nil {
 		p.tr = &traceProc{traces: map[traceKey]*traceState{}, captures: map[captureKey]*traceState{},
 			bufWait: map[uint32]*traceState{}}
@@ -372,7 +329,7 @@ func devKey(e *events.Event) (mesh bool, dev uint64, ok bool) {
 }
 
 // trace handles a KindTrace record.
-func (p *proc) trace(e *events.Event) {
+func (p *traceRules) trace(e *events.Event) {
 	mesh, dev, ok := devKey(e)
 	if !ok {
 		p.anomaly(anUnknownDevice, e, "trace %s on a %s device %#x", e.TraceOp, e.DeviceKind, e.Device)
@@ -431,7 +388,7 @@ func (tp *traceProc) drop(t *traceState) {
 	tp.forget(t)
 }
 
-func (p *proc) traceBegin(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
+func (p *traceRules) traceBegin(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
 	tp.sum.Captures++
 	t := &traceState{key: traceKey{mesh, dev, e.TraceID}, idKnown: e.TraceIDKnown, cq: e.CQ, capturing: true,
 		hwm: map[int32]uint64{}, reported: map[[2]uint64]bool{}, beginSeq: e.Seq}
@@ -469,7 +426,7 @@ func (p *proc) traceBegin(tp *traceProc, e *events.Event, mesh bool, dev uint64)
 
 // traceGone: t is a mesh trace whose mesh closed (a mesh without known
 // chips closes without closing a chip: traceClosed does not hear of it).
-func (p *proc) traceGone(t *traceState) bool {
+func (p *traceRules) traceGone(t *traceState) bool {
 	return t.key.mesh && t.meshIdx != 0 && p.meshes[t.meshIdx] == nil
 }
 
@@ -491,7 +448,7 @@ func (tp *traceProc) put(t *traceState) {
 	}
 }
 
-func (p *proc) traceEnd(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
+func (p *traceRules) traceEnd(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
 	ck := captureKey{mesh, dev, e.CQ}
 	t := tp.captures[ck]
 	if t == nil || (t.idKnown && e.TraceIDKnown && t.key.id != e.TraceID) {
@@ -523,7 +480,7 @@ func (p *proc) traceEnd(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
 }
 
 // traceRefresh updates c from its slot while it still holds c's buffer.
-func (p *proc) traceRefresh(tp *traceProc, t *traceState, c *capRange) {
+func (p *traceRules) traceRefresh(tp *traceProc, t *traceState, c *capRange) {
 	if int(c.slot) >= p.bufs.slots.len() {
 		return
 	}
@@ -541,7 +498,7 @@ func (p *proc) traceRefresh(tp *traceProc, t *traceState, c *capRange) {
 
 // traceGroup is the group of t for a buffer on chips (ascending), made if
 // new; false when they meet none of t's chips, or t has maxTraceGroups.
-func (p *proc) traceGroup(tp *traceProc, t *traceState, chips []int32) (uint32, bool) {
+func (p *traceRules) traceGroup(tp *traceProc, t *traceState, chips []int32) (uint32, bool) {
 	w := tp.chipBits(t, chips)
 	if w == nil {
 		return 0, false
@@ -598,7 +555,7 @@ func lowestBit(a, b []uint64) int {
 }
 
 // bufChips are the chips a live buffer is on, ascending.
-func (p *proc) bufChips(b *bufEntry) []int32 {
+func (p *traceRules) bufChips(b *bufEntry) []int32 {
 	if b.mesh == 0 {
 		return []int32{b.chip}
 	}
@@ -630,7 +587,7 @@ func capBuffer(c *capRange) *TraceBuffer {
 }
 
 // traceChips returns the chips of trace t now (a mesh's learned late, once).
-func (p *proc) traceChips(t *traceState) []int32 {
+func (p *traceRules) traceChips(t *traceState) []int32 {
 	if len(t.chips) == 0 && t.key.mesh {
 		if idx := p.meshIdx[t.meshPtr]; idx != 0 && p.meshes[idx] != nil {
 			t.meshIdx = idx
@@ -658,7 +615,7 @@ func firstCommon(a, b []int32) (int32, bool) {
 }
 
 // traceAlloc runs after a buffer was put in slot idx (alloc).
-func (p *proc) traceAlloc(idx uint32, e *events.Event) {
+func (p *traceRules) traceAlloc(idx uint32, e *events.Event) {
 	p.bufGen++
 	tp := p.tr
 	if tp == nil {
@@ -735,7 +692,7 @@ func (tp *traceProc) room(count, suppressed *uint64) bool {
 // trace's buffer. A DRAM one (dynamic trace storage) under another live
 // trace's DRAM high-water mark on a chip they share is overwritten when
 // that trace replays (TT-Metal checks the newest trace's mark only).
-func (p *proc) traceBufferPlaced(tp *traceProc, t *traceState, b *bufEntry, e *events.Event) {
+func (p *traceRules) traceBufferPlaced(tp *traceProc, t *traceState, b *bufEntry, e *events.Event) {
 	t.bufSeq, t.bufAddr, t.bufSize, t.bufType = b.seq, b.addr, b.size, b.btype
 	if events.BufferType(b.btype) != events.DRAM {
 		return
@@ -767,7 +724,7 @@ func (p *proc) traceBufferPlaced(tp *traceProc, t *traceState, b *bufEntry, e *e
 }
 
 // traceNote starts a record about trace t made by event e.
-func (p *proc) traceNote(k NoticeKind, e *events.Event, t *traceState) TraceNote {
+func (p *traceRules) traceNote(k NoticeKind, e *events.Event, t *traceState) TraceNote {
 	n := TraceNote{Type: k, Seq: e.Seq, TsNs: e.TsNs, Pid: p.pid, Tid: e.Tid, Device: -1, CQ: t.cq}
 	if t.key.mesh {
 		n.MeshDevice = hex(t.meshPtr)
@@ -783,16 +740,16 @@ func (p *proc) traceNote(k NoticeKind, e *events.Event, t *traceState) TraceNote
 
 // traceEmit keeps n in list (the first MaxAnomalies) and hands it to the
 // notify function.
-func (p *proc) traceEmit(n *TraceNote, list *[]TraceNote) {
+func (p *traceRules) traceEmit(n *TraceNote, list *[]TraceNote) {
 	if len(*list) < MaxAnomalies {
 		*list = append(*list, *n)
 	}
-	if p.hooks.notify != nil {
-		p.hooks.notify(&Notice{Type: n.Type, Seq: n.Seq, TsNs: n.TsNs, Pid: n.Pid, Tid: n.Tid, Chip: n.Device, Trace: n})
+	if p.set.notify != nil {
+		p.set.notify(&Notice{Type: n.Type, Seq: n.Seq, TsNs: n.TsNs, Pid: n.Pid, Tid: n.Tid, Chip: n.Device, Trace: n})
 	}
 }
 
-func (p *proc) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
+func (p *traceRules) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
 	t := tp.traces[traceKey{mesh, dev, e.TraceID}]
 	if t == nil || !e.TraceIDKnown {
 		tp.sum.UnknownReplays++
@@ -835,7 +792,7 @@ func (p *proc) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev uint64
 // One checked before only counts as clear or not, unless chips were learned
 // since (a mesh's views): then its pairs are listed again and those not
 // reported yet written, while there is room.
-func (p *proc) traceCheck(tp *traceProc, t *traceState, e *events.Event) {
+func (p *traceRules) traceCheck(tp *traceProc, t *traceState, e *events.Event) {
 	chips := p.traceChips(t)
 	prev := t.scanSeq
 	t.scanSeq = e.Seq
@@ -930,7 +887,7 @@ func (p *proc) traceCheck(tp *traceProc, t *traceState, e *events.Event) {
 
 // traceBufBits is traceBits of live buffer b's chips (a mesh buffer's
 // computed once per check of a trace), nil when none is the trace's.
-func (p *proc) traceBufBits(tp *traceProc, t *traceState, b *bufEntry) []uint64 {
+func (p *traceRules) traceBufBits(tp *traceProc, t *traceState, b *bufEntry) []uint64 {
 	if b.mesh == 0 {
 		return tp.chipBits(t, []int32{b.chip})
 	}
@@ -952,7 +909,7 @@ func (p *proc) traceBufBits(tp *traceProc, t *traceState, b *bufEntry) []uint64 
 
 // traceIndex builds t's index of its captured buffers (once: they do not
 // change after the capture).
-func (p *proc) traceIndex(t *traceState) {
+func (p *traceRules) traceIndex(t *traceState) {
 	if t.indexed {
 		return
 	}
@@ -978,7 +935,7 @@ func (p *proc) traceIndex(t *traceState) {
 
 // traceClosed: chip id closed; the traces on it, and the captures active
 // on it, are gone with it.
-func (p *proc) traceClosed(chip int32) {
+func (p *traceRules) traceClosed(chip int32) {
 	tp := p.tr
 	if tp == nil {
 		return
@@ -1001,7 +958,7 @@ func (p *proc) traceClosed(chip int32) {
 }
 
 // traceSummary is the process's TraceSummary (nil: no trace record seen).
-func (p *proc) traceSummary() *TraceSummary {
+func (p *traceRules) traceSummary() *TraceSummary {
 	if p.tr == nil {
 		return nil
 	}

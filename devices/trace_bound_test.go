@@ -41,16 +41,16 @@ func traceHeld(p *proc) (captured, reported, active int) {
 			reported += len(t.reported)
 		}
 	}
-	for _, t := range p.tr.order {
+	for _, t := range p.traces.tr.order {
 		add(t)
 	}
-	for _, t := range p.tr.traces {
+	for _, t := range p.traces.tr.traces {
 		add(t)
 	}
-	for _, t := range p.tr.captures {
+	for _, t := range p.traces.tr.captures {
 		add(t)
 	}
-	return captured, reported, len(p.tr.captures)
+	return captured, reported, len(p.traces.tr.captures)
 }
 
 // traceField is a number of the trace summary's JSON (0 when absent).
@@ -70,7 +70,7 @@ func traceField(t *testing.T, ts *TraceSummary, name string) uint64 {
 
 // traceOf is the trace of chip (or MeshDevice*, mesh) with id.
 func traceOf(p *proc, mesh bool, dev uint64, id uint32) *traceState {
-	return p.tr.traces[traceKey{mesh, dev, id}]
+	return p.traces.tr.traces[traceKey{mesh, dev, id}]
 }
 
 // reportedPairs are the (endangered, captured) alloc seqs t reported.
