@@ -8,7 +8,6 @@ import (
 	allocmodel "github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -238,14 +237,14 @@ var allocatorLayouts = ttmetal.AllocatorLayoutsFromDWARF
 // it. It reports false, and leaves lib to the caller, for a file tracked
 // already. The reads take turns (b.parse): one library's DWARF in memory
 // at a time.
-func (b *bpfBackend) track(k probes.FileKey, path string, lib *ttmetal.Library) bool {
+func (b *bpfBackend) track(k procfs.FileKey, path string, lib *ttmetal.Library) bool {
 	if _, ok := b.attached[k]; ok {
 		return false
 	}
 	p := &probedLib{path: path, ready: make(chan struct{})}
 	p.addr, p.slots, p.symErr = ttmetal.RootSymbol(lib)
 	if b.attached == nil {
-		b.attached = map[probes.FileKey]*probedLib{}
+		b.attached = map[procfs.FileKey]*probedLib{}
 		b.parse = make(chan struct{}, 1)
 	}
 	b.attached[k] = p
@@ -331,7 +330,7 @@ func (a *procAllocMem) Close() error { return a.mem.Close() }
 // path: the start of its mapping of the file's first loadable segment,
 // less that segment's page-aligned address.
 func loadBias(pid int, path string) (uint64, error) {
-	want, err := probes.KeyOf(path)
+	want, err := procfs.KeyOf(path)
 	if err != nil {
 		return 0, err
 	}
@@ -355,14 +354,14 @@ func loadBias(pid int, path string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	keys := map[string]probes.FileKey{}
+	keys := map[string]procfs.FileKey{}
 	for _, m := range maps {
 		if !m.File() || m.Deleted() || m.Offset != first.Off&^(page-1) {
 			continue
 		}
 		k, ok := keys[m.Path]
 		if !ok {
-			k, _ = probes.KeyOf(procfs.Path(pid, m.Path))
+			k, _ = procfs.KeyOf(procfs.Path(pid, m.Path))
 			keys[m.Path] = k
 		}
 		if k == want && m.Start >= first.Vaddr&^(page-1) {
@@ -374,12 +373,12 @@ func loadBias(pid int, path string) (uint64, error) {
 
 // libraryOf is a probed library that pid maps.
 func (b *bpfBackend) libraryOf(pid int) (*probedLib, error) {
-	objs, _, err := probes.MappedObjects(pid)
+	objs, _, err := procfs.MappedObjects(pid)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range objs {
-		k, err := probes.KeyOf(o)
+		k, err := procfs.KeyOf(o)
 		if err != nil {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -140,7 +140,7 @@ func TestAllocatorLayoutsReadOnce(t *testing.T) {
 	t.Cleanup(func() { allocatorLayouts = read })
 
 	b := &bpfBackend{cfg: &Config{Analysis: ttmetal.Options{Debug: dbg}}}
-	k, err := probes.KeyOf(so)
+	k, err := procfs.KeyOf(so)
 	if err != nil {
 		t.Fatal(err)
 	}

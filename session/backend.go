@@ -11,6 +11,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/ring"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -97,7 +98,7 @@ type Host interface {
 	Candidates(pid int, command []string) []string
 	AllPids() []int
 	// Key identifies the file at path (device, inode).
-	Key(path string) (probes.FileKey, error)
+	Key(path string) (procfs.FileKey, error)
 	// WaitExit returns once pid has ended (at once if it cannot tell).
 	WaitExit(pid int)
 	// Start starts command held: it runs only once released.
@@ -126,7 +127,7 @@ type bpfBackend struct {
 	logOut io.Writer
 	// attached: the probed libraries by file, for ReadBankManager and
 	// ReadDevices (allocmem.go); parse: a turn at reading one's DWARF.
-	attached map[probes.FileKey]*probedLib
+	attached map[procfs.FileKey]*probedLib
 	parse    chan struct{}
 	// ahead: libraries analysed while the BPF objects loaded (prefetch.go).
 	aheadMu sync.Mutex
@@ -241,7 +242,7 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 	b.cfg.Timeline.Mark(path + ": attached")
 	b.libs++
 	reportPrepared(b.logOut, lib.Path, prep)
-	if k, err := probes.KeyOf(path); err == nil {
+	if k, err := procfs.KeyOf(path); err == nil {
 		handed = b.track(k, path, lib)
 	}
 	return LibAttached, nil
@@ -279,18 +280,18 @@ func (b *bpfBackend) prepared(path string, recognise bool) (lib *ttmetal.Library
 // procHost is the Host of this machine.
 type procHost struct{}
 
-func (procHost) Exists(pid int) error { return probes.ProcessExists(pid) }
+func (procHost) Exists(pid int) error { return procfs.ProcessExists(pid) }
 func (procHost) Objects(pid int) ([]string, string, error) {
-	return probes.MappedObjects(pid)
+	return procfs.MappedObjects(pid)
 }
 func (procHost) Info(pid int) devices.ProcessInfo {
-	return devices.ProcessInfo{Command: probes.Cmdline(pid), Parent: probes.ParentPid(pid), NsPid: probes.NsPid(pid)}
+	return devices.ProcessInfo{Command: procfs.Command(pid), Parent: procfs.ParentPid(pid), NsPid: procfs.NsPid(pid)}
 }
 func (procHost) Candidates(pid int, command []string) []string {
-	return probes.CandidateLibraries(pid, command)
+	return ttmetal.CandidateLibraries(pid, command)
 }
-func (procHost) AllPids() []int                          { return probes.AllPids() }
-func (procHost) Key(path string) (probes.FileKey, error) { return probes.KeyOf(path) }
+func (procHost) AllPids() []int                          { return procfs.Pids() }
+func (procHost) Key(path string) (procfs.FileKey, error) { return procfs.KeyOf(path) }
 func (procHost) Self() int                               { return os.Getpid() }
 func (procHost) Start(command []string) (Child, error)   { return startGated(command) }
 

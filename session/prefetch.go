@@ -1,7 +1,7 @@
 package session
 
 import (
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
@@ -43,7 +43,7 @@ func analyse(path string, recognise bool, opts ttmetal.Options, tl *Timeline) (a
 // overlap on a second CPU: the --lib library, or a command's candidates.
 // Library takes it if it asks the same (recognise) of the same file.
 type aheadLib struct {
-	key         probes.FileKey
+	key         procfs.FileKey
 	recognise   bool
 	done        chan struct{}
 	libAnalysis // set before done is closed; lib nil: Library does it again
@@ -58,7 +58,7 @@ func prepareAhead(paths []string, explicit string, opts ttmetal.Options) map[str
 		if _, dup := out[p]; dup || len(out) == maxAhead {
 			continue
 		}
-		key, err := probes.KeyOf(p)
+		key, err := procfs.KeyOf(p)
 		if err != nil {
 			continue
 		}
@@ -113,7 +113,7 @@ func (b *bpfBackend) takeAhead(path string, recognise bool) (a *aheadLib, ok boo
 	if a.lib == nil {
 		return nil, false
 	}
-	if k, err := probes.KeyOf(path); err != nil || k != a.key || a.recognise != recognise {
+	if k, err := procfs.KeyOf(path); err != nil || k != a.key || a.recognise != recognise {
 		a.lib.Close()
 		return nil, false
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/procfs"
 )
 
@@ -123,7 +122,7 @@ const defaultLoader = "/lib64/ld-linux-x86-64.so.2"
 
 // loaderKey is a dynamic loader probed for one process (pid 0: for all).
 type loaderKey struct {
-	file probes.FileKey
+	file procfs.FileKey
 	pid  int
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -176,7 +177,7 @@ type session struct {
 	procs   map[uint32]*procState // traced processes not yet ended
 	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process)
 	exits   chan exitNote
-	libKind map[probes.FileKey]Verdict // what each shared object seen is
+	libKind map[procfs.FileKey]Verdict // what each shared object seen is
 	loaders map[loaderKey]bool         // dynamic loaders probed
 	ends    []exitNote                 // ends learned by the reading goroutine, applied by reapExits
 	child   Child
@@ -291,7 +292,7 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 		procs:   map[uint32]*procState{},
 		ended:   map[uint32]bool{},
 		exits:   make(chan exitNote, 256),
-		libKind: map[probes.FileKey]Verdict{},
+		libKind: map[procfs.FileKey]Verdict{},
 		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/sinks"
 )
 
@@ -252,12 +253,12 @@ func (h *fakeHost) Objects(pid int) ([]string, string, error) {
 func (h *fakeHost) Info(pid int) devices.ProcessInfo  { return h.proc(pid).info }
 func (h *fakeHost) Candidates(int, []string) []string { return nil }
 func (h *fakeHost) AllPids() []int                    { return nil }
-func (h *fakeHost) Key(path string) (probes.FileKey, error) {
+func (h *fakeHost) Key(path string) (procfs.FileKey, error) {
 	var k uint64
 	for _, c := range path {
 		k = k*31 + uint64(c)
 	}
-	return probes.FileKey{Dev: 1, Ino: k}, nil
+	return procfs.FileKey{Dev: 1, Ino: k}, nil
 }
 func (h *fakeHost) WaitExit(pid int) { <-h.proc(pid).ended }
 func (h *fakeHost) Self() int        { return 1 }

@@ -184,14 +184,14 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 	path := fs.Arg(0)
 	switch {
 	case *pid != 0:
-		p, err := probes.FindMappedLibrary(*pid)
+		p, err := ttmetal.FindMappedLibrary(*pid)
 		if err != nil {
 			rep.Error = err.Error()
 			status = ExitNoLibrary
 		}
 		path = p
 	case path == "":
-		for _, c := range probes.CandidateLibraries(0, nil) {
+		for _, c := range ttmetal.CandidateLibraries(0, nil) {
 			if lib, err := ttmetal.OpenLibrary(c); err == nil {
 				ok := ttmetal.IsTTMetal(lib)
 				lib.Close()

@@ -1,13 +1,13 @@
-package probes
+package ttmetal
 
 import (
+	"errors"
 	"fmt"
-	"github.com/tttrace/tttrace/procfs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // How tttrace finds the TT-Metal library of a process without --lib:
@@ -22,50 +22,59 @@ import (
 //     candidate is attached at once, and the process is marked as attached
 //     late, because calls made before that are not seen.
 //
-// A library is recognised by its symbols, so a renamed copy (or _ttnn.so
-// with TT-Metal linked in) is found too.
+// A library is recognised by its symbols (IsTTMetal), so a renamed copy
+// (or _ttnn.so with TT-Metal linked in) is found too.
 
-// FileKey identifies a file by device and inode.
-type FileKey struct{ Dev, Ino uint64 }
+// ErrNotMapped is returned when a process has not mapped a TT-Metal library.
+var ErrNotMapped = errors.New("libtt_metal.so is not mapped")
 
-// KeyOf returns the FileKey of path (a stat: it never blocks, whatever
-// path names).
-func KeyOf(path string) (FileKey, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return FileKey{}, err
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return FileKey{}, fmt.Errorf("%s: no inode", path)
-	}
-	return FileKey{Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
-}
-
-// MappedObjects returns the distinct shared objects pid maps, as paths valid
-// from this mount namespace, and the dynamic loader among them ("" if none).
-func MappedObjects(pid int) (objs []string, loader string, err error) {
+// FindMappedLibrary returns the TT-Metal library pid has mapped, as a path
+// valid from this mount namespace (through /proc/PID/root). A library named
+// libtt_metal.so* is taken first; otherwise each mapped shared object is
+// checked for TT-Metal's symbols, so a renamed copy is found too.
+func FindMappedLibrary(pid int) (string, error) {
 	maps, err := procfs.Maps(pid)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	seen := map[string]bool{}
+	var candidates []string
 	for _, m := range maps {
 		if !m.File() || seen[m.Path] || m.Deleted() {
 			continue
 		}
 		seen[m.Path] = true
-		base := filepath.Base(m.Path)
-		if !strings.Contains(base, ".so") {
-			continue
+		if strings.HasPrefix(filepath.Base(m.Path), "libtt_metal.so") {
+			return procfs.Path(pid, m.Path), nil
 		}
-		p := procfs.Path(pid, m.Path)
-		if strings.HasPrefix(base, "ld-linux") {
-			loader = p
+		if strings.Contains(filepath.Base(m.Path), ".so") {
+			candidates = append(candidates, m.Path)
 		}
-		objs = append(objs, p)
 	}
-	return objs, loader, nil
+	for _, c := range candidates {
+		p := procfs.Path(pid, c)
+		if isTTMetalFile(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("pid %d: %w", pid, ErrNotMapped)
+}
+
+// isTTMetalFile reports whether the file at path is a TT-Metal library. A
+// file that makes the reader panic is not one (elfx.Recover's rule: one
+// bad file is refused, the search goes on).
+func isTTMetalFile(path string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	lib, err := OpenLibrary(path)
+	if err != nil {
+		return false
+	}
+	defer lib.Close()
+	return IsTTMetal(lib)
 }
 
 // CandidateLibraries lists files that may be the TT-Metal library a
@@ -73,7 +82,7 @@ func MappedObjects(pid int) (objs []string, loader string, err error) {
 // process loads it from. pid is the process (0: one about to start with
 // command and this process's environment and working directory). Only
 // existing files are returned; whether they really are TT-Metal is for the
-// caller to check (ttmetal.IsTTMetal).
+// caller to check (IsTTMetal).
 func CandidateLibraries(pid int, command []string) []string {
 	env := os.Environ()
 	cwd, _ := os.Getwd()
@@ -135,12 +144,12 @@ func CandidateLibraries(pid int, command []string) []string {
 		}
 	}
 	var out []string
-	seen := map[FileKey]bool{}
+	seen := map[procfs.FileKey]bool{}
 	for _, d := range dirs {
 		for _, sub := range []string{"", "lib", "build/lib", "ttnn/build/lib", "ttnn/ttnn/build/lib"} {
 			matches, _ := filepath.Glob(filepath.Join(root+d, sub, "libtt_metal.so*"))
 			for _, m := range matches {
-				k, err := KeyOf(m)
+				k, err := procfs.KeyOf(m)
 				if err != nil || seen[k] || !procfs.IsRegular(m) {
 					continue
 				}
@@ -161,27 +170,3 @@ func sitePackages(prefix string, add func(string)) {
 		}
 	}
 }
-
-// NsPid returns pid's id in its own (innermost) pid namespace, or 0 when it
-// is the same as pid or unknown.
-func NsPid(pid int) uint32 {
-	f := strings.Fields(procfs.Status(pid, "NSpid"))
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[len(f)-1])
-	return uint32(n)
-}
-
-// ParentPid returns pid's parent, 0 if unknown.
-func ParentPid(pid int) uint32 {
-	f, err := procfs.Stat(pid) // state ppid ...
-	if err != nil || len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return uint32(n)
-}
-
-// AllPids lists the processes in /proc.
-func AllPids() []int { return procfs.Pids() }
