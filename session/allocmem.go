@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	allocmodel "github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/procfs"
@@ -111,13 +110,8 @@ func (s *session) installMem(w devices.MemWant, m *ttmetal.MemBankManager, err e
 		s.ledger.InstallMem(w, nil, err)
 		return
 	}
-	mm := &devices.MemManager{BufferType: m.BufferType, Banks: m.Banks, Alignment: m.Alignment, AddressLimit: m.AddressLimit,
-		BankSize: m.BankSize, Offset: m.Offset, BlockAlign: m.BlockAlign, FromNs: from, ToNs: to}
-	mm.Blocks = make([]allocmodel.Block, len(m.Blocks))
-	for i, b := range m.Blocks {
-		mm.Blocks[i] = allocmodel.Block{Addr: b.Addr, Size: b.Size, Allocated: b.Allocated}
-	}
-	s.ledger.InstallMem(w, mm, nil)
+	s.ledger.InstallMem(w, &devices.MemManager{BufferType: m.BufferType, Banks: m.Banks, Alignment: m.Alignment, AddressLimit: m.AddressLimit,
+		BankSize: m.BankSize, Offset: m.Offset, BlockAlign: m.BlockAlign, Blocks: m.Blocks, FromNs: from, ToNs: to}, nil)
 }
 
 // readRoot finds, at attach, the chips pid opened before tttrace attached

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	allocmodel "github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/procfs"
@@ -53,7 +54,7 @@ func (rootMem) Close() error { return nil }
 func TestRunAttachFindsAllocators(t *testing.T) {
 	const lib = "/opt/tt/libtt_metal.so"
 	l1 := &ttmetal.MemBankManager{BufferType: int32(events.L1), Banks: 64, Alignment: 16, BankSize: 0x1000, Offset: 0x40, BlockAlign: 32,
-		Blocks: []ttmetal.MemBlock{{Addr: 0, Size: 0xc00}, {Addr: 0xc00, Size: 0x400, Allocated: true}}}
+		Blocks: []allocmodel.Block{{Addr: 0, Size: 0xc00}, {Addr: 0xc00, Size: 0x400, Allocated: true}}}
 	h := newFakeHost()
 	h.load(300, lib)()
 	be := &rootBackend{fakeBackend: newFakeBackend(

@@ -23,6 +23,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/procfs"
 )
@@ -342,13 +343,6 @@ func bmNamespace(path []string) (string, bool) {
 	return "", false
 }
 
-// MemBlock is one block of a free list read from memory: its address
-// relative to the list's base, its size, whether it is allocated.
-type MemBlock struct {
-	Addr, Size uint64
-	Allocated  bool
-}
-
 // MemBankManager is a bank manager as read from a process.
 type MemBankManager struct {
 	BufferType   int32
@@ -358,7 +352,10 @@ type MemBankManager struct {
 	Allocators   uint32 // its free lists (more than 1: sub-devices or HYBRID)
 	// Allocator 0's free list.
 	BankSize, Offset, BlockAlign uint64
-	Blocks                       []MemBlock // in address order, tiling [0, BankSize)
+	// Blocks: in address order, tiling [0, BankSize), each address
+	// relative to the list's base, as the ledger's model takes them
+	// (alloc.FromBlocks).
+	Blocks []alloc.Block
 }
 
 // ReadBankManager reads the bank manager at ptr from mem (a process's
@@ -386,7 +383,7 @@ type MemWalk struct {
 // memList is a free list read in a walk, or why it could not be.
 type memList struct {
 	bankSize, offset, blockAlign uint64
-	blocks                       []MemBlock
+	blocks                       []alloc.Block
 	err                          error
 }
 
@@ -491,7 +488,7 @@ func (w *MemWalk) readList(fl uint64, l *BankManagerLayout) *memList {
 	sizes, ns := vec(l.BlockSize, 8)
 	prevs, np := vec(l.BlockPrev, 8)
 	nexts, nn := vec(l.BlockNext, 8)
-	alloc, nal := vec(l.BlockAllocated, 1)
+	allocated, nal := vec(l.BlockAllocated, 1)
 	meta, nm := vec(l.MetaAllocated, 1)
 	if rd.err != nil {
 		return fail("free list at %#x: %w", fl, rd.err)
@@ -527,7 +524,7 @@ func (w *MemWalk) readList(fl uint64, l *BankManagerLayout) *memList {
 		if a != pos || s == 0 || s > m.bankSize-pos || int64(at(prevs, u)) != prev {
 			return fail("free list at %#x: block %d [%#x +%d] does not follow at %#x", fl, i, a, s, pos)
 		}
-		m.blocks = append(m.blocks, MemBlock{Addr: a, Size: s, Allocated: alloc[u] != 0})
+		m.blocks = append(m.blocks, alloc.Block{Addr: a, Size: s, Allocated: allocated[u] != 0})
 		pos += s
 		prev, i = i, int64(at(nexts, u))
 	}

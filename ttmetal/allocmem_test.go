@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/procfs"
 )
 
@@ -106,7 +107,7 @@ func TestReadBankManager(t *testing.T) {
 	if m.Banks != 12 || m.BankSize != 0x1000 || m.Offset != 0x20 || m.BlockAlign != 32 || m.Alignment != 32 || len(m.Blocks) != 3 {
 		t.Fatalf("read %+v", m)
 	}
-	want := []MemBlock{{0, 0x100, false}, {0x100, 0x200, true}, {0x300, 0xd00, false}}
+	want := []alloc.Block{{Addr: 0, Size: 0x100}, {Addr: 0x100, Size: 0x200, Allocated: true}, {Addr: 0x300, Size: 0xd00}}
 	for i, b := range m.Blocks {
 		if b != want[i] {
 			t.Errorf("block %d = %+v, want %+v", i, b, want[i])
