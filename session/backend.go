@@ -125,10 +125,10 @@ type bpfBackend struct {
 	rec    []byte // the last record read, reused
 	libs   int
 	logOut io.Writer
-	// attached: the probed libraries by file, for ReadBankManager and
-	// ReadDevices (allocmem.go); parse: a turn at reading one's DWARF.
-	attached map[procfs.FileKey]*probedLib
-	parse    chan struct{}
+	// mem reads the traced processes' allocators from their memory with
+	// the layouts of the libraries probed here (memread.go): not BPF, it
+	// only hears of each library attached.
+	mem *memReader
 	// ahead: libraries analysed while the BPF objects loaded (prefetch.go).
 	aheadMu sync.Mutex
 	ahead   map[string]*aheadLib
@@ -152,7 +152,7 @@ func newBPFBackend(cfg *Config) (*bpfBackend, error) {
 		}
 		return nil, &Error{ErrInternal, err}
 	}
-	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log(), ahead: ahead}, nil
+	return &bpfBackend{t: t, cfg: cfg, logOut: cfg.log(), ahead: ahead, mem: &memReader{debug: cfg.Analysis.Debug}}, nil
 }
 
 func (b *bpfBackend) ProcessEvents() error { return b.t.AttachProcessEvents() }
@@ -182,6 +182,12 @@ func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
 func (b *bpfBackend) Detach() error                { return b.t.Detach() }
 func (b *bpfBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
 	return b.t.LoaderDrops()
+}
+
+// AllocMem makes the backend a MemReader: its memReader's, which reads
+// the memory of the processes that map the libraries probed here.
+func (b *bpfBackend) AllocMem(pid uint32, budget *ttmetal.AllocBudget) (AllocMem, error) {
+	return b.mem.AllocMem(pid, budget)
 }
 func (b *bpfBackend) Close() error {
 	b.dropAhead()
@@ -243,7 +249,7 @@ func (b *bpfBackend) Library(path string, recognise bool) (v Verdict, err error)
 	b.libs++
 	reportPrepared(b.logOut, lib.Path, prep)
 	if k, err := procfs.KeyOf(path); err == nil {
-		handed = b.track(k, path, lib)
+		handed = b.mem.track(k, path, lib)
 	}
 	return LibAttached, nil
 }

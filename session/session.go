@@ -208,7 +208,7 @@ type procState struct {
 	watched  bool // a pidfd watches its end
 	ending   bool // its end is queued in session.ends
 	// mem: what reading its allocators from its memory may still take
-	// (allocmem.go).
+	// (allocread.go).
 	mem memBudget
 	// held: the devices its chip ids name that it was seen holding open
 	// (chipheld.go).

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 
@@ -11,9 +10,15 @@ import (
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
+// The ledger's allocators read from a traced process's memory (a chip
+// whose allocator was made before tttrace attached; devices/allocstate.go,
+// docs/ttmetal.md §9): the open chips' bank managers at attach (readRoot)
+// and each manager the ledger asks for (readAllocators), on the records'
+// goroutine, every process within one budget for its life (memBudget).
+// How a process's memory is read is its MemReader's (memread.go).
+
 // MemReader is a Backend that can read a traced process's allocators from
-// its memory (a chip whose allocator was made before tttrace attached;
-// devices/allocmem.go).
+// its memory.
 type MemReader interface {
 	// AllocMem opens pid's memory to read its allocators, every read
 	// charged to b (ttmetal.AllocBudget).
@@ -206,179 +211,4 @@ func (s *session) readRoot(pid uint32) {
 	if failed > 0 {
 		s.ledger.SetRootWhy(pid, firstErr)
 	}
-}
-
-// probedLib is a probed library, for reading its processes' allocators:
-// g_instances' link-time address and slots (or why none), from the symbols
-// read at attach, and both allocator layouts, read from its DWARF once per
-// library on a goroutine started at attach (track): a library's
-// DWARF takes long to read, and the records' loop waits for it only when
-// a process's allocators are first read, if it is not read by then.
-type probedLib struct {
-	path        string
-	addr, slots uint64
-	symErr      error
-	ready       chan struct{} // closed once layouts is set
-	layouts     ttmetal.AllocatorLayouts
-}
-
-// allocatorLayouts reads a library's allocator layouts (a variable for
-// the tests, which count the reads).
-var allocatorLayouts = ttmetal.AllocatorLayoutsFromDWARF
-
-// track records lib, just probed at path, and starts reading its
-// allocator layouts in the background; the goroutine owns lib and closes
-// it. It reports false, and leaves lib to the caller, for a file tracked
-// already. The reads take turns (b.parse): one library's DWARF in memory
-// at a time.
-func (b *bpfBackend) track(k procfs.FileKey, path string, lib *ttmetal.Library) bool {
-	if _, ok := b.attached[k]; ok {
-		return false
-	}
-	p := &probedLib{path: path, ready: make(chan struct{})}
-	p.addr, p.slots, p.symErr = ttmetal.RootSymbol(lib)
-	if b.attached == nil {
-		b.attached = map[procfs.FileKey]*probedLib{}
-		b.parse = make(chan struct{}, 1)
-	}
-	b.attached[k] = p
-	dbg, parse := b.cfg.Analysis.Debug, b.parse
-	go func() {
-		defer lib.Close()
-		parse <- struct{}{}
-		p.layouts = allocatorLayouts(lib, dbg)
-		<-parse
-		close(p.ready)
-	}()
-	return true
-}
-
-// allocLayouts are p's allocator layouts, waiting for their read if it
-// is still going on.
-func (p *probedLib) allocLayouts() *ttmetal.AllocatorLayouts {
-	<-p.ready
-	return &p.layouts
-}
-
-// AllocMem opens pid's memory to read its allocators with the layouts of
-// the TT-Metal library pid maps (from its DWARF, read once), within b.
-func (b *bpfBackend) AllocMem(pid uint32, budget *ttmetal.AllocBudget) (AllocMem, error) {
-	p, err := b.libraryOf(int(pid))
-	if err != nil {
-		return nil, err
-	}
-	mem, err := procfs.OpenMem(int(pid), &budget.Mem)
-	if err != nil {
-		return nil, err
-	}
-	return &procAllocMem{mem: mem, walk: ttmetal.NewMemWalk(mem, &budget.Blocks), lib: p,
-		bias: func() (uint64, error) { return loadBias(int(pid), p.path) }}, nil
-}
-
-// procAllocMem is a process's memory opened to read its allocators with
-// its library's layouts.
-type procAllocMem struct {
-	mem  *procfs.Mem
-	walk *ttmetal.MemWalk
-	lib  *probedLib
-	// bias is what the process added to the library's link-time addresses.
-	bias func() (uint64, error)
-}
-
-// ReadBankManager reads the bank manager at ptr, with the layout of the
-// library's DWARF.
-func (a *procAllocMem) ReadBankManager(ptr uint64) (*ttmetal.MemBankManager, error) {
-	ls := a.lib.allocLayouts()
-	if ls.BankManagerErr != nil {
-		return nil, fmt.Errorf("no layout of BankManager: %w", ls.BankManagerErr)
-	}
-	return a.walk.ReadBankManager(ptr, ls.BankManager)
-}
-
-// ReadDevices walks the process's root of its open chips, with the layout
-// of the library (from its symbols and DWARF, read once) and its load bias
-// in the process. A process with no MetalContext yet has no open chip: no
-// DWARF is needed to say so, and none is waited for.
-func (a *procAllocMem) ReadDevices() ([]ttmetal.MemDevice, error) {
-	p := a.lib
-	if p.symErr != nil {
-		return nil, p.symErr
-	}
-	bias, err := a.bias()
-	if err != nil {
-		return nil, err
-	}
-	if found, err := ttmetal.AnyContext(a.mem, p.addr+bias, p.slots); err != nil || !found {
-		return nil, err
-	}
-	ls := p.allocLayouts()
-	if ls.RootErr != nil {
-		return nil, ls.RootErr
-	}
-	return ttmetal.ReadDevices(a.mem, ls.Root.Contexts+bias, ls.Root)
-}
-
-func (a *procAllocMem) Close() error { return a.mem.Close() }
-
-// loadBias is what pid added to the link-time addresses of the library at
-// path: the start of its mapping of the file's first loadable segment,
-// less that segment's page-aligned address.
-func loadBias(pid int, path string) (uint64, error) {
-	want, err := procfs.KeyOf(path)
-	if err != nil {
-		return 0, err
-	}
-	lib, err := ttmetal.OpenLibrary(path)
-	if err != nil {
-		return 0, err
-	}
-	defer lib.Close()
-	var first *elf.Prog
-	for _, p := range lib.ELF().Progs {
-		if p.Type == elf.PT_LOAD {
-			first = p
-			break
-		}
-	}
-	if first == nil {
-		return 0, fmt.Errorf("%s has no loadable segment", path)
-	}
-	const page = 4096
-	maps, err := procfs.Maps(pid)
-	if err != nil {
-		return 0, err
-	}
-	keys := map[string]procfs.FileKey{}
-	for _, m := range maps {
-		if !m.File() || m.Deleted() || m.Offset != first.Off&^(page-1) {
-			continue
-		}
-		k, ok := keys[m.Path]
-		if !ok {
-			k, _ = procfs.KeyOf(procfs.Path(pid, m.Path))
-			keys[m.Path] = k
-		}
-		if k == want && m.Start >= first.Vaddr&^(page-1) {
-			return m.Start - first.Vaddr&^(page-1), nil
-		}
-	}
-	return 0, fmt.Errorf("pid %d maps no loadable segment of %s", pid, path)
-}
-
-// libraryOf is a probed library that pid maps.
-func (b *bpfBackend) libraryOf(pid int) (*probedLib, error) {
-	objs, _, err := procfs.MappedObjects(pid)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range objs {
-		k, err := procfs.KeyOf(o)
-		if err != nil {
-			continue
-		}
-		if p, ok := b.attached[k]; ok {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("pid %d maps none of the %d probed libraries", pid, len(b.attached))
 }
