@@ -35,10 +35,24 @@ type Process struct {
 	// /proc/PID/map_files entry).
 	file string
 
-	mem   *os.File
+	mem   *procfs.Mem // its memory, within memBudget for its life
 	mu    sync.Mutex
 	codes map[codeKey]*codeInfo
 }
+
+// What a process's memory may give over its life (procfs.Mem): code
+// objects are read from it only when their record was missed (readCode),
+// each in at most 8 reads (the object, its file name's and name's str
+// header and data, its line table's bytes header and data, co_code's
+// header) of at most maxLineTable bytes and two strings of maxStringChars
+// characters: twice the code objects a process keeps (maxCodeInfoKeep)
+// in reads, and hundreds of thousands of common ones (a few hundred
+// bytes) or 256 of the longest in bytes. Past it, a frame whose code
+// object is not known ends its stack with why.
+const (
+	memBudgetBytes = 256 << 20
+	memBudgetReads = 8 * 2 * maxCodeInfoKeep
+)
 
 // codeKey names a code object: its address and its identity (a hash of
 // the pointers it holds, computed by BPF at event time).
@@ -104,7 +118,7 @@ func ForProcess(pid int) (_ *Process, err error) {
 		if in.Err != nil {
 			return &Process{Pid: pid, Interp: in}, fmt.Errorf("%s: CPython %s unsupported: %w", c.m.Path, in.Version(), in.Err)
 		}
-		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		mem, err := procfs.OpenMem(pid, &procfs.MemBudget{Bytes: memBudgetBytes, Reads: memBudgetReads})
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +206,7 @@ func Prefetch(pid int, done func()) (pending bool) {
 	return pending
 }
 
-// Close releases the process's memory file. Nil-safe.
+// Close releases the process's memory. Nil-safe.
 func (p *Process) Close() error {
 	if p == nil || p.mem == nil {
 		return nil
