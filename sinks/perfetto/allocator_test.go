@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	allocmodel "github.com/tttrace/tttrace/alloc"
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices"
 	dt "github.com/tttrace/tttrace/devices/devicestest"
 	"github.com/tttrace/tttrace/events"
@@ -28,7 +28,7 @@ func TestAllocatorTracks(t *testing.T) {
 		typ   events.BufferType
 		ptr   uint64
 		banks uint32
-		m     *allocmodel.Manager
+		m     *alloc.Manager
 	}
 	var mgrs []*mgr
 	for i, chip := range []int32{0, 9} {
@@ -42,7 +42,7 @@ func TestAllocatorTracks(t *testing.T) {
 			c.Tid = pid
 			emit(c)
 			var err error
-			if g.m, err = allocmodel.New(allocmodel.Config{Banks: spec.banks, BankSize: spec.bank, Offset: 0x40, Alignment: 32, BlockAlign: 32}); err != nil {
+			if g.m, err = alloc.New(alloc.Config{Banks: spec.banks, BankSize: spec.bank, Offset: 0x40, Alignment: 32, BlockAlign: 32}); err != nil {
 				t.Fatal(err)
 			}
 			mgrs = append(mgrs, g)
@@ -67,7 +67,7 @@ func TestAllocatorTracks(t *testing.T) {
 			continue
 		}
 		page := uint64(1024 << rng.IntN(6))
-		req := allocmodel.Request{PageSize: page, Size: page * uint64(1+rng.IntN(300)), BottomUp: g.typ == events.DRAM}
+		req := alloc.Request{PageSize: page, Size: page * uint64(1+rng.IntN(300)), BottomUp: g.typ == events.DRAM}
 		addr, f := g.m.Allocate(req)
 		emit(dt.Request(pid, g.ptr, req.Size, req.PageSize, req.BottomUp))
 		if f != nil {

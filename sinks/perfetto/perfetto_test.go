@@ -75,7 +75,7 @@ func (s *stream) emit(e events.Event) {
 
 func chipPtr(chip int32) uint64 { return 0x7f0000000000 + uint64(uint32(chip))*0x1000 }
 
-func alloc(pid, tid uint32, buf uint64, chip int32, t events.BufferType, size uint64) events.Event {
+func allocEvent(pid, tid uint32, buf uint64, chip int32, t events.BufferType, size uint64) events.Event {
 	return events.Event{Kind: events.KindAlloc, Pid: pid, Tid: tid, Object: buf, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
 		Chip: chip, BufferType: t, Address: 0x10000, Size: size, PageSize: 1024, OwnsData: true, Status: 1}
 }
@@ -122,7 +122,7 @@ func (s *stream) workload(pid uint32, steps int) {
 		case r < 40:
 			nextBuf++
 			chip := chipIDs[s.rng.IntN(len(chipIDs))]
-			s.emit(alloc(pid, tid, nextBuf, chip, events.BufferType(s.rng.IntN(events.NumBufferTypes)), uint64(1+s.rng.IntN(1<<20))))
+			s.emit(allocEvent(pid, tid, nextBuf, chip, events.BufferType(s.rng.IntN(events.NumBufferTypes)), uint64(1+s.rng.IntN(1<<20))))
 			bufs = append(bufs, live{buf: nextBuf, chip: chip})
 		case r < 70 && len(bufs) > 0:
 			j := s.rng.IntN(len(bufs))
@@ -159,7 +159,7 @@ func (s *stream) workload(pid uint32, steps int) {
 		case r < 91:
 			// An allocation on a device the probe could not classify.
 			nextBuf++
-			e := alloc(pid, tid, nextBuf, -1, events.DRAM, 4096)
+			e := allocEvent(pid, tid, nextBuf, -1, events.DRAM, 4096)
 			e.DeviceKind, e.Device = events.DeviceUnknown, 0xdead000
 			s.emit(e)
 		case r < 92:
@@ -331,7 +331,7 @@ func steady(l *devices.Ledger, w *perfetto.Writer, n int, ts *uint64) {
 		chip := int32(i % 8)
 		var e events.Event
 		if (i/512)%2 == 0 {
-			e = alloc(1, 1, buf, chip, events.BufferType(i%3), uint64(4096+i%4096))
+			e = allocEvent(1, 1, buf, chip, events.BufferType(i%3), uint64(4096+i%4096))
 		} else {
 			e = free(1, 1, buf, chip)
 		}
