@@ -19,13 +19,11 @@ import (
 	"github.com/tttrace/tttrace/stacks"
 )
 
-// Allocation sites (docs/stacks.md). BPF emits an alloc's stack record right
-// after the alloc, with the alloc's seq, and says in the alloc whether one
-// follows; records of other CPUs may come between. An alloc whose stack
-// follows is held, with every record after it, until the stack is read and
-// interned: the stream and the ledger keep stream order, and the alloc
-// carries its site. Only the site id is kept per buffer; the stack bytes
-// are dropped once unwound.
+// Allocation sites (docs/stacks.md). An alloc whose stack follows is held,
+// with every record after it, until the stack is read and interned
+// (heldRecords, held.go); here each process's stacks become its sites.
+// Only the site id is kept per buffer; the stack bytes are dropped once
+// unwound.
 
 // procStacks is the stack state of one process (one incarnation of a pid).
 // A site is a pair of a native stack (interned in tab) and a Python stack
@@ -65,18 +63,18 @@ type sitePair struct {
 }
 
 // allocSites is the runtime's allocation-site work: it holds the records
-// behind an alloc until its stack is read, interns each process's stacks
-// as sites, registers interpreters for Python lines, and describes sites
-// to the site sinks and (as each process's devices.SiteSource) to the
+// behind an alloc until its stack is read (held), interns each process's
+// stacks as sites, registers interpreters for Python lines, and describes
+// sites to the site sinks and (as each process's devices.SiteSource) to the
 // ledger's summaries. The pid incarnations are the ledger's: each process
 // in the ledger holds its own procStacks.
 type allocSites struct {
-	on       bool
-	log      io.Writer
-	be       Backend
-	ledger   *devices.Ledger
-	dispatch func(*events.Event) // handles a released record
-	bad      func(error)         // counts and notes a bad record
+	on     bool
+	log    io.Writer
+	be     Backend
+	ledger *devices.Ledger
+	held   heldRecords
+	bad    func(error) // counts and notes a bad record
 	// reborn starts the new process a pid names if its process ended:
 	// before a stack record of it is interned (its held alloc meets the
 	// new process only when released).
@@ -90,9 +88,6 @@ type allocSites struct {
 	pyMu     sync.Mutex
 	pyReady  []uint32
 	pyReadyN atomic.Int32
-	held     []events.Event    // records held behind an alloc waiting for its stack
-	waiting  int               // allocs in held still waiting
-	pyOf     map[uint64]uint32 // seq of a held alloc -> its interned Python stack
 	sinks    []sinks.SiteSink
 
 	// Known stacks (bpf/stack.h): each stack fixed by its pcs is made
@@ -118,12 +113,11 @@ func newAllocSites(s *session) *allocSites {
 		log:      s.log,
 		be:       s.be,
 		ledger:   s.ledger,
-		dispatch: s.dispatch,
+		held:     newHeldRecords(s.dispatch),
 		bad:      s.badRecord,
 		reborn:   s.reborn,
 		cache:    stacks.NewCache(),
 		procs:    map[uint32]*procStacks{},
-		pyOf:     map[uint64]uint32{},
 		learn:    s.cfg.KnownStacks,
 		timeline: s.cfg.Timeline,
 	}
@@ -345,7 +339,7 @@ func (a *allocSites) onPyStack(raw []byte) {
 	seq, pid := w.Hdr.Seq, w.Hdr.Pid
 	a.reborn(pid)
 	ps := a.procs[pid]
-	if ps == nil || ps.py == nil || a.heldAlloc(seq, pid) == nil {
+	if ps == nil || ps.py == nil || a.held.alloc(seq, pid) == nil {
 		return // not waiting: its native stack was lost, so is the site
 	}
 	// The identity of a Python stack: its frames as captured, and flags
@@ -365,7 +359,7 @@ func (a *allocSites) onPyStack(raw []byte) {
 		id = uint32(len(ps.pyRaw))
 		ps.pyIDs[string(k)] = id
 	}
-	a.pyOf[seq] = id
+	a.held.setPython(seq, id)
 }
 
 // site interns the pair (native, py) as a site of ps.
@@ -488,7 +482,7 @@ func (a *allocSites) onStack(raw []byte) {
 		a.bad(err)
 		return
 	}
-	ev := a.heldAlloc(rec.Seq, rec.Pid)
+	ev := a.held.alloc(rec.Seq, rec.Pid)
 	if ev == nil {
 		return // its alloc was not held (cannot happen: BPF says so in the alloc)
 	}
@@ -499,8 +493,7 @@ func (a *allocSites) onStack(raw []byte) {
 		// link-map record (no loader probe): look at the maps now.
 		a.snapshotSoon(rec.Pid)
 	}
-	py := a.pyOf[rec.Seq]
-	delete(a.pyOf, rec.Seq)
+	py := a.held.takePython(rec.Seq)
 	if rec.Flags&events.StackKnown != 0 {
 		// A stack made known before: its token names it.
 		a.known++
@@ -536,28 +529,7 @@ func (a *allocSites) onStack(raw []byte) {
 		}
 		ev.Site = ps.site(id, py)
 	}
-	ev.Stack = events.StackNone // resolved
-	a.waiting--
-	a.release()
-}
-
-// waitsForStack: e carries a stack that follows in its own record: an
-// alloc, an allocator request, or an allocator's out-of-memory path (the
-// site of a failed allocation).
-func waitsForStack(e *events.Event) bool {
-	return (e.Kind == events.KindAlloc || e.Kind == events.KindAllocRequest || e.Kind == events.KindAllocOom) &&
-		e.Stack == events.StackFollows
-}
-
-// heldAlloc is the held alloc seq of pid that waits for its stack, or nil.
-func (a *allocSites) heldAlloc(seq uint64, pid uint32) *events.Event {
-	for i := range a.held {
-		h := &a.held[i]
-		if h.Seq == seq && waitsForStack(h) && h.Pid == pid {
-			return h
-		}
-	}
-	return nil
+	a.held.resolved(ev)
 }
 
 func inModule(m *stacks.Modules, pc uint64) bool {
@@ -565,59 +537,19 @@ func inModule(m *stacks.Modules, pc uint64) bool {
 	return ok
 }
 
-// hold keeps ev behind an alloc waiting for its stack; it reports false
-// when ev can be handled now. An alloc that names its known stack by its
-// token gets its site first.
+// hold keeps ev behind an alloc waiting for its stack (heldRecords.hold);
+// it reports false when ev can be handled now. An alloc that names its
+// known stack by its token gets its site first.
 func (a *allocSites) hold(ev *events.Event) bool {
 	if ev.Stack == events.StackToken {
 		a.onToken(ev)
 	}
-	waits := waitsForStack(ev)
-	if !waits && len(a.held) == 0 {
-		return false
-	}
-	a.held = append(a.held, *ev)
-	if waits {
-		a.waiting++
-	}
-	if len(a.held) > maxHeld {
-		// A stack that does not come (cannot happen: BPF commits it
-		// before its alloc) must not stall the stream.
-		a.releaseAll()
-	}
-	return true
+	return a.held.hold(ev)
 }
 
-// maxHeld bounds the records held behind allocs waiting for their stacks;
-// the stack is in the ring right after its alloc, so a handful is normal.
-const maxHeld = 1 << 16
-
-// release handles the held records up to the first alloc still waiting.
-func (a *allocSites) release() {
-	n := 0
-	for ; n < len(a.held); n++ {
-		h := &a.held[n]
-		if waitsForStack(h) {
-			break
-		}
-		a.dispatch(h)
-	}
-	rest := copy(a.held, a.held[n:])
-	a.held = a.held[:rest]
-}
-
-// releaseAll handles every held record, waiting or not: a stack that did
-// not come (it always does: BPF commits it before its alloc) is given up.
-func (a *allocSites) releaseAll() {
-	for i := range a.held {
-		if h := &a.held[i]; waitsForStack(h) {
-			h.Stack = events.StackNone
-		}
-	}
-	a.waiting = 0
-	clear(a.pyOf)
-	a.release()
-}
+// releaseAll handles every held record, giving up the stacks still
+// awaited (heldRecords.releaseAll).
+func (a *allocSites) releaseAll() { a.held.releaseAll() }
 
 // announceSite describes ev's site to the site sinks before the first
 // record naming it.
