@@ -507,12 +507,8 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 		return
 	}
 	r.printf("  L1 clashes: %d (TT-Metal throws \"circular buffers ... clash with L1 buffers\" for these)\n", p.Stats.L1Clashes)
-	for i := range p.L1Clashes {
+	r.first(len(p.L1Clashes), p.Stats.L1Clashes, "    ", summaryLists, func(i int) {
 		n := &p.L1Clashes[i]
-		if i == reportAnomalies {
-			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.L1Clashes-uint64(i), devices.MaxAnomalies)
-			break
-		}
 		r.printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
 			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, human(uint64(-n.Headroom)), n.LowestL1Address, n.L1BuffersCount, human(n.L1BuffersBytes))
 		for j := range n.L1Buffers {
@@ -523,7 +519,7 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 		if n.L1BuffersCount > len(n.L1Buffers) {
 			r.printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
 		}
-	}
+	})
 }
 
 // allocator writes each chip's allocator per buffer type: what it holds
@@ -615,12 +611,8 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 		return
 	}
 	r.printf("  failed allocations: %d (TT-Metal threw \"Out of Memory\"; the process may have caught it)\n", p.Stats.AllocFailures)
-	for i := range p.AllocFailures {
+	r.first(len(p.AllocFailures), p.Stats.AllocFailures, "    ", summaryLists, func(i int) {
 		f := &p.AllocFailures[i]
-		if i == reportAnomalies {
-			r.printf("    … %d more (the JSON summary lists the first %d)\n", p.Stats.AllocFailures-uint64(i), devices.MaxAnomalies)
-			break
-		}
 		where := "no known chip"
 		switch {
 		case f.Device != nil:
@@ -646,7 +638,7 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			if f.Device != nil || f.MeshDevice != "" {
 				r.printf("      nothing of this process held %s on %s then\n", f.BufferType, where)
 			}
-			continue
+			return
 		}
 		r.printf("      what held %s on %s then: %d buffer(s), %s; the largest:\n", f.BufferType, where, f.HoldersCount, human(f.HoldersBytes))
 		for j := range f.Holders {
@@ -669,7 +661,7 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			}
 			r.printf("\n")
 		}
-	}
+	})
 }
 
 // failureAdvice says why an allocation failed and what would make it fit.
@@ -782,6 +774,23 @@ func (r *reporter) anomalies(p *devices.ProcessSummary) {
 	}
 	if total > shown {
 		r.printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, devices.MaxAnomalies)
+	}
+}
+
+// summaryLists follows the count of a list of the report cut where the
+// JSON summary's is not.
+var summaryLists = fmt.Sprintf(" (the JSON summary lists the first %d)", devices.MaxAnomalies)
+
+// first writes the first reportAnomalies of the n items of a list (item
+// writes the ith); past them, one line at indent says how many of total
+// are not shown, then more.
+func (r *reporter) first(n int, total uint64, indent, more string, item func(i int)) {
+	for i := range n {
+		if i == reportAnomalies {
+			r.printf("%s… %d more%s\n", indent, total-uint64(i), more)
+			return
+		}
+		item(i)
 	}
 }
 

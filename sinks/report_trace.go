@@ -30,25 +30,17 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 			r.printf("    %d of them past the bounds, counted but not written (%d trace_hazard records per trace, %d per process)\n",
 				t.HazardsSuppressed, devices.TraceMaxHazards, devices.TraceMaxRecords)
 		}
-		for i := range t.Hazards {
+		r.first(len(t.Hazards), t.HazardCount, "    ", summaryLists, func(i int) {
 			n := &t.Hazards[i]
-			if i == reportAnomalies {
-				r.printf("    … %d more (the JSON summary lists the first %d)\n", t.HazardCount-uint64(i), devices.MaxAnomalies)
-				break
-			}
 			r.printf("    %s replay %d (tid %d seq %d), chip %d:\n", traceName(n), n.Replay, n.Tid, n.Seq, n.Device)
 			r.traceBuf(p, "      overwrites", n.Buffer)
 			r.traceBuf(p, "      captured  ", n.Captured)
-		}
+		})
 	}
 	if t.InvalidReplayCount > 0 {
 		r.printf("  invalid trace replays: %d (TT-Metal refuses them)%s\n", t.InvalidReplayCount+t.InvalidReplaysSuppressed, pastBound(t.InvalidReplaysSuppressed))
-		for i := range t.InvalidReplays {
+		r.first(len(t.InvalidReplays), t.InvalidReplayCount, "    ", "", func(i int) {
 			n := &t.InvalidReplays[i]
-			if i == reportAnomalies {
-				r.printf("    … %d more\n", t.InvalidReplayCount-uint64(i))
-				break
-			}
 			why := "after release_trace"
 			switch n.Reason {
 			case "device_closed":
@@ -57,33 +49,24 @@ func (r *reporter) traces(p *devices.ProcessSummary) {
 				why = "while it is still being captured"
 			}
 			r.printf("    %s replayed %s (tid %d seq %d)\n", traceName(n), why, n.Tid, n.Seq)
-		}
+		})
 	}
 	if t.RegionHazardCount > 0 {
 		r.printf("  trace buffers under another live trace's high-water mark: %d (that trace's replay overwrites them; TT-Metal checks only the newest trace, tt-metal#48869)%s\n", t.RegionHazardCount+t.RegionHazardsSuppressed, pastBound(t.RegionHazardsSuppressed))
-		for i := range t.RegionHazards {
+		r.first(len(t.RegionHazards), t.RegionHazardCount, "    ", "", func(i int) {
 			n := &t.RegionHazards[i]
-			if i == reportAnomalies {
-				r.printf("    … %d more\n", t.RegionHazardCount-uint64(i))
-				break
-			}
 			other := "?"
 			if n.OtherTrace != nil {
 				other = strconv.FormatUint(uint64(*n.OtherTrace), 10)
 			}
 			r.printf("    %s, chip %d: its buffer at %#x is under trace %s's mark %#x\n", traceName(n), n.Device, n.Buffer.Address, other, n.HighWaterMark)
-		}
+		})
 	}
 	if t.CaptureAllocCount > 0 {
 		r.printf("  allocations during a trace capture: %d (the trace's replays write there)%s\n", t.CaptureAllocCount+t.CaptureAllocsSuppressed, pastBound(t.CaptureAllocsSuppressed))
-		for i := range t.CaptureAllocs {
-			n := &t.CaptureAllocs[i]
-			if i == reportAnomalies {
-				r.printf("    … %d more (the JSON summary lists the first %d)\n", t.CaptureAllocCount-uint64(i), devices.MaxAnomalies)
-				break
-			}
-			r.traceBuf(p, "    "+traceName(n)+":", n.Buffer)
-		}
+		r.first(len(t.CaptureAllocs), t.CaptureAllocCount, "    ", summaryLists, func(i int) {
+			r.traceBuf(p, "    "+traceName(&t.CaptureAllocs[i])+":", t.CaptureAllocs[i].Buffer)
+		})
 	}
 }
 
