@@ -37,6 +37,7 @@ const (
 	ExitTraceHazard = 10  // --fail-on-trace-hazard: a trace replay overwrote live buffers, or another trace hazard
 	ExitLateLibrary = 11  // a process's library was probed only after it mapped it: its calls before were missed
 	ExitBadLayout   = 12  // impossible buffer types or sizes: the layout does not fit the library, the numbers cannot be trusted
+	ExitGrowth      = 13  // tttrace diff --fail-on-growth: a memory counter grew more than allowed from run A to run B
 	ExitNotFound    = 127 // CMD not found (as a shell reports it)
 )
 
@@ -123,6 +124,9 @@ Usage:
   tttrace report FILE [flags]           the report, summary (--json), --pprof,
                                         --folded and --perfetto of a saved run
                                         (--json or --save), from its NDJSON
+  tttrace diff A B [flags]              what changed from run A to run B (their
+                                        NDJSON or summaries): per process, chip
+                                        and type; --fail-on-growth for CI
 
 Examples:
   sudo tttrace -p 4242
@@ -158,8 +162,10 @@ closed, a trace buffer under another live trace's high-water mark),
 --all: one no process had mapped before), so its calls before the probes
 landed were missed (late_library; give --lib to trace it from the start),
 12 the layout tttrace read Buffer with does not fit the library (impossible
-buffer types or sizes were read: the numbers cannot be trusted), 127 CMD not
-found. In "-- CMD" mode 7, 8, 11 and 12 are reported only when CMD succeeded;
+buffer types or sizes were read: the numbers cannot be trusted), 13 (tttrace
+diff) a memory counter grew from run A to run B more than --fail-on-growth
+allows, 127 CMD not found. In "-- CMD" mode 7, 8, 11 and 12 are reported
+only when CMD succeeded;
 7 wins over 12, 12 over 11, and all three over 8 (a ledger incomplete or untrusted
 cannot judge leaks); 9 wins over every other status, CMD's included (an
 allocation seen failing did fail), then 10 (a replay seen overwriting live

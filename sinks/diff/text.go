@@ -1,0 +1,446 @@
+package diff
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tttrace/tttrace/sinks"
+)
+
+// Caps of the human table; --json has everything.
+const (
+	textSites   = 10 // sites listed per process
+	textFrames  = 6  // native frames shown per site
+	textRecords = 10 // records listed per process and status
+)
+
+// counterLabels name the counters in the table as the report does.
+var counterLabels = [nCounters]string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS"}
+
+func label(counter string) string {
+	for i, n := range counterNames {
+		if n == counter {
+			return counterLabels[i]
+		}
+	}
+	return counter
+}
+
+// WriteText writes the comparison for people: per process that changed,
+// a table of its chips' counters (end and peak in A and B, and when each
+// peak came), then its leaks, allocator numbers, sites and records.
+func (r *Result) WriteText(w io.Writer) error {
+	t := &text{w: bufio.NewWriter(w)}
+	t.result(r)
+	if err := t.w.Flush(); err != nil {
+		return err
+	}
+	return t.err
+}
+
+type text struct {
+	w   *bufio.Writer
+	err error
+}
+
+// printf prints for people: every string argument (commands, paths,
+// symbols, Python names come from the runs' processes) made Printable.
+func (t *text) printf(format string, args ...any) {
+	if t.err != nil {
+		return
+	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = sinks.Printable(s)
+		}
+	}
+	_, t.err = fmt.Fprintf(t.w, format, args...)
+}
+
+func (t *text) result(r *Result) {
+	t.printf("tttrace diff\n")
+	for _, x := range []struct {
+		name string
+		ri   *RunInfo
+	}{{"A", &r.A}, {"B", &r.B}} {
+		t.printf("  %s: %s: %d process(es), %d events", x.name, x.ri.File, x.ri.Processes, x.ri.Events)
+		if x.ri.SummaryOnly {
+			t.printf(" (a summary alone)")
+		}
+		if x.ri.Dropped > 0 {
+			t.printf(", %d ended process(es) folded away by the run, not compared", x.ri.Dropped)
+		}
+		t.printf("\n")
+		if x.ri.LostEvents > 0 {
+			t.printf("  INCOMPLETE: %s lost %d events: its totals, peaks and leaks may be wrong, and so may the changes below\n", x.name, x.ri.LostEvents)
+		}
+		if x.ri.LayoutAnomalies > 0 {
+			t.printf("  UNTRUSTED: %s read %d buffer(s) with an impossible type or size (its layout did not fit the library)\n", x.name, x.ri.LayoutAnomalies)
+		}
+	}
+	if r.SitesBy == "leaks" {
+		t.printf("  sites are compared by what they hold at the end only: a run is a summary alone (--no-events)\n")
+	}
+	if r.Same {
+		t.printf("\nno change: %d process(es) matched, each the same in both runs\n", r.Unchanged)
+		return
+	}
+	if r.Unchanged > 0 {
+		t.printf("  %d process(es) matched with no change\n", r.Unchanged)
+	}
+	for i := range r.Processes {
+		t.printf("\n")
+		t.process(&r.Processes[i])
+	}
+	t.printf("\n")
+	if len(r.Growth) == 0 {
+		t.printf("growth: no memory counter is higher in B\n")
+		return
+	}
+	g := &r.Growth[0]
+	t.printf("growth: %d memory counter(s) higher in B; the most: %s chip %d %s at the %s %s -> %s (+%s%s)\n",
+		len(r.Growth), procName(g.PidA, g.PidB), g.Device, label(g.Counter), g.At, human(g.A), human(g.B), human(g.Bytes), pct(g.Pct))
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return ", from nothing"
+	}
+	return fmt.Sprintf(", %+.1f%%", *p)
+}
+
+func procName(a, b *uint32) string {
+	switch {
+	case a != nil && b != nil:
+		return fmt.Sprintf("pid %d/%d", *a, *b)
+	case a != nil:
+		return fmt.Sprintf("pid %d (A)", *a)
+	case b != nil:
+		return fmt.Sprintf("pid %d (B)", *b)
+	}
+	return "?"
+}
+
+func (t *text) process(d *ProcessDiff) {
+	switch d.Status {
+	case "appeared":
+		t.printf("process %d (%s): only in B\n", *d.PidB, d.Command)
+	case "vanished":
+		t.printf("process %d (%s): only in A\n", *d.PidA, d.Command)
+	default:
+		t.printf("process %d in A, %d in B (%s)\n", *d.PidA, *d.PidB, d.Command)
+		if d.CommandB != "" {
+			t.printf("  B's command: %s (the runs' only unmatched processes, compared)\n", d.CommandB)
+		}
+	}
+	if e := d.Exit; e != nil {
+		t.printf("  ended: %s in A, %s in B\n", exitText(e.A), exitText(e.B))
+	}
+	t.chips(d)
+	t.leaks(d)
+	t.allocators(d)
+	if d.Trimmed {
+		t.printf("  sites and records not compared: a run kept only this process's totals (--keep-ended)\n")
+	}
+	t.sites(d)
+	t.records(d)
+}
+
+func exitText(e ExitFig) string {
+	switch {
+	case !e.Exited:
+		return "running"
+	case e.Signal > 0:
+		return fmt.Sprintf("signal %d", e.Signal)
+	}
+	return fmt.Sprintf("exit %d", e.Code)
+}
+
+func (t *text) chips(d *ProcessDiff) {
+	n := 0
+	for i := range d.Chips {
+		n += len(d.Chips[i].Counters)
+	}
+	if n == 0 {
+		return
+	}
+	t.printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s\n", "CHIP", "", "END A", "END B", "CHANGE", "PEAK A", "PEAK B", "CHANGE", "PEAK AT (A / B)")
+	for i := range d.Chips {
+		c := &d.Chips[i]
+		chip := fmt.Sprint(c.Device)
+		if c.Status != "changed" {
+			chip += " (" + map[string]string{"appeared": "B only", "vanished": "A only"}[c.Status] + ")"
+		}
+		for _, cd := range c.Counters {
+			f := human
+			if cd.Counter == counterNames[cLiveBuffers] {
+				f = func(v uint64) string { return fmt.Sprint(v) }
+			}
+			t.printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s / %s\n", chip, label(cd.Counter),
+				f(cd.End.A), f(cd.End.B), signed(cd.End.Delta, f), f(cd.Peak.A), f(cd.Peak.B), signed(cd.Peak.Delta, f),
+				since(cd.PeakAtA), since(cd.PeakAtB))
+		}
+		if h := c.MinL1Headroom; h != nil {
+			t.printf("  %-6s min L1 headroom %s -> %s\n", chip, headroom(h.A), headroom(h.B))
+		}
+	}
+}
+
+func signed(d int64, f func(uint64) string) string {
+	switch {
+	case d > 0:
+		return "+" + f(uint64(d))
+	case d < 0:
+		return "-" + f(uint64(-d))
+	}
+	return "0"
+}
+
+// since writes a time after the process's first event.
+func since(ns *uint64) string {
+	if ns == nil {
+		return "-"
+	}
+	return fmt.Sprintf("+%.3fs", float64(*ns)/1e9)
+}
+
+func headroom(v *int64) string {
+	switch {
+	case v == nil:
+		return "none"
+	case *v < 0:
+		return "-" + human(uint64(-*v))
+	}
+	return human(uint64(*v))
+}
+
+func (t *text) leaks(d *ProcessDiff) {
+	first := true
+	for i := range d.Chips {
+		c := &d.Chips[i]
+		for _, l := range c.Leaks {
+			if first {
+				t.printf("  leaks:\n")
+				first = false
+			}
+			t.printf("    chip %d %s: %d -> %d buffer(s), %s -> %s (%s)\n", c.Device, l.Type, l.Count.A, l.Count.B,
+				human(l.Bytes.A), human(l.Bytes.B), signed(l.Bytes.Delta, human))
+		}
+	}
+}
+
+func (t *text) allocators(d *ProcessDiff) {
+	first := true
+	head := func() {
+		if first {
+			t.printf("  allocator (per bank, as get_statistics):\n")
+			first = false
+		}
+	}
+	for i := range d.Chips {
+		c := &d.Chips[i]
+		for j := range c.Allocator {
+			head()
+			t.allocLine(fmt.Sprintf("chip %d", c.Device), &c.Allocator[j])
+		}
+	}
+	for i := range d.Meshes {
+		m := &d.Meshes[i]
+		for j := range m.Allocator {
+			head()
+			t.allocLine(fmt.Sprintf("mesh over chips %s", chipList(m.Chips)), &m.Allocator[j])
+		}
+	}
+}
+
+func chipList(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
+}
+
+func (t *text) allocLine(where string, a *AllocDiff) {
+	opt := func(v *uint64) string {
+		if v == nil {
+			return "unknown"
+		}
+		return human(*v)
+	}
+	parts := []string{}
+	for _, f := range []struct {
+		name string
+		n    OptNum
+	}{{"allocated", a.Allocated}, {"free", a.Free}, {"largest free block", a.LargestFree}, {"per-core", a.PerCoreBytes}} {
+		if f.n.same() {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s -> %s", f.name, opt(f.n.A), opt(f.n.B)))
+	}
+	if !a.Failures.same() {
+		cnt := func(v *uint64) string {
+			if v == nil {
+				return "-"
+			}
+			return fmt.Sprint(*v)
+		}
+		parts = append(parts, fmt.Sprintf("failures %s -> %s", cnt(a.Failures.A), cnt(a.Failures.B)))
+	}
+	t.printf("    %s %s: %s\n", where, a.Type, strings.Join(parts, ", "))
+}
+
+func (t *text) sites(d *ProcessDiff) {
+	if len(d.Sites) == 0 {
+		return
+	}
+	counts := map[string]int{}
+	var order []string
+	for i := range d.Sites {
+		s := d.Sites[i].Status
+		if counts[s] == 0 {
+			order = append(order, s)
+		}
+		counts[s]++
+	}
+	parts := make([]string, len(order))
+	for i, s := range order {
+		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
+	}
+	t.printf("  sites (by chip and type): %s\n", strings.Join(parts, ", "))
+	for i := range d.Sites {
+		if i == textSites {
+			t.printf("    … %d more (--json lists them all)\n", len(d.Sites)-i)
+			break
+		}
+		s := &d.Sites[i]
+		t.printf("    %-9s chip %d %s: in use %s -> %s (%d -> %d)", s.Status, s.Device, s.Type,
+			human(s.A.InUseBytes), human(s.B.InUseBytes), s.A.InUseObjects, s.B.InUseObjects)
+		if s.A.AllocObjects+s.B.AllocObjects+s.A.PeakBytes+s.B.PeakBytes > 0 {
+			t.printf(", at the peak %s -> %s, allocated %s -> %s (%d -> %d)", human(s.A.PeakBytes), human(s.B.PeakBytes),
+				human(s.A.AllocBytes), human(s.B.AllocBytes), s.A.AllocObjects, s.B.AllocObjects)
+		}
+		t.printf("\n")
+		t.site(s.Site, "      ")
+	}
+}
+
+// site writes a site's innermost Python frame and its native frames from
+// the library's entry point (the outermost of the innermost module's
+// frames) out.
+func (t *text) site(s *SiteRef, indent string) {
+	if s == nil || s.Unknown {
+		t.printf("%s(no stack: stacks off, or lost)\n", indent)
+		return
+	}
+	if len(s.Python) > 0 {
+		f := s.Python[0]
+		t.printf("%s%s:%d in %s\n", indent, f.File, f.Line, f.Function)
+	}
+	first := 0
+	for first+1 < len(s.Native) && s.Native[first+1].Module == s.Native[0].Module {
+		first++
+	}
+	for j := first; j < len(s.Native); j++ {
+		if j-first == textFrames {
+			t.printf("%s… %d more frames\n", indent, len(s.Native)-j)
+			break
+		}
+		t.printf("%s%s\n", indent, frameText(&s.Native[j]))
+	}
+	if s.Truncated {
+		t.printf("%s(stack truncated)\n", indent)
+	}
+}
+
+func frameText(f *Frame) string {
+	var s string
+	switch {
+	case f.Function != "":
+		s = f.Function
+	case f.Offset != nil:
+		s = fmt.Sprintf("%s+%#x", f.Module, *f.Offset)
+	default:
+		return "?"
+	}
+	if f.File != "" {
+		s += fmt.Sprintf(" (%s:%d)", f.File, f.Line)
+	}
+	if f.Function != "" && f.Module != "" {
+		s += " [" + f.Module + "]"
+	}
+	return s
+}
+
+var recordNames = map[string]string{
+	"alloc_failed":         "failed allocation",
+	"l1_clash":             "L1 clash",
+	"trace_hazard":         "trace hazard",
+	"trace_replay_invalid": "invalid trace replay",
+	"trace_region_hazard":  "trace region hazard",
+}
+
+func (t *text) records(d *ProcessDiff) {
+	if c := d.Counts; c != nil {
+		t.printf("  failed allocations %d -> %d, L1 clashes %d -> %d, trace problems %d -> %d\n",
+			c.A.AllocFailures, c.B.AllocFailures, c.A.L1Clashes, c.B.L1Clashes, c.A.TraceProblems, c.B.TraceProblems)
+	}
+	shown := map[string]int{}
+	for i := range d.Records {
+		rd := &d.Records[i]
+		if shown[rd.Status]++; shown[rd.Status] > textRecords {
+			if shown[rd.Status] == textRecords+1 {
+				t.printf("    … more %s records (--json lists them all)\n", rd.Status)
+			}
+			continue
+		}
+		r := rd.Record
+		t.printf("  %s %s (%d in A, %d in B):", rd.Status, recordNames[r.Kind], rd.CountA, rd.CountB)
+		if r.Device != nil {
+			t.printf(" chip %d", *r.Device)
+		}
+		if len(r.MeshChips) > 0 {
+			t.printf(" mesh over chips %s", chipList(r.MeshChips))
+		}
+		if r.BufferType != "" {
+			t.printf(" %s", r.BufferType)
+		}
+		if r.Size > 0 {
+			t.printf(" %s", human(r.Size))
+		}
+		if r.Cause != "" {
+			t.printf(" %s", r.Cause)
+		}
+		if r.Reason != "" {
+			t.printf(" (%s)", r.Reason)
+		}
+		if r.Kind == "l1_clash" {
+			t.printf(" CBs end at %#x, lowest L1 buffer at %#x", r.CBRegionEnd, r.LowestL1Address)
+		}
+		t.printf("\n")
+		if r.Site != nil {
+			t.site(r.Site, "      ")
+		}
+		if r.Other != nil {
+			t.printf("    overlapping the captured buffer allocated at:\n")
+			t.site(r.Other, "      ")
+		}
+	}
+}
+
+// human formats a byte count as the report does: exact below 1 KiB, else
+// one decimal in the largest binary unit that keeps the number at least 1.
+func human(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
+}
