@@ -9,8 +9,8 @@
 #include "wire.h"
 
 /* The layout values tttrace reads objects with, one per entry of
- * lib_info.off (bpf/tttrace.bpf.c), in the order of probes' field table
- * (probes/fields.go), which also gives each its layout-file key: the name
+ * lib_info.off (bpf/tttrace.bpf.c), in the order of ttmetal's field table
+ * (ttmetal/fields.go), which also gives each its layout-file key: the name
  * without LF_, in lower case. Byte offsets, -1 when the layout lacks the
  * field; LF_BUFFER_TYPE_WIDTH is a size in bytes. */
 enum layout_field : __u8 {

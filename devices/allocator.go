@@ -13,7 +13,7 @@ package devices
 //
 // A chip's allocator is known from its making, or, for a chip whose bank
 // managers were made before tttrace attached, from the process's memory
-// (allocmem.go; a chip where neither works has no allocator view and says
+// (allocstate.go; a chip where neither works has no allocator view and says
 // why), and a type whose state stops being exact (an allocation the
 // model cannot place, one without its request) says so instead of giving
 // numbers. Per-core ("HYBRID") L1 allocations (allocator_id != 0) are

@@ -49,7 +49,7 @@ type typeAlloc struct {
 	perCore, perCoreBytes uint64
 	failures              uint64
 	dirty                 bool // in proc.adirty
-	// mem: read from the process's memory (allocmem.go), nil: from probes.
+	// mem: read from the process's memory (MemManager), nil: from probes.
 	mem *memState
 }
 

@@ -3,7 +3,7 @@ package devices
 import "hash/maphash"
 
 // Buffers are kept in a slot table: index maps a live Buffer* to a slot
-// number (liveindex.go), ended maps the Buffer* of a buffer that ended to
+// number (liveIndex), ended maps the Buffer* of a buffer that ended to
 // how it ended, slots holds the entries by value and are reused from a
 // free list. About 80 bytes of slot plus ~6 bytes of index per live buffer
 // (and 4 bytes of L1 heap per live L1 buffer); ~35 bytes per ended key.

@@ -1,7 +1,7 @@
 // Package events holds the typed events tttrace decodes from the BPF ring
 // buffer, their NDJSON encoding, and the documented schema of that stream.
 //
-// An Event is the Go view of one wire record (bpf/tttrace.h). It carries
+// An Event is the Go view of one wire record (bpf/wire.h). It carries
 // what the probe read at the probed function's entry; it does not interpret
 // TT-Metal's lifecycle rules: that is the job of package devices.
 package events
@@ -9,7 +9,7 @@ package events
 import "fmt"
 
 // Kind and DeviceKind, with their constants and names, are generated from
-// bpf/tttrace.h into wire_gen.go.
+// bpf/wire.h into wire_gen.go.
 
 // String returns the NDJSON "type" of the kind.
 func (k Kind) String() string {
@@ -21,7 +21,7 @@ func (k Kind) String() string {
 
 // Synthesized reports whether records of kind k are made by the tracer in
 // user space (no BPF sequence number, no thread): the named kinds from
-// KindLost on (bpf/tttrace.h).
+// KindLost on (bpf/wire.h).
 func (k Kind) Synthesized() bool {
 	return k >= KindLost && int(k) < len(kindNames) && kindNames[k] != ""
 }
