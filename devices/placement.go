@@ -19,6 +19,16 @@ type Placement struct {
 	// MeshID, MeshHostRank: tt-run's TT_MESH_ID and TT_MESH_HOST_RANK.
 	MeshID       *int64 `json:"mesh_id,omitempty"`
 	MeshHostRank *int64 `json:"mesh_host_rank,omitempty"`
+	// The Kubernetes pod and container the process runs in
+	// (docs/kubernetes.md): PodUID and ContainerID from its cgroup; Pod,
+	// Namespace and Container from the kubelet's pod-resources API ("":
+	// not in a pod, or not known, PodWhy says why).
+	PodUID      string `json:"pod_uid,omitempty"`
+	ContainerID string `json:"container_id,omitempty"`
+	Pod         string `json:"pod,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Container   string `json:"container,omitempty"`
+	PodWhy      string `json:"pod_why,omitempty"`
 }
 
 // RankVars are the environment variables of a job rank, in the order
@@ -60,7 +70,8 @@ func rankNumber(v string) *int64 {
 }
 
 // String says it for people: "host h1, rank 3 (OMPI_COMM_WORLD_RANK),
-// mesh 1, mesh host rank 0"; the parts not known are left out.
+// mesh 1, mesh host rank 0, pod ml/trainer-0, container worker" (the pod's
+// UID when its name is not known); the parts not known are left out.
 func (pl Placement) String() string {
 	var parts []string
 	if pl.Host != "" {
@@ -74,6 +85,15 @@ func (pl Placement) String() string {
 	}
 	if pl.MeshHostRank != nil {
 		parts = append(parts, "mesh host rank "+strconv.FormatInt(*pl.MeshHostRank, 10))
+	}
+	switch {
+	case pl.Pod != "":
+		parts = append(parts, "pod "+pl.Namespace+"/"+pl.Pod)
+	case pl.PodUID != "":
+		parts = append(parts, "pod uid "+pl.PodUID)
+	}
+	if pl.Container != "" {
+		parts = append(parts, "container "+pl.Container)
 	}
 	return strings.Join(parts, ", ")
 }

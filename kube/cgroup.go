@@ -26,6 +26,9 @@ type Container struct {
 // InPod says whether c names a pod.
 func (c Container) InPod() bool { return c.PodUID != "" }
 
+// same says whether c and o are one container (the runtime aside).
+func (c Container) same(o Container) bool { return c.PodUID == o.PodUID && c.ID == o.ID }
+
 // Bounds of a cgroup path parsed (the kernel allows 4096-byte paths).
 const (
 	maxPath  = 4096

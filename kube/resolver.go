@@ -123,7 +123,7 @@ func (r *Resolver) Lookup(pid int, c Container) (n Names, why string, ok bool) {
 		return n, "", true
 	}
 	w := r.wants[pid]
-	if w != nil && w.c != c {
+	if w != nil && !w.c.same(c) {
 		w = nil // the pid names another process now
 	}
 	if w == nil {
@@ -217,7 +217,7 @@ func (r *Resolver) run(ctx context.Context) {
 		}
 		for pid, c := range due {
 			w := r.wants[pid]
-			if w == nil || w.c != c {
+			if w == nil || !w.c.same(c) {
 				continue // ended, or another process now, while looked at
 			}
 			switch {
@@ -266,7 +266,7 @@ func (r *Resolver) held(pid int, c Container) ([]Chip, string) {
 	if err != nil {
 		return nil, "its cgroup: " + err.Error()
 	}
-	if now, err := ContainerOf(es); err != nil || now != c {
+	if now, err := ContainerOf(es); err != nil || !now.same(c) {
 		return nil, "it left its container"
 	}
 	root, sys := procfs.Root(pid), "/sys"

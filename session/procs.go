@@ -205,6 +205,7 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
 	st.info.Placement, st.info.Chips = s.placement(pid, st)
+	s.podOf(pid, &st.info.Placement)
 	s.ledger.SetProcessInfo(pid, st.info)
 	s.sites.enter(pid)
 }
@@ -279,6 +280,7 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
+		s.podEnded(n.pid)
 		if py := s.sites.ended(n.pid); py != nil {
 			// Its code objects were described at event time; the memory
 			// of a process that ended is no use, its descriptor is.

@@ -70,6 +70,9 @@ type Config struct {
 	// read instead of each process's /dev/tenstorrent and the host's /sys
 	// ("": the real ones).
 	DevRoot string
+	// Pods names the Kubernetes pods and containers of the traced
+	// processes (nil: their pod UIDs and container IDs only; pods.go).
+	Pods PodNames
 	// Snapshots: each value received asks every sinks.Snapshotter for the
 	// state as of now; tracing goes on (nil: never).
 	Snapshots <-chan struct{}
@@ -530,6 +533,7 @@ func (s *session) settle(idle bool) {
 // tick hands the sinks the current state.
 func (s *session) tick() {
 	s.checkHeld()
+	s.checkPods()
 	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
 	for pid, st := range s.procs {
 		if st.inLedger {

@@ -59,8 +59,9 @@ const UnplacedChip = "unknown"
 // order. pid tells processes apart and is always there; command is the
 // command line, which may hold secrets given as arguments; host, rank,
 // mesh_id and mesh_host_rank are the process's devices.Placement ("" when
-// not set).
-var ProcessLabels = []string{"pid", "command", "host", "rank", "mesh_id", "mesh_host_rank"}
+// not set); pod, namespace and container its Kubernetes pod's
+// (docs/kubernetes.md; "" when not in a pod or not known).
+var ProcessLabels = []string{"pid", "command", "host", "rank", "mesh_id", "mesh_host_rank", "pod", "namespace", "container"}
 
 // Defaults of Options.
 const (
@@ -400,6 +401,12 @@ func (e *Exporter) Tick(v *sinks.View) {
 				ps.labels[i] = optInt(p.Placement.MeshID)
 			case "mesh_host_rank":
 				ps.labels[i] = optInt(p.Placement.MeshHostRank)
+			case "pod":
+				ps.labels[i] = p.Placement.Pod
+			case "namespace":
+				ps.labels[i] = p.Placement.Namespace
+			case "container":
+				ps.labels[i] = p.Placement.Container
 			}
 		}
 		h := e.holderOf(p.Pid)

@@ -474,7 +474,7 @@ func TestChipTotalsSaturate(t *testing.T) {
 	e := New(Options{})
 	for pid := range 3 {
 		uid := "0000:01:00.0"
-		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), labels: []string{strconv.Itoa(pid), "w", "", "", "", ""},
+		e.procs = append(e.procs, procSnap{pid: strconv.Itoa(pid), labels: append([]string{strconv.Itoa(pid), "w"}, make([]string, len(ProcessLabels)-2)...),
 			devs: []devices.DeviceSummary{{Device: 0, ChipIdentity: devices.ChipIdentity{UID: &uid, PCI: uid}, DRAMBytes: 1 << 63}}})
 	}
 	e.publish()

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/kube"
 	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -76,6 +77,10 @@ type Flags struct {
 
 	// MetricsLabels: the per-process labels of the metrics (--metrics-labels).
 	MetricsLabels []string
+	// PodResources: the kubelet's pod-resources socket ("": not asked);
+	// PodDomains: the resource domains of Tenstorrent devices there.
+	PodResources string
+	PodDomains   []string
 	// MaxChips: distinct chips a process may touch (--max-chips).
 	MaxChips int
 	// KeepEnded, KeepEndedTotals: retention of ended processes.
@@ -221,7 +226,9 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace. Bounds: 64 connections, 8 per peer (remote IP; IPv6 /64), a new connection taking the place of one waiting for a request or not reading its answer, so held sockets cannot keep a scrape out; requests with a body refused; the chips whose leaked and failure series exist are those of the traced processes and of the last --keep-ended ended ones (a chip trimmed away or closed with nothing left is forgotten), at most 1024 with series of their own. See docs/prometheus.md")
-	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command, host, rank, mesh_id, mesh_host_rank); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
+	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command, host, rank, mesh_id, mesh_host_rank, pod, namespace, container); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
+	fs.StringVar(&f.PodResources, "pod-resources", kube.DefaultSocket, "name the Kubernetes pod and container of each traced process that runs in a pod (its cgroup gives the pod's UID and the container's ID): the kubelet's pod-resources API at `SOCKET` is asked, off the records' path and at most once a second, which pod's container holds the Tenstorrent devices the process has open; in the summary, the live view and the metrics' pod, namespace and container labels (\"\": do not ask). See docs/kubernetes.md")
+	fs.StringSliceVar(&f.PodDomains, "pod-device-domain", []string{kube.DefaultDomain}, "the resource `DOMAINS` of Tenstorrent devices in the kubelet's pod resources: device plugin resources DOMAIN/NAME, DRA drivers and CDI vendors DOMAIN or a subdomain of it")
 	fs.IntVar(&f.MaxChips, "max-chips", devices.DefaultMaxChips, "distinct chips a process may touch: events on more chips count nothing and are too_many_chips anomalies, and the allocators of more chips are not read from its memory (a bound on what a hostile process can make tttrace hold)")
 	fs.IntVar(&f.KeepEnded, "keep-ended", devices.DefaultKeepEnded, "keep the last `N` ended processes in full (leak lists, sites, anomalies) for the final report; older ones keep only their totals and counters")
 	fs.IntVar(&f.KeepEndedTotals, "keep-ended-totals", devices.DefaultKeepEndedTotals, "keep `N` more ended processes as totals only (their command line cut at 4 KiB); older ones are only summed (dropped_processes); bounds tttrace's memory under --all")

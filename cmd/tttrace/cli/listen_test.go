@@ -48,7 +48,7 @@ func TestListenParsed(t *testing.T) {
 // with --listen only.
 func TestMetricsLabelsParsed(t *testing.T) {
 	f, err := Parse([]string{"--listen", ":9464", "--all"}, &strings.Builder{})
-	if err != nil || strings.Join(f.MetricsLabels, ",") != "pid,command,host,rank,mesh_id,mesh_host_rank" {
+	if err != nil || strings.Join(f.MetricsLabels, ",") != "pid,command,host,rank,mesh_id,mesh_host_rank,pod,namespace,container" {
 		t.Errorf("default labels %q, %v", f.MetricsLabels, err)
 	}
 	f, err = Parse([]string{"--listen", ":9464", "--metrics-labels", "pid", "--all"}, &strings.Builder{})

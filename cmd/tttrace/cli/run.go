@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/kube"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/sinks/perfetto"
@@ -299,7 +300,21 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			ks = append(ks, k)
 		}
 	}
-	res, err := session.Run(ctx, f.config(stderr), ks)
+	cfg := f.config(stderr)
+	if f.PodResources != "" {
+		// Pods are named in the background (kube.Resolver): the kubelet
+		// is asked only for processes found in a pod's cgroup.
+		r, err := kube.NewResolver(kube.Options{Socket: f.PodResources, Domains: f.PodDomains, DevRoot: f.DevRoot})
+		if err != nil {
+			for _, k := range ks {
+				_ = k.Close()
+			}
+			return 0, fail(ExitUsage, "--pod-resources %s: %w", f.PodResources, err)
+		}
+		defer r.Close()
+		cfg.Pods = r
+	}
+	res, err := session.Run(ctx, cfg, ks)
 	if err != nil {
 		return 0, err
 	}
