@@ -6,6 +6,7 @@ GO        ?= go
 BIN       := bin/tttrace
 REPLICA   := build/replica
 GOFILES   := $(shell find . -name '*.go' -not -path './build/*')
+GOIMPORTS := $(GO) tool goimports -local github.com/tttrace/tttrace
 BPF_SRC   := $(wildcard bpf/*.c bpf/*.h) $(wildcard bpf/headers/*.h bpf/headers/bpf/*.h)
 # Replica variants the end-to-end tests run against (build/replica/NAME), as
 # NAME:MAKE_ARGS with the arguments of testdata/replica/Makefile separated by
@@ -79,6 +80,8 @@ demo: build $(REPLICA)/gcc-O2/libtt_metal.so
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $(GOFILES))" || { gofmt -l $(GOFILES); echo "gofmt needed"; exit 1; }
+	@# Imports in three groups: the standard library, others, this module.
+	@test -z "$$($(GOIMPORTS) -l $(GOFILES))" || { $(GOIMPORTS) -l $(GOFILES); echo "$(GOIMPORTS) -w needed"; exit 1; }
 
 # Everything but the privileged end-to-end tests of cmd/tttrace (no root,
 # no replica needed).

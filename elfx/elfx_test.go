@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tttrace/tttrace/internal/crafted"
 	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/internal/crafted"
 )
 
 // within fails the test when fn does not return in d (a parser that

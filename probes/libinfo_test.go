@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
+
 	"github.com/tttrace/tttrace/ttmetal"
 )
 

@@ -4,10 +4,11 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"github.com/tttrace/tttrace/elfx"
 	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // Checking an offset table against an interpreter without DWARF: CPython

@@ -4,8 +4,9 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
-	"github.com/tttrace/tttrace/elfx"
 	"strings"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // dwarfField names one Offsets field by the C struct (tag or typedef name)

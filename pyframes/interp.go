@@ -6,10 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/tttrace/tttrace/elfx"
 	"path/filepath"
 	"regexp"
 	"strconv"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // ErrNotPython is returned by Detect for a file that is not a CPython

@@ -6,13 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/tttrace/tttrace/elfx"
-	"github.com/tttrace/tttrace/procfs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/tttrace/tttrace/elfx"
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // ErrNoInterpreter is returned by ForProcess for a process that has no

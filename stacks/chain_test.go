@@ -2,8 +2,6 @@ package stacks
 
 import (
 	"bytes"
-	"github.com/tttrace/tttrace/procfs"
-
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // The truth for these tests is the call chain the programs in

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tttrace/tttrace/internal/crafted"
 	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/internal/crafted"
 )
 
 // Files another user controls (issue 23): the tracer runs as root and

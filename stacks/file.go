@@ -22,8 +22,9 @@ import (
 	"os"
 	"sync"
 
-	"github.com/tttrace/tttrace/elfx"
 	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // File is one ELF file (executable or shared object) that some process

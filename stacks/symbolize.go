@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/ianlancetaylor/demangle"
+
 	"github.com/tttrace/tttrace/elfx"
 )
 

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tttrace/tttrace/elfx"
 	"github.com/tttrace/tttrace/internal/crafted"
-	"golang.org/x/sys/unix"
 )
 
 // Crafted libraries (issue 23): under --all, root opens every mapped file

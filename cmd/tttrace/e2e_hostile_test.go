@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tttrace/tttrace/internal/crafted"
 	"golang.org/x/sys/unix"
+
+	"github.com/tttrace/tttrace/internal/crafted"
 )
 
 // hostileFiles writes issue 23's crafted shared objects into dir, each

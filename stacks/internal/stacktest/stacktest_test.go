@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/tttrace/tttrace/procfs"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/stacks"
 )
 

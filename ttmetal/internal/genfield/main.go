@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
 	"github.com/tttrace/tttrace/internal/gennames"
 )
 
