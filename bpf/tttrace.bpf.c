@@ -47,6 +47,8 @@ const struct py_code_record *unused_py_code_record __attribute__((unused));
 const struct alloc_capacity_record *unused_alloc_capacity_record __attribute__((unused));
 const struct alloc_request_record *unused_alloc_request_record __attribute__((unused));
 const struct trace_record *unused_trace_record __attribute__((unused));
+const struct cb_alloc_record *unused_cb_alloc_record __attribute__((unused));
+const enum cb_range_flags *unused_cb_range_flags __attribute__((unused));
 const enum trace_flags *unused_trace_flags __attribute__((unused));
 const enum stack_flags *unused_stack_flags __attribute__((unused));
 const enum py_stack_flags *unused_py_stack_flags __attribute__((unused));
@@ -667,14 +669,25 @@ int buffer_create_view(struct pt_regs *ctx)
 
 /* ---- circular buffers ------------------------------------------------ */
 
+#include "cb.h"
+
 /* void GraphTracker::track_allocate_cb(const CoreRangeSet& core_range_set,
  *     uint64_t addr, uint64_t size, bool is_globally_allocated,
  *     const IDevice* device) */
 SEC("uprobe.multi")
 int track_allocate_cb(struct pt_regs *ctx)
 {
-	return on_range(ctx, EV_CB_ALLOC, PT_REGS_PARM6(ctx), PT_REGS_PARM3(ctx), PT_REGS_PARM4(ctx),
-			0, -1, (__u8)PT_REGS_PARM5(ctx));
+	return on_cb_alloc(ctx, PT_REGS_PARM2(ctx), PT_REGS_PARM6(ctx), PT_REGS_PARM3(ctx),
+			   PT_REGS_PARM4(ctx), (__u8)PT_REGS_PARM5(ctx));
+}
+
+/* void detail::ProgramImpl::generate_dispatch_commands(IDevice* device,
+ *     bool use_prefetcher_cache): every enqueue of the program (fast
+ * dispatch), its command sequence cached or not (docs/ttmetal.md §12). */
+SEC("uprobe.multi")
+int generate_dispatch_commands(struct pt_regs *ctx)
+{
+	return on_device(ctx, EV_PROGRAM_DISPATCH, PT_REGS_PARM2(ctx), PT_REGS_PARM1(ctx));
 }
 
 /* void GraphTracker::track_deallocate_cb(const IDevice* device) */

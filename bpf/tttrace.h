@@ -26,7 +26,15 @@ enum layout_field : __u8 {
 	LF_DEVICE_ID = 9,         /* Device::id_ */
 	LF_BUFFER_TYPE_WIDTH = 10, /* bytes of buffer_type_: 4 (int enum), 2 or 1 */
 	LF_MESH_CQ_ID = 11,       /* distributed::MeshCommandQueue::id_ (a uint32_t) */
-	LF_COUNT = 12,
+	/* CoreRangeSet, read by the CB probe (bpf/cb.h): */
+	LF_CORE_RANGES = 12,      /* CoreRangeSet::ranges_ (a std::vector<CoreRange>) */
+	LF_CORE_RANGE_SIZE = 13,  /* sizeof(CoreRange): the vector's stride (a size, not an offset) */
+	LF_CORE_RANGE_START = 14, /* CoreRange::start_coord */
+	LF_CORE_RANGE_END = 15,   /* CoreRange::end_coord */
+	LF_CORE_COORD_X = 16,     /* CoreCoord::x */
+	LF_CORE_COORD_Y = 17,     /* CoreCoord::y */
+	LF_CORE_COORD_WIDTH = 18, /* bytes of CoreCoord::x and y: 8 (size_t) or 4 */
+	LF_COUNT = 19,
 };
 
 #endif /* TTTRACE_H */

@@ -38,7 +38,8 @@ enum event_kind : __u8 {
 	EV_ALLOC = 1,             /* GraphTracker::track_allocate(const Buffer*) */
 	EV_FREE = 2,              /* GraphTracker::track_deallocate(Buffer*) */
 	EV_VIEW = 3,              /* Buffer::create(IDevice*, DeviceAddr address, ...): a pre-allocated view */
-	EV_CB_ALLOC = 4,          /* GraphTracker::track_allocate_cb(ranges, addr, size, global, device) */
+	EV_CB_ALLOC = 4,          /* struct cb_alloc_record: GraphTracker::track_allocate_cb(ranges,
+				   * addr, size, global, device) */
 	EV_CB_FREE = 5,           /* GraphTracker::track_deallocate_cb(const IDevice*) */
 	EV_CB_LAYOUT = 6,         /* ProgramImpl::allocate_circular_buffers(const IDevice*) */
 	EV_CB_TEARDOWN = 7,       /* ProgramImpl::deallocate_circular_buffers() */
@@ -59,6 +60,8 @@ enum event_kind : __u8 {
 	EV_ALLOC_OOM = 21,        /* the Out of Memory path of BankManager::allocate_buffer (an
 				   * instruction found from the library's code): the request of
 				   * this thread threw; its stack is the failure's site */
+	EV_PROGRAM_DISPATCH = 22, /* ProgramImpl::generate_dispatch_commands(IDevice*, bool): a
+				   * program enqueued on a device (every run, cached or not) */
 	EV_TRACE = 40,            /* struct trace_record: Metal trace begin/end/replay/release
 				   * (Device and MeshDevice forms) */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
@@ -107,7 +110,7 @@ struct event {
 	struct record_header hdr;
 	__u64 object;      /* the C++ object the call is about: Buffer* (alloc, free,
 			    * mark_deallocated) or ProgramImpl* (cb_layout, cb_teardown,
-			    * program_destroy) */
+			    * program_destroy, program_dispatch) */
 	__u64 device;      /* the IDevice* the event names */
 	__u64 device_vptr; /* *(u64 *)device, for diagnosis of DEV_UNKNOWN */
 	__u64 address;     /* Buffer::address_, view address, CB address */
@@ -290,6 +293,49 @@ struct alloc_request_record {
 	__u8 bottom_up;
 	__u8 read_error;
 	__u8 _pad[6];
+};
+
+/* ---- circular buffers (docs/ttmetal.md §5, §12) ------------------------ */
+
+/* Core ranges a cb_alloc_record copies; a CoreRangeSet with more says so
+ * (CB_RANGES_TRUNCATED). */
+#ifndef CB_MAX_RANGES
+#define CB_MAX_RANGES 8
+#endif
+
+/* cb_alloc_record.flags */
+enum cb_range_flags : __u8 {
+	CB_RANGES_KNOWN = 1,     /* the layout gives CoreRangeSet's and the set was read:
+				  * nranges and ranges hold */
+	CB_RANGES_TRUNCATED = 2, /* nranges > CB_MAX_RANGES: only the first were copied */
+};
+
+/* One CoreRange: logical core coordinates, inclusive. */
+struct core_range {
+	__u16 x0;
+	__u16 y0;
+	__u16 x1;
+	__u16 y1;
+};
+
+/* GraphTracker::track_allocate_cb: one CB of a program on a device, with
+ * the ranges of cores it occupies (size is per core). */
+struct cb_alloc_record {
+	struct record_header hdr;
+	__u64 device;      /* the IDevice* */
+	__u64 device_vptr; /* *(u64 *)device, for diagnosis of DEV_UNKNOWN */
+	__u64 address;     /* the CB's L1 address */
+	__u64 size;        /* bytes per core */
+	__u64 lost_before; /* records this CPU failed to reserve since its previous record */
+	__u32 nranges;     /* ranges in the CoreRangeSet (flags: CB_RANGES_KNOWN) */
+	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */
+	enum device_kind device_kind;
+	__u8 global;       /* globally allocated (backed by an L1 Buffer) */
+	__u8 read_error;   /* a user-memory read failed, or a coordinate above 65535: fields
+			    * may be zero, and the ranges are not given (flags 0) */
+	__u8 flags;        /* enum cb_range_flags */
+	__u8 _pad[4];
+	struct core_range ranges[CB_MAX_RANGES]; /* the first min(nranges, CB_MAX_RANGES) */
 };
 
 /* ---- Metal trace (docs/ttmetal.md §10) --------------------------------- */

@@ -37,11 +37,16 @@ type streamGen struct {
 	recs [][]byte
 }
 
-func (g *streamGen) add(w events.Wire) {
+// stamp gives the next record its header's sequence, time and pid.
+func (g *streamGen) stamp(h *events.Header) {
 	g.seq++
-	w.Hdr.Seq = g.seq
-	w.Hdr.TsNs = 1_000_000_000 + g.seq*250
-	w.Hdr.Pid = benchPid
+	h.Seq = g.seq
+	h.TsNs = 1_000_000_000 + g.seq*250
+	h.Pid = benchPid
+}
+
+func (g *streamGen) add(w events.Wire) {
+	g.stamp(&w.Hdr)
 	if w.Chip == 0 && w.DeviceKind != events.DeviceChip {
 		w.Chip = -1
 	}
@@ -50,6 +55,19 @@ func (g *streamGen) add(w events.Wire) {
 	}
 	raw := make([]byte, events.WireSize)
 	*(*events.Wire)(unsafe.Pointer(&raw[0])) = w
+	g.recs = append(g.recs, raw)
+}
+
+// cbAlloc adds a circular buffer laid out on chip over one core range (a
+// struct cb_alloc_record).
+func (g *streamGen) cbAlloc(tid uint32, chip int32, addr, size uint64) {
+	w := events.CBAllocWire{Hdr: events.Header{Kind: events.KindCBAlloc, Tid: tid}, Device: chipDev(chip),
+		DeviceVptr: benchVtable, DeviceKind: events.DeviceChip, Chip: chip, Address: addr, Size: size,
+		Nranges: 1, Flags: events.CBRangesKnown}
+	w.Ranges[0] = events.CoreRange{X1: 7, Y1: 7}
+	g.stamp(&w.Hdr)
+	raw := make([]byte, events.CBAllocWireSize)
+	*(*events.CBAllocWire)(unsafe.Pointer(&raw[0])) = w
 	g.recs = append(g.recs, raw)
 }
 
@@ -148,10 +166,7 @@ func workload(n int, mixed bool) [][]byte {
 			g.onChip(&w, chip)
 			g.add(w)
 			for i := 0; i < 4; i++ {
-				w := events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Tid: tid}, Address: 0x100 + uint64(i)*0x4000,
-					Size: uint64(1+g.rng.IntN(8)) * 2048}
-				g.onChip(&w, chip)
-				g.add(w)
+				g.cbAlloc(tid, chip, 0x100+uint64(i)*0x4000, uint64(1+g.rng.IntN(8))*2048)
 			}
 			g.add(events.Wire{Hdr: events.Header{Kind: events.KindCBTeardown, Tid: tid}, Object: prog})
 			w = events.Wire{Hdr: events.Header{Kind: events.KindCBFree, Tid: tid}}

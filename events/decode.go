@@ -47,9 +47,13 @@ func As[T any, P wireType[T]](raw []byte) (*T, error) {
 	return (*T)(unsafe.Pointer(h)), nil
 }
 
-// Decode fills e from one raw record of a kind of struct event. It checks
-// the kind and length and allocates nothing.
+// Decode fills e from one raw record of a kind of struct event, or of
+// KindCBAlloc (struct cb_alloc_record). It checks the kind and length and
+// allocates nothing.
 func Decode(raw []byte, e *Event) error {
+	if h, err := Peek(raw); err == nil && h.Kind == KindCBAlloc {
+		return decodeCBAlloc(raw, e)
+	}
 	w, err := As[Wire](raw)
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ type Event struct {
 
 	// Object is the C++ object the call is about: the Buffer* of
 	// alloc/free/mark_deallocated, the ProgramImpl* of
-	// cb_layout/cb_teardown/program_destroy. (CB alloc/free name no program:
+	// cb_layout/cb_teardown/program_destroy/program_dispatch. (CB alloc/free name no program:
 	// the ledger pairs them with the layout or teardown running on the
 	// same thread.)
 	Object uint64
@@ -132,4 +132,5 @@ type Event struct {
 	// The allocator records' own fields (allocator.go).
 	AllocatorFields
 	TraceFields
+	CBFields
 }

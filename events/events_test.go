@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -57,6 +58,92 @@ func TestDecodeRejects(t *testing.T) {
 		if err := Decode(wire(t, Wire{Hdr: Header{Kind: k}}), &e); err == nil {
 			t.Errorf("kind %d from the ring was accepted", k)
 		}
+	}
+}
+
+// cbWire encodes a cb_alloc record as the ring buffer holds it.
+func cbWire(t testing.TB, w CBAllocWire) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, w); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != CBAllocWireSize {
+		t.Fatalf("encoded %d bytes, CBAllocWireSize is %d", b.Len(), CBAllocWireSize)
+	}
+	return b.Bytes()
+}
+
+// A cb_alloc record: its own struct, its core ranges taken only when the
+// flags say they were read, the flags and the count checked against each
+// other, its length against its struct.
+func TestDecodeCBAlloc(t *testing.T) {
+	w := CBAllocWire{Hdr: Header{Seq: 5, TsNs: 6, Pid: 7, Tid: 8, Kind: KindCBAlloc}, Device: 0x7f00, DeviceVptr: 0x7f10,
+		Address: 0x4000, Size: 2048, LostBefore: 2, Nranges: 2, Chip: 90, DeviceKind: DeviceChip, Global: 1,
+		Flags: CBRangesKnown}
+	w.Ranges[0] = CoreRange{X0: 0, Y0: 0, X1: 3, Y1: 7}
+	w.Ranges[1] = CoreRange{X0: 6, Y0: 6, X1: 7, Y1: 7}
+	var e Event
+	if err := Decode(cbWire(t, w), &e); err != nil {
+		t.Fatal(err)
+	}
+	want := Event{Seq: 5, TsNs: 6, Pid: 7, Tid: 8, Kind: KindCBAlloc, Device: 0x7f00, DeviceVptr: 0x7f10,
+		DeviceKind: DeviceChip, Chip: 90, BufferType: -1, Address: 0x4000, Size: 2048, Global: true, LostBefore: 2}
+	want.RangesKnown, want.NumRanges, want.CoreRanges = true, 2, w.Ranges
+	if e != want {
+		t.Errorf("decoded\n %+v\nwant\n %+v", e, want)
+	}
+	if got := string(AppendJSON(nil, &e)); !strings.Contains(got, `,"global":true,"core_ranges":[[0,0,3,7],[6,6,7,7]],"lost_before":2}`) {
+		t.Errorf("JSON %s", got)
+	}
+	// More ranges than a record carries: the first CoreRangeMax, and the total.
+	more := w
+	more.Nranges, more.Flags = 40, CBRangesKnown|CBRangesTruncated
+	if err := Decode(cbWire(t, more), &e); err != nil || len(e.Ranges()) != CoreRangeMax || !e.RangesTruncated || e.NumRanges != 40 {
+		t.Errorf("truncated: %v, %d ranges of %d, truncated %v", err, len(e.Ranges()), e.NumRanges, e.RangesTruncated)
+	}
+	if got := string(AppendJSON(nil, &e)); !strings.Contains(got, `[0,0,0,0]],"core_ranges_total":40,"lost_before":2}`) {
+		t.Errorf("JSON %s", got)
+	}
+	// Not read (a layout without CoreRangeSet, or a read that failed): no
+	// ranges, whatever the count and the array hold.
+	none := w
+	none.Flags, none.Nranges, none.ReadError = 0, 70000, 1
+	if err := Decode(cbWire(t, none), &e); err != nil || e.RangesKnown || e.NumRanges != 0 || len(e.Ranges()) != 0 || !e.ReadError {
+		t.Errorf("no ranges: %v, %+v", err, e.CBFields)
+	}
+	if got := string(AppendJSON(nil, &e)); strings.Contains(got, "core_ranges") {
+		t.Errorf("JSON %s", got)
+	}
+	for _, c := range []struct {
+		name    string
+		nranges uint32
+		flags   uint8
+	}{
+		{"truncated flag on 8 ranges", 8, CBRangesKnown | CBRangesTruncated},
+		{"9 ranges without the truncated flag", 9, CBRangesKnown},
+		{"2^32-1 ranges without the truncated flag", 1<<32 - 1, CBRangesKnown},
+		{"truncated without known", 9, CBRangesTruncated},
+		{"an unknown flag", 1, CBRangesKnown | 4},
+		{"an unknown flag alone", 0, 0x80},
+	} {
+		bad := w
+		bad.Nranges, bad.Flags = c.nranges, c.flags
+		if err := Decode(cbWire(t, bad), &e); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+	raw := cbWire(t, w)
+	for _, n := range []int{0, HeaderSize, WireSize, CBAllocWireSize - 1} {
+		if err := Decode(raw[:n], &e); err == nil {
+			t.Errorf("a cb_alloc record of %d bytes was accepted", n)
+		}
+	}
+	if _, err := As[Wire](raw); err == nil {
+		t.Error("a cb_alloc record was viewed as a struct event")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Decode(raw, &e) }); n != 0 {
+		t.Errorf("Decode allocates %v times per cb_alloc", n)
 	}
 }
 
@@ -129,13 +216,18 @@ func TestWireTables(t *testing.T) {
 	sizes := map[uint8]uint32{(*Wire)(nil).wireID(): WireSize, (*StackWire)(nil).wireID(): StackWireSize,
 		(*PyStackWire)(nil).wireID(): PyStackWireSize, (*PyCodeWire)(nil).wireID(): PyCodeWireSize,
 		(*AllocCapacityWire)(nil).wireID(): AllocCapacityWireSize, (*AllocRequestWire)(nil).wireID(): AllocRequestWireSize,
-		(*TraceWire)(nil).wireID(): TraceWireSize}
+		(*TraceWire)(nil).wireID(): TraceWireSize, (*CBAllocWire)(nil).wireID(): CBAllocWireSize}
 	for k := KindAlloc; k <= KindGroupExit; k++ {
+		if wireOf[k] != (*Wire)(nil).wireID() && k != KindCBAlloc {
+			t.Errorf("%s: not a struct event", k)
+		}
+	}
+	for _, k := range []Kind{KindAllocOom, KindProgramDispatch} {
 		if wireOf[k] != (*Wire)(nil).wireID() {
 			t.Errorf("%s: not a struct event", k)
 		}
 	}
-	for _, k := range []Kind{KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace} {
+	for _, k := range []Kind{KindCBAlloc, KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace} {
 		if wireOf[k] == 0 || wireOf[k] == (*Wire)(nil).wireID() {
 			t.Errorf("%s: record type %d", k, wireOf[k])
 		}
@@ -165,6 +257,7 @@ func TestAppendJSON(t *testing.T) {
 		KindMarkDeallocated: {"buffer", "device_kind"},
 		KindView:            {"device_kind", "device", "buffer_type", "address", "size", "page_size"},
 		KindCBAlloc:         {"device_kind", "device", "address", "size", "global"},
+		KindProgramDispatch: {"program", "device_kind", "device"},
 		KindCBFree:          {"device_kind", "device"},
 		KindCBLayout:        {"program", "device_kind"},
 		KindCBTeardown:      {"program"},
@@ -265,6 +358,8 @@ func TestBufferTypeNames(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(wire(f, Wire{Hdr: Header{Kind: KindAlloc}, BufferType: 99, DeviceKind: DeviceKind(7)}))
 	f.Add(wire(f, Wire{Hdr: Header{Kind: KindFork}, ParentPid: 1 << 31}))
+	f.Add(cbWire(f, CBAllocWire{Hdr: Header{Kind: KindCBAlloc}, Nranges: 9, Flags: CBRangesKnown | CBRangesTruncated,
+		Ranges: [CoreRangeMax]CoreRange{{X0: 1, Y0: 2, X1: 65535, Y1: 65535}}}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if h, err := Peek(raw); err == nil && h.Kind == KindStack {

@@ -53,13 +53,14 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = append(buf, `,"size":`...)
 		buf = appendUint(buf, e.Size)
 		buf = appendBool(buf, "global", e.Global)
+		buf = appendCoreRanges(buf, e)
 	case KindCBFree, KindDeviceClose, KindMeshClose:
 		buf = appendDevice(buf, e)
 		if e.Kind == KindDeviceClose && e.DeviceKind == DeviceChip && e.Device != 0 {
 			// The Device* closed (the timeline names it).
 			buf = appendHex(buf, `,"device_ptr":"0x`, e.Device)
 		}
-	case KindCBLayout:
+	case KindCBLayout, KindProgramDispatch:
 		buf = appendHex(buf, `,"program":"0x`, e.Object)
 		buf = appendDevice(buf, e)
 	case KindCBTeardown, KindProgramDestroy:

@@ -36,6 +36,26 @@ func goldenEvents() []Event {
 		}
 		evs = append(evs, e)
 	}
+	// Program dispatches, and CBs with their core ranges: unknown, none,
+	// up to CoreRangeMax, or more than a record carries.
+	for i := 0; i < 240; i++ {
+		e := Event{Seq: num(), TsNs: num(), Pid: uint32(num()), Tid: uint32(num()), Kind: KindProgramDispatch,
+			Object: num(), Device: num(), DeviceVptr: num(), DeviceKind: DeviceKind(rng.IntN(5)), Chip: int32(num()),
+			BufferType: -1, ReadError: rng.IntN(4) == 0}
+		if i%2 == 1 {
+			e.Kind, e.Object, e.Address, e.Size, e.Global = KindCBAlloc, 0, num(), num(), rng.IntN(2) == 0
+			if n := rng.IntN(CoreRangeMax + 3); i%6 != 1 {
+				e.RangesKnown, e.NumRanges = true, uint32(min(n, CoreRangeMax))
+				if n > CoreRangeMax {
+					e.NumRanges, e.RangesTruncated = uint32(CoreRangeMax)+1+uint32(num()>>34), true
+				}
+				for j := range e.Ranges() {
+					e.CoreRanges[j] = CoreRange{X0: uint16(num()), Y0: uint16(num()), X1: uint16(num()), Y1: uint16(num())}
+				}
+			}
+		}
+		evs = append(evs, e)
+	}
 	return evs
 }
 

@@ -65,14 +65,14 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 	case KindView:
 		err = errors.Join(j.device(e), j.bufferFields(e))
 	case KindCBAlloc:
-		err = j.device(e)
+		err = errors.Join(j.device(e), j.coreRanges(e))
 		e.Address, e.Size, e.Global = j.Address, j.Size, j.Global
 	case KindCBFree, KindDeviceClose, KindMeshClose:
 		err = j.device(e)
 		if k == KindDeviceClose && e.DeviceKind == DeviceChip && j.DevicePtr != "" {
 			e.Device = hex("device_ptr", j.DevicePtr)
 		}
-	case KindCBLayout:
+	case KindCBLayout, KindProgramDispatch:
 		e.Object = hex("program", j.Program)
 		err = errors.Join(err, j.device(e))
 	case KindCBTeardown, KindProgramDestroy:
@@ -183,6 +183,9 @@ type jsonEvent struct {
 	StackLost  bool   `json:"stack_lost"`
 	Global     bool   `json:"global"`
 
+	CoreRanges      *[][]uint16 `json:"core_ranges"`
+	CoreRangesTotal *uint32     `json:"core_ranges_total"`
+
 	Banks       uint32 `json:"banks"`
 	BankSize    uint64 `json:"bank_size"`
 	Alignment   uint64 `json:"alignment"`
@@ -229,6 +232,36 @@ func (j *jsonEvent) device(e *Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s: device fields: %w", j.Type, err)
+	}
+	return nil
+}
+
+// coreRanges fills a cb_alloc's CBFields from core_ranges (absent: not
+// known) and core_ranges_total (present only when the set had more ranges
+// than a record carries), as appendCoreRanges writes them.
+func (j *jsonEvent) coreRanges(e *Event) error {
+	if j.CoreRanges == nil {
+		if j.CoreRangesTotal != nil {
+			return fmt.Errorf("%s: core_ranges_total without core_ranges", j.Type)
+		}
+		return nil
+	}
+	rs := *j.CoreRanges
+	if len(rs) > CoreRangeMax {
+		return fmt.Errorf("%s: %d core_ranges, more than %d", j.Type, len(rs), CoreRangeMax)
+	}
+	e.RangesKnown, e.NumRanges = true, uint32(len(rs))
+	if t := j.CoreRangesTotal; t != nil {
+		if *t <= uint32(CoreRangeMax) || len(rs) != CoreRangeMax {
+			return fmt.Errorf("%s: core_ranges_total %d with %d core_ranges", j.Type, *t, len(rs))
+		}
+		e.NumRanges, e.RangesTruncated = *t, true
+	}
+	for i, r := range rs {
+		if len(r) != 4 {
+			return fmt.Errorf("%s: core range %v: not [x0,y0,x1,y1]", j.Type, r)
+		}
+		e.CoreRanges[i] = CoreRange{X0: r[0], Y0: r[1], X1: r[2], Y1: r[3]}
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func (d DeviceKind) valid() bool { return int(d) < len(deviceKindNames) && devic
 func hasDevice(k Kind) bool {
 	switch k {
 	case KindAlloc, KindFree, KindMarkDeallocated, KindView, KindCBAlloc, KindCBFree, KindDeviceClose, KindMeshClose,
-		KindCBLayout, KindAllocCapacity, KindTrace:
+		KindCBLayout, KindProgramDispatch, KindAllocCapacity, KindTrace:
 		return true
 	}
 	return false
@@ -101,6 +101,15 @@ func TestParseJSONRefuses(t *testing.T) {
 		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"mesh","mesh":"0xzz"}`, "device fields"},
 		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"rewind","device_kind":"chip","device":0}`, "op"},
 		{`{"type":"link_map","seq":1,"ts_ns":2,"pid":3,"tid":3}`, "not a record"},
+		{`{"type":"program_dispatch","seq":1,"ts_ns":2,"pid":3,"tid":3,"program":"5","device_kind":"chip","device":0}`, "program"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,1]]}`, "not [x0,y0,x1,y1]"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,1,1,2]]}`, "not [x0,y0,x1,y1]"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,65536,1]]}`, "cannot unmarshal"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,-1,1]]}`, "cannot unmarshal"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[` + strings.Repeat("[0,0,0,0],", 8) + `[0,0,0,0]]}`, "more than 8"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,0,0]],"core_ranges_total":9}`, "core_ranges_total 9 with 1"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[` + strings.Repeat("[0,0,0,0],", 7) + `[0,0,0,0]],"core_ranges_total":8}`, "core_ranges_total 8 with 8"},
+		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges_total":9}`, "without core_ranges"},
 		{`[1,2]`, "JSON"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":{"a":1},"device_kind":"chip","device":0,"buffer_type":"DRAM"}`, "alloc: json"},
 		{`{"type":"alloc"`, "JSON"},

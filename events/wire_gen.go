@@ -29,6 +29,7 @@ const (
 	KindAllocCapacity   Kind = 19
 	KindAllocRequest    Kind = 20
 	KindAllocOom        Kind = 21
+	KindProgramDispatch Kind = 22
 	KindTrace           Kind = 40
 	KindLost            Kind = 64
 	KindExit            Kind = 65
@@ -93,6 +94,12 @@ const (
 	TraceBlocking = 4
 )
 
+// enum cb_range_flags of bpf/wire.h.
+const (
+	CBRangesKnown     = 1
+	CBRangesTruncated = 2
+)
+
 // Header is struct record_header of bpf/wire.h: the first bytes of every record.
 type Header struct {
 	_    structs.HostLayout
@@ -108,9 +115,9 @@ type Header struct {
 const HeaderSize = 32
 
 // Wire is struct event of bpf/wire.h: the records of kind KindAlloc, KindFree,
-// KindView, KindCBAlloc, KindCBFree, KindCBLayout, KindCBTeardown,
-// KindProgramDestroy, KindDeviceClose, KindMeshClose, KindMarkDeallocated,
-// KindLinkMap, KindFork, KindMainExit, KindGroupExit, KindAllocOom.
+// KindView, KindCBFree, KindCBLayout, KindCBTeardown, KindProgramDestroy,
+// KindDeviceClose, KindMeshClose, KindMarkDeallocated, KindLinkMap, KindFork,
+// KindMainExit, KindGroupExit, KindAllocOom, KindProgramDispatch.
 type Wire struct {
 	_          structs.HostLayout
 	Hdr        Header
@@ -141,6 +148,31 @@ const WireSize = 120
 
 func (*Wire) wireID() uint8 { return 1 }
 
+// CBAllocWire is struct cb_alloc_record of bpf/wire.h: the records of kind
+// KindCBAlloc.
+type CBAllocWire struct {
+	_          structs.HostLayout
+	Hdr        Header
+	Device     uint64
+	DeviceVptr uint64
+	Address    uint64
+	Size       uint64
+	LostBefore uint64
+	Nranges    uint32
+	Chip       int32
+	DeviceKind DeviceKind
+	Global     uint8
+	ReadError  uint8
+	Flags      uint8
+	_          [4]uint8
+	Ranges     [8]CoreRange
+}
+
+// CBAllocWireSize is the size of CBAllocWire in bytes.
+const CBAllocWireSize = 152
+
+func (*CBAllocWire) wireID() uint8 { return 2 }
+
 // StackWire is struct stack_record of bpf/wire.h without its tail (Size bytes
 // of data, at most 16384, follow it): the records of kind KindStack.
 type StackWire struct {
@@ -158,7 +190,7 @@ type StackWire struct {
 // StackWireSize is the size of StackWire in bytes.
 const StackWireSize = 72
 
-func (*StackWire) wireID() uint8 { return 2 }
+func (*StackWire) wireID() uint8 { return 3 }
 
 // PyStackWire is struct py_stack_record of bpf/wire.h: the records of kind
 // KindPyStack.
@@ -171,7 +203,7 @@ type PyStackWire struct {
 // PyStackWireSize is the size of PyStackWire in bytes.
 const PyStackWireSize = 1584
 
-func (*PyStackWire) wireID() uint8 { return 3 }
+func (*PyStackWire) wireID() uint8 { return 4 }
 
 // PyCodeWire is struct py_code_record of bpf/wire.h: the records of kind
 // KindPyCode.
@@ -184,7 +216,7 @@ type PyCodeWire struct {
 // PyCodeWireSize is the size of PyCodeWire in bytes.
 const PyCodeWireSize = 4752
 
-func (*PyCodeWire) wireID() uint8 { return 4 }
+func (*PyCodeWire) wireID() uint8 { return 5 }
 
 // AllocCapacityWire is struct alloc_capacity_record of bpf/wire.h: the records
 // of kind KindAllocCapacity.
@@ -209,7 +241,7 @@ type AllocCapacityWire struct {
 // AllocCapacityWireSize is the size of AllocCapacityWire in bytes.
 const AllocCapacityWireSize = 104
 
-func (*AllocCapacityWire) wireID() uint8 { return 5 }
+func (*AllocCapacityWire) wireID() uint8 { return 6 }
 
 // AllocRequestWire is struct alloc_request_record of bpf/wire.h: the records of
 // kind KindAllocRequest.
@@ -230,7 +262,7 @@ type AllocRequestWire struct {
 // AllocRequestWireSize is the size of AllocRequestWire in bytes.
 const AllocRequestWireSize = 80
 
-func (*AllocRequestWire) wireID() uint8 { return 6 }
+func (*AllocRequestWire) wireID() uint8 { return 7 }
 
 // TraceWire is struct trace_record of bpf/wire.h: the records of kind
 // KindTrace.
@@ -253,7 +285,16 @@ type TraceWire struct {
 // TraceWireSize is the size of TraceWire in bytes.
 const TraceWireSize = 72
 
-func (*TraceWire) wireID() uint8 { return 7 }
+func (*TraceWire) wireID() uint8 { return 8 }
+
+// CoreRange is struct core_range of bpf/wire.h.
+type CoreRange struct {
+	_  structs.HostLayout
+	X0 uint16
+	Y0 uint16
+	X1 uint16
+	Y1 uint16
+}
 
 // PyCode is struct py_code of bpf/wire.h.
 type PyCode struct {
@@ -306,7 +347,6 @@ var wireOf = [64]uint8{
 	KindAlloc:           1,
 	KindFree:            1,
 	KindView:            1,
-	KindCBAlloc:         1,
 	KindCBFree:          1,
 	KindCBLayout:        1,
 	KindCBTeardown:      1,
@@ -319,12 +359,14 @@ var wireOf = [64]uint8{
 	KindMainExit:        1,
 	KindGroupExit:       1,
 	KindAllocOom:        1,
-	KindStack:           2,
-	KindPyStack:         3,
-	KindPyCode:          4,
-	KindAllocCapacity:   5,
-	KindAllocRequest:    6,
-	KindTrace:           7,
+	KindProgramDispatch: 1,
+	KindCBAlloc:         2,
+	KindStack:           3,
+	KindPyStack:         4,
+	KindPyCode:          5,
+	KindAllocCapacity:   6,
+	KindAllocRequest:    7,
+	KindTrace:           8,
 }
 
 // wireSize is, per kind BPF writes, the size of its records' type: the
@@ -333,7 +375,6 @@ var wireSize = [64]uint32{
 	KindAlloc:           120,
 	KindFree:            120,
 	KindView:            120,
-	KindCBAlloc:         120,
 	KindCBFree:          120,
 	KindCBLayout:        120,
 	KindCBTeardown:      120,
@@ -346,6 +387,8 @@ var wireSize = [64]uint32{
 	KindMainExit:        120,
 	KindGroupExit:       120,
 	KindAllocOom:        120,
+	KindProgramDispatch: 120,
+	KindCBAlloc:         152,
 	KindStack:           72,
 	KindPyStack:         1584,
 	KindPyCode:          4752,
@@ -377,6 +420,7 @@ var kindNames = [66]string{
 	19: "alloc_capacity",
 	20: "alloc_request",
 	21: "alloc_oom",
+	22: "program_dispatch",
 	40: "trace",
 	64: "lost",
 	65: "exit",

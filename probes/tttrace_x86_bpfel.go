@@ -42,7 +42,14 @@ const (
 	tttraceLayoutFieldLF_DEVICE_ID         tttraceLayoutField = 9
 	tttraceLayoutFieldLF_BUFFER_TYPE_WIDTH tttraceLayoutField = 10
 	tttraceLayoutFieldLF_MESH_CQ_ID        tttraceLayoutField = 11
-	tttraceLayoutFieldLF_COUNT             tttraceLayoutField = 12
+	tttraceLayoutFieldLF_CORE_RANGES       tttraceLayoutField = 12
+	tttraceLayoutFieldLF_CORE_RANGE_SIZE   tttraceLayoutField = 13
+	tttraceLayoutFieldLF_CORE_RANGE_START  tttraceLayoutField = 14
+	tttraceLayoutFieldLF_CORE_RANGE_END    tttraceLayoutField = 15
+	tttraceLayoutFieldLF_CORE_COORD_X      tttraceLayoutField = 16
+	tttraceLayoutFieldLF_CORE_COORD_Y      tttraceLayoutField = 17
+	tttraceLayoutFieldLF_CORE_COORD_WIDTH  tttraceLayoutField = 18
+	tttraceLayoutFieldLF_COUNT             tttraceLayoutField = 19
 )
 
 type tttraceLcInfo struct {
@@ -68,7 +75,7 @@ type tttraceLibInfo struct {
 	_            structs.HostLayout
 	VtableDevice uint64
 	VtableMesh   uint64
-	Off          [12]int64
+	Off          [19]int64
 	SpanLo       uint32
 	SpanLen      uint32
 }
@@ -293,6 +300,7 @@ type tttraceProgramSpecs struct {
 	DeviceReplayTrace         *ebpf.ProgramSpec `ebpf:"device_replay_trace"`
 	DeviceReplayTraceBlocking *ebpf.ProgramSpec `ebpf:"device_replay_trace_blocking"`
 	DlDebugState              *ebpf.ProgramSpec `ebpf:"dl_debug_state"`
+	GenerateDispatchCommands  *ebpf.ProgramSpec `ebpf:"generate_dispatch_commands"`
 	InitializeAllocator       *ebpf.ProgramSpec `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.ProgramSpec `ebpf:"lc_alloc_enter"`
 	LcAllocExit               *ebpf.ProgramSpec `ebpf:"lc_alloc_exit"`
@@ -360,6 +368,8 @@ type tttraceVariableSpecs struct {
 	ReaderAwake               *ebpf.VariableSpec `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.VariableSpec `ebpf:"unused_alloc_request_record"`
+	UnusedCbAllocRecord       *ebpf.VariableSpec `ebpf:"unused_cb_alloc_record"`
+	UnusedCbRangeFlags        *ebpf.VariableSpec `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.VariableSpec `ebpf:"unused_layout_field"`
 	UnusedPidFlag             *ebpf.VariableSpec `ebpf:"unused_pid_flag"`
@@ -449,6 +459,8 @@ type tttraceVariables struct {
 	ReaderAwake               *ebpf.Variable `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
 	UnusedAllocRequestRecord  *ebpf.Variable `ebpf:"unused_alloc_request_record"`
+	UnusedCbAllocRecord       *ebpf.Variable `ebpf:"unused_cb_alloc_record"`
+	UnusedCbRangeFlags        *ebpf.Variable `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.Variable `ebpf:"unused_layout_field"`
 	UnusedPidFlag             *ebpf.Variable `ebpf:"unused_pid_flag"`
@@ -483,6 +495,7 @@ type tttracePrograms struct {
 	DeviceReplayTrace         *ebpf.Program `ebpf:"device_replay_trace"`
 	DeviceReplayTraceBlocking *ebpf.Program `ebpf:"device_replay_trace_blocking"`
 	DlDebugState              *ebpf.Program `ebpf:"dl_debug_state"`
+	GenerateDispatchCommands  *ebpf.Program `ebpf:"generate_dispatch_commands"`
 	InitializeAllocator       *ebpf.Program `ebpf:"initialize_allocator"`
 	LcAllocEnter              *ebpf.Program `ebpf:"lc_alloc_enter"`
 	LcAllocExit               *ebpf.Program `ebpf:"lc_alloc_exit"`
@@ -530,6 +543,7 @@ func (p *tttracePrograms) Close() error {
 		p.DeviceReplayTrace,
 		p.DeviceReplayTraceBlocking,
 		p.DlDebugState,
+		p.GenerateDispatchCommands,
 		p.InitializeAllocator,
 		p.LcAllocEnter,
 		p.LcAllocExit,

@@ -327,6 +327,15 @@ func rec(w events.Wire) step {
 	return step{rec: &w}
 }
 
+// cbAlloc is a circular buffer of size bytes per core at addr on chip: a
+// struct cb_alloc_record whose core ranges the layout did not give.
+func cbAlloc(pid uint32, chip int32, addr, size uint64) step {
+	seq++
+	w := events.CBAllocWire{Hdr: events.Header{Seq: seq, TsNs: seq * 1000, Pid: pid, Tid: pid, Kind: events.KindCBAlloc},
+		Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: addr, Size: size}
+	return step{raw: rawRecord(&w, 0)}
+}
+
 func alloc(pid uint32, buf uint64, chip int32, t events.BufferType, addr, size uint64) step {
 	return rec(events.Wire{Hdr: events.Header{Kind: events.KindAlloc, Pid: pid}, Object: buf, Device: 0x7f0000 + uint64(chip), DeviceKind: events.DeviceChip,
 		Chip: chip, BufferType: int32(t), Address: addr, Size: size, OwnsData: 1, Status: 1})
@@ -756,7 +765,7 @@ func TestNoticesReachSinks(t *testing.T) {
 		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
 		alloc(100, 0xb2, 0, events.L1Small, 0x1000, 4096),
 		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBLayout, Pid: 100}, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
-		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Pid: 100}, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+		cbAlloc(100, 0, 0x1000, 0x10000),
 		do(h.end(100, 134, 0)),
 	)
 	be.attach["/opt/tt/libtt_metal.so"] = nil
@@ -821,7 +830,7 @@ func TestQuietLayoutIsChecked(t *testing.T) {
 	be := newFakeBackend(
 		alloc(100, 0xb1, 0, events.L1, 0x10000, 4096),
 		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBLayout, Pid: 100}, Object: 0x5600, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0}),
-		rec(events.Wire{Hdr: events.Header{Kind: events.KindCBAlloc, Pid: 100}, Device: 0x7f0000, DeviceKind: events.DeviceChip, Chip: 0, Address: 0x1000, Size: 0x10000}),
+		cbAlloc(100, 0, 0x1000, 0x10000),
 	)
 	be.attach["/opt/tt/libtt_metal.so"] = nil
 	k := &endOnClash{end: h.end(100, 0, 0)}

@@ -53,6 +53,29 @@ type dwarfTypes struct {
 	// when wantMeshCQ (the library has the overloads that take one).
 	meshCQ     []dwarfMember
 	wantMeshCQ bool
+	// coreRangeSet, coreRange: the definitions of CoreRangeSet and
+	// CoreRange (in the global namespace, or in tt::tt_metal as 2026
+	// upstream has them), looked for only when wantCoreRanges (the library
+	// has the CB probe's function).
+	coreRangeSet, coreRange *dwarfClass
+	wantCoreRanges          bool
+}
+
+// dwarfClass is a class's definition: its name as written in a template
+// argument (with its namespaces), size and data members.
+type dwarfClass struct {
+	qual    string
+	size    int64
+	members []dwarfMember
+}
+
+func (c *dwarfClass) member(name string) (dwarfMember, bool) {
+	for _, m := range c.members {
+		if m.name == name {
+			return m, true
+		}
+	}
+	return dwarfMember{}, false
 }
 
 type dwarfMember struct {
@@ -61,12 +84,21 @@ type dwarfMember struct {
 	typ  dwarf.Offset
 }
 
+// dwarfWants are the definitions beyond Buffer's and Device's a library
+// needs, from what its symbols say it has; the scan goes on until it has
+// found each of them or read every unit.
+type dwarfWants struct {
+	// meshCQ: distributed::MeshCommandQueue::id_ (the Metal trace
+	// overloads taking a MeshCommandQueue&).
+	meshCQ bool
+	// coreRanges: CoreRangeSet, CoreRange and CoreCoord (the CB probe).
+	coreRanges bool
+}
+
 // dwarfLayout reads the layout of Buffer and Device from the DWARF in
 // path. It returns an error saying what is missing when the types are not
-// there in full.
-// wantMeshCQ: also read distributed::MeshCommandQueue::id_ (the scan then
-// goes on until it has found that class or read every unit).
-func dwarfLayout(path string, wantMeshCQ bool) (*Layout, string, error) {
+// there in full, and otherwise what it read, for people.
+func dwarfLayout(path string, want dwarfWants) (*Layout, string, error) {
 	ef, err := elfx.Open(path, elfx.Limits{})
 	if err != nil {
 		return nil, "", err
@@ -76,7 +108,7 @@ func dwarfLayout(path string, wantMeshCQ bool) (*Layout, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("read DWARF: %w", err)
 	}
-	t, err := scanDWARF(d, wantMeshCQ)
+	t, err := scanDWARF(d, want)
 	if err != nil {
 		return nil, "", err
 	}
@@ -136,8 +168,154 @@ func dwarfLayout(path string, wantMeshCQ bool) (*Layout, string, error) {
 	if len(miss) > 0 {
 		return nil, "", fmt.Errorf("DWARF lacks %s", strings.Join(miss, ", "))
 	}
+	where += " read"
+	if want.coreRanges {
+		if err := dwarfCoreRanges(d, t, &l); err != nil {
+			where += "; " + err.Error() + ": circular buffers carry no core ranges"
+		} else {
+			where += "; " + t.coreRangeSet.qual + " read"
+		}
+	}
 	return &l, where, nil
 }
+
+// dwarfCoreRanges sets l's CoreRangeSet rows from the definitions t found,
+// all of them or none: ranges_ must be a std::vector (24 bytes: begin, end,
+// capacity) of the CoreRange found, start_coord and end_coord one class
+// whose x and y are integers of one width, and the layout must pass
+// checkCoreRanges (what BPF can copy). It says why when they are not set.
+func dwarfCoreRanges(d *dwarf.Data, t *dwarfTypes, l *Layout) error {
+	set, rng := t.coreRangeSet, t.coreRange
+	if set == nil || rng == nil {
+		return errors.New("DWARF has no definition of CoreRangeSet and CoreRange")
+	}
+	ranges, ok := set.member("ranges_")
+	if !ok {
+		return fmt.Errorf("DWARF's %s has no ranges_", set.qual)
+	}
+	vec, err := dwarfClassAt(d, ranges.typ)
+	if err != nil {
+		return fmt.Errorf("%s::ranges_: %w", set.qual, err)
+	}
+	if !strings.HasPrefix(vec.qual, "vector<"+rng.qual+",") && vec.qual != "vector<"+rng.qual+">" ||
+		vec.size != 24 || ranges.off+vec.size > set.size {
+		return fmt.Errorf("%s::ranges_ is a %s of %d bytes at %d, not a std::vector<%s> inside its %d bytes",
+			set.qual, vec.qual, vec.size, ranges.off, rng.qual, set.size)
+	}
+	var coords [2]dwarfMember
+	var coord *dwarfClass
+	var x, y dwarfMember
+	var width int64
+	for i, name := range []string{"start_coord", "end_coord"} {
+		m, ok := rng.member(name)
+		if !ok {
+			return fmt.Errorf("DWARF's %s has no %s", rng.qual, name)
+		}
+		c, err := dwarfClassAt(d, m.typ)
+		if err != nil {
+			return fmt.Errorf("%s::%s: %w", rng.qual, name, err)
+		}
+		cx, okx := c.member("x")
+		cy, oky := c.member("y")
+		if !okx || !oky {
+			return fmt.Errorf("%s::%s is a %s without x and y", rng.qual, name, c.qual)
+		}
+		wx, errx := dwarfIntSize(d, cx.typ)
+		wy, erry := dwarfIntSize(d, cy.typ)
+		if err := errors.Join(errx, erry); err != nil || wx != wy {
+			return fmt.Errorf("%s::%s: x and y are not integers of one width (%d and %d bytes)", rng.qual, name, wx, wy)
+		}
+		if i == 1 && (c.size != coord.size || cx.off != x.off || cy.off != y.off || wx != width) {
+			return fmt.Errorf("%s's start_coord and end_coord are laid out differently", rng.qual)
+		}
+		coords[i], coord, x, y, width = m, c, cx, cy, wx
+	}
+	for _, m := range coords {
+		if m.off < 0 || m.off+coord.size > rng.size {
+			return fmt.Errorf("%s::%s at %d (%d bytes) is not inside its %d bytes", rng.qual, m.name, m.off, coord.size, rng.size)
+		}
+	}
+	c := *l
+	c.CoreRanges, c.CoreRangeSize, c.CoreRangeStart, c.CoreRangeEnd = ranges.off, rng.size, coords[0].off, coords[1].off
+	c.CoreCoordX, c.CoreCoordY, c.CoreCoordWidth = x.off, y.off, width
+	if err := c.checkCoreRanges(); err != nil {
+		return fmt.Errorf("%s as DWARF lays it out: %w", set.qual, err)
+	}
+	*l = c
+	return nil
+}
+
+// dwarfResolve reads the entry of the type at off, through at most
+// elfx.MaxTypeDepth typedefs and qualifiers; the reader returned is just
+// past it (at its children).
+func dwarfResolve(d *dwarf.Data, off dwarf.Offset) (*dwarf.Entry, *dwarf.Reader, error) {
+	r := d.Reader()
+	for range elfx.MaxTypeDepth {
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil {
+			return nil, nil, err
+		}
+		if e == nil || e.Offset != off {
+			return nil, nil, fmt.Errorf("DWARF has no type at %#x", off)
+		}
+		switch e.Tag {
+		case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType:
+			next, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+			if !ok {
+				return nil, nil, fmt.Errorf("DWARF type at %#x names no type", off)
+			}
+			off = next
+		default:
+			return e, r, nil
+		}
+	}
+	return nil, nil, elfx.ErrTypeDepth
+}
+
+// dwarfClassAt reads the class or struct defined at off (through typedefs
+// and qualifiers): its name, size and data members. A declaration alone is
+// an error: its layout is not there.
+func dwarfClassAt(d *dwarf.Data, off dwarf.Offset) (*dwarfClass, error) {
+	e, r, err := dwarfResolve(d, off)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := e.Val(dwarf.AttrName).(string)
+	if e.Tag != dwarf.TagClassType && e.Tag != dwarf.TagStructType {
+		return nil, fmt.Errorf("%q is not a class", name)
+	}
+	size, ok := e.Val(dwarf.AttrByteSize).(int64)
+	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl || !ok || !e.Children {
+		return nil, fmt.Errorf("DWARF declares %q without its definition", name)
+	}
+	members, err := readMembers(r)
+	if err != nil {
+		return nil, err
+	}
+	return &dwarfClass{qual: name, size: size, members: members}, nil
+}
+
+// dwarfIntSize is the size of the integer type at off (through typedefs
+// and qualifiers).
+func dwarfIntSize(d *dwarf.Data, off dwarf.Offset) (int64, error) {
+	e, _, err := dwarfResolve(d, off)
+	if err != nil {
+		return 0, err
+	}
+	enc, _ := e.Val(dwarf.AttrEncoding).(int64)
+	size, ok := e.Val(dwarf.AttrByteSize).(int64)
+	if e.Tag != dwarf.TagBaseType || !ok || (enc != encSigned && enc != encUnsigned) {
+		return 0, fmt.Errorf("DWARF type at %#x is not an integer", off)
+	}
+	return size, nil
+}
+
+// DW_ATE_signed and DW_ATE_unsigned (DWARF 5, 7.8).
+const (
+	encSigned   = 0x05
+	encUnsigned = 0x07
+)
 
 // dwarfMemberOf finds the member of a field-table row in the DWARF types:
 // Buffer's (or BufferImpl's: fields) by the member's name, Device's by the
@@ -206,7 +384,8 @@ func memberOffsets(members []dwarfMember) map[string]int64 {
 // done reports whether every definition wanted has been found.
 func (t *dwarfTypes) done() bool {
 	return t.device != nil && t.allocated >= 0 && t.buffer != nil &&
-		(t.bufferImpl != nil || hasKey(t.buffer, "address_")) && (!t.wantMeshCQ || t.meshCQ != nil)
+		(t.bufferImpl != nil || hasKey(t.buffer, "address_")) && (!t.wantMeshCQ || t.meshCQ != nil) &&
+		(!t.wantCoreRanges || t.coreRangeSet != nil && t.coreRange != nil)
 }
 
 // ttPath reports whether path (the enclosing namespaces) is tt::tt_metal
@@ -239,8 +418,8 @@ type dwarfScan struct {
 // scanDWARF walks the compile units' namespaces tt::tt_metal (and ::v0)
 // for the full definitions of Buffer, BufferImpl, Device and
 // AllocationStatus, skipping everything else, and stops when it has them.
-func scanDWARF(d *dwarf.Data, wantMeshCQ bool) (*dwarfTypes, error) {
-	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1, wantMeshCQ: wantMeshCQ}}
+func scanDWARF(d *dwarf.Data, want dwarfWants) (*dwarfTypes, error) {
+	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1, wantMeshCQ: want.meshCQ, wantCoreRanges: want.coreRanges}}
 	for !sc.t.done() {
 		e, err := sc.r.Next()
 		if err != nil {
@@ -299,6 +478,13 @@ func (sc *dwarfScan) walk(path []string) error {
 			}
 			continue
 		}
+		if (e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagStructType) && sc.t.wantCoreRanges &&
+			(len(path) == 0 || ttPath(path)) && (name == "CoreRangeSet" || name == "CoreRange") {
+			if err := sc.coreClass(e, name, path); err != nil {
+				return err
+			}
+			continue
+		}
 		if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !ttPath(path) || decl || !e.Children {
 			sc.skip(e)
 			continue
@@ -343,6 +529,26 @@ func (sc *dwarfScan) distributed() error {
 		}
 		sc.skip(e)
 	}
+}
+
+// coreClass reads the definition of CoreRangeSet or CoreRange (name),
+// entry e in the namespaces path, if not found yet.
+func (sc *dwarfScan) coreClass(e *dwarf.Entry, name string, path []string) error {
+	slot := &sc.t.coreRange
+	if name == "CoreRangeSet" {
+		slot = &sc.t.coreRangeSet
+	}
+	size, ok := e.Val(dwarf.AttrByteSize).(int64)
+	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); *slot != nil || decl || !ok || !e.Children {
+		sc.skip(e)
+		return nil
+	}
+	m, err := readMembers(sc.r)
+	if err != nil {
+		return err
+	}
+	*slot = &dwarfClass{qual: strings.Join(append(append([]string{}, path...), name), "::"), size: size, members: m}
+	return nil
 }
 
 // class reads the members of a wanted class not found yet.

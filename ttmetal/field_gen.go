@@ -18,7 +18,14 @@ const (
 	LFDeviceID         LayoutField = 9
 	LFBufferTypeWidth  LayoutField = 10
 	LFMeshCqID         LayoutField = 11
-	LFCount            LayoutField = 12
+	LFCoreRanges       LayoutField = 12
+	LFCoreRangeSize    LayoutField = 13
+	LFCoreRangeStart   LayoutField = 14
+	LFCoreRangeEnd     LayoutField = 15
+	LFCoreCoordX       LayoutField = 16
+	LFCoreCoordY       LayoutField = 17
+	LFCoreCoordWidth   LayoutField = 18
+	LFCount            LayoutField = 19
 )
 
 // layoutFieldNames are the enumerators' names without LF_, in lower case, by value.
@@ -35,5 +42,12 @@ var layoutFieldNames = map[LayoutField]string{
 	9:  "device_id",
 	10: "buffer_type_width",
 	11: "mesh_cq_id",
-	12: "count",
+	12: "core_ranges",
+	13: "core_range_size",
+	14: "core_range_start",
+	15: "core_range_end",
+	16: "core_coord_x",
+	17: "core_coord_y",
+	18: "core_coord_width",
+	19: "count",
 }

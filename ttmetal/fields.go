@@ -120,6 +120,30 @@ var layoutFields = []field{
 	{key: "mesh_cq_id", member: "distributed::MeshCommandQueue::id_", slot: LFMeshCqID, optional: true, def: -1,
 		lacks: "Metal trace calls through a MeshCommandQueue& are not seen",
 		get:   func(l *Layout) *int64 { return &l.MeshCQID }},
+	// CoreRangeSet (tt-metalium/core_coord.hpp): what the CB probe reads the
+	// ranges of a CB through; a layout without them sends cb_alloc records
+	// with no core_ranges.
+	{key: "core_ranges", member: "CoreRangeSet::ranges_", slot: LFCoreRanges, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreRanges }},
+	{key: "core_range_size", member: "sizeof(CoreRange)", slot: LFCoreRangeSize, kind: kindValue, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreRangeSize }},
+	{key: "core_range_start", member: "CoreRange::start_coord", slot: LFCoreRangeStart, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreRangeStart }},
+	{key: "core_range_end", member: "CoreRange::end_coord", slot: LFCoreRangeEnd, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreRangeEnd }},
+	{key: "core_coord_x", member: "CoreCoord::x", slot: LFCoreCoordX, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreCoordX }},
+	{key: "core_coord_y", member: "CoreCoord::y", slot: LFCoreCoordY, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreCoordY }},
+	{key: "core_coord_width", member: "CoreCoord::x width", slot: LFCoreCoordWidth, kind: kindValue, optional: true, def: -1,
+		lacks: "circular buffers carry no core ranges (no per-core residency)",
+		get:   func(l *Layout) *int64 { return &l.CoreCoordWidth }},
 }
 
 func fieldByJSON(key string) *field {
@@ -148,6 +172,9 @@ func emptyLayout(name string) Layout {
 func (f *field) what() string {
 	if f.key == "allocation_status" || f.key == "allocated_value" {
 		return "allocation_status_ / ALLOCATED" // one cost: said once
+	}
+	if f.slot >= LFCoreRanges && f.slot <= LFCoreCoordWidth {
+		return "CoreRangeSet / CoreRange / CoreCoord" // one cost: said once
 	}
 	return f.member
 }
@@ -249,10 +276,47 @@ func (l *Layout) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// coreRangeMax is CORE_RANGE_MAX of bpf/cb.h: the most bytes of one
+// CoreRange the CB probe copies.
+const coreRangeMax = 64
+
+// coreRangesKnown reports whether l gives every CoreRangeSet row (the CB
+// probe copies core ranges only then).
+func (l *Layout) coreRangesKnown() bool {
+	return min(l.CoreRanges, l.CoreRangeSize, l.CoreRangeStart, l.CoreRangeEnd,
+		l.CoreCoordX, l.CoreCoordY, l.CoreCoordWidth) >= 0
+}
+
+// checkCoreRanges refuses CoreRangeSet rows the CB probe cannot read: when
+// all are given, sizeof(CoreRange) is 1 to coreRangeMax bytes, the
+// coordinates 4 or 8 bytes wide, and both CoreCoords' x and y inside it.
+// A row -1 leaves them all unknown, which is no error.
+func (l *Layout) checkCoreRanges() error {
+	if !l.coreRangesKnown() {
+		return nil
+	}
+	if w := l.CoreCoordWidth; w != 4 && w != 8 {
+		return fmt.Errorf("core_coord_width %d: must be 4 or 8", w)
+	}
+	if l.CoreRangeSize == 0 || l.CoreRangeSize > coreRangeMax {
+		return fmt.Errorf("core_range_size %d: must be 1 to %d", l.CoreRangeSize, coreRangeMax)
+	}
+	for _, p := range []int64{l.CoreRangeStart, l.CoreRangeEnd} {
+		if end := p + max(l.CoreCoordX, l.CoreCoordY) + l.CoreCoordWidth; end > l.CoreRangeSize {
+			return fmt.Errorf("a CoreCoord at %d has its x at %d and y at %d (%d bytes each): past core_range_size %d",
+				p, l.CoreCoordX, l.CoreCoordY, l.CoreCoordWidth, l.CoreRangeSize)
+		}
+	}
+	return nil
+}
+
 // check refuses a layout tttrace cannot count with.
 func (l *Layout) check() error {
 	if w := l.TypeWidth; w != 1 && w != 2 && w != 4 {
 		return fmt.Errorf("buffer_type_width %d: must be 1, 2 or 4", w)
+	}
+	if err := l.checkCoreRanges(); err != nil {
+		return err
 	}
 	for _, f := range layoutFields {
 		if f.required && *f.get(l) < 0 {

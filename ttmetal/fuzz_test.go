@@ -51,7 +51,7 @@ func FuzzLibrary(f *testing.F) {
 		lib.fdeRanges()
 		lib.code()
 		findDebugInfo(lib, elfx.Debug{Roots: []string{}})
-		dwarfLayout(p, true)
+		dwarfLayout(p, dwarfWants{meshCQ: true, coreRanges: true})
 		if d, err := elfx.DWARF(lib.file, elfx.Limits{}); err == nil {
 			r := d.Reader()
 			for n := 0; n < 64; n++ {

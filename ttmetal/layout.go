@@ -40,6 +40,12 @@ type Layout struct {
 	// when unknown: the trace calls through a MeshCommandQueue& (2026) are
 	// probed only when it is known (docs/ttmetal.md §10).
 	MeshCQID int64
+	// CoreRangeSet and its elements (the CB probe's core ranges, bpf/cb.h):
+	// the offset of ranges_ (a std::vector<CoreRange>), sizeof(CoreRange),
+	// start_coord and end_coord in CoreRange, x and y in CoreCoord, and the
+	// coordinates' width in bytes; -1 when unknown.
+	CoreRanges, CoreRangeSize, CoreRangeStart, CoreRangeEnd int64
+	CoreCoordX, CoreCoordY, CoreCoordWidth                  int64
 }
 
 // The built-in layouts (profiles/*.json).
@@ -188,11 +194,11 @@ func ResolveLayout(lib *Library, syms *Symbols, opts Options) (*LayoutSource, er
 	dbg := findDebugInfo(lib, opts.Debug)
 	dwarfNote := "DWARF: " + strings.Join(dbg.checked, "; ")
 	if dbg.path != "" {
-		l, where, err := dwarfLayout(dbg.path, syms.hasMeshCQForms())
+		l, where, err := dwarfLayout(dbg.path, dwarfWants{meshCQ: syms.hasMeshCQForms(), coreRanges: syms.has(ProgTrackAllocateCB)})
 		if err != nil {
 			dwarfNote += "; not usable: " + err.Error()
 		} else {
-			src.Checked = append(src.Checked, dwarfNote+"; "+where+" read", disasm)
+			src.Checked = append(src.Checked, dwarfNote+"; "+where, disasm)
 			diffs, _ := disagreements(l, ev, false)
 			if w := l.TypeWidth; len(widthFromCode(l, ev)) > 0 {
 				diffs = append(diffs, fmt.Sprintf("buffer_type_ is %d byte(s) wide in DWARF, %d in the code", w, l.TypeWidth))

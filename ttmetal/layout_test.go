@@ -1,8 +1,10 @@
 package ttmetal
 
 import (
+	"encoding/json"
 	"errors"
 	"github.com/tttrace/tttrace/elfx"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,13 +25,61 @@ import (
 // design does. -DTYPE_U8 makes BufferType one byte (enum class
 // BufferType : uint8_t, as upstream's allocator header declares it) and
 // -DTYPE_PREDICATES adds upstream's out-of-line Buffer::is_trace(),
-// is_dram() and is_l1() const.
+// is_dram() and is_l1() const. -DCORE_RANGES adds CoreRangeSet (global, as
+// the CB probe's mangled name has it) and GraphTracker::track_allocate_cb;
+// with it -DCORE_RANGES_MUTEX puts a std::mutex before ranges_ (late 2024),
+// -DCORE_RANGES_NS moves the classes into tt::tt_metal (2026),
+// -DCORE_COORD_U32 makes x and y 4 bytes, -DCORE_COORD_MIXED x 4 bytes and
+// y 8.
 const fixtureSrc = `
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <atomic>
+
+#ifdef CORE_RANGES
+#include <mutex>
+#include <vector>
+struct xy_pair {
+#if defined(CORE_COORD_U32)
+    uint32_t x; uint32_t y;
+#elif defined(CORE_COORD_MIXED)
+    uint32_t x; std::size_t y;
+#else
+    std::size_t x; std::size_t y;
+#endif
+};
+using tt_xy_pair = xy_pair;
+#ifdef CORE_RANGES_NS
+namespace tt::tt_metal {
+#endif
+using CoreCoord = tt_xy_pair;
+// Constructors out of line, as upstream's core_coord.cpp has them (clang
+// emits a class's definition where its constructor is).
+class CoreRange {
+public:
+    CoreCoord start_coord;
+    CoreCoord end_coord;
+    CoreRange(const CoreCoord& start, const CoreCoord& end);
+};
+class CoreRangeSet {
+public:
+    CoreRangeSet(const CoreRange& range);
+    const std::vector<CoreRange>& ranges() const;
+private:
+#ifdef CORE_RANGES_MUTEX
+    std::mutex lock_;
+#endif
+    std::vector<CoreRange> ranges_;
+};
+CoreRange::CoreRange(const CoreCoord& start, const CoreCoord& end) : start_coord(start), end_coord(end) {}
+CoreRangeSet::CoreRangeSet(const CoreRange& range) : ranges_{range} {}
+const std::vector<CoreRange>& CoreRangeSet::ranges() const { return ranges_; }
+#ifdef CORE_RANGES_NS
+}  // namespace tt::tt_metal
+#endif
+#endif
 
 namespace tt::tt_metal {
 #ifdef TYPE_U8
@@ -61,6 +111,10 @@ class GraphTracker {
 public:
     void track_allocate(const Buffer* buffer);
     void track_deallocate(Buffer* buffer);
+#ifdef CORE_RANGES
+    void track_allocate_cb(const CoreRangeSet& core_range_set, uint64_t addr, uint64_t size,
+                           bool is_globally_allocated, const IDevice* device);
+#endif
     const void* last = nullptr;
 };
 
@@ -147,6 +201,11 @@ Device* make_device(int id) { return new Device(id); }
 GraphTracker tracker;
 void GraphTracker::track_allocate(const Buffer* buffer) { if (buffer) last = buffer; }
 void GraphTracker::track_deallocate(Buffer* buffer) { if (buffer) last = buffer; }
+#ifdef CORE_RANGES
+void GraphTracker::track_allocate_cb(const CoreRangeSet& core_range_set, uint64_t, uint64_t, bool, const IDevice*) {
+    last = core_range_set.ranges().data();
+}
+#endif
 
 uint64_t Buffer::address() const { return F(address_); }
 bool Buffer::is_allocated() const { return F(allocation_status_) == AllocationStatus::ALLOCATED; }
@@ -431,6 +490,106 @@ func TestLayoutFromDWARF(t *testing.T) {
 		}
 		checkOffsets(t, src.Layout, map[string]int64{"device": 0, "hooked_allocation": 57, "allocation_status": 56, "allocated_value": 2})
 	})
+}
+
+// The CB probe's CoreRangeSet rows from DWARF, read where the library has
+// track_allocate_cb and checked: every row or none, and a CoreCoord whose x
+// and y differ in width leaves them unknown with the reason (never half a
+// layout). gcc and clang; the CoreRangeSet of late 2024 (a mutex before
+// ranges_), of 2026 (in tt::tt_metal, read when wanted: that build's
+// track_allocate_cb has another mangled name), 4-byte coordinates.
+func TestCoreRangesFromDWARF(t *testing.T) {
+	const known = "CoreRangeSet read"
+	v1 := map[string]int64{"core_ranges": 0, "core_range_size": 32, "core_range_start": 0, "core_range_end": 16,
+		"core_coord_x": 0, "core_coord_y": 8, "core_coord_width": 8}
+	unknown := map[string]int64{"core_ranges": -1, "core_range_size": -1, "core_range_start": -1, "core_range_end": -1,
+		"core_coord_x": -1, "core_coord_y": -1, "core_coord_width": -1}
+	with := func(m map[string]int64, kv ...any) map[string]int64 {
+		out := maps.Clone(m)
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = int64(kv[i+1].(int))
+		}
+		return out
+	}
+	for _, cc := range []string{"g++", "clang++"} {
+		for _, c := range []struct {
+			flags []string
+			want  map[string]int64
+			said  string
+		}{
+			{nil, v1, known},
+			{[]string{"-DCORE_RANGES_MUTEX"}, with(v1, "core_ranges", 40), known},
+			{[]string{"-DCORE_COORD_U32"}, with(v1, "core_range_size", 16, "core_range_end", 8, "core_coord_y", 4, "core_coord_width", 4), known},
+			{[]string{"-DCORE_COORD_MIXED"}, unknown, "CoreRange::start_coord: x and y are not integers of one width (4 and 8 bytes): circular buffers carry no core ranges"},
+		} {
+			name := cc + strings.Join(c.flags, "")
+			so := compile(t, cc, "fixture.cpp", fixtureSrc, "libtt_metal.so",
+				append([]string{"-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-fvisibility-inlines-hidden", "-Wl,--build-id",
+					"-DLAYOUT_SHUFFLED", "-DCORE_RANGES"}, c.flags...))
+			src, err := resolveLayoutOf(t, so, "")
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			checkOffsets(t, src.Layout, c.want)
+			if checked := strings.Join(src.Checked, ". "); !strings.Contains(checked, c.said) {
+				t.Errorf("%s: checked %q, want %q", name, checked, c.said)
+			}
+			lacks := strings.Contains(strings.Join(src.Unknown, " "), "CoreRangeSet / CoreRange / CoreCoord: circular buffers carry no core ranges")
+			if lacks != (c.want["core_ranges"] < 0) {
+				t.Errorf("%s: unknown %q", name, src.Unknown)
+			}
+		}
+		// 2026: the classes in tt::tt_metal.
+		so := compile(t, cc, "fixture.cpp", fixtureSrc, "libtt_metal.so",
+			[]string{"-std=c++17", "-O2", "-g", "-shared", "-fPIC", "-DLAYOUT_SHUFFLED", "-DCORE_RANGES", "-DCORE_RANGES_NS"})
+		l, where, err := dwarfLayout(so, dwarfWants{coreRanges: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOffsets(t, *l, v1)
+		if !strings.Contains(where, "tt::tt_metal::CoreRangeSet read") {
+			t.Errorf("%s in tt::tt_metal: %q", cc, where)
+		}
+	}
+	// Not wanted (no track_allocate_cb): not read.
+	src, err := resolveLayoutOf(t, buildFixture(t, "-DLAYOUT_SHUFFLED", "-g"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOffsets(t, src.Layout, unknown)
+	if checked := strings.Join(src.Checked, ". "); strings.Contains(checked, "CoreRangeSet") {
+		t.Errorf("CoreRangeSet looked for in a library without the CB probe: %q", checked)
+	}
+}
+
+// A layout file's CoreRangeSet rows: all of them or none, and what BPF can
+// copy (a CoreRange of at most 64 bytes, coordinates of 4 or 8 bytes inside
+// it).
+func TestLayoutFileCoreRanges(t *testing.T) {
+	for _, c := range []struct {
+		set  map[string]int64
+		fail string
+	}{
+		{map[string]int64{}, ""},
+		{map[string]int64{"core_ranges": -1}, ""}, // one unknown: none read
+		{map[string]int64{"core_coord_width": 2}, "core_coord_width 2: must be 4 or 8"},
+		{map[string]int64{"core_range_size": 96}, "core_range_size 96: must be 1 to 64"},
+		{map[string]int64{"core_range_end": 24}, "past core_range_size 32"},
+		{map[string]int64{"core_coord_y": 12, "core_coord_width": 4}, ""},
+		{map[string]int64{"core_coord_y": 12}, "past core_range_size 32"},
+	} {
+		l := LayoutV1
+		for k, v := range c.set {
+			*fieldByJSON(k).get(&l) = v
+		}
+		b, _ := json.Marshal(l)
+		f := filepath.Join(t.TempDir(), "l.json")
+		os.WriteFile(f, b, 0o644)
+		_, err := ReadLayoutFile(f)
+		if c.fail == "" && err != nil || c.fail != "" && (err == nil || !strings.Contains(err.Error(), c.fail)) {
+			t.Errorf("%v: %v, want %q", c.set, err, c.fail)
+		}
+	}
 }
 
 // A separate debug file is used only when it belongs to this build.

@@ -144,6 +144,7 @@ const (
 	ProgMarkAsDeallocated Program = "mark_as_deallocated"
 	ProgAllocateCBs       Program = "allocate_circular_buffers"
 	ProgDeallocateCBs     Program = "deallocate_circular_buffers"
+	ProgGenerateDispatch  Program = "generate_dispatch_commands"
 	ProgProgramDestroy    Program = "program_destroy"
 	ProgDeviceClose       Program = "device_close"
 	ProgMeshDeviceClose   Program = "mesh_device_close"

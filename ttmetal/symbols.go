@@ -22,10 +22,13 @@ const (
 	symMarkAsDeallocated      = "_ZN2tt8tt_metal6Buffer19mark_as_deallocatedEv"
 	symAllocateCBs            = "_ZN2tt8tt_metal6detail11ProgramImpl25allocate_circular_buffersEPKNS0_7IDeviceE"
 	symDeallocateCBs          = "_ZN2tt8tt_metal6detail11ProgramImpl27deallocate_circular_buffersEv"
-	symProgramImplD2          = "_ZN2tt8tt_metal6detail11ProgramImplD2Ev"
-	symProgramImplD1          = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
-	symDeviceClose            = "_ZN2tt8tt_metal6Device5closeEv"
-	symMeshDeviceClose        = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
+	// ProgramImpl::generate_dispatch_commands(IDevice*, bool): every enqueue
+	// of a program, cached or not (docs/ttmetal.md §12).
+	symGenerateDispatch = "_ZN2tt8tt_metal6detail11ProgramImpl26generate_dispatch_commandsEPNS0_7IDeviceEb"
+	symProgramImplD2    = "_ZN2tt8tt_metal6detail11ProgramImplD2Ev"
+	symProgramImplD1    = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
+	symDeviceClose      = "_ZN2tt8tt_metal6Device5closeEv"
+	symMeshDeviceClose  = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
 	// Metal trace (docs/ttmetal.md §10). The mesh forms take a
 	// MeshTraceId& whose StrongType moved from tt::stl to ttsl: prefixes
 	// up to the reference.
@@ -207,6 +210,8 @@ var attachTable = []point{
 		"buffers released after their mesh closed"},
 	{ProgAllocateCBs, "detail::ProgramImpl::allocate_circular_buffers(const IDevice*)", []string{symAllocateCBs}, false,
 		"which program owns a circular buffer"},
+	{ProgGenerateDispatch, "detail::ProgramImpl::generate_dispatch_commands(IDevice*, bool)", []string{symGenerateDispatch}, false,
+		"program dispatches (per-core CB residency)"},
 	{ProgDeallocateCBs, "detail::ProgramImpl::deallocate_circular_buffers()", []string{symDeallocateCBs}, false,
 		"which program's circular buffers are freed"},
 	{ProgProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
@@ -396,6 +401,16 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	}
 	sort.SliceStable(res.AttachPoints, func(i, j int) bool { return res.AttachPoints[i].Addr < res.AttachPoints[j].Addr })
 	return res, nil
+}
+
+// has reports whether the library has an attach point of program p.
+func (s *Symbols) has(p Program) bool {
+	for _, a := range s.AttachPoints {
+		if a.Program == p {
+			return true
+		}
+	}
+	return false
 }
 
 // hasMeshCQForms reports whether the library has a Metal trace overload

@@ -42,7 +42,7 @@ var fullNames = []string{
 	symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE",
 	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE.cold",
-	symMarkAsDeallocated, symAllocateCBs, symDeallocateCBs, symProgramImplD1, symProgramImplD2,
+	symMarkAsDeallocated, symAllocateCBs, symDeallocateCBs, symGenerateDispatch, symProgramImplD1, symProgramImplD2,
 	symDeviceClose, symMeshDeviceClose, symVtableDevice, symVtableMeshDevice,
 	symTrackAllocate + ".isra.0",
 	symInitializeAllocatorPrefix + "RKNS0_15AllocatorConfigE",

@@ -45,6 +45,7 @@ var enums = []struct {
 	{"py_code_flags", "", "PY_CODE_", "PyCode", false},
 	{"trace_op", "TraceOp", "TRACE_", "Trace", true},
 	{"trace_flags", "", "TRACE_", "Trace", false},
+	{"cb_range_flags", "", "CB_", "CB", false},
 }
 
 const (
