@@ -108,17 +108,18 @@ func (r *Resolver) Close() error {
 }
 
 // Lookup names the pod and container of process pid, in pod container c
-// (from its cgroup). ok: the pod is named (the container may not be, when
-// the kubelet's answer cannot tell which of the pod's containers it is);
-// otherwise pid is queued to be looked at, and why says why it is not
-// named yet. It never waits.
+// (from its cgroup). ok: the pod is named (the container may not be yet:
+// learnt from another process of the pod, or the kubelet's answer cannot
+// tell which of the pod's containers it is). Until both are, pid is
+// queued to be looked at, and why says why not. It never waits.
 func (r *Resolver) Lookup(pid int, c Container) (n Names, why string, ok bool) {
 	if !c.InPod() {
 		return Names{}, "", false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n, ok = r.named(c); ok {
+	n, ok = r.named(c)
+	if ok && n.Container != "" {
 		delete(r.wants, pid)
 		return n, "", true
 	}
@@ -128,7 +129,7 @@ func (r *Resolver) Lookup(pid int, c Container) (n Names, why string, ok bool) {
 	}
 	if w == nil {
 		if len(r.wants) >= maxWants {
-			return Names{}, fmt.Sprintf("more than %d processes wait to be named", maxWants), false
+			return n, fmt.Sprintf("more than %d processes wait to be named", maxWants), ok
 		}
 		w = &want{c: c, why: "not looked at yet"}
 		r.wants[pid] = w
@@ -137,7 +138,7 @@ func (r *Resolver) Lookup(pid int, c Container) (n Names, why string, ok bool) {
 		default:
 		}
 	}
-	return Names{}, w.why, false
+	return n, w.why, ok
 }
 
 // Forget drops pid's wait (its process ended).
@@ -231,9 +232,10 @@ func (r *Resolver) run(ctx context.Context) {
 					r.pods.put(c.PodUID, Names{Namespace: n.Namespace, Pod: n.Pod})
 					if n.Container != "" {
 						r.ctrs.put(c.ID, n.Container)
+						delete(r.wants, pid)
+						continue
 					}
-					delete(r.wants, pid)
-					continue
+					why = "the kubelet's pod resources do not tell which of the pod's containers holds " + describe(chips[pid])
 				}
 				w.why = why
 			}
@@ -248,8 +250,8 @@ func (r *Resolver) run(ctx context.Context) {
 		next := time.Hour
 		now = time.Now()
 		for pid, w := range r.wants {
-			if _, ok := r.named(w.c); ok {
-				delete(r.wants, pid) // named through another process of its pod: Lookup has it
+			if n, ok := r.named(w.c); ok && n.Container != "" {
+				delete(r.wants, pid) // named through another process of its container: Lookup has it
 				continue
 			}
 			next = min(next, max(w.next.Sub(now), 0))

@@ -177,6 +177,12 @@ func TestResolver(t *testing.T) {
 	if n, _, ok := r.Lookup(11, b); !ok || n != (kube.Names{"ml", "trainer-0", ""}) {
 		t.Errorf("another container of the pod: %+v %v", n, ok)
 	}
+	// Its container is named once it holds a device the kubelet gave it.
+	k.Set(kubelettest.Pod("ml", "trainer-0", kubelettest.Container("worker", "tenstorrent.com/n150", "0"), kubelettest.Container("log", "tenstorrent.com/n150", "2")))
+	mu.Lock()
+	held[11] = []kube.Chip{{PCI: "0000:04:00.0", Num: 2}}
+	mu.Unlock()
+	eventually(11, b, kube.Names{"ml", "trainer-0", "log"}, "")
 	// Asked at most once per interval while a process keeps waiting.
 	before := k.Lists()
 	mu.Lock()

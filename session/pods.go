@@ -61,8 +61,10 @@ func (s *session) namePod(pid uint32, pl *devices.Placement) bool {
 	case !ok:
 		pl.PodWhy = why
 	case n.Container == "":
-		pl.Pod, pl.Namespace = n.Pod, n.Namespace
-		pl.PodWhy = "which of the pod's containers it is, the kubelet's pod resources do not tell"
+		pl.Pod, pl.Namespace, pl.PodWhy = n.Pod, n.Namespace, why
+		if why == "" {
+			pl.PodWhy = "which of the pod's containers it is, the kubelet's pod resources do not tell"
+		}
 	default:
 		pl.Pod, pl.Namespace, pl.Container, pl.PodWhy = n.Pod, n.Namespace, n.Container, ""
 	}
