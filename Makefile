@@ -108,6 +108,8 @@ fuzz:
 	$(GO) test ./elfx -run '^$$' -fuzz '^FuzzCFI$$' -fuzztime 15s
 	$(GO) test ./ttmetal -run '^$$' -fuzz '^FuzzLibrary$$' -fuzztime 30s
 	$(GO) test ./procfs -run '^$$' -fuzz '^FuzzParseMaps$$' -fuzztime 15s
+	$(GO) test ./procfs -run '^$$' -fuzz '^FuzzParseCgroups$$' -fuzztime 15s
+	$(GO) test ./kube -run '^$$' -fuzz '^FuzzParsePath$$' -fuzztime 15s
 	$(GO) test ./alloc -run '^$$' -fuzz '^FuzzModel$$' -fuzztime 15s
 	$(GO) test ./alloc -run '^$$' -fuzz '^FuzzFreeList$$' -fuzztime 15s
 

@@ -7,7 +7,8 @@
 #   scripts/deps.sh bench   GNU time, taskset
 #   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view), Prometheus and
 #                           promtool (--listen), Debian python3 with pytest (leaks by test),
-#                           protoc (the Perfetto file checked against the official schema)
+#                           protoc (the Perfetto file checked against the official schema),
+#                           setpriv (tttrace under the systemd unit's and the Helm chart's capabilities)
 set -euo pipefail
 want=()
 need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
@@ -15,7 +16,7 @@ for what in "${@:-build}"; do
 	case "$what" in
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
-	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler ;;
+	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler; need setpriv util-linux ;;
 	bench) need /usr/bin/time time; need taskset util-linux ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
