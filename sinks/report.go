@@ -124,7 +124,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 	if p.Parent != 0 {
 		r.printf(", parent %d", p.Parent)
 	}
-	if p.Rank != nil || p.MeshID != nil || p.MeshHostRank != nil {
+	if p.Rank != nil || p.MeshID != nil || p.MeshHostRank != nil || p.PodUID != "" {
 		r.printf(", %s", p.Placement)
 	}
 	switch {
