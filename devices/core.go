@@ -72,6 +72,8 @@ type settings struct {
 	// layoutBad counts the anomalies of every process that only a wrong
 	// layout (or a bad read) makes (LayoutAnomalies).
 	layoutBad uint64
+	// marks: the current mark (tttrace mark), its window (window.go).
+	marks markLog
 }
 
 // rules are the rule families as the core tells them of a moment only it
@@ -110,6 +112,7 @@ type chipState struct {
 
 	sites *chipSites // per-site accounting, when on
 	alloc *chipAlloc // its allocator's bank managers; nil: none seen made
+	win   *winChip   // its peaks in the current window, once a mark found it (window.go)
 }
 
 // thread is per-thread state needed to attribute events that do not carry
@@ -157,6 +160,7 @@ func (p *core) add(c *chipState, i Counter, v, ts uint64) {
 		c.peakTs[i] = ts
 		c.sites.peak(i)
 	}
+	c.win.rise(i, c.cur[i], ts)
 	p.changed(c)
 }
 

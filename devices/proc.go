@@ -12,6 +12,8 @@ type proc struct {
 	allocs allocView  // the allocator's view (allocator.go, allocmem.go)
 	l1     l1Rules    // CB groups, L1 headroom and clashes (cb.go, l1.go)
 	traces traceRules // Metal trace (trace.go)
+
+	win procWindows // its windows (tttrace mark: window.go)
 }
 
 func newProc(pid uint32, set *settings) *proc {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/events"
@@ -373,4 +375,38 @@ func (l *Ledger) Trim() []TrimmedProcess {
 		l.ret.trimmedHead = 0
 	}
 	return out
+}
+
+// Mark starts a window (tttrace mark) at tsNs, named name (cut to
+// MaxMarkName bytes): every process in the ledger ends its current window
+// there and begins the mark's (window.go). It returns the mark.
+func (l *Ledger) Mark(name string, tsNs uint64) Mark {
+	prev := l.set.marks.cur
+	if len(name) > MaxMarkName {
+		n := MaxMarkName
+		for n > 0 && !utf8.RuneStart(name[n]) {
+			n--
+		}
+		name = name[:n]
+	}
+	m := Mark{Type: "window", Index: prev.Index + 1, Name: strings.Clone(name), TsNs: tsNs}
+	for _, p := range l.retired {
+		p.markWindow(m, prev)
+	}
+	for _, p := range l.procs {
+		p.markWindow(m, prev)
+	}
+	l.set.marks.cur = m
+	return m
+}
+
+// CurrentWindow returns pid's current window as of now: from the last
+// mark, or the whole run before the first (window 0). ok is false for an
+// unknown pid.
+func (l *Ledger) CurrentWindow(pid uint32) (w Window, ok bool) {
+	p := l.procs[pid]
+	if p == nil {
+		return Window{}, false
+	}
+	return p.window(nil), true
 }

@@ -99,6 +99,11 @@ type ProcessSummary struct {
 	// Traces: what the process did with Metal traces and the hazards found
 	// (docs/ndjson.md); absent when it made no trace call.
 	Traces *TraceSummary `json:"traces,omitempty"`
+	// Windows: its windows (tttrace mark: window.go), the current one
+	// last; absent while no mark was made. WindowsDropped: its ended
+	// windows past MaxWindows, not kept.
+	Windows        []Window `json:"windows,omitempty"`
+	WindowsDropped uint64   `json:"windows_dropped,omitempty"`
 
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
@@ -402,6 +407,8 @@ func (p *proc) summary() ProcessSummary {
 		AllocFailures:    p.allocs.sortedFailures(),
 		Meshes:           p.allocs.meshAllocators(),
 		Traces:           p.traces.traceSummary(),
+		Windows:          p.windows(),
+		WindowsDropped:   p.win.dropped,
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),

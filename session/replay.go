@@ -227,6 +227,13 @@ func (r *replay) run() (*ReplayResult, error) {
 			if len(r.notices) > 1<<16 {
 				return nil, errors.New("more than 65536 l1_clash and alloc_failed lines in a row")
 			}
+		case "window":
+			// A mark: its window starts here, as it did in the run.
+			var m devices.Mark
+			if err := json.Unmarshal(line, &m); err != nil {
+				return nil, fmt.Errorf("window: %w", err)
+			}
+			r.s.mark(m.Name, m.TsNs)
 		case "l1_headroom", "trace_hazard", "trace_replay_invalid", "trace_region_hazard", "trace_capture_alloc", "snapshot":
 			// Made again by the ledger during the event that follows.
 		case "process_summary":

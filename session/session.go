@@ -76,6 +76,9 @@ type Config struct {
 	// Snapshots: each value received asks every sinks.Snapshotter for the
 	// state as of now; tracing goes on (nil: never).
 	Snapshots <-chan struct{}
+	// Marks: each value received starts a window where its time falls in
+	// the stream (marks.go; nil: never).
+	Marks <-chan MarkRequest
 	// KeepEnded: ended processes kept in full (their leak lists, sites,
 	// anomalies); KeepEndedTotals: older ones kept as totals only; older
 	// still are summed in the summary's dropped_processes. 0: the ledger's
@@ -197,6 +200,10 @@ type session struct {
 	decodeErrors  uint64
 	followedQuiet int  // followed processes that ended without using TT-Metal
 	detachLate    bool // the probes are detached after the summary (finish)
+
+	// marks: windows asked for, waiting for their place in the stream
+	// (marks.go).
+	marks []MarkRequest
 }
 
 // procState is what the session tracks of a traced process.
@@ -499,6 +506,7 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 			return true, nil
 		}
 		s.settle(!ok)
+		s.takeMarks(!ok)
 		select {
 		case <-s.cfg.Snapshots:
 			s.takeSnapshot()
@@ -568,6 +576,9 @@ func (s *session) handle(raw []byte) {
 	if err != nil {
 		s.badRecord(err)
 		return
+	}
+	if len(s.marks) > 0 {
+		s.marksBefore(h.TsNs)
 	}
 	switch h.Kind {
 	case events.KindStack:
@@ -681,6 +692,7 @@ func (s *session) finish(interrupted bool) (devices.Summary, error) {
 		s.cfg.Timeline.Mark("probes detached")
 	}
 	s.drain()
+	s.takeMarks(true)
 	s.sites.releaseAll()
 	if a := s.sites; a.on && s.cfg.Timeline != nil {
 		s.cfg.Timeline.Mark(fmt.Sprintf("stacks: %d copied, %d known (%d of an earlier process)", a.copied, a.known, a.staleKnown))

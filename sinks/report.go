@@ -157,6 +157,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.allocator(p.Devices)
 		r.meshAllocators(p.Meshes)
 	}
+	r.windows(p)
 
 	r.allocFailures(p)
 	r.traces(p)

@@ -285,6 +285,9 @@ type procSnap struct {
 	pid    string
 	labels []string // values of Options.Labels
 	devs   []devices.DeviceSummary
+	// window: its current window (tttrace mark), for /v1/memory_stats
+	// (memstats.go).
+	window devices.Window
 }
 
 // Listen binds addr (host:port) at once, so a bad or busy address fails
@@ -324,6 +327,7 @@ func serve(ln net.Listener, o Options) *Exporter {
 	reg.MustRegister(e)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/v1/memory_stats", e.memoryStats)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -387,6 +391,7 @@ func (e *Exporter) Tick(v *sinks.View) {
 			labels: make([]string, len(e.opt.Labels)),
 			devs:   v.Ledger.Devices(p.Pid),
 		}
+		ps.window, _ = v.Ledger.CurrentWindow(p.Pid)
 		for i, l := range e.opt.Labels {
 			switch l {
 			case "pid":

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/kube"
+	"github.com/tttrace/tttrace/session"
 	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -74,6 +75,9 @@ type Flags struct {
 	DevRoot string
 	// Snapshots: each value asks for a snapshot (SIGUSR1); set by Main.
 	Snapshots <-chan struct{}
+	// Marks: each value starts a window (SIGUSR2, tttrace mark); set by
+	// Main.
+	Marks <-chan session.MarkRequest
 
 	// MetricsLabels: the per-process labels of the metrics (--metrics-labels).
 	MetricsLabels []string
@@ -126,6 +130,10 @@ Usage:
   tttrace snapshot PID                  ask the tttrace running as PID to
                                         write its report, summary and profile
                                         as of now (as kill -USR1 PID does)
+  tttrace mark PID [NAME]               ask it to start a window (as kill -USR2
+                                        PID does): peaks and memory_stats per
+                                        window in the summary, the report and
+                                        --listen's /v1/memory_stats
   tttrace report FILE [flags]           the report, summary (--json), --pprof,
                                         --folded and --perfetto of a saved run
                                         (--json or --save), from its NDJSON

@@ -53,6 +53,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		return Report(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "mark" {
+		return Mark(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "diff" {
 		return Diff(args[1:], stdout, stderr)
 	}
@@ -73,6 +76,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	snaps, stopSnaps := snapshotsOnSignal()
 	defer stopSnaps()
 	f.Snapshots = snaps
+	marks, stopMarks := marksOnSignal()
+	defer stopMarks()
+	f.Marks = marks
 	code, err := Run(ctx, f, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
@@ -462,6 +468,7 @@ func (f *Flags) config(log io.Writer) session.Config {
 		MaxChips:  f.MaxChips,
 		SiteUsage: f.PProf != "" || f.Folded != "",
 		Snapshots: f.Snapshots,
+		Marks:     f.Marks,
 		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals,
 		Host: f.Host, DevRoot: f.DevRoot,
 	}

@@ -33,6 +33,13 @@ struct ChipTruth {
     int64_t cur[kNumFields] = {};
     int64_t pre[kNumFields] = {};  // part of cur made before the attach point
     int64_t peak[kNumFields] = {};
+    int64_t wpeak[kNumFields] = {};  // peak since the last window mark (tt_replica_mark_window)
+};
+
+// A window (tt_replica_mark_window): per chip, the peaks in it and the levels at its end.
+struct WindowTruth {
+    std::string name;
+    std::map<int, std::pair<std::vector<int64_t>, std::vector<int64_t>>> chips;  // peaks, levels
 };
 
 struct Ledger {
@@ -43,6 +50,8 @@ struct Ledger {
     bool broken = false;
     std::vector<L1Clash> l1_clashes;
     std::vector<AllocFailure> alloc_failures;
+    std::vector<WindowTruth> windows;  // ended ones
+    std::string window_name;           // the current window's
 };
 
 Ledger& ledger() {
@@ -88,6 +97,7 @@ void charge(int chip, int field, int64_t delta, bool pre) {
         ledger().broken = true;
     }
     t.peak[field] = std::max(t.peak[field], t.cur[field] - t.pre[field]);
+    t.wpeak[field] = std::max(t.wpeak[field], t.cur[field] - t.pre[field]);
 }
 
 void chip_closed(int chip) {
@@ -159,8 +169,26 @@ extern "C" void tt_replica_mark_attach(void) {
         for (int f = 0; f < replica::kNumFields; ++f) {
             t.pre[f] = t.cur[f];
             t.peak[f] = 0;
+            t.wpeak[f] = 0;
         }
     }
+}
+
+// A window ends and the next, named name, starts: the window's peaks restart from the levels now.
+extern "C" void tt_replica_mark_window(const char* name) {
+    std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    auto& l = replica::ledger();
+    replica::WindowTruth w{l.window_name, {}};
+    for (auto& [id, t] : l.chips) {
+        auto& [peaks, levels] = w.chips[id];
+        for (int f = 0; f < replica::kNumFields; ++f) {
+            peaks.push_back(t.wpeak[f]);
+            levels.push_back(t.cur[f] - t.pre[f]);
+            t.wpeak[f] = t.cur[f] - t.pre[f];
+        }
+    }
+    l.windows.push_back(std::move(w));
+    l.window_name = name;
 }
 
 namespace {
@@ -364,6 +392,43 @@ extern "C" int tt_replica_write_truth(const char* path) {
     out += "]";
     trace_truth_json(out);
     cb_truth_json(out);
+    {
+        // "windows": each window's peaks and levels (at its end; the current one's now) per chip.
+        std::vector<WindowTruth> all = l.windows;
+        WindowTruth now{l.window_name, {}};
+        for (const auto& [id, t] : l.chips) {
+            auto& [peaks, levels] = now.chips[id];
+            for (int f = 0; f < kNumFields; ++f) {
+                peaks.push_back(t.wpeak[f]);
+                levels.push_back(t.cur[f] - t.pre[f]);
+            }
+        }
+        all.push_back(std::move(now));
+        out += ",\n \"windows\":[";
+        for (std::size_t w = 0; w < all.size(); ++w) {
+            out += w ? ",\n  {\"name\":\"" : "\n  {\"name\":\"";
+            out += all[w].name + "\",\"devices\":[";
+            bool first_chip = true;
+            for (const auto& [id, pl] : all[w].chips) {
+                std::snprintf(buf, sizeof buf, "%s{\"device\":%d", first_chip ? "" : ",", id);
+                out += buf;
+                first_chip = false;
+                for (const char* part : {"peaks", "levels"}) {
+                    const auto& v = part[0] == 'p' ? pl.first : pl.second;
+                    out += std::string(",\"") + part + "\":{";
+                    for (int i = 0; i < kNumFields; ++i) {
+                        int f = kOutOrder[i];
+                        std::snprintf(buf, sizeof buf, "%s\"%s\":%" PRId64, i ? "," : "", kFieldNames[f], v[f]);
+                        out += buf;
+                    }
+                    out += "}";
+                }
+                out += "}";
+            }
+            out += "]}";
+        }
+        out += "]";
+    }
     std::snprintf(buf, sizeof buf, ",\n \"unknown_frees\":%" PRIu64 ",\"unknown_free_bytes\":%" PRIu64 ",\n \"calls\":{",
                   l.unknown_frees, l.unknown_free_bytes);
     out += buf;

@@ -65,6 +65,7 @@ struct Options {
     bool hybrid = false;  // alloc scenario: chips in AllocatorMode::HYBRID, with per-core L1 buffers
     bool mesh = false;    // alloc scenario: a MeshDevice over the chips, its buffers and its OOMs
     int settle_ms = 3000;
+    std::string window_file;  // windows scenario: wait for PATH.N before marking window N
 };
 
 struct Ctx {
@@ -1455,6 +1456,49 @@ int scenario_traces_newest(Ctx& ctx) {
     return scenario_traces(ctx);
 }
 
+// Windows (tttrace mark): three phases on chips 92 and 93, each with its own high-water marks.
+// Between two phases, with --window-file PATH, it says "window N pid P" on stderr and waits for
+// PATH.N (a tracer marks its window N meanwhile); then it marks the truth's window N.
+void window_point(Ctx& ctx, int n, const char* name) {
+    if (!ctx.opt.window_file.empty()) {
+        std::fprintf(stderr, "window %d pid %d\n", n, static_cast<int>(getpid()));
+        std::fflush(stderr);
+        const std::string go = ctx.opt.window_file + "." + std::to_string(n);
+        while (access(go.c_str(), F_OK) != 0) usleep(5000);
+    }
+    tt_replica_mark_window(name);
+}
+
+int scenario_windows(Ctx& ctx) {
+    go_point(ctx);
+    Device* a = CreateDevice(92);
+    std::vector<BufferPtr> held;
+    // Window 0: 192 KiB of DRAM at the peak, 64 KiB left; 32 KiB of L1, none left.
+    for (int i = 0; i < 3; ++i) held.push_back(Buffer::create(a, 64 << 10, 2048, BufferType::DRAM));
+    BufferPtr l1 = Buffer::create(a, 32 << 10, 2048, BufferType::L1);
+    l1.reset();
+    held.resize(1);
+    window_point(ctx, 1, "warmup");
+    // Window 1: DRAM from 64 up to 96 KiB, 80 left; a chip first used here (L1 to 24 KiB, none left).
+    Device* b = CreateDevice(93);
+    held.push_back(Buffer::create(a, 16 << 10, 2048, BufferType::DRAM));
+    BufferPtr extra = Buffer::create(a, 16 << 10, 2048, BufferType::DRAM);
+    std::vector<BufferPtr> small;
+    for (int i = 0; i < 3; ++i) small.push_back(Buffer::create(b, 8 << 10, 2048, BufferType::L1));
+    small.clear();
+    extra.reset();
+    window_point(ctx, 2, "steady");
+    // Window 2: chip 92 only goes down (its peak is its level at the mark: 80 KiB); chip 93 gets
+    // 128 KiB of DRAM, kept to the end.
+    held.erase(held.begin());
+    held.push_back(Buffer::create(a, 4 << 10, 2048, BufferType::DRAM));
+    held.push_back(Buffer::create(b, 128 << 10, 2048, BufferType::DRAM));
+    held.clear();
+    held.push_back(Buffer::create(b, 8 << 10, 2048, BufferType::DRAM));
+    std::printf("windows: done\n");
+    return 0;
+}
+
 struct Scenario {
     const char* name;
     int (*fn)(Ctx&);
@@ -1488,6 +1532,7 @@ const Scenario kScenarios[] = {
     {"traces", scenario_traces},
     {"traces_newest", scenario_traces_newest},
     {"cb_cache", scenario_cb_cache},
+    {"windows", scenario_windows},
 };
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.
@@ -1497,7 +1542,7 @@ const char* const kAllOrder[] = {"basic", "mesh",    "galaxy",     "sparse",  "c
 void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
-                 "              [--go-file PATH] [--hold-file PATH] [--leak]\n"
+                 "              [--go-file PATH] [--hold-file PATH] [--window-file PATH] [--leak]\n"
                  "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--idle-chip] [--hybrid] [--mesh]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
@@ -1560,6 +1605,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.mesh = true;
         } else if (a == "--alloc-before-go") {
             ctx.opt.alloc_before_go = true;
+        } else if (a == "--window-file") {
+            ctx.opt.window_file = value();
         } else if (a == "--idle-chip") {
             ctx.opt.idle_chip = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {

@@ -15,4 +15,8 @@ int tt_replica_write_truth(const char* path);
 // Marks "the tracer attaches now": allocations made before are counted as unknown_frees when
 // freed later, and peaks restart from the memory visible after this point.
 void tt_replica_mark_attach(void);
+// Ends the current window and starts one named `name` (the window before the first mark is
+// named ""): the truth's "windows" give each window's peaks per chip, from the levels at its
+// start, and its levels at its end.
+void tt_replica_mark_window(const char* name);
 }
