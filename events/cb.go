@@ -29,10 +29,11 @@ func (f *CBFields) Ranges() []CoreRange {
 	return f.CoreRanges[:min(int(f.NumRanges), CoreRangeMax)]
 }
 
-// decodeCBAlloc fills e from one raw record of kind KindCBAlloc. It checks
-// the kind and length and allocates nothing.
-func decodeCBAlloc(raw []byte, e *Event) error {
-	w, err := As[CBAllocWire](raw)
+// decodeCBAlloc fills e from the record of kind KindCBAlloc whose header
+// Peek returned. It checks the flags against the count and allocates
+// nothing.
+func decodeCBAlloc(h *Header, e *Event) error {
+	w, err := view[CBAllocWire](h)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,12 @@ func As[T any, P wireType[T]](raw []byte) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
+	return view[T, P](h)
+}
+
+// view is the record whose header Peek returned as a T, after checking
+// that its kind is a T.
+func view[T any, P wireType[T]](h *Header) (*T, error) {
 	if wireOf[h.Kind] != P(nil).wireID() {
 		var zero T
 		return nil, fmt.Errorf("record seq %d: kind %s is not a %T", h.Seq, h.Kind, zero)
@@ -51,10 +57,14 @@ func As[T any, P wireType[T]](raw []byte) (*T, error) {
 // KindCBAlloc (struct cb_alloc_record). It checks the kind and length and
 // allocates nothing.
 func Decode(raw []byte, e *Event) error {
-	if h, err := Peek(raw); err == nil && h.Kind == KindCBAlloc {
-		return decodeCBAlloc(raw, e)
+	h, err := Peek(raw)
+	if err != nil {
+		return err
 	}
-	w, err := As[Wire](raw)
+	if h.Kind == KindCBAlloc {
+		return decodeCBAlloc(h, e)
+	}
+	w, err := view[Wire](h)
 	if err != nil {
 		return err
 	}
