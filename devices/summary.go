@@ -730,6 +730,11 @@ func (ps *ProcessSummary) trim() {
 		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
 		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}
 	}
+	if n := len(ps.Windows); n > 1 {
+		// Its last window only (window.go): the others are counted.
+		ps.WindowsDropped += uint64(n - 1)
+		ps.Windows = append([]Window(nil), ps.Windows[n-1])
+	}
 	ps.leaks = nil
 	ps.Command, t.CommandBytes = cutCommand(ps.Command)
 	ps.Trimmed = t

@@ -172,3 +172,23 @@ func TestWindowBounds(t *testing.T) {
 		t.Errorf("name of %d bytes: %q", len(n), n)
 	}
 }
+
+// A process kept as totals only keeps its last window; the others are
+// counted.
+func TestWindowsOfTrimmedProcess(t *testing.T) {
+	r := newRecWith(t, Options{KeepEnded: 1, KeepEndedTotals: 10})
+	r.apply(evAlloc(1, 0xb1, 0, events.DRAM, 0x40, 100))
+	for i := range 5 {
+		r.l.Mark("m", uint64(1000+i))
+	}
+	r.apply(evExit(0, 0))
+	r.l.Trim()
+	r.pid = 2000
+	r.apply(evAlloc(1, 0xb2, 0, events.DRAM, 0x40, 100), evExit(0, 0))
+	r.l.Trim()
+	r.pid = 1000
+	p := r.proc()
+	if p.Trimmed == nil || len(p.Windows) != 1 || p.Windows[0].Index != 5 || p.WindowsDropped != 5 {
+		t.Errorf("trimmed: %v, windows %+v, %d dropped", p.Trimmed != nil, p.Windows, p.WindowsDropped)
+	}
+}

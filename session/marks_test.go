@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,5 +94,17 @@ func TestReplayWindows(t *testing.T) {
 	b, _ := json.Marshal(sum.Processes[0].Windows)
 	if string(a) != string(b) {
 		t.Errorf("windows replayed %s, run %s", a, b)
+	}
+}
+
+// A file cannot make a replay mark more than ReplayMaxMarks windows.
+func TestReplayMarksBound(t *testing.T) {
+	var b strings.Builder
+	for i := range ReplayMaxMarks + 1 {
+		b.WriteString(`{"type":"window","index":1,"name":"x","ts_ns":` + strconv.Itoa(i) + "}\n")
+	}
+	_, err := Replay(strings.NewReader(b.String()), ReplayConfig{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "line 65537: more than 65536 window lines") {
+		t.Errorf("%v", err)
 	}
 }

@@ -37,6 +37,9 @@ const (
 	// ReplayMaxRunning bounds the processes running at once (seen, not
 	// exited): far more than a host runs.
 	ReplayMaxRunning = 1 << 17
+	// ReplayMaxMarks bounds the window lines (tttrace mark): each visits
+	// every process in the ledger.
+	ReplayMaxMarks = 1 << 16
 )
 
 // ReplayConfig configures the replay's ledger as the run's was (the flags
@@ -110,6 +113,7 @@ type replay struct {
 	running   int
 	siteBytes int
 	events    uint64
+	marks     int // window lines
 	// notices: the l1_clash and alloc_failed lines since the last event;
 	// inFile counts those lines read, count those the ledger made.
 	notices []noticeLine
@@ -232,6 +236,9 @@ func (r *replay) run() (*ReplayResult, error) {
 			var m devices.Mark
 			if err := json.Unmarshal(line, &m); err != nil {
 				return nil, fmt.Errorf("window: %w", err)
+			}
+			if r.marks++; r.marks > ReplayMaxMarks {
+				return nil, fmt.Errorf("more than %d window lines", ReplayMaxMarks)
 			}
 			r.s.mark(m.Name, m.TsNs)
 		case "l1_headroom", "trace_hazard", "trace_replay_invalid", "trace_region_hazard", "trace_capture_alloc", "snapshot":
