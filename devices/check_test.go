@@ -165,14 +165,14 @@ func (c *checker) programs() {
 			}
 			c.held += g.bytes
 			if g.mesh == 0 {
-				c.at(g.chip)[CounterCB] += g.bytes
+				c.at(g.chip)[CounterCBRegistered] += g.bytes
 				continue
 			}
 			if int(g.mesh) >= len(c.p.meshes) || c.p.meshes[g.mesh] == nil {
 				c.bad("program %#x: CB group of a gone mesh %d", prog, g.mesh)
 				continue
 			}
-			c.meshTot[g.mesh][CounterCB] += g.bytes
+			c.meshTot[g.mesh][CounterCBRegistered] += g.bytes
 		}
 	}
 }
@@ -224,6 +224,16 @@ func (c *checker) chips() {
 		if x := c.want[id]; x != nil {
 			w = *x
 		}
+		// What is resident: the busiest core's bytes and the sum over cores.
+		var most, total uint64
+		for _, r := range ch.cores.cores {
+			most = max(most, r.bytes)
+			total += r.bytes
+		}
+		if ch.cores.max != most || ch.cores.total != total {
+			c.bad("chip %d: resident max %d total %d, recomputed %d and %d", id, ch.cores.max, ch.cores.total, most, total)
+		}
+		w[CounterCB], w[CounterCBResidentTotal] = most, total
 		if ch.cur != w {
 			c.bad("chip %d: totals %v, recomputed %v", id, ch.cur, w)
 		}

@@ -109,6 +109,7 @@ type chipState struct {
 	l1    l1Heap // live single-chip L1 buffers
 	cbEnd cbEnds // of the CB groups aimed at this chip
 	hr    headroomState
+	cores chipCores // the CBs resident per core (resident.go)
 
 	sites *chipSites // per-site accounting, when on
 	alloc *chipAlloc // its allocator's bank managers; nil: none seen made
@@ -226,6 +227,16 @@ func (p *core) sub(c *chipState, i Counter, v uint64, e *events.Event) {
 		return
 	}
 	c.cur[i] -= v
+}
+
+// setTo makes counter i of c v (a state, not a sum: the CBs resident on the
+// busiest core), through add and sub so that peaks and observers follow.
+func (p *core) setTo(c *chipState, i Counter, v uint64, e *events.Event) {
+	if v >= c.cur[i] {
+		p.add(c, i, v-c.cur[i], e.TsNs)
+	} else {
+		p.sub(c, i, c.cur[i]-v, e)
+	}
 }
 
 // free handles GraphTracker::track_deallocate, which runs before the

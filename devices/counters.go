@@ -20,9 +20,17 @@ const (
 	CounterSystemMemory = Counter(events.SystemMemory)
 	CounterL1Small      = Counter(events.L1Small)
 	CounterTrace        = Counter(events.Trace)
-	CounterCB           = Counter(5)
-	CounterLiveBuffers  = Counter(6)
-	NumCounters         = 7
+	// CounterCB: the CB bytes resident on the chip's busiest core (the
+	// program last dispatched on each core: resident.go).
+	CounterCB          = Counter(5)
+	CounterLiveBuffers = Counter(6)
+	// CounterCBRegistered: the per-core sizes of the CBs of every program
+	// holding CBs on the chip, summed (what cb_bytes meant before CBs were
+	// resident per core); CounterCBResidentTotal: the resident CB bytes
+	// summed over the chip's cores (TT-Metal's get_total_cb_allocated).
+	CounterCBRegistered    = Counter(7)
+	CounterCBResidentTotal = Counter(8)
+	NumCounters            = 9
 )
 
 // String is the counter's summary field name ("dram_bytes", ...).
@@ -60,7 +68,8 @@ func SatAdd(a, b uint64) uint64 {
 	return ^uint64(0)
 }
 
-var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"}
+var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes",
+	"cb_bytes", "live_buffers", "cb_registered_bytes", "cb_resident_total_bytes"}
 
 // Stats counts what the ledger saw and deliberately did not count.
 type Stats struct {
@@ -93,6 +102,11 @@ type Stats struct {
 	CBFreesUnknown   uint64 `json:"cb_frees_unknown"` // nothing held for that program and target
 	CBGroupsReleased uint64 `json:"cb_groups_released"`
 	ProgramDestroys  uint64 `json:"program_destroys"`
+	// ProgramDispatches: generate_dispatch_commands records;
+	// DispatchesUnknown: those whose program's CBs (or their core ranges)
+	// tttrace does not know, which made nothing resident.
+	ProgramDispatches uint64 `json:"program_dispatches"`
+	DispatchesUnknown uint64 `json:"dispatches_unknown"`
 	// L1Clashes: CB layouts whose region passed the lowest live L1 buffer
 	// of a chip (one per chip); L1HeadroomWarnings: drops of a chip's
 	// headroom under --l1-warn.

@@ -44,7 +44,7 @@ func FuzzLedger(f *testing.F) {
 		}
 		for _, p := range s.Processes {
 			for _, d := range p.Devices {
-				for _, v := range []uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers} {
+				for _, v := range []uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBRegisteredBytes, d.LiveBuffers} {
 					if v >= checkLimit {
 						t.Fatalf("pid %d chip %d: total %d", p.Pid, d.Device, v)
 					}

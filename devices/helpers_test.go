@@ -110,7 +110,7 @@ type totals struct {
 }
 
 func totOf(d DeviceSummary) totals {
-	return totals{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers}
+	return totals{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBRegisteredBytes, d.LiveBuffers}
 }
 
 func (r *rec) tot(chip int32) totals {

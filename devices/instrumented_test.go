@@ -84,7 +84,7 @@ func TestInstrumentedFailure_CBFreeSizeZero(t *testing.T) {
 	r.apply(evCBTeardown(1, progP), evCBFree(1, 0), evCBFree(1, 1))
 	eq(t, "chip 0", r.tot(0), totals{})
 	eq(t, "chip 1", r.tot(1), totals{})
-	eq(t, "peak", r.dev(0).Peaks.CBBytes.Value, 2560)
+	eq(t, "peak", r.dev(0).Peaks.CBRegisteredBytes.Value, 2560)
 }
 
 // CBs were tracked only on device 0. Here CBs on chips 3 and 5 land there.

@@ -39,6 +39,11 @@ type l1Rules struct {
 	spareProgs []*progCBs          // released, for reuse
 	nchecks    int                 // threads with a clash check waiting
 	clashes    []Notice            // the first l1_clash notices
+	// Scratch of resident.go, reused: a dispatch allocates nothing.
+	spans     []coreSpan
+	resident  []coreBytes
+	peakChips []*chipState
+	chipList  []int32
 }
 
 // maxClashBuffers caps the L1 buffers named in one l1_clash.
@@ -322,6 +327,10 @@ type cbGroup struct {
 	bytes  uint64 // sum of per-core sizes
 	end    uint64 // CB region end: highest address + size of its CBs
 	count  uint32
+	// cbs: its CBs with their core ranges, for residency (resident.go);
+	// coresUnknown: some CB of it has no known ranges.
+	cbs          []cbRec
+	coresUnknown bool
 }
 
 // progCBs is a program's groups, one per target (a handful: one per chip).
@@ -363,9 +372,9 @@ func (p *l1Rules) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *event
 	if mesh == 0 {
 		c := p.chip(chip)
 		if add {
-			p.add(c, CounterCB, v, e.TsNs)
+			p.add(c, CounterCBRegistered, v, e.TsNs)
 		} else {
-			p.sub(c, CounterCB, v, e)
+			p.sub(c, CounterCBRegistered, v, e)
 		}
 		return
 	}
@@ -374,16 +383,16 @@ func (p *l1Rules) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *event
 		return
 	}
 	if add {
-		m.tot[CounterCB] += v
+		m.tot[CounterCBRegistered] += v
 	} else {
-		m.tot[CounterCB] -= v
+		m.tot[CounterCBRegistered] -= v
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
 		if add {
-			p.add(c, CounterCB, v, e.TsNs)
+			p.add(c, CounterCBRegistered, v, e.TsNs)
 		} else {
-			p.sub(c, CounterCB, v, e)
+			p.sub(c, CounterCBRegistered, v, e)
 		}
 	}
 }
@@ -430,7 +439,12 @@ func (p *l1Rules) cbAlloc(e *events.Event) {
 		}
 	}
 	if g == nil {
-		pc.groups = append(pc.groups, cbGroup{mesh: mesh, chip: chip, layout: layout})
+		// A group slot released before keeps its CB list's room.
+		var cbs []cbRec
+		if n := len(pc.groups); n < cap(pc.groups) {
+			cbs = pc.groups[:n+1][n].cbs[:0]
+		}
+		pc.groups = append(pc.groups, cbGroup{mesh: mesh, chip: chip, layout: layout, cbs: cbs})
 		g = &pc.groups[len(pc.groups)-1]
 	} else if g.layout != layout {
 		// The program is laid out again from scratch: its old CBs on this
@@ -440,7 +454,9 @@ func (p *l1Rules) cbAlloc(e *events.Event) {
 		p.groupGone(mesh, chip, g.end)
 		p.stats.CBRelayouts++
 		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
+		g.cbs, g.coresUnknown = g.cbs[:0], false
 	}
+	g.noteCB(e)
 	g.bytes += e.Size
 	g.count++
 	if end := e.Address + e.Size; end > g.end && end >= e.Address {
@@ -487,11 +503,12 @@ func (p *l1Rules) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) b
 		return false
 	}
 	found := false
-	kept := pc.groups[:0]
+	n := 0 // groups kept, moved to the front by swapping: each keeps its own cbs
 	for i := range pc.groups {
-		g := pc.groups[i]
-		if !match.matches(&g) {
-			kept = append(kept, g)
+		g := &pc.groups[i]
+		if !match.matches(g) {
+			pc.groups[n], pc.groups[i] = pc.groups[i], pc.groups[n]
+			n++
 			continue
 		}
 		found = true
@@ -500,8 +517,8 @@ func (p *l1Rules) releaseGroupsOf(prog uint64, match cbMatch, e *events.Event) b
 		p.groupGone(g.mesh, g.chip, g.end)
 		p.stats.CBGroupsReleased++
 	}
-	pc.groups = kept
-	if len(kept) == 0 {
+	pc.groups = pc.groups[:n]
+	if n == 0 {
 		delete(p.progs, prog)
 		p.spareProgs = append(p.spareProgs, pc)
 	}

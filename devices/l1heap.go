@@ -2,7 +2,8 @@ package devices
 
 // The L1 side's bookkeeping per chip and per mesh, kept by the core as it
 // charges buffers and read by the L1 rules (l1.go): live L1 buffers in an
-// indexed min-heap, the CB region's running end, the headroom state.
+// indexed min-heap, the CB region's running end, the headroom state, and
+// each core's resident circular buffers.
 
 // l1Heap is a min-heap (by address, then seq) of slot indices of live L1
 // buffers; bufEntry.hpos is each one's position.
@@ -101,4 +102,50 @@ type headroomState struct {
 	minEnd  uint64
 	warned  bool // an l1_headroom notice went out and headroom has not recovered since
 	clashes uint64
+}
+
+// coreXY names a worker core of a chip by its logical coordinates (a CB's
+// CoreRangeSet gives them).
+type coreXY struct{ x, y uint16 }
+
+// coreCBs is what one core holds resident: the CB bytes (the union of
+// their [address, address+size)) of the program last dispatched there.
+type coreCBs struct {
+	prog  uint64 // ProgramImpl*
+	bytes uint64
+}
+
+// chipCores is a chip's per-core CB residency (resident.go): what the
+// dispatcher last wrote into each core's L1, and its busiest core.
+type chipCores struct {
+	cores   map[coreXY]coreCBs
+	busiest coreXY
+	max     uint64 // the busiest core's bytes
+	total   uint64 // summed over cores
+}
+
+// set makes core xy hold r, keeping total (max is recomputed by settle).
+func (cc *chipCores) set(xy coreXY, r coreCBs) {
+	if cc.cores == nil {
+		cc.cores = map[coreXY]coreCBs{}
+	}
+	cc.total -= cc.cores[xy].bytes
+	cc.total += r.bytes
+	cc.cores[xy] = r
+}
+
+// settle finds the busiest core again (the lowest x, then y, among ties).
+func (cc *chipCores) settle() {
+	cc.max, cc.busiest = 0, coreXY{}
+	for xy, r := range cc.cores {
+		if r.bytes > cc.max || r.bytes == cc.max && r.bytes != 0 && (xy.x < cc.busiest.x || xy.x == cc.busiest.x && xy.y < cc.busiest.y) {
+			cc.max, cc.busiest = r.bytes, xy
+		}
+	}
+}
+
+// chipCore names one core of one chip (a trace's per-core CB peak).
+type chipCore struct {
+	chip int32
+	xy   coreXY
 }

@@ -46,7 +46,7 @@ func TestRules(t *testing.T) {
 			eq(t, "peak dram", d.Peaks.DRAMBytes, Peak{4096, tsPeak - 400})
 			eq(t, "peak sysmem", d.Peaks.SystemMemoryBytes, Peak{11, tsPeak})
 			eq(t, "peak live", d.Peaks.LiveBuffers, Peak{5, tsPeak})
-			eq(t, "peak cb", d.Peaks.CBBytes, Peak{})
+			eq(t, "peak cb", d.Peaks.CBRegisteredBytes, Peak{})
 			p := r.proc()
 			eq(t, "leaks", len(p.Leaks), 0)
 			eq(t, "unknown frees", p.UnknownFrees, 0)
@@ -320,7 +320,7 @@ func TestRules(t *testing.T) {
 			eq(t, "chip 5 untouched", r.tot(5), totals{CB: 1000})
 			r.apply(evCBFree(4, 5))
 			eq(t, "chip 5 after", r.tot(5), totals{})
-			eq(t, "peak", r.dev(3).Peaks.CBBytes.Value, 1024)
+			eq(t, "peak", r.dev(3).Peaks.CBRegisteredBytes.Value, 1024)
 		}},
 		{"a program laid out again is not double counted", func(t *testing.T, r *rec) {
 			r.apply(evCBLayout(3, progP, 0), evCB(3, 0, 0x100, 1000), evCB(3, 0, 0x500, 24))
@@ -328,7 +328,7 @@ func TestRules(t *testing.T) {
 			eq(t, "chip 0", r.tot(0), totals{CB: 1024})
 			r.apply(evCBLayout(3, progP, 0), evCB(3, 0, 0x100, 2000))
 			eq(t, "chip 0 relaid", r.tot(0), totals{CB: 2000})
-			eq(t, "peak", r.dev(0).Peaks.CBBytes.Value, 2000)
+			eq(t, "peak", r.dev(0).Peaks.CBRegisteredBytes.Value, 2000)
 			eq(t, "relayouts", r.proc().Stats.CBRelayouts, 1)
 		}},
 		{"CBs of two programs on one chip", func(t *testing.T, r *rec) {
@@ -504,7 +504,7 @@ func TestSummaryJSONContract(t *testing.T) {
 		"l1_clashes")
 	hasKeys(t, "stats", p["stats"].(map[string]any), "l1_clashes", "l1_headroom_warnings")
 	d := p["devices"].([]any)[0].(map[string]any)
-	counters := []string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers"}
+	counters := []string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers", "cb_registered_bytes", "cb_resident_total_bytes"}
 	hasKeys(t, "device", d, append([]string{"device", "closed", "peaks", "l1_headroom", "min_l1_headroom"}, counters...)...)
 	peaks := d["peaks"].(map[string]any)
 	hasKeys(t, "peaks", peaks, counters...)

@@ -942,7 +942,7 @@ func (g *gen) compareTotals(when string) {
 			if w == nil {
 				g.t.Fatalf("%s: pid %d: chip %d not in model", when, p.pid, d.Device)
 			}
-			gotT := [mN]uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers}
+			gotT := [mN]uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBRegisteredBytes, d.LiveBuffers}
 			if gotT != *w {
 				g.t.Fatalf("%s: pid %d chip %d: ledger %v, model %v", when, p.pid, d.Device, gotT, *w)
 			}
@@ -996,7 +996,7 @@ func (g *gen) compareSummary() {
 			got := [mN]mPeak{
 				{d.Peaks.DRAMBytes.Value, d.Peaks.DRAMBytes.TsNs}, {d.Peaks.L1Bytes.Value, d.Peaks.L1Bytes.TsNs},
 				{d.Peaks.L1SmallBytes.Value, d.Peaks.L1SmallBytes.TsNs}, {d.Peaks.TraceBytes.Value, d.Peaks.TraceBytes.TsNs},
-				{d.Peaks.SystemMemoryBytes.Value, d.Peaks.SystemMemoryBytes.TsNs}, {d.Peaks.CBBytes.Value, d.Peaks.CBBytes.TsNs},
+				{d.Peaks.SystemMemoryBytes.Value, d.Peaks.SystemMemoryBytes.TsNs}, {d.Peaks.CBRegisteredBytes.Value, d.Peaks.CBRegisteredBytes.TsNs},
 				{d.Peaks.LiveBuffers.Value, d.Peaks.LiveBuffers.TsNs},
 			}
 			if got != *pk {

@@ -26,9 +26,9 @@ func TestObserverFollowsModel(t *testing.T) {
 		check := func(when string) {
 			for _, p := range g.procs {
 				for chip, w := range p.m.totals() {
-					// model order: DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB, live
+					// model order: DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB (registered: the model dispatches nothing), live
 					want := Totals{CounterDRAM: w[0], CounterL1: w[1], CounterL1Small: w[2], CounterTrace: w[3],
-						CounterSystemMemory: w[4], CounterCB: w[5], CounterLiveBuffers: w[6]}
+						CounterSystemMemory: w[4], CounterCBRegistered: w[5], CounterLiveBuffers: w[6]}
 					if got := seen[chipKey{p.pid, chip}]; got != want {
 						t.Fatalf("seed %d %s: pid %d chip %d: observer saw %v, model %v", seed, when, p.pid, chip, got, want)
 					}

@@ -57,8 +57,8 @@ func TestCBTotalsCannotWrap(t *testing.T) {
 	}
 	p := r.proc()
 	d := r.dev(0)
-	if d.CBBytes+d.L1Bytes != maxHeld {
-		t.Errorf("cb %d + l1 %d, want %d", d.CBBytes, d.L1Bytes, uint64(maxHeld))
+	if d.CBRegisteredBytes+d.L1Bytes != maxHeld {
+		t.Errorf("cb %d + l1 %d, want %d", d.CBRegisteredBytes, d.L1Bytes, uint64(maxHeld))
 	}
 	eq(t, "implausible_total", p.AnomalyCounts["implausible_total"], 6)
 	r.apply(evCBTeardown(1, progP), evCBFree(1, 0), evFree(1, 0xa0, 0))

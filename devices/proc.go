@@ -123,7 +123,11 @@ func (p *proc) apply(e *events.Event) {
 	case events.KindAllocOom:
 		p.allocs.oom(e)
 	case events.KindTrace:
-		p.traces.trace(e)
+		if t := p.traces.trace(e); t != nil && len(t.cbPeak) > 0 {
+			p.l1.applyPeak(t.cbPeak, e)
+		}
+	case events.KindProgramDispatch:
+		p.dispatch(e)
 	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:
@@ -155,6 +159,51 @@ func (p *proc) alloc(e *events.Event) {
 	p.core.charge(idx, e)
 }
 
+// dispatch handles ProgramImpl::generate_dispatch_commands: program
+// e.Object is enqueued on e's device (every enqueue, cache hit or miss).
+// On each chip of the device, every core the program's CBs cover now
+// holds exactly them, unless a trace is captured on the chip: then the
+// capture keeps each core's peak, made resident at its replays
+// (resident.go).
+func (p *proc) dispatch(e *events.Event) {
+	p.stats.ProgramDispatches++
+	var mesh uint32
+	one := [1]int32{e.Chip}
+	chips := one[:]
+	switch e.DeviceKind {
+	case events.DeviceChip:
+	case events.DeviceMesh:
+		// A mesh's chips, or, when the ledger learnt none (no mesh
+		// buffer taught them), those its CBs were laid out on: TT-Metal
+		// lays a mesh workload's CBs out per chip.
+		mesh = p.meshIdx[e.Device]
+		if m := p.meshes[mesh]; mesh != 0 && m != nil && len(m.chips) > 0 {
+			chips = m.chips
+		} else {
+			chips = p.l1.programChips(e.Object)
+		}
+	default:
+		p.anomaly(anUnknownDevice, e, "program %#x dispatched on a %s device %#x", e.Object, e.DeviceKind, e.Device)
+		return
+	}
+	known := len(chips) > 0
+	for _, id := range chips {
+		cores, ok := p.l1.programCores(e.Object, mesh, id)
+		if !ok {
+			known = false
+			continue
+		}
+		if p.traces.capturing(id) {
+			p.traces.noteCBs(id, e.Object, cores)
+			continue
+		}
+		p.l1.setResident(p.chip(id), e.Object, cores, e)
+	}
+	if !known {
+		p.stats.DispatchesUnknown++
+	}
+}
+
 // free hands GraphTracker::track_deallocate to the core; a buffer
 // allocated before tracing began may still be freed in the allocator's
 // view.
@@ -169,6 +218,7 @@ func (p *proc) free(e *events.Event) {
 func (p *proc) closeChip(id int32, e *events.Event) {
 	c := p.core.releaseChip(id, e)
 	p.l1.releaseCBGroups(cbMatch{chip: id}, e)
+	p.l1.clearResidency(c, e)
 	p.allocs.closeAlloc(c)
 	p.core.closedChip(c, e)
 	p.traces.traceClosed(id)

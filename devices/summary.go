@@ -130,10 +130,18 @@ type DeviceSummary struct {
 	L1SmallBytes      uint64 `json:"l1_small_bytes"`
 	TraceBytes        uint64 `json:"trace_bytes"`
 	SystemMemoryBytes uint64 `json:"system_memory_bytes"`
-	CBBytes           uint64 `json:"cb_bytes"`
-	LiveBuffers       uint64 `json:"live_buffers"`
-	Closed            bool   `json:"closed"` // closed and not used since
-	Peaks             Peaks  `json:"peaks"`
+	// CBBytes: the CB bytes resident on the chip's busiest core (the
+	// program last dispatched on each core); CBRegisteredBytes: the
+	// per-core sizes of every program holding CBs, summed;
+	// CBResidentTotalBytes: resident CB bytes summed over the cores.
+	// CBBusiestCore: that core's [x, y], absent while no CB is resident.
+	CBBytes              uint64     `json:"cb_bytes"`
+	LiveBuffers          uint64     `json:"live_buffers"`
+	CBRegisteredBytes    uint64     `json:"cb_registered_bytes"`
+	CBResidentTotalBytes uint64     `json:"cb_resident_total_bytes"`
+	CBBusiestCore        *[2]uint16 `json:"cb_busiest_core,omitempty"`
+	Closed               bool       `json:"closed"` // closed and not used since
+	Peaks                Peaks      `json:"peaks"`
 	// L1Headroom: lowest live L1 address - highest CB region end now;
 	// null while the chip lacks either. MinL1Headroom: its lowest value.
 	L1Headroom    *int64       `json:"l1_headroom"`
@@ -153,13 +161,15 @@ type Peak struct {
 
 // Peaks holds the high-water mark of each DeviceSummary total.
 type Peaks struct {
-	DRAMBytes         Peak `json:"dram_bytes"`
-	L1Bytes           Peak `json:"l1_bytes"`
-	L1SmallBytes      Peak `json:"l1_small_bytes"`
-	TraceBytes        Peak `json:"trace_bytes"`
-	SystemMemoryBytes Peak `json:"system_memory_bytes"`
-	CBBytes           Peak `json:"cb_bytes"`
-	LiveBuffers       Peak `json:"live_buffers"`
+	DRAMBytes            Peak `json:"dram_bytes"`
+	L1Bytes              Peak `json:"l1_bytes"`
+	L1SmallBytes         Peak `json:"l1_small_bytes"`
+	TraceBytes           Peak `json:"trace_bytes"`
+	SystemMemoryBytes    Peak `json:"system_memory_bytes"`
+	CBBytes              Peak `json:"cb_bytes"`
+	LiveBuffers          Peak `json:"live_buffers"`
+	CBRegisteredBytes    Peak `json:"cb_registered_bytes"`
+	CBResidentTotalBytes Peak `json:"cb_resident_total_bytes"`
 }
 
 // Leak is a buffer still counted on a chip when the process exited (or
@@ -347,26 +357,33 @@ func (p *proc) deviceSummaries() []DeviceSummary {
 		c := p.chips[id]
 		pk := func(i Counter) Peak { return Peak{Value: c.peak[i], TsNs: c.peakTs[i]} }
 		out = append(out, DeviceSummary{
-			Device:            id,
-			DRAMBytes:         c.cur[CounterDRAM],
-			L1Bytes:           c.cur[CounterL1],
-			L1SmallBytes:      c.cur[CounterL1Small],
-			TraceBytes:        c.cur[CounterTrace],
-			SystemMemoryBytes: c.cur[CounterSystemMemory],
-			CBBytes:           c.cur[CounterCB],
-			LiveBuffers:       c.cur[CounterLiveBuffers],
-			Closed:            c.closed,
+			Device:               id,
+			DRAMBytes:            c.cur[CounterDRAM],
+			L1Bytes:              c.cur[CounterL1],
+			L1SmallBytes:         c.cur[CounterL1Small],
+			TraceBytes:           c.cur[CounterTrace],
+			SystemMemoryBytes:    c.cur[CounterSystemMemory],
+			CBBytes:              c.cur[CounterCB],
+			LiveBuffers:          c.cur[CounterLiveBuffers],
+			CBRegisteredBytes:    c.cur[CounterCBRegistered],
+			CBResidentTotalBytes: c.cur[CounterCBResidentTotal],
+			Closed:               c.closed,
 			Peaks: Peaks{
-				DRAMBytes:         pk(CounterDRAM),
-				L1Bytes:           pk(CounterL1),
-				L1SmallBytes:      pk(CounterL1Small),
-				TraceBytes:        pk(CounterTrace),
-				SystemMemoryBytes: pk(CounterSystemMemory),
-				CBBytes:           pk(CounterCB),
-				LiveBuffers:       pk(CounterLiveBuffers),
+				DRAMBytes:            pk(CounterDRAM),
+				L1Bytes:              pk(CounterL1),
+				L1SmallBytes:         pk(CounterL1Small),
+				TraceBytes:           pk(CounterTrace),
+				SystemMemoryBytes:    pk(CounterSystemMemory),
+				CBBytes:              pk(CounterCB),
+				LiveBuffers:          pk(CounterLiveBuffers),
+				CBRegisteredBytes:    pk(CounterCBRegistered),
+				CBResidentTotalBytes: pk(CounterCBResidentTotal),
 			},
 		})
 		d := &out[len(out)-1]
+		if c.cores.max > 0 {
+			d.CBBusiestCore = &[2]uint16{c.cores.busiest.x, c.cores.busiest.y}
+		}
 		d.ChipIdentity = p.info.Chips.Identity(id)
 		if c.hr.has {
 			v := c.hr.cur

@@ -209,6 +209,10 @@ type traceState struct {
 	bufType   uint8
 	beginSeq  uint64
 	notedNoID bool
+	// cbPeak: per core of its chips, the most CB bytes a program dispatched
+	// while it was captured holds there, made resident at each replay
+	// (resident.go); at most TraceMaxCBCores entries (cb_cores_lost).
+	cbPeak map[chipCore]coreCBs
 }
 
 // What a process's Metal traces may make the ledger hold and write
@@ -228,6 +232,8 @@ const (
 	// they are counted (hazards_suppressed, ...), not written.
 	TraceMaxHazards = 1000
 	TraceMaxRecords = 10000
+	// TraceMaxCBCores bounds the cores of a trace's per-core CB peak.
+	TraceMaxCBCores = 1 << 14
 	// maxTraceGroups bounds the distinct sets of its chips a trace's
 	// captured buffers are on (those past it are not remembered).
 	maxTraceGroups = 64
@@ -266,6 +272,9 @@ type TraceSummary struct {
 	CaptureAllocsSuppressed  uint64 `json:"capture_allocs_suppressed"`
 	TracesDropped            uint64 `json:"traces_dropped"`
 	CapturedLost             uint64 `json:"captured_lost"`
+	// CBCoresLost: cores of a capture's per-core CB peak not remembered
+	// past TraceMaxCBCores (a replay does not make them resident).
+	CBCoresLost uint64 `json:"cb_cores_lost,omitempty"`
 }
 
 // Problems is the number of problems --fail-on-trace-hazard fails for: the
@@ -328,12 +337,13 @@ func devKey(e *events.Event) (mesh bool, dev uint64, ok bool) {
 	return false, 0, false
 }
 
-// trace handles a KindTrace record.
-func (p *traceRules) trace(e *events.Event) {
+// trace handles a KindTrace record. It returns the trace a valid replay
+// runs, nil for anything else.
+func (p *traceRules) trace(e *events.Event) *traceState {
 	mesh, dev, ok := devKey(e)
 	if !ok {
 		p.anomaly(anUnknownDevice, e, "trace %s on a %s device %#x", e.TraceOp, e.DeviceKind, e.Device)
-		return
+		return nil
 	}
 	tp := p.traceProc()
 	switch e.TraceOp {
@@ -342,7 +352,7 @@ func (p *traceRules) trace(e *events.Event) {
 	case events.TraceEnd:
 		p.traceEnd(tp, e, mesh, dev)
 	case events.TraceReplay:
-		p.traceReplay(tp, e, mesh, dev)
+		return p.traceReplay(tp, e, mesh, dev)
 	case events.TraceRelease:
 		tp.sum.Releases++
 		if t := tp.traces[traceKey{mesh, dev, e.TraceID}]; t != nil && e.TraceIDKnown {
@@ -352,12 +362,13 @@ func (p *traceRules) trace(e *events.Event) {
 	default:
 		p.anomaly(anUnknownKind, e, "trace op %d", uint8(e.TraceOp))
 	}
+	return nil
 }
 
 // forget drops what t remembered (a trace released, closed or dropped).
 func (tp *traceProc) forget(t *traceState) {
 	tp.held -= len(t.captured)
-	t.captured, t.hwm, t.groups, t.grpKey, t.index, t.reported = nil, nil, nil, nil, nil, nil
+	t.captured, t.hwm, t.groups, t.grpKey, t.index, t.reported, t.cbPeak = nil, nil, nil, nil, nil, nil, nil
 	t.indexed = false
 }
 
@@ -749,11 +760,11 @@ func (p *traceRules) traceEmit(n *TraceNote, list *[]TraceNote) {
 	}
 }
 
-func (p *traceRules) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev uint64) {
+func (p *traceRules) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev uint64) *traceState {
 	t := tp.traces[traceKey{mesh, dev, e.TraceID}]
 	if t == nil || !e.TraceIDKnown {
 		tp.sum.UnknownReplays++
-		return
+		return nil
 	}
 	if p.traceGone(t) && !t.closed {
 		t.closed = true
@@ -770,20 +781,21 @@ func (p *traceRules) traceReplay(tp *traceProc, e *events.Event, mesh bool, dev 
 	}
 	if reason != "" {
 		if !tp.room(&tp.sum.InvalidReplayCount, &tp.sum.InvalidReplaysSuppressed) {
-			return
+			return nil
 		}
 		n := p.traceNote(NoticeTraceReplayInvalid, e, t)
 		n.Reason = reason
 		p.traceEmit(&n, &tp.sum.InvalidReplays)
-		return
+		return nil
 	}
 	t.replays++
 	tp.sum.Replays++
 	if t.gen == p.bufGen && t.gen != 0 {
-		return // no buffer came or went since the last check: nothing new
+		return t // no buffer came or went since the last check: nothing new
 	}
 	t.gen = p.bufGen
 	p.traceCheck(tp, t, e)
+	return t
 }
 
 // traceCheck checks the live buffers allocated after t's capture at a
@@ -968,4 +980,40 @@ func (p *traceRules) traceSummary() *TraceSummary {
 	s.RegionHazards = append([]TraceNote{}, s.RegionHazards...)
 	s.CaptureAllocs = append([]TraceNote{}, s.CaptureAllocs...)
 	return &s
+}
+
+// capturing says whether a trace is being captured on chip id.
+func (p *traceRules) capturing(id int32) bool {
+	if p.tr == nil {
+		return false
+	}
+	for _, t := range p.tr.open {
+		if slices.Contains(p.traceChips(t), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// noteCBs keeps, in every capture active on chip id, each core's peak of
+// the CBs a program dispatched there holds (cores).
+func (p *traceRules) noteCBs(id int32, prog uint64, cores []coreBytes) {
+	for _, t := range p.tr.open {
+		if !slices.Contains(p.traceChips(t), id) {
+			continue
+		}
+		if t.cbPeak == nil {
+			t.cbPeak = map[chipCore]coreCBs{}
+		}
+		for _, cb := range cores {
+			k := chipCore{id, cb.xy}
+			old, ok := t.cbPeak[k]
+			switch {
+			case !ok && len(t.cbPeak) >= TraceMaxCBCores:
+				p.tr.sum.CBCoresLost++
+			case !ok || cb.bytes > old.bytes:
+				t.cbPeak[k] = coreCBs{prog: prog, bytes: cb.bytes}
+			}
+		}
+	}
 }

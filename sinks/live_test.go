@@ -35,7 +35,11 @@ func TestLiveFrame(t *testing.T) {
 	// A program on chip 3 lays out a CB ending at 0x800, under pid 10's L1
 	// buffer at 0x1000: 2 KiB of headroom.
 	apply(&events.Event{Kind: events.KindCBLayout, Pid: 10, Tid: 10, Object: 0x9000, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3})
-	apply(&events.Event{Kind: events.KindCBAlloc, Pid: 10, Tid: 10, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3, Address: 0x400, Size: 0x400})
+	cb := events.Event{Kind: events.KindCBAlloc, Pid: 10, Tid: 10, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3, Address: 0x400, Size: 0x400}
+	cb.RangesKnown, cb.NumRanges, cb.CoreRanges[0] = true, 1, events.CoreRange{X0: 0, Y0: 0, X1: 1, Y1: 1}
+	apply(&cb)
+	// Dispatched: its CB is resident on four cores, 1 KiB on each.
+	apply(&events.Event{Kind: events.KindProgramDispatch, Pid: 10, Tid: 10, Object: 0x9000, Device: 0x7f03, DeviceKind: events.DeviceChip, Chip: 3})
 	apply(chipEv(events.KindAlloc, 10, 0xe, 3, events.DRAM, 64)) // the layout is complete
 	// 10 and 11 see the host's chips (chip N at 0000:0N:00.0); 12's
 	// chips are not known: its chip 0 is not added to theirs.
@@ -57,7 +61,7 @@ func TestLiveFrame(t *testing.T) {
 				{Pid: 12, Command: "u", Placement: devices.Placement{Host: "n1", Rank: &rank}}}}
 		lines := v.frame(view, width)
 		text := strings.Join(lines, "\n")
-		for _, want := range []string{"9 events", "1 library probed", "3 process(es) (1 waiting for libtt_metal.so)",
+		for _, want := range []string{"10 events", "1 library probed", "3 process(es) (1 waiting for libtt_metal.so)",
 			"pid 10", "chip 0 (pci 0000:00:00.0)  1 buffer(s), peak 2", "chip 3 (pci 0000:03:00.0)  2 buffer(s), peak 2",
 			"pid 12  [host n1, rank 3]  u", "chip 0 (physical chip unknown)  1 buffer(s)",
 			"all processes, per physical chip (current)",

@@ -206,7 +206,9 @@ func (r *reporter) physical(devs []devices.DeviceSummary) {
 	}
 }
 
-var tableHeader = []string{"CHIP", "DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS"}
+// CB is what the busiest core holds resident, CB_REG what the programs
+// holding CBs registered, summed (docs/ndjson.md, cb_bytes).
+var tableHeader = []string{"CHIP", "DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "CB_REG", "BUFFERS"}
 
 func (r *reporter) table(devs []devices.DeviceSummary) {
 	rows := [][]string{tableHeader}
@@ -217,10 +219,10 @@ func (r *reporter) table(devs []devices.DeviceSummary) {
 		}
 		rows = append(rows,
 			[]string{chip, human(d.DRAMBytes), human(d.L1Bytes), human(d.L1SmallBytes), human(d.TraceBytes),
-				human(d.SystemMemoryBytes), human(d.CBBytes), fmt.Sprint(d.LiveBuffers)},
+				human(d.SystemMemoryBytes), human(d.CBBytes), human(d.CBRegisteredBytes), fmt.Sprint(d.LiveBuffers)},
 			[]string{"  peak", human(d.Peaks.DRAMBytes.Value), human(d.Peaks.L1Bytes.Value), human(d.Peaks.L1SmallBytes.Value),
 				human(d.Peaks.TraceBytes.Value), human(d.Peaks.SystemMemoryBytes.Value), human(d.Peaks.CBBytes.Value),
-				fmt.Sprint(d.Peaks.LiveBuffers.Value)})
+				human(d.Peaks.CBRegisteredBytes.Value), fmt.Sprint(d.Peaks.LiveBuffers.Value)})
 	}
 	width := make([]int, len(tableHeader))
 	for _, row := range rows {

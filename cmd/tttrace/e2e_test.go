@@ -79,15 +79,19 @@ type truth struct {
 }
 
 type truthDevice struct {
-	Device            int32             `json:"device"`
-	DRAMBytes         uint64            `json:"dram_bytes"`
-	L1Bytes           uint64            `json:"l1_bytes"`
-	L1SmallBytes      uint64            `json:"l1_small_bytes"`
-	TraceBytes        uint64            `json:"trace_bytes"`
-	SystemMemoryBytes uint64            `json:"system_memory_bytes"`
-	CBBytes           uint64            `json:"cb_bytes"`
-	LiveBuffers       uint64            `json:"live_buffers"`
-	Peaks             map[string]uint64 `json:"peaks"`
+	Device            int32  `json:"device"`
+	DRAMBytes         uint64 `json:"dram_bytes"`
+	L1Bytes           uint64 `json:"l1_bytes"`
+	L1SmallBytes      uint64 `json:"l1_small_bytes"`
+	TraceBytes        uint64 `json:"trace_bytes"`
+	SystemMemoryBytes uint64 `json:"system_memory_bytes"`
+	CBBytes           uint64 `json:"cb_bytes"`
+	LiveBuffers       uint64 `json:"live_buffers"`
+	// cb_bytes: resident on the busiest core; registered: summed over the
+	// programs holding CBs; resident total: summed over the cores.
+	CBRegisteredBytes    uint64            `json:"cb_registered_bytes"`
+	CBResidentTotalBytes uint64            `json:"cb_resident_total_bytes"`
+	Peaks                map[string]uint64 `json:"peaks"`
 }
 
 // total is the current bytes of the truth field named field (dram_bytes, ...).
@@ -105,6 +109,10 @@ func (d *truthDevice) total(field string) uint64 {
 		return d.SystemMemoryBytes
 	case "cb_bytes":
 		return d.CBBytes
+	case "cb_registered_bytes":
+		return d.CBRegisteredBytes
+	case "cb_resident_total_bytes":
+		return d.CBResidentTotalBytes
 	}
 	panic(field)
 }
@@ -425,6 +433,8 @@ func compare(r run, sum *devices.Summary, tr *truth) (diffs []string) {
 			{"system_memory_bytes", g.SystemMemoryBytes, w.SystemMemoryBytes},
 			{"cb_bytes", g.CBBytes, w.CBBytes},
 			{"live_buffers", g.LiveBuffers, w.LiveBuffers},
+			{"cb_registered_bytes", g.CBRegisteredBytes, w.CBRegisteredBytes},
+			{"cb_resident_total_bytes", g.CBResidentTotalBytes, w.CBResidentTotalBytes},
 		}
 		if r.peaks {
 			pk := g.Peaks
@@ -439,6 +449,8 @@ func compare(r run, sum *devices.Summary, tr *truth) (diffs []string) {
 				{"peak system_memory_bytes", pk.SystemMemoryBytes.Value, w.Peaks["system_memory_bytes"]},
 				{"peak cb_bytes", pk.CBBytes.Value, w.Peaks["cb_bytes"]},
 				{"peak live_buffers", pk.LiveBuffers.Value, w.Peaks["live_buffers"]},
+				{"peak cb_registered_bytes", pk.CBRegisteredBytes.Value, w.Peaks["cb_registered_bytes"]},
+				{"peak cb_resident_total_bytes", pk.CBResidentTotalBytes.Value, w.Peaks["cb_resident_total_bytes"]},
 			}...)
 		}
 		for _, pr := range pairs {

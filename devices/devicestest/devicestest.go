@@ -247,3 +247,21 @@ func MeshTrace(tid uint32, op events.TraceOp, mesh uint64, cq uint8, id uint32, 
 	e.TraceOp, e.TraceID, e.TraceIDKnown, e.CQ, e.CQKnown = op, id, idKnown, cq, op != events.TraceRelease
 	return e
 }
+
+// CBOn is CB with its core ranges ([x0, y0, x1, y1] each).
+func CBOn(tid uint32, chip int32, addr, size uint64, ranges ...[4]uint16) events.Event {
+	e := CB(tid, chip, addr, size)
+	e.RangesKnown = true
+	e.NumRanges = uint32(len(ranges))
+	e.RangesTruncated = len(ranges) > events.CoreRangeMax
+	for i, r := range ranges[:min(len(ranges), events.CoreRangeMax)] {
+		e.CoreRanges[i] = events.CoreRange{X0: r[0], Y0: r[1], X1: r[2], Y1: r[3]}
+	}
+	return e
+}
+
+// Dispatch is ProgramImpl::generate_dispatch_commands of program prog on a
+// chip.
+func Dispatch(tid uint32, prog uint64, chip int32) events.Event {
+	return events.Event{Kind: events.KindProgramDispatch, Tid: tid, Object: prog, Device: ChipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip}
+}

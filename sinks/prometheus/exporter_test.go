@@ -110,7 +110,11 @@ func (s *stream) meshAlloc(pid uint32, buf, mesh uint64, t events.BufferType, si
 
 func (s *stream) cb(pid uint32, prog uint64, chip int32, size uint64) {
 	s.send(events.Event{Kind: events.KindCBLayout, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
-	s.send(events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: pid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: 0x1000, Size: size})
+	cb := events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: pid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: 0x1000, Size: size}
+	cb.RangesKnown, cb.NumRanges = true, 1 // one core, (0, 0)
+	s.send(cb)
+	// Dispatched: resident on its core (the series' cb_bytes).
+	s.send(events.Event{Kind: events.KindProgramDispatch, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
 }
 
 // tick hands the exporter a view, as session's tick does.

@@ -57,12 +57,29 @@ namespace tt::tt_metal::replica {
 TT_REPLICA_HIDDEN std::mutex& mem_mutex();
 
 // Fields of a chip's truth; the first five are indexed by BufferType.
-enum Field : int { kDram = 0, kL1 = 1, kSystem = 2, kL1Small = 3, kTrace = 4, kCb = 5, kLive = 6, kNumFields = 7 };
+// kCb: the CB bytes resident on the chip's busiest core (the program last
+// dispatched there, per core); kCbRegistered: the per-core sizes of every
+// program holding CBs, summed; kCbResidentTotal: resident CB bytes summed
+// over the chip's cores.
+enum Field : int {
+    kDram = 0,
+    kL1 = 1,
+    kSystem = 2,
+    kL1Small = 3,
+    kTrace = 4,
+    kCb = 5,
+    kLive = 6,
+    kCbRegistered = 7,
+    kCbResidentTotal = 8,
+    kNumFields = 9
+};
 
 // All of these require mem_mutex() held.
 TT_REPLICA_HIDDEN void touch_chip(int chip);
 // delta may be negative; pre = the amount belongs to something made before the attach point.
 TT_REPLICA_HIDDEN void charge(int chip, int field, int64_t delta, bool pre);
+// set_field sets a field that is a state, not a sum of charges (kCb, kCbResidentTotal).
+TT_REPLICA_HIDDEN void set_field(int chip, int field, int64_t value);
 TT_REPLICA_HIDDEN void chip_closed(int chip);
 TT_REPLICA_HIDDEN void note_unknown_free(uint64_t bytes);
 TT_REPLICA_HIDDEN uint64_t attach_epoch();

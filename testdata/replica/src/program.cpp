@@ -98,12 +98,12 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
             holds_.push_back(Hold{chip, 0, epoch});
             it = std::prev(holds_.end());
         } else {
-            replica::charge(chip->id(), replica::kCb, -static_cast<int64_t>(it->bytes), it->epoch < epoch);
+            replica::charge(chip->id(), replica::kCbRegistered, -static_cast<int64_t>(it->bytes), it->epoch < epoch);
         }
         it->bytes = local_bytes;
         it->epoch = epoch;
         replica::touch_chip(chip->id());
-        replica::charge(chip->id(), replica::kCb, static_cast<int64_t>(local_bytes), false);
+        replica::charge(chip->id(), replica::kCbRegistered, static_cast<int64_t>(local_bytes), false);
     }
     holds_legacy_ = legacy;
     local_circular_buffer_allocation_needed_ = false;
@@ -172,7 +172,7 @@ void ProgramImpl::release_holds_locked(bool track) {
     for (const Hold& h : holds_) {
         if (!h.chip->is_initialized()) continue;  // closed chip: its CBs went with Device::close
         if (track) GraphTracker::instance().track_deallocate_cb(h.chip);
-        replica::charge(h.chip->id(), replica::kCb, -static_cast<int64_t>(h.bytes), h.epoch < epoch);
+        replica::charge(h.chip->id(), replica::kCbRegistered, -static_cast<int64_t>(h.bytes), h.epoch < epoch);
     }
     holds_.clear();
     if (!cbs_.empty()) local_circular_buffer_allocation_needed_ = true;
@@ -256,7 +256,12 @@ uint64_t CbResident::bytes() const {
     return n;
 }
 
-void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r) { residency().chips[chip][{x, y}] = r; }
+void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r) {
+    residency().chips[chip][{x, y}] = r;
+    const DispatchChip s = summary(chip);
+    set_field(chip, kCb, static_cast<int64_t>(s.max_core_bytes));
+    set_field(chip, kCbResidentTotal, static_cast<int64_t>(s.resident_bytes));
+}
 
 void cb_chip_closed(int chip) { residency().chips.erase(chip); }
 

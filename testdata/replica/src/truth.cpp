@@ -62,9 +62,10 @@ Ledger& ledger() {
 std::atomic<uint64_t> g_calls[kNumCalls];
 
 const char* const kFieldNames[kNumFields] = {
-    "dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes", "cb_bytes", "live_buffers"};
+    "dram_bytes", "l1_bytes",     "system_memory_bytes", "l1_small_bytes",         "trace_bytes",
+    "cb_bytes",   "live_buffers", "cb_registered_bytes", "cb_resident_total_bytes"};
 // Output order of the JSON fields.
-const int kOutOrder[kNumFields] = {kDram, kL1, kL1Small, kTrace, kSystem, kCb, kLive};
+const int kOutOrder[kNumFields] = {kDram, kL1, kL1Small, kTrace, kSystem, kCb, kLive, kCbRegistered, kCbResidentTotal};
 
 const char* const kCallNames[kNumCalls] = {
     "buffer_create_view",
@@ -99,6 +100,8 @@ void charge(int chip, int field, int64_t delta, bool pre) {
     t.peak[field] = std::max(t.peak[field], t.cur[field] - t.pre[field]);
     t.wpeak[field] = std::max(t.wpeak[field], t.cur[field] - t.pre[field]);
 }
+
+void set_field(int chip, int field, int64_t value) { charge(chip, field, value - ledger().chips[chip].cur[field], false); }
 
 void chip_closed(int chip) {
     cb_chip_closed(chip);
@@ -254,7 +257,7 @@ extern "C" int tt_replica_write_truth(const char* path) {
         const ChipTruth empty{};
         const ChipTruth& t = it == l.chips.end() ? empty : it->second;
         for (int f = 0; f < kNumFields; ++f) {
-            if (f == kCb) continue;
+            if (f == kCb || f == kCbRegistered || f == kCbResidentTotal) continue;
             if (sums[f] != t.cur[f]) {
                 std::fprintf(stderr, "tt_replica: chip %d %s: allocator holds %" PRId64 ", ledger says %" PRId64 "\n",
                              d->id(), kFieldNames[f], sums[f], t.cur[f]);
