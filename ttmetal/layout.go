@@ -3,8 +3,9 @@ package ttmetal
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/tttrace/tttrace/procfs"
 	"strings"
+
+	"github.com/tttrace/tttrace/procfs"
 )
 
 // Layout gives the byte offsets tttrace reads in TT-Metal objects. Offsets

@@ -3,7 +3,6 @@ package ttmetal
 import (
 	"encoding/json"
 	"errors"
-	"github.com/tttrace/tttrace/elfx"
 	"maps"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tttrace/tttrace/elfx"
 )
 
 // fixtureSrc is a small stand-in for libtt_metal.so: the symbols tttrace

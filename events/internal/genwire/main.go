@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
 	"github.com/tttrace/tttrace/internal/gennames"
 )
 
