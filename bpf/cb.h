@@ -81,7 +81,6 @@ static __always_inline int on_cb_alloc(struct pt_regs *ctx, __u64 crs, __u64 dev
 {
 	__u64 lost_before = 0;
 	struct cb_alloc_record *r;
-	struct event probe;
 	struct site site;
 
 	r = start_record(EV_CB_ALLOC, sizeof(*r), &lost_before);
@@ -92,14 +91,7 @@ static __always_inline int on_cb_alloc(struct pt_regs *ctx, __u64 crs, __u64 dev
 	r->address = address;
 	r->size = size;
 	r->global = global;
-	__builtin_memset(&probe, 0, sizeof(probe));
-	probe.chip = -1;
-	classify_device(&probe, dev, &site);
-	r->device = probe.device;
-	r->device_vptr = probe.device_vptr;
-	r->device_kind = probe.device_kind;
-	r->chip = probe.chip;
-	r->read_error = probe.read_error;
+	classify_record(r, dev, &site);
 	cb_read_ranges(r, crs, site.lib);
 	finish(r);
 	return 0;

@@ -367,6 +367,23 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 	}
 }
 
+/* classify_device for a record other than struct event with device
+ * fields of the same names (device, device_vptr, device_kind, chip,
+ * read_error): sets them, read_error only ever raised. */
+#define classify_record(r, dev, site)                            \
+	do {                                                     \
+		struct event probe_;                             \
+								 \
+		__builtin_memset(&probe_, 0, sizeof(probe_));    \
+		probe_.chip = -1;                                \
+		classify_device(&probe_, (dev), (site));         \
+		(r)->device = probe_.device;                     \
+		(r)->device_vptr = probe_.device_vptr;           \
+		(r)->device_kind = probe_.device_kind;           \
+		(r)->chip = probe_.chip;                         \
+		(r)->read_error |= probe_.read_error;            \
+	} while (0)
+
 /* Read the Buffer's fields out of its span with one user read; 0 when
  * that read failed. */
 static __always_inline int read_span(struct event *e, __u64 base, struct lib_info *l, __u64 *dev)
@@ -934,7 +951,6 @@ static __always_inline int on_trace(struct pt_regs *ctx, enum trace_op op, __u64
 {
 	__u64 lost_before = 0;
 	struct trace_record *r;
-	struct event probe;
 	struct site site;
 
 	r = start_record(EV_TRACE, sizeof(*r), &lost_before);
@@ -952,14 +968,7 @@ static __always_inline int on_trace(struct pt_regs *ctx, enum trace_op op, __u64
 			r->flags &= ~TRACE_ID_KNOWN;
 		}
 	}
-	__builtin_memset(&probe, 0, sizeof(probe));
-	probe.chip = -1;
-	classify_device(&probe, dev, &site);
-	r->device = probe.device;
-	r->device_vptr = probe.device_vptr;
-	r->device_kind = probe.device_kind;
-	r->chip = probe.chip;
-	r->read_error |= probe.read_error;
+	classify_record(r, dev, &site);
 	finish(r);
 	return 0;
 }
