@@ -50,13 +50,20 @@ func TestE2EWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	names := []string{"warmup", "steady"}
+	// Whatever happens, the workload does not wait forever (tttrace killed
+	// leaves it running, untraced).
+	defer func() {
+		for n := range names {
+			_ = os.WriteFile(fmt.Sprintf("%s.%d", winFile, n+1), nil, 0o644)
+		}
+	}()
 
 	type served struct {
 		Pid    uint32         `json:"pid"`
 		Window devices.Window `json:"window"`
 	}
 	var live []served
-	names := []string{"warmup", "steady"}
 	for i, name := range names {
 		n := i + 1
 		re := regexp.MustCompile(fmt.Sprintf(`window %d pid (\d+)`, n))

@@ -28,9 +28,9 @@ type Result struct {
 	// Processes: those that changed, appeared (only in B) or vanished
 	// (only in A), in A's order, then B's new ones.
 	Processes []ProcessDiff `json:"processes"`
-	// Growth: every memory counter (a type's bytes, CB bytes) of a chip of
-	// a process that is higher in B, at the end or at its peak, most
-	// bytes first: what --fail-on-growth judges.
+	// Growth: every memory counter (a type's bytes, the CB bytes of the
+	// busiest core) of a chip of a process that is higher in B, at the end
+	// or at its peak, most bytes first: what --fail-on-growth judges.
 	Growth []Growth `json:"growth"`
 }
 
@@ -142,7 +142,8 @@ type ChipDiff struct {
 }
 
 // CounterDiff is one counter of a chip (dram_bytes, ..., cb_bytes,
-// live_buffers) at the end and at its peak.
+// live_buffers, cb_registered_bytes, cb_resident_total_bytes) at the end
+// and at its peak.
 type CounterDiff struct {
 	Counter string `json:"counter"`
 	End     Num    `json:"end"`
@@ -612,15 +613,15 @@ func compareRecords(a, b map[string]*Record) []RecordDiff {
 	return out
 }
 
-// growth lists d's memory counters (not live_buffers) that are higher in
-// B, at the end or at the peak.
+// growth lists d's gated counters that are higher in B, at the end or at
+// the peak.
 func (d *ProcessDiff) growth() []Growth {
 	var out []Growth
 	for i := range d.Chips {
 		c := &d.Chips[i]
 		for j := range c.Counters {
 			cd := &c.Counters[j]
-			if cd.Counter == counterNames[cLiveBuffers] {
+			if !gated(counterIndex(cd.Counter)) {
 				continue
 			}
 			for _, v := range []struct {
@@ -641,6 +642,15 @@ func (d *ProcessDiff) growth() []Growth {
 		}
 	}
 	return out
+}
+
+func counterIndex(name string) int {
+	for i, n := range counterNames {
+		if n == name {
+			return i
+		}
+	}
+	return nCounters
 }
 
 // Limit is a --fail-on-growth threshold: Bytes, or with IsPct a percentage

@@ -354,3 +354,27 @@ func TestBounds(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// The CB figures are compared; only the CBs resident on the busiest core
+// (cb_bytes) are memory --fail-on-growth judges.
+func TestCBFigures(t *testing.T) {
+	cb := func(pid uint32, resident, registered uint64) *devices.Summary {
+		s := summary(proc{pid: pid, cmd: "w"})
+		d := &s.Processes[0].Devices[0]
+		d.CBBytes, d.CBRegisteredBytes, d.CBResidentTotalBytes = resident, registered, resident*4
+		d.Peaks.CBBytes.Value, d.Peaks.CBRegisteredBytes.Value, d.Peaks.CBResidentTotalBytes.Value = resident, registered, resident*4
+		return s
+	}
+	r := compare(t, cb(1, 4096, 8192), cb(2, 4096, 16384), true)
+	if len(r.Processes) != 1 || len(r.Processes[0].Chips[0].Counters) != 1 || r.Processes[0].Chips[0].Counters[0].Counter != "cb_registered_bytes" || len(r.Growth) != 0 {
+		t.Errorf("registered CBs grew: %+v, growth %+v", r.Processes, r.Growth)
+	}
+	r = compare(t, cb(1, 4096, 8192), cb(2, 6144, 8192), true)
+	var got []string
+	for _, g := range r.Growth {
+		got = append(got, g.Counter+" "+g.At)
+	}
+	if strings.Join(got, ",") != "cb_bytes end,cb_bytes peak" || len(r.Processes[0].Chips[0].Counters) != 2 {
+		t.Errorf("resident CBs grew: growth %v, counters %+v", got, r.Processes[0].Chips[0].Counters)
+	}
+}

@@ -44,18 +44,28 @@ const (
 	cSysMem
 	cCB
 	cLiveBuffers
+	cCBRegistered
+	cCBResidentTotal
 	nCounters
 )
 
-var counterNames = [nCounters]string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers"}
+var counterNames = [nCounters]string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers",
+	"cb_registered_bytes", "cb_resident_total_bytes"}
+
+// gated: the counters --fail-on-growth judges: the memory a chip holds (a
+// type's bytes, the CBs resident on its busiest core), not counts or sums
+// over programs or cores.
+func gated(i int) bool { return i <= cCB }
 
 // counterTypes are the buffer types of the first five counters.
 var counterTypes = [cCB]string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSTEM_MEMORY"}
 
 func counters(d *devices.DeviceSummary) (end, peak, peakTs [nCounters]uint64) {
-	end = [nCounters]uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers}
+	end = [nCounters]uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers,
+		d.CBRegisteredBytes, d.CBResidentTotalBytes}
 	p := &d.Peaks
-	for i, pk := range [nCounters]devices.Peak{p.DRAMBytes, p.L1Bytes, p.L1SmallBytes, p.TraceBytes, p.SystemMemoryBytes, p.CBBytes, p.LiveBuffers} {
+	for i, pk := range [nCounters]devices.Peak{p.DRAMBytes, p.L1Bytes, p.L1SmallBytes, p.TraceBytes, p.SystemMemoryBytes, p.CBBytes, p.LiveBuffers,
+		p.CBRegisteredBytes, p.CBResidentTotalBytes} {
 		peak[i], peakTs[i] = pk.Value, pk.TsNs
 	}
 	return end, peak, peakTs
