@@ -157,6 +157,26 @@ func wantProcess(tr *truth) (cur, peak, live map[string]float64) {
 	return cur, peak, live
 }
 
+// cbMeasures are the CB measures exported beside type="cb" as metrics of
+// their own (tttrace_device_M_bytes, ..._peak_bytes, tttrace_chip_M_bytes),
+// with the truth's fields.
+var cbMeasures = []struct{ metric, field string }{
+	{"cb_registered", "cb_registered_bytes"}, {"cb_resident_total", "cb_resident_total_bytes"},
+}
+
+// wantCB is what the CB measure m of a holding workload must be, per chip
+// ("chip=N"): its truth, current and peak.
+func wantCB(tr *truth, field string) (cur, peak map[string]float64) {
+	cur, peak = map[string]float64{}, map[string]float64{}
+	for i := range tr.Devices {
+		d := &tr.Devices[i]
+		k := fmt.Sprintf("chip=%d", d.Device)
+		cur[k] = float64(d.total(field))
+		peak[k] = float64(d.Peaks[field])
+	}
+	return cur, peak
+}
+
 // leakedBytes sums the leaks of ended's truth per chip and type; every
 // buffer type of every chip seen (in seen's truths) has its series, from 0.
 func leakedBytes(ended *truth, seen ...*truth) map[string]float64 {
@@ -174,9 +194,10 @@ func leakedBytes(ended *truth, seen ...*truth) map[string]float64 {
 	return out
 }
 
-// TestE2EPrometheus: two workloads hold their memory under
-// tttrace -p A -p B --listen; Prometheus scrapes it. Then A ends: its
-// series go, its leaks are counted; then B ends and the endpoint with it.
+// TestE2EPrometheus: three workloads hold their memory under
+// tttrace -p A -p B -p C --listen (C: cb_cache, whose programs' CBs are
+// resident per core); Prometheus scrapes it. Then A ends: its series go,
+// its leaks are counted; then B and C end and the endpoint with it.
 func TestE2EPrometheus(t *testing.T) {
 	bin, replica := setup(t)
 	promBin := requireTool(t, "prometheus", "prometheus")
@@ -194,19 +215,19 @@ func TestE2EPrometheus(t *testing.T) {
 		goF, hld string
 	}
 	var ws []*workload
-	for _, sc := range []string{"mesh", "basic"} {
+	for _, sc := range []string{"mesh", "basic", "cb_cache"} {
 		w := &workload{truth: f(sc + ".truth"), goF: f(sc + ".go"), hld: f(sc + ".hold")}
 		w.cmd, w.out = start(t, filepath.Join(dir, "ttwork"), "--scenario", sc, "--leak", "--truth", w.truth, "--go-file", w.goF, "--hold-file", w.hld)
 		w.pid = strconv.Itoa(w.cmd.Process.Pid)
 		ws = append(ws, w)
 	}
-	a, b := ws[0], ws[1]
+	a, b, c := ws[0], ws[1], ws[2]
 	for _, w := range ws {
 		waitFor(t, func() bool { return strings.Contains(w.out.String(), "ready") }, "workload ready")
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	tt, tout := start(t, bin, "--lib", filepath.Join(dir, "libtt_metal.so"), "--json", "--no-events", "-o", f("out"),
-		"--ready-file", f("ready"), "--listen", metricsAddr, "--host", "node-a", "-p", a.pid, "-p", b.pid)
+		"--ready-file", f("ready"), "--listen", metricsAddr, "--host", "node-a", "-p", a.pid, "-p", b.pid, "-p", c.pid)
 	waitFor(t, func() bool { _, err := os.Stat(f("ready")); return err == nil }, "tttrace ready")
 	for _, w := range ws {
 		touch(t, w.goF)
@@ -214,7 +235,7 @@ func TestE2EPrometheus(t *testing.T) {
 	for _, w := range ws {
 		waitFor(t, func() bool { return strings.Contains(w.out.String(), "holding") }, "workload holding")
 	}
-	ta, tb := readTruth(t, a.truth), readTruth(t, b.truth)
+	ta, tb, tc := readTruth(t, a.truth), readTruth(t, b.truth), readTruth(t, c.truth)
 
 	// Our own Prometheus, scraping tttrace every second.
 	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -251,12 +272,17 @@ func TestE2EPrometheus(t *testing.T) {
 	for _, w := range []struct {
 		w  *workload
 		tr *truth
-	}{{a, ta}, {b, tb}} {
+	}{{a, ta}, {b, tb}, {c, tc}} {
 		cur, peak, live := wantProcess(w.tr)
 		sel := fmt.Sprintf(`{pid=%q}`, w.w.pid)
 		query("pid "+w.w.pid+" bytes", `sum by (chip, type) (tttrace_device_memory_bytes`+sel+`)`, cur)
 		query("pid "+w.w.pid+" peaks", `sum by (chip, type) (tttrace_device_memory_peak_bytes`+sel+`)`, peak)
 		query("pid "+w.w.pid+" live buffers", `sum by (chip) (tttrace_live_buffers`+sel+`)`, live)
+		for _, m := range cbMeasures {
+			cur, peak := wantCB(w.tr, m.field)
+			query("pid "+w.w.pid+" "+m.metric, `sum by (chip) (tttrace_device_`+m.metric+`_bytes`+sel+`)`, cur)
+			query("pid "+w.w.pid+" "+m.metric+" peaks", `sum by (chip) (tttrace_device_`+m.metric+`_peak_bytes`+sel+`)`, peak)
+		}
 		// The command label is the command line tttrace read.
 		got, err := promQuery(base, `count by (command) (tttrace_live_buffers`+sel+`)`)
 		if err != nil {
@@ -279,11 +305,33 @@ func TestE2EPrometheus(t *testing.T) {
 		}
 		return out
 	}
-	query("chip totals", `tttrace_chip_memory_bytes`, chips(ta, tb))
+	query("chip totals", `tttrace_chip_memory_bytes`, chips(ta, tb, tc))
+	cbChips := func(field string, trs ...*truth) map[string]float64 {
+		out := map[string]float64{}
+		for _, tr := range trs {
+			cur, _ := wantCB(tr, field)
+			for k, v := range cur {
+				out[fmt.Sprintf("%s,host=node-a,pid=%d", k, tr.Pid)] = v
+			}
+		}
+		return out
+	}
+	for _, m := range cbMeasures {
+		query("chip "+m.metric, `tttrace_chip_`+m.metric+`_bytes`, cbChips(m.field, ta, tb, tc))
+	}
+	// cb_cache tells the CB measures apart: a program cache registering
+	// more than any core holds.
+	differ := false
+	for _, d := range tc.Devices {
+		differ = differ || d.Peaks["cb_registered_bytes"] > d.Peaks["cb_bytes"]
+	}
+	if !differ {
+		t.Error("cb_cache: no chip registered more CB bytes than its busiest core held: the CB measures are not told apart")
+	}
 	query("alloc events", `tttrace_events_total{kind="alloc"}`,
-		map[string]float64{"kind=alloc": float64(ta.Calls["track_allocate"] + tb.Calls["track_allocate"])})
+		map[string]float64{"kind=alloc": float64(ta.Calls["track_allocate"] + tb.Calls["track_allocate"] + tc.Calls["track_allocate"])})
 	query("lost events", `tttrace_lost_events_total`, map[string]float64{"": 0})
-	query("no leaks yet", `tttrace_leaked_bytes_total`, leakedBytes(&truth{}, ta, tb))
+	query("no leaks yet", `tttrace_leaked_bytes_total`, leakedBytes(&truth{}, ta, tb, tc))
 
 	// The exposition itself passes promtool's lint.
 	resp, err := httpClient.Get("http://" + metricsAddr + "/metrics")
@@ -307,13 +355,18 @@ func TestE2EPrometheus(t *testing.T) {
 		t.Fatalf("workload a: %v\n%s", err, a.out)
 	}
 	query("pid "+a.pid+" series gone", fmt.Sprintf(`{__name__=~"tttrace_.*",pid=%q}`, a.pid), map[string]float64{})
-	query("leaked bytes", `tttrace_leaked_bytes_total`, leakedBytes(ta, ta, tb))
-	query("chip totals after a ended", `tttrace_chip_memory_bytes`, chips(tb))
+	query("leaked bytes", `tttrace_leaked_bytes_total`, leakedBytes(ta, ta, tb, tc))
+	query("chip totals after a ended", `tttrace_chip_memory_bytes`, chips(tb, tc))
+	for _, m := range cbMeasures {
+		query("chip "+m.metric+" after a ended", `tttrace_chip_`+m.metric+`_bytes`, cbChips(m.field, tb, tc))
+	}
 
-	// B ends, tracing ends, and the endpoint with it.
-	touch(t, b.hld)
-	if err := b.cmd.Wait(); err != nil {
-		t.Fatalf("workload b: %v\n%s", err, b.out)
+	// B and C end, tracing ends, and the endpoint with it.
+	for _, w := range []*workload{b, c} {
+		touch(t, w.hld)
+		if err := w.cmd.Wait(); err != nil {
+			t.Fatalf("workload %s: %v\n%s", w.pid, err, w.out)
+		}
 	}
 	if err := tt.Wait(); err != nil {
 		t.Fatalf("tttrace: %v\n%s", err, tout)
@@ -324,7 +377,7 @@ func TestE2EPrometheus(t *testing.T) {
 	}
 	// The report agrees with the truth too (the scrape changed nothing).
 	sum := lastSummary(t, f("out"))
-	for _, tr := range []*truth{ta, tb} {
+	for _, tr := range []*truth{ta, tb, tc} {
 		wantExact(t, "prometheus", true, &devices.Summary{Type: sum.Type, Complete: sum.Complete, Processes: []devices.ProcessSummary{*process(sum, tr.Pid)}}, tr)
 	}
 }

@@ -51,6 +51,20 @@ func values(d *devices.DeviceSummary) (cur, peak [len(memTypes)]uint64) {
 	return cur, peak
 }
 
+// CB measures beside cb_bytes (type="cb", the busiest core's resident
+// CBs), each a metric of its own and not a "type": a CB is counted by
+// each of them, and the types of a chip are summed (sum by (chip) of
+// tttrace_device_memory_bytes), which must not count a CB three times
+// (docs/prometheus.md).
+var cbMeasures = [...]string{"cb_registered", "cb_resident_total"}
+
+// cbValues returns d's current bytes and peaks in cbMeasures order.
+func cbValues(d *devices.DeviceSummary) (cur, peak [len(cbMeasures)]uint64) {
+	cur = [...]uint64{d.CBRegisteredBytes, d.CBResidentTotalBytes}
+	peak = [...]uint64{d.Peaks.CBRegisteredBytes.Value, d.Peaks.CBResidentTotalBytes.Value}
+	return cur, peak
+}
+
 // UnplacedChip is the chip label of leaked bytes of mesh buffers whose
 // mesh's chips were never learned (devices.ProcessSummary.UnplacedLeaks).
 const UnplacedChip = "unknown"
@@ -143,6 +157,9 @@ func (o Options) withDefaults() Options {
 // chosen process labels.
 type descs struct {
 	mem, peak, live, chip, leaked, events, lost *prom.Desc
+	// The CB measures beside type="cb" (cbMeasures): per process, now and
+	// peak, and the host-wide sums.
+	cbMem, cbPeak, cbChip [len(cbMeasures)]*prom.Desc
 	// The allocator's view (docs/prometheus.md).
 	capacity, free, largest, failures *prom.Desc
 }
@@ -152,9 +169,26 @@ func newDescs(procLabels []string) descs {
 	// A host-wide series is one physical chip (chip_uid, pci), or, when
 	// its identity is not known, one process's chip (chip, pid).
 	phys := func(ls ...string) []string { return append([]string{"host", "chip_uid", "pci", "chip", "pid"}, ls...) }
+	cbHelp := [len(cbMeasures)]string{
+		"the per-core sizes of the circular buffers of every program holding CBs, summed (what type=\"cb\" counted before it became the busiest core's resident CBs; TT-NN's program cache makes it exceed L1)",
+		"the circular-buffer bytes resident on the chip's cores (each core: the program last dispatched there), summed over the cores",
+	}
+	var cbMem, cbPeak, cbChip [len(cbMeasures)]*prom.Desc
+	for i, m := range cbMeasures {
+		cbMem[i] = prom.NewDesc("tttrace_device_"+m+"_bytes",
+			"A traced process's chip now: "+cbHelp[i]+".",
+			with("chip", "chip_uid", "pci"), nil)
+		cbPeak[i] = prom.NewDesc("tttrace_device_"+m+"_peak_bytes",
+			"The highest, since tracing began, of "+cbHelp[i]+".",
+			with("chip", "chip_uid", "pci"), nil)
+		cbChip[i] = prom.NewDesc("tttrace_chip_"+m+"_bytes",
+			"All traced processes of this host on a physical chip now (chip_uid; a chip of unknown identity: per process, chip and pid): "+cbHelp[i]+".",
+			phys(), nil)
+	}
 	return descs{
+		cbMem: cbMem, cbPeak: cbPeak, cbChip: cbChip,
 		mem: prom.NewDesc("tttrace_device_memory_bytes",
-			"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb).",
+			"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb: the circular buffers resident on the chip's busiest core).",
 			with("chip", "chip_uid", "pci", "type"), nil),
 		peak: prom.NewDesc("tttrace_device_memory_peak_bytes",
 			"Highest device memory a traced process held on a chip since tracing began, by type.",
@@ -243,7 +277,8 @@ type holder struct {
 // closed with nothing left (Device::close, MeshDevice::close) does not.
 func holds(d *devices.DeviceSummary) bool {
 	cur, _ := values(d)
-	return !d.Closed || d.LiveBuffers != 0 || cur != [len(memTypes)]uint64{}
+	cb, _ := cbValues(d)
+	return !d.Closed || d.LiveBuffers != 0 || cur != [len(memTypes)]uint64{} || cb != [len(cbMeasures)]uint64{}
 }
 
 // keyOf is the chipKey of chip id with identity ci.
@@ -718,6 +753,11 @@ func (e *Exporter) Describe(ch chan<- *prom.Desc) {
 	for _, d := range []*prom.Desc{d.mem, d.peak, d.live, d.chip, d.leaked, d.events, d.lost, d.capacity, d.free, d.largest, d.failures} {
 		ch <- d
 	}
+	for i := range cbMeasures {
+		ch <- d.cbMem[i]
+		ch <- d.cbPeak[i]
+		ch <- d.cbChip[i]
+	}
 }
 
 // Collect builds the metrics from the latest snapshot.
@@ -737,6 +777,7 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 	type chipTotals struct {
 		k   physKey
 		sum [len(memTypes)]uint64
+		cb  [len(cbMeasures)]uint64
 	}
 	var chips []chipTotals // in order of first appearance
 	index := map[physKey]int{}
@@ -763,7 +804,13 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 				gauge(dd.mem, cur[t], labels...)
 				gauge(dd.peak, peak[t], labels...)
 			}
-			gauge(dd.live, d.LiveBuffers, append([]string{chip, pk.uid, d.PCI}, p.labels...)...)
+			chipLabels := append([]string{chip, pk.uid, d.PCI}, p.labels...)
+			gauge(dd.live, d.LiveBuffers, chipLabels...)
+			cbCur, cbPeak := cbValues(d)
+			for t := range cbMeasures {
+				gauge(dd.cbMem[t], cbCur[t], chipLabels...)
+				gauge(dd.cbPeak[t], cbPeak[t], chipLabels...)
+			}
 			for _, t := range devices.AllocatorTypes() {
 				at := d.Allocator.Type(t)
 				if at == nil {
@@ -793,12 +840,18 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 			for t := range memTypes {
 				chips[j].sum[t] = devices.SatAdd(chips[j].sum[t], cur[t])
 			}
+			for t := range cbMeasures {
+				chips[j].cb[t] = devices.SatAdd(chips[j].cb[t], cbCur[t])
+			}
 		}
 	}
 	host := e.opt.Host
 	for _, c := range chips {
 		for t, name := range memTypes {
 			gauge(dd.chip, c.sum[t], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid, name)
+		}
+		for t := range cbMeasures {
+			gauge(dd.cbChip[t], c.cb[t], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid)
 		}
 	}
 	for k, v := range s.leaked {

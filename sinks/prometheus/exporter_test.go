@@ -14,6 +14,7 @@ import (
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -115,6 +116,34 @@ func (s *stream) cb(pid uint32, prog uint64, chip int32, size uint64) {
 	s.send(cb)
 	// Dispatched: resident on its core (the series' cb_bytes).
 	s.send(events.Event{Kind: events.KindProgramDispatch, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
+}
+
+// cbCores lays out program prog on chip with one CB of size bytes at addr
+// on the cores of r, and dispatches it.
+func (s *stream) cbCores(pid uint32, prog uint64, chip int32, addr, size uint64, r events.CoreRange) {
+	s.send(events.Event{Kind: events.KindCBLayout, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
+	cb := events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: pid, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: addr, Size: size}
+	cb.RangesKnown, cb.NumRanges, cb.CoreRanges[0] = true, 1, r
+	s.send(cb)
+	s.send(events.Event{Kind: events.KindProgramDispatch, Pid: pid, Tid: pid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
+}
+
+// lint fails when promtool's lint (promlint, what promtool check metrics
+// runs) finds anything in addr's /metrics.
+func lint(t *testing.T, addr string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	problems, err := promlint.New(resp.Body).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
 }
 
 // tick hands the exporter a view, as session's tick does.
@@ -236,6 +265,21 @@ func (s *stream) want() map[string]float64 {
 				}
 			}
 			w[series("tttrace_live_buffers", "chip", c, "chip_uid", uid, "pci", d.PCI, "pid", p, "command", cmd)] = float64(d.LiveBuffers)
+			for _, v := range []struct {
+				name      string
+				cur, peak uint64
+			}{
+				{"cb_registered", d.CBRegisteredBytes, pk.CBRegisteredBytes.Value},
+				{"cb_resident_total", d.CBResidentTotalBytes, pk.CBResidentTotalBytes.Value},
+			} {
+				w[series("tttrace_device_"+v.name+"_bytes", "chip", c, "chip_uid", uid, "pci", d.PCI, "pid", p, "command", cmd)] = float64(v.cur)
+				w[series("tttrace_device_"+v.name+"_peak_bytes", "chip", c, "chip_uid", uid, "pci", d.PCI, "pid", p, "command", cmd)] = float64(v.peak)
+				if uid != "" {
+					chips[series("tttrace_chip_"+v.name+"_bytes", "chip_uid", uid, "pci", d.PCI)] += float64(v.cur)
+				} else {
+					chips[series("tttrace_chip_"+v.name+"_bytes", "chip", c, "pid", p)] += float64(v.cur)
+				}
+			}
 		}
 	}
 	for k, v := range chips {
@@ -319,6 +363,10 @@ func TestExpositionFollowsLedger(t *testing.T) {
 	s.free(100, 0x1006000, 0)
 	s.meshAlloc(100, 0x1007000, 0x5500a0000000, events.DRAM, 65536, 0, 1)
 	s.cb(100, 0x9000, 1, 16384)
+	// A second program on chip 1, 4 KiB on cores (1,0) and (2,0): the
+	// busiest core (0,0) still holds 16 KiB, the programs registered
+	// 16 + 4 KiB, the cores hold 16 + 2 x 4 KiB.
+	s.cbCores(100, 0x9100, 1, 0x1000, 4096, events.CoreRange{X0: 1, Y0: 0, X1: 2, Y1: 0})
 	s.alloc(200, 0x2001000, 0, events.DRAM, 7<<20)
 	s.alloc(200, 0x2002000, 3, events.L1, 1024)
 	s.send(events.Event{Kind: events.KindAlloc, Pid: 200, Tid: 200, Object: 0x2003000, Device: chipPtr(3), DeviceKind: events.DeviceChip,
@@ -328,12 +376,20 @@ func TestExpositionFollowsLedger(t *testing.T) {
 	s.tick()
 	got := scrape(t, addr)
 	diff(t, "both running", got, s.want())
+	lint(t, addr)
 	// Spot checks against values known independently of the ledger.
 	for k, v := range map[string]float64{
 		series("tttrace_device_memory_bytes", "chip", "0", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"):      1<<20 + 65536,
 		series("tttrace_device_memory_peak_bytes", "chip", "0", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram", "pid", "100", "command", "python3 -m pytest tests/ttnn"): 4 << 20,
 		series("tttrace_device_memory_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "type", "cb", "pid", "100", "command", "python3 -m pytest tests/ttnn"):        16384,
 		series("tttrace_live_buffers", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):                             3,
+		series("tttrace_device_cb_registered_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):               16384 + 4096,
+		series("tttrace_device_cb_registered_peak_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):          16384 + 4096,
+		series("tttrace_device_cb_resident_total_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):           16384 + 2*4096,
+		series("tttrace_device_cb_resident_total_peak_bytes", "chip", "1", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "pid", "100", "command", "python3 -m pytest tests/ttnn"):      16384 + 2*4096,
+		series("tttrace_chip_cb_registered_bytes", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0"):                                                                                       16384 + 4096,
+		series("tttrace_chip_cb_resident_total_bytes", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0"):                                                                                   16384 + 2*4096,
+		series("tttrace_chip_memory_bytes", "chip_uid", "0000:01:00.0", "pci", "0000:01:00.0", "type", "cb"):                                                                                16384,
 		series("tttrace_chip_memory_bytes", "chip_uid", "0000:00:00.0", "pci", "0000:00:00.0", "type", "dram"):                                                                              1<<20 + 65536 + 7<<20,
 		"tttrace_lost_events_total{}": 5,
 	} {
