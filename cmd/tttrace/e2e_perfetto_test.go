@@ -20,6 +20,7 @@ import (
 var truthFields = map[string]string{
 	"DRAM": "dram_bytes", "L1": "l1_bytes", "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes",
 	"SYSTEM_MEMORY": "system_memory_bytes", "CB": "cb_bytes",
+	"CB_REGISTERED": "cb_registered_bytes", "CB_RESIDENT_TOTAL": "cb_resident_total_bytes",
 }
 
 // checkTimeline compares the counter tracks of the traced process with the
@@ -84,18 +85,36 @@ func countNamed(tl *perfettotest.Trace, prefix string) int {
 }
 
 // -- CMD with --json: the mesh scenario (a mesh buffer charges every chip
-// of its mesh), leaving memory allocated so final totals are not all zero.
+// of its mesh), leaving memory allocated so final totals are not all zero;
+// cb_cache (a program cache registering more CBs than any core holds):
+// the CB, CB_REGISTERED and CB_RESIDENT_TOTAL tracks each end at and peak
+// at the truth's.
 func TestE2EPerfettoCmd(t *testing.T) {
-	pf := filepath.Join(t.TempDir(), "trace.pftrace")
-	r := run{variant: "gcc-O2", mode: "cmd", scenario: "mesh", args: []string{"--leak"}, peaks: true,
-		flags: []string{"--perfetto", pf}}
-	sum, tr := trace(t, r)
-	for _, d := range compare(r, sum, tr) {
-		t.Error(d)
-	}
-	tl := checkTimeline(t, r.name(), pf, tr)
-	if n := countNamed(tl, "exit 0"); n != 1 {
-		t.Errorf("%d exit instants, want 1", n)
+	for _, scenario := range []string{"mesh", "cb_cache"} {
+		t.Run(scenario, func(t *testing.T) {
+			pf := filepath.Join(t.TempDir(), "trace.pftrace")
+			r := run{variant: "gcc-O2", mode: "cmd", scenario: scenario, args: []string{"--leak"}, peaks: true,
+				flags: []string{"--perfetto", pf}}
+			sum, tr := trace(t, r)
+			for _, d := range compare(r, sum, tr) {
+				t.Error(d)
+			}
+			tl := checkTimeline(t, r.name(), pf, tr)
+			if n := countNamed(tl, "exit 0"); n != 1 {
+				t.Errorf("%d exit instants, want 1", n)
+			}
+			if scenario != "cb_cache" {
+				return
+			}
+			apart := false
+			for _, d := range tr.Devices {
+				pk := d.Peaks
+				apart = apart || pk["cb_bytes"] > 0 && pk["cb_registered_bytes"] > pk["cb_bytes"] && pk["cb_resident_total_bytes"] > pk["cb_bytes"]
+			}
+			if !apart {
+				t.Error("cb_cache: no chip whose truth tells the CB measures apart")
+			}
+		})
 	}
 }
 

@@ -5,7 +5,10 @@
 // Per traced process there is a process track; under it a "device memory"
 // track, under that one track per chip ("chip 3") and under each chip one
 // counter track per memory type (DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY,
-// CB) holding the exact bytes the ledger counts, a sample at every change,
+// CB: the CBs resident on the chip's busiest core) holding the exact bytes
+// the ledger counts, then CB_REGISTERED and CB_RESIDENT_TOTAL (the CB
+// bytes summed over the programs holding CBs, and over the cores), a
+// sample at every change,
 // then the allocator's counters of the chip ("chip 3 DRAM free", "chip 3
 // DRAM largest free block", per buffer type in the same order).
 // The intermediate tracks order their children explicitly (chips by id,
@@ -128,7 +131,10 @@ func random64() uint64 {
 	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
-// Memory types: the counter tracks of a chip, in display order.
+// Memory types: the counter tracks of a chip, in display order. CB is the
+// busiest core's resident CBs (cb_bytes); CB_REGISTERED and
+// CB_RESIDENT_TOTAL count the same CBs otherwise (cb_registered_bytes,
+// cb_resident_total_bytes), beside it.
 var memTypes = [...]struct {
 	counter devices.Counter
 	name    string
@@ -139,6 +145,8 @@ var memTypes = [...]struct {
 	{devices.CounterTrace, "TRACE"},
 	{devices.CounterSystemMemory, "SYSTEM_MEMORY"},
 	{devices.CounterCB, "CB"},
+	{devices.CounterCBRegistered, "CB_REGISTERED"},
+	{devices.CounterCBResidentTotal, "CB_RESIDENT_TOTAL"},
 }
 
 // allocRank is, by buffer type, the position of its memory type in

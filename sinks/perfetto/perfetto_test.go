@@ -144,9 +144,19 @@ func (s *stream) workload(pid uint32, steps int) {
 			prog++
 			chip := chipIDs[s.rng.IntN(len(chipIDs))]
 			s.emit(events.Event{Kind: events.KindCBLayout, Pid: pid, Tid: tid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
+			// CBs on random core ranges, the program dispatched most of
+			// the time: resident per core (CB, CB_RESIDENT_TOTAL), not
+			// only registered (CB_REGISTERED).
 			for k := 0; k < 1+s.rng.IntN(3); k++ {
-				s.emit(events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
-					Chip: chip, Address: 0x1000 * uint64(k+1), Size: uint64(1 + s.rng.IntN(1<<14))})
+				cb := events.Event{Kind: events.KindCBAlloc, Pid: pid, Tid: tid, Device: chipPtr(chip), DeviceKind: events.DeviceChip,
+					Chip: chip, Address: 0x1000 * uint64(k+1), Size: uint64(1 + s.rng.IntN(1<<14))}
+				x, y := uint16(s.rng.IntN(4)), uint16(s.rng.IntN(4))
+				cb.RangesKnown, cb.NumRanges = true, 1
+				cb.CoreRanges[0] = events.CoreRange{X0: x, Y0: y, X1: x + uint16(s.rng.IntN(3)), Y1: y + uint16(s.rng.IntN(3))}
+				s.emit(cb)
+			}
+			if s.rng.IntN(3) != 0 {
+				s.emit(events.Event{Kind: events.KindProgramDispatch, Pid: pid, Tid: tid, Object: prog, Device: chipPtr(chip), DeviceKind: events.DeviceChip, Chip: chip})
 			}
 			if s.rng.IntN(2) == 0 {
 				s.emit(events.Event{Kind: events.KindProgramDestroy, Pid: pid, Tid: tid, Object: prog, Chip: -1})
@@ -217,13 +227,16 @@ func typeFields(d *devices.DeviceSummary) map[string][2]uint64 {
 		"TRACE":         {d.TraceBytes, p.TraceBytes.Value},
 		"SYSTEM_MEMORY": {d.SystemMemoryBytes, p.SystemMemoryBytes.Value},
 		"CB":            {d.CBBytes, p.CBBytes.Value},
+		// The CB measures beside CB.
+		"CB_REGISTERED":     {d.CBRegisteredBytes, p.CBRegisteredBytes.Value},
+		"CB_RESIDENT_TOTAL": {d.CBResidentTotalBytes, p.CBResidentTotalBytes.Value},
 	}
 }
 
 func checkAgainstSummary(t *testing.T, tr *perfettotest.Trace, sum *devices.Summary) {
 	t.Helper()
 	inc := map[uint32]int{}
-	checked := 0
+	checked, cbApart := 0, 0
 	for i := range sum.Processes {
 		sp := &sum.Processes[i]
 		n := inc[sp.Pid]
@@ -244,6 +257,9 @@ func checkAgainstSummary(t *testing.T, tr *perfettotest.Trace, sum *devices.Summ
 		seen := map[perfettotest.ChipType]bool{}
 		for j := range sp.Devices {
 			d := &sp.Devices[j]
+			if pk := &d.Peaks; pk.CBBytes.Value > 0 && pk.CBBytes.Value < pk.CBResidentTotalBytes.Value && pk.CBResidentTotalBytes.Value != pk.CBRegisteredBytes.Value {
+				cbApart++
+			}
 			for typ, want := range typeFields(d) {
 				k := perfettotest.ChipType{Chip: d.Device, Type: typ}
 				seen[k] = true
@@ -287,6 +303,9 @@ func checkAgainstSummary(t *testing.T, tr *perfettotest.Trace, sum *devices.Summ
 	}
 	if checked < 20 {
 		t.Fatalf("only %d counter tracks checked: the workload is too small", checked)
+	}
+	if cbApart == 0 {
+		t.Fatal("no chip whose CB peaks differ (CB below CB_RESIDENT_TOTAL, which is not CB_REGISTERED): the CB measures are not told apart")
 	}
 	if n := countInstants(tr, nil, "exit 3"); n != 1 {
 		t.Errorf("%d exit instants, want 1", n)
