@@ -95,6 +95,18 @@ type bufTable struct {
 	// growth's copies, when a million buffers were freed).
 	freeHead uint32
 	live     int
+	// miss: the live slots whose buffer's site is missing or incomplete,
+	// and why (events.SiteMissing); kept beside the slots, which have no
+	// byte to spare, and rare.
+	miss map[uint32]uint8
+}
+
+// setMiss says why the site of the buffer in slot idx is missing.
+func (t *bufTable) setMiss(idx uint32, why uint8) {
+	if t.miss == nil {
+		t.miss = map[uint32]uint8{}
+	}
+	t.miss[idx] = why
 }
 
 func newBufTable() bufTable {
@@ -154,6 +166,7 @@ func (t *bufTable) remove(idx uint32, state uint32) {
 		t.ended[b.key] = state
 	}
 	*b = bufEntry{hpos: t.freeHead}
+	delete(t.miss, idx)
 	t.freeHead = idx + 1
 	t.live--
 }

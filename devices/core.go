@@ -48,6 +48,9 @@ type core struct {
 	unknownFreeBytes uint64
 	doubleFrees      uint64
 	lostStacks       uint64 // allocs whose stack was lost (ring full)
+	// sitesMissing: allocs without a complete site, by reason
+	// (events.SiteMissing; [0] unused).
+	sitesMissing [events.NumSiteMissing]uint64
 
 	stats     Stats
 	anomalies anomalyLog
@@ -392,6 +395,9 @@ func (p *core) record(e *events.Event) (idx uint32, ok bool) {
 	if e.Stack == events.StackLost {
 		p.lostStacks++
 	}
+	if m := siteMissingOf(e); m != events.SiteComplete {
+		p.sitesMissing[m]++
+	}
 	if e.DeviceKind == events.DeviceMesh {
 		// The per-chip views of this mesh buffer follow on this thread,
 		// whether or not the buffer itself counts: they teach the mesh's chips.
@@ -459,6 +465,9 @@ func (p *core) record(e *events.Event) (idx uint32, ok bool) {
 		site:  e.Site,
 		btype: uint8(e.BufferType),
 		live:  true,
+	}
+	if m := siteMissingOf(e); m != events.SiteComplete {
+		p.bufs.setMiss(idx, uint8(m))
 	}
 	return idx, true
 }
@@ -606,4 +615,29 @@ func (p *core) releaseMesh(idx uint32, e *events.Event) {
 func (p *core) forgetMesh(ptr uint64, idx uint32) {
 	delete(p.meshIdx, ptr)
 	p.meshes[idx] = nil
+}
+
+// siteMissingOf is why e, an alloc, has no complete site: its own
+// SiteMissing, or stack_lost for a replayed line written before
+// site_missing existed.
+func siteMissingOf(e *events.Event) events.SiteMissing {
+	if e.SiteMissing == events.SiteComplete && e.Stack == events.StackLost {
+		return events.MissingStackLost
+	}
+	return e.SiteMissing
+}
+
+// sitesMissingByName is sitesMissing by reason name, nil when empty.
+func (p *core) sitesMissingByName() map[string]uint64 {
+	var m map[string]uint64
+	for r, n := range p.sitesMissing {
+		if n == 0 {
+			continue
+		}
+		if m == nil {
+			m = map[string]uint64{}
+		}
+		m[events.SiteMissing(r).String()] = n
+	}
+	return m
 }

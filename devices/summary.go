@@ -75,6 +75,10 @@ type ProcessSummary struct {
 	// LostStacks: allocations whose stack could not be captured or
 	// delivered (their buffers have no site).
 	LostStacks uint64 `json:"lost_stacks"`
+	// SitesMissing: allocations without a complete site (none, or one
+	// lacking its modules or Python frames), by reason (the alloc's
+	// site_missing); absent when there are none.
+	SitesMissing map[string]uint64 `json:"sites_missing,omitempty"`
 	// LoaderCallsDropped: this process's calls of ld.so's _dl_debug_state
 	// over its budget (dlopen/dlclose faster than tttrace needs to look),
 	// not recorded; its maps were read again instead (filled by the
@@ -187,8 +191,12 @@ type Leak struct {
 	// Site is where it was allocated (in Sites); absent when unknown
 	// (stacks off, or its stack lost).
 	Site uint32 `json:"site,omitempty"`
-	Seq  uint64 `json:"seq"` // of the alloc event
-	TsNs uint64 `json:"ts_ns"`
+	// SiteMissing: why its site is missing, or lacks its modules or
+	// Python frames (events.SiteMissing's names); absent when complete
+	// or stacks are off.
+	SiteMissing string `json:"site_missing,omitempty"`
+	Seq         uint64 `json:"seq"` // of the alloc event
+	TsNs        uint64 `json:"ts_ns"`
 	// MarkedDeallocated: Buffer::mark_as_deallocated was called, but the
 	// chip was never closed, so its memory is still held.
 	MarkedDeallocated bool `json:"marked_deallocated"`
@@ -223,17 +231,18 @@ func (ll *leakList) leak(r leakRef) Leak { return ll.p.leakOf(r.slot, r.dev) }
 func (p *proc) leakOf(slot uint32, dev int32) Leak {
 	b := p.bufs.slots.at(slot)
 	lk := Leak{
-		Device:   dev,
-		Type:     events.BufferType(b.btype).String(),
-		Address:  b.addr,
-		Size:     b.size,
-		PageSize: b.page,
-		Buffer:   fmt.Sprintf("%#x", b.key),
-		Tid:      b.tid,
-		Site:     b.site,
-		Seq:      b.seq,
-		TsNs:     b.ts,
-		btype:    events.BufferType(b.btype),
+		Device:      dev,
+		Type:        events.BufferType(b.btype).String(),
+		Address:     b.addr,
+		Size:        b.size,
+		PageSize:    b.page,
+		Buffer:      fmt.Sprintf("%#x", b.key),
+		Tid:         b.tid,
+		Site:        b.site,
+		Seq:         b.seq,
+		SiteMissing: events.SiteMissing(p.bufs.miss[slot]).String(),
+		TsNs:        b.ts,
+		btype:       events.BufferType(b.btype),
 
 		MarkedDeallocated: b.marked,
 	}
@@ -416,6 +425,7 @@ func (p *proc) summary() ProcessSummary {
 		Sites:            []Site{},
 		LeakSites:        []LeakSite{},
 		LostStacks:       p.lostStacks,
+		SitesMissing:     p.sitesMissingByName(),
 		UnknownFrees:     p.unknownFrees,
 		UnknownFreeBytes: p.unknownFreeBytes,
 		DoubleFrees:      p.doubleFrees,

@@ -123,6 +123,10 @@ type Event struct {
 	// process's stack table (package stacks), given by the runtime once
 	// the stack record is read; 0: none.
 	Site uint32
+	// SiteMissing says why an alloc whose stack was to be captured has no
+	// site, or a site without its modules or Python frames; 0: nothing
+	// missing.
+	SiteMissing SiteMissing
 
 	// ExitCode / ExitSignal describe how a process ended (KindExit);
 	// -1 / 0 when tttrace could not learn it.

@@ -43,6 +43,12 @@ func AppendJSON(buf []byte, e *Event) []byte {
 			// The summary's lost_stacks counts these (a replay needs it).
 			buf = append(buf, `,"stack_lost":true`...)
 		}
+		if e.SiteMissing != SiteComplete {
+			// The summary's sites_missing counts these by reason.
+			buf = append(buf, `,"site_missing":"`...)
+			buf = append(buf, e.SiteMissing.String()...)
+			buf = append(buf, '"')
+		}
 	case KindView:
 		buf = appendDevice(buf, e)
 		buf = appendBufferFields(buf, e)

@@ -62,6 +62,13 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 		if j.StackLost {
 			e.Stack = StackLost
 		}
+		if j.SiteMissing != "" {
+			m, ok := ParseSiteMissing(j.SiteMissing)
+			if !ok && err == nil {
+				err = fmt.Errorf("%s: site_missing %q", j.Type, j.SiteMissing)
+			}
+			e.SiteMissing = m
+		}
 	case KindView:
 		err = errors.Join(j.device(e), j.bufferFields(e))
 	case KindCBAlloc:
@@ -181,7 +188,9 @@ type jsonEvent struct {
 	OwnsData   bool   `json:"owns_data"`
 	Site       uint32 `json:"site"`
 	StackLost  bool   `json:"stack_lost"`
-	Global     bool   `json:"global"`
+	// SiteMissing: why an alloc has no complete site (SiteMissing.String).
+	SiteMissing string `json:"site_missing"`
+	Global      bool   `json:"global"`
 
 	CoreRanges      *[][]uint16 `json:"core_ranges"`
 	CoreRangesTotal *uint32     `json:"core_ranges_total"`

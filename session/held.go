@@ -104,6 +104,7 @@ func (q *heldRecords) releaseAll() {
 	for i := range q.held {
 		if h := &q.held[i]; waitsForStack(h) {
 			h.Stack = events.StackNone
+			h.SiteMissing = events.MissingStackNotDelivered
 		}
 	}
 	q.waiting = 0

@@ -108,3 +108,19 @@ func TestHeldRecordsBound(t *testing.T) {
 		t.Fatalf("released %d (first %v), %d held, %d waiting", len(r.out), r.out[:min(len(r.out), 2)], len(r.held), r.waiting)
 	}
 }
+
+// A held alloc whose stack never comes is given up when tracing ends, and
+// says so (site_missing).
+func TestHeldGivenUp(t *testing.T) {
+	var out []events.Event
+	q := newHeldRecords(func(e *events.Event) { out = append(out, *e) })
+	a := events.Event{Kind: events.KindAlloc, Seq: 1, Pid: 7, Stack: events.StackFollows}
+	f := events.Event{Kind: events.KindFree, Seq: 2, Pid: 7}
+	if !q.hold(&a) || !q.hold(&f) {
+		t.Fatal("not held")
+	}
+	q.releaseAll()
+	if len(out) != 2 || out[0].SiteMissing != events.MissingStackNotDelivered || out[1].SiteMissing != events.SiteComplete {
+		t.Errorf("released %+v", out)
+	}
+}

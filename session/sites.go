@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/stacks"
@@ -30,12 +34,23 @@ import (
 // (interned here, raw: symbolized only when described).
 type procStacks struct {
 	mods *stacks.Modules // its executable mappings; nil: take a snapshot first
+	// modsMiss: why its maps could not be read at the last try (a site
+	// without modules says so); 0: they were.
+	modsMiss events.SiteMissing
+	// inherited: mods are its parent's at its fork (the same mappings
+	// until it maps or execs something); dropped if they cannot be read
+	// again after a link-map change (it may have exec'ed).
+	inherited bool
+	// throughPy memoizes whether a native stack runs through a CPython
+	// interpreter (then its site must have Python frames).
+	throughPy map[stacks.StackID]bool
 	// retried: a truncated stack made us retake mods since the last snapshot
 	retried bool
 	tab     *stacks.Table
 	sent    []bool // sent[id]: the site was described to the site sinks
 
 	py     *pyframes.Process // its interpreter, nil when none (or unsupported)
+	pyAt   uint64            // monotonic ns when py was registered in BPF
 	pyInfo *devices.PythonInfo
 	// pyWait: its interpreter's file is being read in the background
 	// (pyframes.Prefetch); pythonOf is called again when it is read.
@@ -161,12 +176,48 @@ func (a *allocSites) snapshotMaps(pid uint32) {
 	}
 	ps := a.procStacksOf(pid)
 	mods, err := a.cache.Snapshot(int(pid))
+	if err == nil && mods.Len() == 0 {
+		// A process that ended and is not reaped yet lists no maps: the
+		// snapshot taken before stays the best one.
+		err = errProcessEnded
+	}
 	if err == nil {
 		ps.mods = mods
+		ps.modsMiss = events.SiteComplete
+		ps.inherited = false
 		ps.retried = false
 		// A pc may name other code now (a library unmapped, another
 		// mapped at its place): the kernel's known stacks of pid go.
 		a.forgetKnown(pid, ps)
+		return
+	}
+	ps.modsMiss = events.MissingMapsUnreadable
+	if errors.Is(err, errProcessEnded) || errors.Is(err, procfs.ErrNoProcess) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		ps.modsMiss = events.MissingProcessEnded
+	}
+	if ps.inherited {
+		// Its parent's mappings, and it may have exec'ed since.
+		ps.mods, ps.inherited = nil, false
+	}
+}
+
+// errProcessEnded: a process's maps list nothing (it ended).
+var errProcessEnded = errors.New("the process has ended")
+
+// inherit gives child, just forked, its parent's module snapshot: the
+// same mappings until its next link-map change, so the stacks of a child
+// that allocates and ends before its maps are read are still placed.
+func (a *allocSites) inherit(child, parent uint32) {
+	if !a.on {
+		return
+	}
+	pp := a.procs[parent]
+	if pp == nil || pp.mods == nil {
+		return
+	}
+	ps := a.procStacksOf(child)
+	if ps.mods == nil {
+		ps.mods, ps.inherited = pp.mods, true
 	}
 }
 
@@ -261,6 +312,7 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	a.watchCode(pid, p)
 	ps.pyInfo.Supported = true
 	ps.py = p
+	ps.pyAt = monotonicNow()
 	fmt.Fprintf(a.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
 }
 
@@ -468,8 +520,10 @@ func (a *allocSites) onToken(ev *events.Event) {
 	a.known++
 	if id, ok := ps.tokens[ev.StackToken]; ok {
 		ev.Site = ps.site(id, 0)
+		ev.SiteMissing = ps.pythonMissing(id, 0, ev.TsNs)
 	} else {
 		a.staleKnown++ // of an earlier process with this pid: no site
+		ev.SiteMissing = events.MissingStaleToken
 	}
 	ev.Stack = events.StackNone // resolved
 }
@@ -488,10 +542,12 @@ func (a *allocSites) onStack(raw []byte) {
 	}
 	a.reborn(rec.Pid)
 	ps := a.procStacksOf(rec.Pid)
-	if ps.mods == nil || !inModule(ps.mods, rec.IP) {
+	if ps.mods == nil || ps.inherited || !inModule(ps.mods, rec.IP) {
 		// First stack of the process, or a library mapped without a
-		// link-map record (no loader probe): look at the maps now.
-		a.snapshotSoon(rec.Pid)
+		// link-map record (no loader probe): look at the maps now. A
+		// child's maps inherited at its fork are used only when its own
+		// cannot be read any more (it ended).
+		a.retake(rec.Pid, ps)
 	}
 	py := a.held.takePython(rec.Seq)
 	if rec.Flags&events.StackKnown != 0 {
@@ -499,6 +555,7 @@ func (a *allocSites) onStack(raw []byte) {
 		a.known++
 		if known, ok := ps.tokens[rec.Token]; ok {
 			ev.Site = ps.site(known, py)
+			ev.SiteMissing = ps.pythonMissing(known, py, ev.TsNs)
 			if len(rec.Data) > 0 && ps.mods != nil {
 				a.checked++
 				regs := stacks.Regs{IP: rec.IP, SP: rec.SP, BP: rec.BP}
@@ -509,6 +566,7 @@ func (a *allocSites) onStack(raw []byte) {
 			}
 		} else {
 			a.staleKnown++ // of an earlier process with this pid: no site
+			ev.SiteMissing = events.MissingStaleToken
 		}
 	} else if ps.mods != nil {
 		a.copied++
@@ -520,7 +578,7 @@ func (a *allocSites) onStack(raw []byte) {
 			// The maps may be stale (a snapshot taken while ld.so was
 			// still mapping, or before an exec): look again, once per
 			// snapshot.
-			a.snapshotSoon(rec.Pid)
+			a.retake(rec.Pid, ps)
 			ps.retried = true
 			id, _, a.steps, fixed = ps.tab.AddSteps(ps.mods, regs, rec.Data, a.steps)
 		}
@@ -528,8 +586,91 @@ func (a *allocSites) onStack(raw []byte) {
 			a.learnStack(rec.Pid, ps, id, rec.IP)
 		}
 		ev.Site = ps.site(id, py)
+		ev.SiteMissing = ps.pythonMissing(id, py, ev.TsNs)
+		if !inModule(ps.mods, rec.IP) {
+			ev.SiteMissing = events.MissingPCNotInMaps
+		}
+	} else {
+		// Its maps were never read: its process ended first (or they
+		// cannot be read). The stack cannot be placed in modules.
+		ev.SiteMissing = ps.modsMiss
+		if ev.SiteMissing == events.SiteComplete {
+			ev.SiteMissing = events.MissingMapsUnreadable
+		}
 	}
 	a.held.resolved(ev)
+}
+
+// pythonMissing is why the site of native stack id with Python stack py
+// (0: none) lacks its Python frames: its native stack runs through a
+// CPython interpreter, so the thread ran Python code, yet no frames came
+// with it. ts is the alloc's time. SiteComplete when nothing is missing.
+func (ps *procStacks) pythonMissing(id stacks.StackID, py uint32, ts uint64) events.SiteMissing {
+	if py != 0 && int(py) <= len(ps.pyRaw) && len(ps.pyRaw[py-1].Frames) > 0 {
+		return events.SiteComplete
+	}
+	if !ps.throughPython(id) {
+		return events.SiteComplete
+	}
+	switch {
+	case py != 0 || (ps.py != nil && ps.pyAt != 0 && ts >= ps.pyAt):
+		return events.MissingPythonStack
+	case ps.pyInfo != nil && ps.pyInfo.Error != "":
+		return events.MissingPythonUnsupported
+	default:
+		return events.MissingPythonNotRegistered
+	}
+}
+
+// throughPython says whether native stack id has a frame in a CPython
+// interpreter (libpython, or a python executable).
+func (ps *procStacks) throughPython(id stacks.StackID) bool {
+	if v, ok := ps.throughPy[id]; ok {
+		return v
+	}
+	st, _ := ps.tab.Stack(id)
+	v := false
+	for _, l := range st.Locs {
+		if l.File != nil && isPythonFile(l.File.Path) {
+			v = true
+			break
+		}
+	}
+	if ps.throughPy == nil {
+		ps.throughPy = map[stacks.StackID]bool{}
+	}
+	ps.throughPy[id] = v
+	return v
+}
+
+// isPythonFile: path is a CPython interpreter's file (libpython3.x.so,
+// python3, python3.11, ...), whose frames run Python code.
+func isPythonFile(path string) bool {
+	b := filepath.Base(path)
+	if strings.HasPrefix(b, "libpython") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(b, "python")
+	if !ok {
+		return false
+	}
+	for _, c := range rest {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// retake reads pid's maps again for a stack of it (snapshotSoon); a
+// child's maps inherited at its fork stay when its own cannot be read (it
+// ended), unless a link-map change dropped them (snapshotMaps).
+func (a *allocSites) retake(pid uint32, ps *procStacks) {
+	inherited, parents := ps.inherited, ps.mods
+	a.snapshotSoon(pid)
+	if inherited && ps.mods == nil {
+		ps.mods, ps.inherited = parents, true
+	}
 }
 
 func inModule(m *stacks.Modules, pc uint64) bool {
@@ -541,8 +682,11 @@ func inModule(m *stacks.Modules, pc uint64) bool {
 // it reports false when ev can be handled now. An alloc that names its
 // known stack by its token gets its site first.
 func (a *allocSites) hold(ev *events.Event) bool {
-	if ev.Stack == events.StackToken {
+	switch {
+	case ev.Stack == events.StackToken:
 		a.onToken(ev)
+	case ev.Stack == events.StackLost && ev.Kind == events.KindAlloc && a.on:
+		ev.SiteMissing = events.MissingStackLost
 	}
 	return a.held.hold(ev)
 }

@@ -364,6 +364,9 @@ func (r *reporter) leakSites(p *devices.ProcessSummary) {
 	if p.LostStacks > 0 {
 		r.printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
 	}
+	if len(p.SitesMissing) > 0 {
+		r.printf("  %s\n", sitesMissingText(p.SitesMissing))
+	}
 	if len(p.LeakSites) == 0 {
 		return
 	}
@@ -825,6 +828,27 @@ func lostKinds(m map[string]uint64) string {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	return b.String()
+}
+
+// sitesMissingText says how many allocations have no complete site, and
+// why: "N allocation(s) without a site: reason n, ...", reasons by name.
+func sitesMissingText(m map[string]uint64) string {
+	reasons := make([]string, 0, len(m))
+	var n uint64
+	for r, c := range m {
+		reasons = append(reasons, r)
+		n += c
+	}
+	sort.Strings(reasons)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d allocation(s) without a site:", n)
+	for i, r := range reasons {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s %d", r, m[r])
 	}
 	return b.String()
 }

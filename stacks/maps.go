@@ -96,3 +96,12 @@ func (ms *Modules) Lookup(pc uint64) (*File, uint64, bool) {
 	}
 	return m.file, pc - m.bias, true
 }
+
+// Len is the number of modules bound (0 for the maps of a process that
+// has ended but not been reaped: /proc lists none).
+func (ms *Modules) Len() int {
+	if ms == nil {
+		return 0
+	}
+	return len(ms.mods)
+}
