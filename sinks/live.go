@@ -15,7 +15,10 @@ import (
 // terminal, every interval, until a report replaces it: a header (events,
 // losses, libraries probed, processes and how many still wait for the
 // library), then per process and chip one bar per memory type in use,
-// the chip's L1 headroom while it has both L1 buffers and CBs, and its
+// the CB row saying what it counts (the CBs resident on the chip's busiest
+// core, named, and the sum over the programs holding CBs when that
+// differs), the chip's L1 headroom while it has both L1 buffers and CBs,
+// and its
 // allocator per type (used / capacity, percentage, largest free block:
 // the nvidia-smi view), the
 // bar's full length being that type's peak on the chip (TT-Metal's
@@ -122,6 +125,14 @@ func (v *Live) frame(view *View, width int) []string {
 			}
 			lines = append(lines, fmt.Sprintf("  chip %d (%s)  %d buffer(s), peak %d%s", d.Device, Printable(phys), d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
 			for _, t := range liveTypes {
+				if t.c == devices.CounterCB {
+					// Also while no core holds CBs yet but programs
+					// registered some.
+					if peak[t.c] != 0 || d.Peaks.CBRegisteredBytes.Value != 0 {
+						lines = append(lines, bar(t.name, cur[t.c], peak[t.c], width), "             "+cbNote(&d))
+					}
+					continue
+				}
 				if peak[t.c] == 0 {
 					continue
 				}
@@ -188,11 +199,32 @@ func bar(name string, cur, peak uint64, width int) string {
 	if n < 4 {
 		return clip(fmt.Sprintf("    %-8s%s", name, nums), width)
 	}
-	fill := int(cur * uint64(n) / peak)
+	fill := 0
+	if peak > 0 {
+		fill = int(cur * uint64(n) / peak)
+	}
 	if cur > 0 && fill == 0 {
 		fill = 1
 	}
 	return fmt.Sprintf("    %-8s %s%s|%s", name, strings.Repeat("#", fill), strings.Repeat("-", n-fill), nums)
+}
+
+// cbNote, the line under a chip's CB row, says what the row counts: the
+// bytes resident on its busiest core (named; cb_bytes), and, when they
+// differ from them, the per-core sizes of the CBs of every program holding
+// CBs, summed (cb_registered_bytes: TT-NN's program cache can register
+// more than a core's L1).
+func cbNote(d *devices.DeviceSummary) string {
+	note := "resident on the busiest core"
+	if c := d.CBBusiestCore; c != nil {
+		note = fmt.Sprintf("resident on the busiest core (%d,%d)", c[0], c[1])
+	} else if d.CBBytes == 0 {
+		note = "none resident"
+	}
+	if d.CBRegisteredBytes != d.CBBytes {
+		note += "; programs registered " + human(d.CBRegisteredBytes)
+	}
+	return note
 }
 
 // allocatorLines are a chip's allocator as nvidia-smi shows a GPU's

@@ -89,6 +89,11 @@ func TestLiveFrame(t *testing.T) {
 		if strings.Contains(text, "LOST") {
 			t.Error("LOST without a loss")
 		}
+		// pid 10's CB on chip 3: 1 KiB on each of its four cores, the
+		// busiest the lowest (x, y); registered as much: no sum beside it.
+		if !regexp.MustCompile(`    CB\s+#+\|\s+1\.0 KiB\s+peak\s+1\.0 KiB\n {13}resident on the busiest core \(0,0\)\n`).MatchString(text + "\n") {
+			t.Errorf("width %d: no CB row of 1 KiB on core (0,0) alone:\n%s", width, text)
+		}
 		// Drawing: one write per frame, rewriting in place the second time.
 		v.Tick(view)
 		first := out.String()
@@ -98,6 +103,58 @@ func TestLiveFrame(t *testing.T) {
 		if strings.Count(first, "\x1b[K\n") != len(lines) || !strings.HasPrefix(second, "\x1b[") ||
 			!strings.Contains(second, "A\r") || !strings.HasSuffix(second, "\x1b[J") {
 			t.Errorf("frames are not drawn in place: %q then %q", first, second)
+		}
+	}
+}
+
+// The CB row: the bytes resident on the busiest core, named, with the sum
+// over the programs holding CBs beside them when it differs; a chip whose
+// programs registered CBs none dispatched yet has the row, empty.
+func TestLiveCB(t *testing.T) {
+	l := devices.NewLedger(devices.Options{})
+	seq := uint64(0)
+	apply := func(e events.Event) {
+		seq++
+		e.Seq, e.TsNs, e.Pid, e.Tid = seq, seq*100, 10, 10
+		l.Apply(&e)
+	}
+	// program lays out one CB of size bytes at 0x400 on chip's cores r.
+	program := func(prog uint64, chip int32, size uint64, r events.CoreRange) {
+		apply(events.Event{Kind: events.KindCBLayout, Object: prog, Device: 0x7f00 + uint64(chip), DeviceKind: events.DeviceChip, Chip: chip})
+		cb := events.Event{Kind: events.KindCBAlloc, Device: 0x7f00 + uint64(chip), DeviceKind: events.DeviceChip, Chip: chip, Address: 0x400, Size: size}
+		cb.RangesKnown, cb.NumRanges, cb.CoreRanges[0] = true, 1, r
+		apply(cb)
+	}
+	dispatch := func(prog uint64, chip int32) {
+		apply(events.Event{Kind: events.KindProgramDispatch, Object: prog, Device: 0x7f00 + uint64(chip), DeviceKind: events.DeviceChip, Chip: chip})
+	}
+	// Chip 1: A (2 KiB on core (1,1)) dispatched, B (1 KiB on (0,0)-(1,0))
+	// dispatched, C (4 KiB on (0,0)) laid out only: the busiest core is
+	// (1,1) with 2 KiB; the programs registered 7 KiB.
+	program(0xa, 1, 2048, events.CoreRange{X0: 1, Y0: 1, X1: 1, Y1: 1})
+	dispatch(0xa, 1)
+	program(0xb, 1, 1024, events.CoreRange{X0: 0, Y0: 0, X1: 1, Y1: 0})
+	dispatch(0xb, 1)
+	program(0xc, 1, 4096, events.CoreRange{X0: 0, Y0: 0, X1: 0, Y1: 0})
+	// Chip 2: a program laid out, never dispatched.
+	program(0xd, 2, 1024, events.CoreRange{X0: 0, Y0: 0, X1: 0, Y1: 0})
+	apply(*chipEv(events.KindAlloc, 10, 0xe, 2, events.DRAM, 64)) // the layouts are complete
+	view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: "w"}}}
+	for _, width := range []int{80, 120} {
+		lines := NewLive(&bytes.Buffer{}, time.Millisecond, func() int { return width }).frame(view, width)
+		text := strings.Join(lines, "\n")
+		for _, re := range []string{
+			`chip 1 .*\n    CB\s+#+\|\s+2\.0 KiB\s+peak\s+2\.0 KiB\n {13}resident on the busiest core \(1,1\); programs registered 7\.0 KiB\n`,
+			`chip 2 .*\n(.*\n)?    CB\s+-+\|\s+0 B\s+peak\s+0 B\n {13}none resident; programs registered 1\.0 KiB\n`,
+		} {
+			if !regexp.MustCompile(re).MatchString(text + "\n") {
+				t.Errorf("width %d: frame lacks %s:\n%s", width, re, text)
+			}
+		}
+		for _, line := range lines {
+			if n := utf8.RuneCountInString(line); n > width {
+				t.Errorf("width %d: a line of %d columns: %q", width, n, line)
+			}
 		}
 	}
 }

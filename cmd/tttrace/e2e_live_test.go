@@ -32,8 +32,17 @@ func liveBytes(n uint64) string {
 // TestE2ELiveView: tttrace -p in a real terminal (a tmux pane of a known
 // width) while the workload holds its memory: the live view's bars carry,
 // chip by chip and type by type, exactly the replica's truth, and no line
-// is wider than the terminal.
+// is wider than the terminal. Scenarios mesh and cb_cache (programs whose
+// CBs are resident per core): under each CB row, the note names the bytes
+// as the busiest core's and, where they differ, shows what the programs
+// registered, the truth's cb_registered_bytes.
 func TestE2ELiveView(t *testing.T) {
+	for _, scenario := range []string{"mesh", "cb_cache"} {
+		t.Run(scenario, func(t *testing.T) { liveView(t, scenario) })
+	}
+}
+
+func liveView(t *testing.T, scenario string) {
 	bin, replica := setup(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -45,7 +54,7 @@ func TestE2ELiveView(t *testing.T) {
 	tmp := t.TempDir()
 	goFile, holdFile, truthPath := filepath.Join(tmp, "go"), filepath.Join(tmp, "hold"), filepath.Join(tmp, "truth")
 	ready, report := filepath.Join(tmp, "ready"), filepath.Join(tmp, "report")
-	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "mesh", "--leak", "--truth", truthPath,
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", scenario, "--leak", "--truth", truthPath,
 		"--go-file", goFile, "--hold-file", holdFile)
 	defer touch(t, holdFile)
 	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
@@ -67,6 +76,68 @@ func TestE2ELiveView(t *testing.T) {
 			want++
 		}
 	}
+	// Parse "  chip N (...) ..." and its bars "    TYPE  ###|  CUR  peak  PEAK".
+	chipRe := regexp.MustCompile(`^  chip (\d+) \([^)]*\)  (\d+) buffer\(s\)`)
+	barRe := regexp.MustCompile(`^    (\S+)\s+#*-*\|\s+(.+?)\s+peak\s+(.+)$`)
+	// Under a CB row: "resident on the busiest core (X,Y)", or "none
+	// resident", then "; programs registered BYTES" where they differ.
+	noteRe := regexp.MustCompile(`^ {13}(?:none resident|resident on the busiest core \(\d+,\d+\))(?:; programs registered (.+))?$`)
+	// compare lists how screen differs from the truth.
+	compare := func(screen string) (problems []string, checked, registered int) {
+		got := map[string]string{}
+		chip, prev := "", ""
+		for _, line := range strings.Split(screen, "\n") {
+			line = strings.TrimRight(line, " ") // tmux pads what a longer line drew before
+			if m := chipRe.FindStringSubmatch(line); m != nil {
+				chip = m[1]
+				got[chip+"/buffers"] = m[2]
+			} else if m := barRe.FindStringSubmatch(line); m != nil && chip != "" {
+				got[chip+"/"+m[1]] = m[2]
+			} else if m := noteRe.FindStringSubmatch(line); m != nil && chip != "" && prev == "CB" {
+				got[chip+"/CB note"] = "yes"
+				got[chip+"/CB registered"] = m[1]
+			}
+			prev = ""
+			if m := barRe.FindStringSubmatch(line); m != nil {
+				prev = m[1]
+			}
+		}
+		for _, d := range tr.Devices {
+			id := strconv.Itoa(int(d.Device))
+			for name, v := range map[string]uint64{"DRAM": d.DRAMBytes, "L1": d.L1Bytes, "L1_SMALL": d.L1SmallBytes,
+				"TRACE": d.TraceBytes, "SYSMEM": d.SystemMemoryBytes, "CB": d.CBBytes} {
+				g, drawn := got[id+"/"+name]
+				switch {
+				case v > 0 && g != liveBytes(v):
+					problems = append(problems, fmt.Sprintf("chip %s %s: the live view shows %q, the truth is %s", id, name, g, liveBytes(v)))
+				case v == 0 && drawn && g != "0 B":
+					problems = append(problems, fmt.Sprintf("chip %s %s: the live view shows %q, the truth is 0", id, name, g))
+				}
+				if v > 0 {
+					checked++
+				}
+			}
+			if d.Peaks["cb_bytes"] > 0 || d.Peaks["cb_registered_bytes"] > 0 {
+				reg, want := got[id+"/CB registered"], ""
+				if d.CBRegisteredBytes != d.CBBytes {
+					want = liveBytes(d.CBRegisteredBytes)
+					registered++
+				}
+				if got[id+"/CB note"] == "" || reg != want {
+					problems = append(problems, fmt.Sprintf("chip %s: under the CB row, registered %q (note: %q); the truth: %d B resident on the busiest core, %d B registered",
+						id, reg, got[id+"/CB note"], d.CBBytes, d.CBRegisteredBytes))
+				}
+			}
+			if g := got[id+"/buffers"]; d.LiveBuffers > 0 && g != strconv.FormatUint(d.LiveBuffers, 10) {
+				problems = append(problems, fmt.Sprintf("chip %s: %s buffer(s) shown, the truth has %d", id, g, d.LiveBuffers))
+			}
+		}
+		return problems, checked, registered
+	}
+	// Frames drawn before tttrace took the workload's last events differ:
+	// the last frame within 10 s must not.
+	var problems []string
+	var checked, registered int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-t", session).Output()
@@ -74,7 +145,8 @@ func TestE2ELiveView(t *testing.T) {
 			t.Fatal(err)
 		}
 		screen = string(out)
-		if strings.Count(screen, "  chip ") >= want && strings.Contains(screen, "1 library probed") || time.Now().After(deadline) {
+		problems, checked, registered = compare(screen)
+		if len(problems) == 0 && strings.Count(screen, "  chip ") >= want && strings.Contains(screen, "1 library probed") || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -87,41 +159,14 @@ func TestE2ELiveView(t *testing.T) {
 			t.Errorf("a line of %d columns in a %d-column terminal: %q", n, width, line)
 		}
 	}
-	// Parse "  chip N (...) ..." and its bars "    TYPE  ###|  CUR  peak  PEAK".
-	chipRe := regexp.MustCompile(`^  chip (\d+) \([^)]*\)  (\d+) buffer\(s\)`)
-	barRe := regexp.MustCompile(`^    (\S+)\s+#*-*\|\s+(.+?)\s+peak\s+(.+)$`)
-	got := map[string]string{}
-	chip := ""
-	for _, line := range strings.Split(screen, "\n") {
-		if m := chipRe.FindStringSubmatch(line); m != nil {
-			chip = m[1]
-			got[chip+"/buffers"] = m[2]
-		} else if m := barRe.FindStringSubmatch(line); m != nil && chip != "" {
-			got[chip+"/"+m[1]] = m[2]
-		}
-	}
-	checked := 0
-	for _, d := range tr.Devices {
-		id := strconv.Itoa(int(d.Device))
-		for name, v := range map[string]uint64{"DRAM": d.DRAMBytes, "L1": d.L1Bytes, "L1_SMALL": d.L1SmallBytes,
-			"TRACE": d.TraceBytes, "SYSMEM": d.SystemMemoryBytes, "CB": d.CBBytes} {
-			g, drawn := got[id+"/"+name]
-			switch {
-			case v > 0 && g != liveBytes(v):
-				t.Errorf("chip %s %s: the live view shows %q, the truth is %s", id, name, g, liveBytes(v))
-			case v == 0 && drawn && g != "0 B":
-				t.Errorf("chip %s %s: the live view shows %q, the truth is 0", id, name, g)
-			}
-			if v > 0 {
-				checked++
-			}
-		}
-		if g := got[id+"/buffers"]; d.LiveBuffers > 0 && g != strconv.FormatUint(d.LiveBuffers, 10) {
-			t.Errorf("chip %s: %s buffer(s) shown, the truth has %d", id, g, d.LiveBuffers)
-		}
+	for _, p := range problems {
+		t.Error(p)
 	}
 	if checked == 0 {
 		t.Fatalf("nothing compared: the screen was\n%s", screen)
+	}
+	if scenario == "cb_cache" && registered == 0 {
+		t.Errorf("cb_cache: no chip whose programs registered other than its busiest core holds: the CB note not compared")
 	}
 	if t.Failed() {
 		t.Logf("the screen:\n%s", screen)
