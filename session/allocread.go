@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
@@ -16,6 +17,16 @@ import (
 // and each manager the ledger asks for (readAllocators), on the records'
 // goroutine, every process within one budget for its life (memBudget).
 // How a process's memory is read is its MemReader's (memread.go).
+
+// memReads reads the ledger's allocators from traced processes' memory:
+// the session's ledger, log, backend and processes, which it reads and
+// the ledger it fills.
+type memReads struct {
+	ledger *devices.Ledger
+	log    io.Writer
+	be     Backend
+	procs  map[uint32]*procState // the session's (never replaced)
+}
 
 // MemReader is a Backend that can read a traced process's allocators from
 // its memory.
@@ -58,24 +69,24 @@ func (m *memBudget) budget() *ttmetal.AllocBudget {
 
 // overBudget says why reading pid's allocators went over its budget (err
 // wraps procfs.ErrMemBudget), in words for people, and marks it so.
-func (s *session) overBudget(pid uint32, st *procState, err error) string {
+func (mr *memReads) overBudget(pid uint32, st *procState, err error) string {
 	if st.mem.over == "" {
 		st.mem.over = fmt.Sprintf("reading the process's allocators from its memory would take more than tttrace allows one process "+
 			"(%d MiB in %d reads of its memory, %d blocks of free lists, across its chips): not read (%v)",
 			ttmetal.AllocBudgetBytes>>20, ttmetal.AllocBudgetReads, ttmetal.AllocBudgetBlocks, err)
-		fmt.Fprintf(s.log, "tttrace: pid %d: %s\n", pid, st.mem.over)
+		fmt.Fprintf(mr.log, "tttrace: pid %d: %s\n", pid, st.mem.over)
 	}
 	return st.mem.over
 }
 
 // openAllocMem opens pid's memory to read its allocators within its
 // budget, or says why not.
-func (s *session) openAllocMem(pid uint32) (AllocMem, *procState, error) {
-	r, ok := s.be.(MemReader)
+func (mr *memReads) openAllocMem(pid uint32) (AllocMem, *procState, error) {
+	r, ok := mr.be.(MemReader)
 	if !ok {
 		return nil, nil, errors.New("this backend reads no process memory")
 	}
-	st := s.procs[pid]
+	st := mr.procs[pid]
 	if st == nil {
 		return nil, nil, fmt.Errorf("pid %d is not traced", pid)
 	}
@@ -89,11 +100,11 @@ func (s *session) openAllocMem(pid uint32) (AllocMem, *procState, error) {
 // readAllocators reads the bank managers the ledger asks for, at once:
 // the process goes on changing them (the ledger folds in the records
 // around the read by their times).
-func (s *session) readAllocators() {
-	for _, w := range s.ledger.TakeMemWants() {
-		am, st, err := s.openAllocMem(w.Pid)
+func (mr *memReads) readAllocators() {
+	for _, w := range mr.ledger.TakeMemWants() {
+		am, st, err := mr.openAllocMem(w.Pid)
 		if err != nil {
-			s.ledger.InstallMem(w, nil, err)
+			mr.ledger.InstallMem(w, nil, err)
 			continue
 		}
 		from := monotonicNow()
@@ -101,21 +112,21 @@ func (s *session) readAllocators() {
 		to := monotonicNow()
 		am.Close()
 		if errors.Is(err, procfs.ErrMemBudget) {
-			err = errors.New(s.overBudget(w.Pid, st, err))
+			err = errors.New(mr.overBudget(w.Pid, st, err))
 		}
-		s.installMem(w, m, err, from, to)
+		mr.installMem(w, m, err, from, to)
 	}
 }
 
 // installMem hands the ledger bank manager m read between from and to (or
 // why it could not be read).
-func (s *session) installMem(w devices.MemWant, m *ttmetal.MemBankManager, err error, from, to uint64) {
+func (mr *memReads) installMem(w devices.MemWant, m *ttmetal.MemBankManager, err error, from, to uint64) {
 	if err != nil {
-		fmt.Fprintf(s.log, "tttrace: pid %d chip %d %s: allocator not read from memory: %v\n", w.Pid, w.Chip, w.Type, err)
-		s.ledger.InstallMem(w, nil, err)
+		fmt.Fprintf(mr.log, "tttrace: pid %d chip %d %s: allocator not read from memory: %v\n", w.Pid, w.Chip, w.Type, err)
+		mr.ledger.InstallMem(w, nil, err)
 		return
 	}
-	s.ledger.InstallMem(w, &devices.MemManager{BufferType: m.BufferType, Banks: m.Banks, Alignment: m.Alignment, AddressLimit: m.AddressLimit,
+	mr.ledger.InstallMem(w, &devices.MemManager{BufferType: m.BufferType, Banks: m.Banks, Alignment: m.Alignment, AddressLimit: m.AddressLimit,
 		BankSize: m.BankSize, Offset: m.Offset, BlockAlign: m.BlockAlign, Blocks: m.Blocks, FromNs: from, ToNs: to}, nil)
 }
 
@@ -131,36 +142,36 @@ func (s *session) installMem(w devices.MemWant, m *ttmetal.MemBankManager, err e
 // process's budget (memBudget), and a free list several chips share is
 // read once. Nothing is installed until every manager is read: a process
 // over its budget has no allocator read from memory, and one reason.
-func (s *session) readRoot(pid uint32) {
-	if _, ok := s.be.(MemReader); !ok {
+func (mr *memReads) readRoot(pid uint32) {
+	if _, ok := mr.be.(MemReader); !ok {
 		return
 	}
-	am, st, err := s.openAllocMem(pid)
+	am, st, err := mr.openAllocMem(pid)
 	if err != nil {
 		if st != nil && st.mem.over != "" {
-			s.ledger.SetRootWhy(pid, st.mem.over)
+			mr.ledger.SetRootWhy(pid, st.mem.over)
 			return
 		}
-		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
-		s.ledger.SetRootWhy(pid, err.Error())
+		fmt.Fprintf(mr.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
+		mr.ledger.SetRootWhy(pid, err.Error())
 		return
 	}
 	defer am.Close()
 	devs, err := am.ReadDevices()
 	if err != nil {
 		if errors.Is(err, procfs.ErrMemBudget) {
-			s.ledger.SetRootWhy(pid, s.overBudget(pid, st, err))
+			mr.ledger.SetRootWhy(pid, mr.overBudget(pid, st, err))
 			return
 		}
-		fmt.Fprintf(s.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
-		s.ledger.SetRootWhy(pid, err.Error())
+		fmt.Fprintf(mr.log, "tttrace: pid %d: its open chips' allocators not read at attach: %v\n", pid, err)
+		mr.ledger.SetRootWhy(pid, err.Error())
 		return
 	}
 	chips := make([]int32, len(devs))
 	for i, d := range devs {
 		chips[i] = d.Chip
 	}
-	admit := s.ledger.MemChips(pid, chips)
+	admit := mr.ledger.MemChips(pid, chips)
 	type found struct {
 		chip     int32
 		ptr      uint64
@@ -179,36 +190,36 @@ func (s *session) readRoot(pid uint32) {
 			m, err := am.ReadBankManager(ptr)
 			to := monotonicNow()
 			if errors.Is(err, procfs.ErrMemBudget) {
-				s.ledger.SetRootWhy(pid, s.overBudget(pid, st, err))
+				mr.ledger.SetRootWhy(pid, mr.overBudget(pid, st, err))
 				return
 			}
 			if err != nil {
 				// One line for the first (a missing layout fails them all alike).
 				if failed++; failed == 1 {
 					firstErr = fmt.Sprintf("bank manager %#x: %v", ptr, err)
-					fmt.Fprintf(s.log, "tttrace: pid %d chip %d: bank manager %#x not read from memory: %v\n", pid, d.Chip, ptr, err)
+					fmt.Fprintf(mr.log, "tttrace: pid %d chip %d: bank manager %#x not read from memory: %v\n", pid, d.Chip, ptr, err)
 				}
 				continue
 			}
 			if m.BufferType < 0 || m.BufferType >= int32(events.NumBufferTypes) {
-				fmt.Fprintf(s.log, "tttrace: pid %d chip %d: bank manager %#x holds buffer type %d\n", pid, d.Chip, ptr, m.BufferType)
+				fmt.Fprintf(mr.log, "tttrace: pid %d chip %d: bank manager %#x holds buffer type %d\n", pid, d.Chip, ptr, m.BufferType)
 				continue
 			}
 			got = append(got, found{chip: d.Chip, ptr: ptr, m: m, from: from, to: to})
 		}
 	}
 	for _, f := range got {
-		if w, ok := s.ledger.FoundMem(pid, f.chip, events.BufferType(f.m.BufferType), f.ptr); ok {
-			s.installMem(w, f.m, nil, f.from, f.to)
+		if w, ok := mr.ledger.FoundMem(pid, f.chip, events.BufferType(f.m.BufferType), f.ptr); ok {
+			mr.installMem(w, f.m, nil, f.from, f.to)
 		}
 	}
 	if past > 0 {
-		fmt.Fprintf(s.log, "tttrace: pid %d: %d open chip(s) past --max-chips: their allocators not read\n", pid, past)
+		fmt.Fprintf(mr.log, "tttrace: pid %d: %d open chip(s) past --max-chips: their allocators not read\n", pid, past)
 	}
 	if failed > 1 {
-		fmt.Fprintf(s.log, "tttrace: pid %d: %d more bank managers not read from memory\n", pid, failed-1)
+		fmt.Fprintf(mr.log, "tttrace: pid %d: %d more bank managers not read from memory\n", pid, failed-1)
 	}
 	if failed > 0 {
-		s.ledger.SetRootWhy(pid, firstErr)
+		mr.ledger.SetRootWhy(pid, firstErr)
 	}
 }

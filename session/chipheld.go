@@ -41,10 +41,19 @@ type chipsHeld struct {
 	last  time.Time    // the last look
 }
 
+// procFacts learns, off the records' path, what a traced process's
+// events do not say: the chips it holds open (chipheld.go) and its pod
+// (pods.go), for the ledger's process info.
+type procFacts struct {
+	ledger *devices.Ledger
+	procs  map[uint32]*procState // the session's (never replaced)
+	pods   PodNames              // Config.Pods
+}
+
 // holding is m, pid's chip map just read (tt: the devices of its
 // /dev/tenstorrent), naming only the chips whose device pid holds open,
 // after a look at its open files.
-func (s *session) holding(pid uint32, st *procState, m devices.ChipMap, tt []procfs.TTDevice) devices.ChipMap {
+func (f *procFacts) holding(pid uint32, st *procState, m devices.ChipMap, tt []procfs.TTDevice) devices.ChipMap {
 	h := &st.held
 	h.rdev = nil
 	for _, n := range m.Devices() {
@@ -60,7 +69,7 @@ func (s *session) holding(pid uint32, st *procState, m devices.ChipMap, tt []pro
 	if h.rdev == nil {
 		return m
 	}
-	s.lookHeld(pid, h)
+	f.lookHeld(pid, h)
 	return h.apply(m)
 }
 
@@ -74,8 +83,8 @@ func (h *chipsHeld) apply(m devices.ChipMap) devices.ChipMap {
 }
 
 // lookHeld looks at pid's open files for the devices not seen held yet.
-func (s *session) lookHeld(pid uint32, h *chipsHeld) {
-	h.last, h.chips = time.Now(), s.ledger.ChipCount(pid)
+func (f *procFacts) lookHeld(pid uint32, h *chipsHeld) {
+	h.last, h.chips = time.Now(), f.ledger.ChipCount(pid)
 	var want []uint64
 	for n, r := range h.rdev {
 		if !h.held[n] {
@@ -104,15 +113,15 @@ func (s *session) lookHeld(pid uint32, h *chipsHeld) {
 
 // checkHeld looks again at the open files of the processes that have new
 // chips in the ledger and devices not seen held yet.
-func (s *session) checkHeld() {
+func (f *procFacts) checkHeld() {
 	now := time.Now()
-	for pid, st := range s.procs {
+	for pid, st := range f.procs {
 		h := &st.held
-		if !st.inLedger || len(h.rdev) == len(h.held) || now.Sub(h.last) < heldEvery || s.ledger.ChipCount(pid) == h.chips {
+		if !st.inLedger || len(h.rdev) == len(h.held) || now.Sub(h.last) < heldEvery || f.ledger.ChipCount(pid) == h.chips {
 			continue
 		}
-		s.lookHeld(pid, h)
+		f.lookHeld(pid, h)
 		st.info.Chips = h.apply(st.info.Chips)
-		s.ledger.SetChips(pid, st.info.Chips)
+		f.ledger.SetChips(pid, st.info.Chips)
 	}
 }

@@ -30,7 +30,7 @@ var readCgroup = procfs.Cgroups
 // podOf fills pl with pid's pod and container from its cgroup, and their
 // names when already known. A process whose cgroups cannot be read, or in
 // no pod, has none.
-func (s *session) podOf(pid uint32, pl *devices.Placement) {
+func (f *procFacts) podOf(pid uint32, pl *devices.Placement) {
 	pl.PodUID, pl.ContainerID, pl.Pod, pl.Namespace, pl.Container, pl.PodWhy = "", "", "", "", "", ""
 	es, err := readCgroup(int(pid))
 	if err != nil {
@@ -45,18 +45,18 @@ func (s *session) podOf(pid uint32, pl *devices.Placement) {
 		return
 	}
 	pl.PodUID, pl.ContainerID = c.PodUID, c.ID
-	s.namePod(pid, pl)
+	f.namePod(pid, pl)
 }
 
 // namePod names pl's pod and container as far as known now; it says
 // whether pl changed.
-func (s *session) namePod(pid uint32, pl *devices.Placement) bool {
+func (f *procFacts) namePod(pid uint32, pl *devices.Placement) bool {
 	was := *pl
-	if s.cfg.Pods == nil {
+	if f.pods == nil {
 		pl.PodWhy = "tttrace does not ask the kubelet (--pod-resources \"\")"
 		return *pl != was
 	}
-	n, why, ok := s.cfg.Pods.Lookup(int(pid), kube.Container{PodUID: pl.PodUID, ID: pl.ContainerID})
+	n, why, ok := f.pods.Lookup(int(pid), kube.Container{PodUID: pl.PodUID, ID: pl.ContainerID})
 	switch {
 	case !ok:
 		pl.PodWhy = why
@@ -72,24 +72,24 @@ func (s *session) namePod(pid uint32, pl *devices.Placement) bool {
 }
 
 // checkPods names the pods and containers learnt since the last tick.
-func (s *session) checkPods() {
-	if s.cfg.Pods == nil {
+func (f *procFacts) checkPods() {
+	if f.pods == nil {
 		return
 	}
-	for pid, st := range s.procs {
+	for pid, st := range f.procs {
 		pl := &st.info.Placement
 		if !st.inLedger || pl.PodUID == "" || pl.Container != "" {
 			continue
 		}
-		if s.namePod(pid, pl) {
-			s.ledger.SetProcessInfo(pid, st.info)
+		if f.namePod(pid, pl) {
+			f.ledger.SetProcessInfo(pid, st.info)
 		}
 	}
 }
 
 // podEnded tells the PodNames that pid's process ended.
-func (s *session) podEnded(pid uint32) {
-	if s.cfg.Pods != nil {
-		s.cfg.Pods.Forget(int(pid))
+func (f *procFacts) podEnded(pid uint32) {
+	if f.pods != nil {
+		f.pods.Forget(int(pid))
 	}
 }

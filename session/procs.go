@@ -66,7 +66,7 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 		// loaded TT-Metal: its chips may be open already. (A process met
 		// through its link map is read only if its library was probed
 		// late, in onLinkMap: else its chips open under the probes.)
-		s.readRoot(uint32(pid))
+		s.mem.readRoot(uint32(pid))
 	}
 	s.anyLib = s.anyLib || found
 	return nil
@@ -205,7 +205,7 @@ func (s *session) isChild(pid uint32) bool { return s.child != nil && uint32(s.c
 func (s *session) enter(pid uint32, st *procState) {
 	st.inLedger = true
 	st.info.Placement, st.info.Chips = s.placement(pid, st)
-	s.podOf(pid, &st.info.Placement)
+	s.facts.podOf(pid, &st.info.Placement)
 	s.ledger.SetProcessInfo(pid, st.info)
 	s.sites.enter(pid)
 }
@@ -241,7 +241,7 @@ func (s *session) placement(pid uint32, st *procState) (devices.Placement, devic
 	if errors.Is(err, os.ErrNotExist) {
 		err = errors.New("no /dev/tenstorrent")
 	}
-	return devices.PlacementOf(s.cfg.Host, getenv), s.holding(pid, st, devices.NewChipMap(getenv, devs, err), tt)
+	return devices.PlacementOf(s.cfg.Host, getenv), s.facts.holding(pid, st, devices.NewChipMap(getenv, devs, err), tt)
 }
 
 // reapExits applies the ends of processes reported so far. A process's
@@ -280,7 +280,7 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
-		s.podEnded(n.pid)
+		s.facts.podEnded(n.pid)
 		if py := s.sites.ended(n.pid); py != nil {
 			// Its code objects were described at event time; the memory
 			// of a process that ended is no use, its descriptor is.
@@ -410,7 +410,7 @@ func (s *session) onLinkMap(pid uint32) {
 			}
 			s.enter(pid, st)
 			if late {
-				s.readRoot(pid)
+				s.mem.readRoot(pid)
 			}
 			s.checkLate(pid, st)
 		}

@@ -179,6 +179,8 @@ type session struct {
 	host   Host
 	sinks  []sinks.Sink
 	ledger *devices.Ledger
+	mem    memReads  // allocators read from processes' memory (allocread.go)
+	facts  procFacts // chips held, pods (chipheld.go, pods.go)
 
 	procs   map[uint32]*procState // traced processes not yet ended
 	ended   map[uint32]bool       // traced processes that ended (a pid seen again is a new process)
@@ -306,18 +308,20 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 		loaders: map[loaderKey]bool{},
 		timeout: make(chan struct{}, 1),
 	}
-	_, memReads := be.(MemReader)
+	_, readsMem := be.(MemReader)
 	s.ledger = devices.NewLedger(devices.Options{
 		Notices:         s.notices(),
 		L1Warn:          cfg.L1Warn,
 		MaxChips:        cfg.MaxChips,
-		MemReads:        memReads,
+		MemReads:        readsMem,
 		Observer:        s.chipObserver(),
 		AllocObserver:   s.allocObserver(),
 		SiteUsage:       cfg.SiteUsage,
 		KeepEnded:       cfg.KeepEnded,
 		KeepEndedTotals: cfg.KeepEndedTotals,
 	})
+	s.mem = memReads{ledger: s.ledger, log: s.log, be: s.be, procs: s.procs}
+	s.facts = procFacts{ledger: s.ledger, procs: s.procs, pods: cfg.Pods}
 	s.sites = newAllocSites(s)
 	return s
 }
@@ -540,8 +544,8 @@ func (s *session) settle(idle bool) {
 
 // tick hands the sinks the current state.
 func (s *session) tick() {
-	s.checkHeld()
-	s.checkPods()
+	s.facts.checkHeld()
+	s.facts.checkPods()
 	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
 	for pid, st := range s.procs {
 		if st.inLedger {
@@ -659,7 +663,7 @@ func (s *session) emit(ev *events.Event) {
 func (s *session) apply(ev *events.Event) {
 	if ev.Kind != events.KindFork {
 		s.ledger.Apply(ev)
-		s.readAllocators()
+		s.mem.readAllocators()
 		if s.ledger.LayoutAnomalies() != 0 && !s.layoutSaid {
 			s.layoutSaid = true
 			fmt.Fprintf(s.log, "tttrace: pid %d: a %s with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit this library, "+
