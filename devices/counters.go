@@ -127,3 +127,22 @@ type Stats struct {
 	AllocatorsDropped   uint64 `json:"allocators_dropped"`
 	BankManagersRefused uint64 `json:"bank_managers_refused"`
 }
+
+// Peak is a high-water mark and the time (CLOCK_MONOTONIC ns) it was first reached.
+type Peak struct {
+	Value uint64 `json:"value"`
+	TsNs  uint64 `json:"ts_ns"`
+}
+
+// Peaks holds the high-water mark of each DeviceSummary total.
+type Peaks struct {
+	DRAMBytes            Peak `json:"dram_bytes"`
+	L1Bytes              Peak `json:"l1_bytes"`
+	L1SmallBytes         Peak `json:"l1_small_bytes"`
+	TraceBytes           Peak `json:"trace_bytes"`
+	SystemMemoryBytes    Peak `json:"system_memory_bytes"`
+	CBBytes              Peak `json:"cb_bytes"`
+	LiveBuffers          Peak `json:"live_buffers"`
+	CBRegisteredBytes    Peak `json:"cb_registered_bytes"`
+	CBResidentTotalBytes Peak `json:"cb_resident_total_bytes"`
+}

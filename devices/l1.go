@@ -456,7 +456,10 @@ func (p *l1Rules) cbAlloc(e *events.Event) {
 		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
 		g.cbs, g.coresUnknown = g.cbs[:0], false
 	}
-	g.noteCB(e)
+	var known bool
+	if g.cbs, known = appendCB(g.cbs, e); !known {
+		g.coresUnknown = true
+	}
 	g.bytes += e.Size
 	g.count++
 	if end := e.Address + e.Size; end > g.end && end >= e.Address {

@@ -1,5 +1,7 @@
 package devices
 
+import "github.com/tttrace/tttrace/events"
+
 // The L1 side's bookkeeping per chip and per mesh, kept by the core as it
 // charges buffers and read by the L1 rules (l1.go): live L1 buffers in an
 // indexed min-heap, the CB region's running end, the headroom state, and
@@ -148,4 +150,47 @@ func (cc *chipCores) settle() {
 type chipCore struct {
 	chip int32
 	xy   coreXY
+}
+
+// cbRec is one locally allocated CB of a group: its bytes and core ranges.
+type cbRec struct {
+	addr, end uint64
+	n         uint8
+	ranges    [events.CoreRangeMax]events.CoreRange
+}
+
+// Bounds on what CB residency may hold or walk for one group or dispatch
+// (a CoreRangeSet is read from the traced process: hostile).
+const (
+	// maxGroupCBs: the CBs one program keeps on one target.
+	maxGroupCBs = 1024
+	// maxDispatchSpans: (core, CB) pairs walked for one dispatch on one
+	// chip; a chip has ~150 worker cores and a core 32-64 CB indices.
+	maxDispatchSpans = 1 << 16
+)
+
+// coreSpan is one CB's range on one core, coreBytes a core's union.
+type coreSpan struct {
+	xy        coreXY
+	addr, end uint64
+}
+
+type coreBytes struct {
+	xy    coreXY
+	bytes uint64
+}
+
+// appendCB adds CB e (locally allocated, on a group's target) to a
+// group's cbs, for residency; false when its core ranges are unknown
+// (the group's residency is then unknown).
+func appendCB(cbs []cbRec, e *events.Event) ([]cbRec, bool) {
+	if !e.RangesKnown || e.RangesTruncated || len(cbs) >= maxGroupCBs {
+		return cbs, false
+	}
+	r := cbRec{addr: e.Address, end: e.Address + e.Size, n: uint8(min(int(e.NumRanges), events.CoreRangeMax))}
+	if r.end < r.addr {
+		return cbs, false
+	}
+	r.ranges = e.CoreRanges
+	return append(cbs, r), true
 }

@@ -26,49 +26,6 @@ import (
 // carry no ranges (a layout without CoreRangeSet), makes nothing resident:
 // its dispatches are counted (dispatches_unknown).
 
-// cbRec is one locally allocated CB of a group: its bytes and core ranges.
-type cbRec struct {
-	addr, end uint64
-	n         uint8
-	ranges    [events.CoreRangeMax]events.CoreRange
-}
-
-// Bounds on what CB residency may hold or walk for one group or dispatch
-// (a CoreRangeSet is read from the traced process: hostile).
-const (
-	// maxGroupCBs: the CBs one program keeps on one target.
-	maxGroupCBs = 1024
-	// maxDispatchSpans: (core, CB) pairs walked for one dispatch on one
-	// chip; a chip has ~150 worker cores and a core 32-64 CB indices.
-	maxDispatchSpans = 1 << 16
-)
-
-// coreSpan is one CB's range on one core, coreBytes a core's union.
-type coreSpan struct {
-	xy        coreXY
-	addr, end uint64
-}
-
-type coreBytes struct {
-	xy    coreXY
-	bytes uint64
-}
-
-// noteCB keeps CB e (locally allocated, on g's target) for residency.
-func (g *cbGroup) noteCB(e *events.Event) {
-	if !e.RangesKnown || e.RangesTruncated || len(g.cbs) >= maxGroupCBs {
-		g.coresUnknown = true
-		return
-	}
-	r := cbRec{addr: e.Address, end: e.Address + e.Size, n: uint8(min(int(e.NumRanges), events.CoreRangeMax))}
-	if r.end < r.addr {
-		g.coresUnknown = true
-		return
-	}
-	r.ranges = e.CoreRanges
-	g.cbs = append(g.cbs, r)
-}
-
 // programCores lists, per core, the bytes program prog's CBs hold there
 // on chip id (its group on mesh, else on the chip), in p.resident; false
 // when they are unknown.
