@@ -386,6 +386,7 @@ func (s *session) onLinkMap(pid uint32) {
 			if st.hasLib {
 				s.sites.snapshotSoon(pid)
 			} else {
+				s.sites.warmEarly(pid)
 				s.sites.pythonSoon(pid) // early: before it loads TT-Metal and allocates
 			}
 		}

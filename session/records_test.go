@@ -186,6 +186,7 @@ func burstSession(tb testing.TB, out sinks.Sink) (*session, *burstStream) {
 	for range 64 {
 		b.play(s, b.loop)
 	}
+	warming.Wait() // the files' warm-ups (warmFiles) allocate on their goroutine
 	return s, b
 }
 

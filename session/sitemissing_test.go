@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,7 +169,7 @@ func TestIsPythonFile(t *testing.T) {
 // registered.
 func TestPythonMissing(t *testing.T) {
 	ps := &procStacks{}
-	ps.throughPy = map[stacks.StackID]bool{1: true, 2: false}
+	ps.facts = map[stacks.StackID]stackFacts{1: {python: true}, 2: {}}
 	if m := ps.pythonMissing(2, 0, 10); m != events.SiteComplete {
 		t.Errorf("a stack outside the interpreter: %v", m)
 	}
@@ -178,5 +179,53 @@ func TestPythonMissing(t *testing.T) {
 	ps.pyInfo = &devices.PythonInfo{Error: "only 3.10 to 3.13"}
 	if m := ps.pythonMissing(1, 0, 10); m != events.MissingPythonUnsupported {
 		t.Errorf("unsupported: %v", m)
+	}
+}
+
+// pyenvShim finds the interpreter a pyenv shim runs as pyenv does: the
+// shell's PYENV_VERSION, else the nearest .python-version, else the global
+// version file; nothing for a file that is no shim.
+func TestPyenvShim(t *testing.T) {
+	root := t.TempDir()
+	shim := filepath.Join(root, "shims", "python3")
+	for _, d := range []string{"shims", "versions/3.11.7/bin", "versions/3.12.1/bin", "work/sub"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("shims/python3", "#!/usr/bin/env bash\nexec \"/x/pyenv/libexec/pyenv\" exec \"$program\" \"$@\"\n")
+	write("shims/other", "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n")
+	write("versions/3.11.7/bin/python3", "elf")
+	write("versions/3.12.1/bin/python3", "elf")
+	write("version", "3.11.7\n")
+	env := map[string]string{"PYENV_ROOT": root}
+	getenv := func(k string) string { return env[k] }
+	work := filepath.Join(root, "work", "sub")
+	v := func(ver string) string { return filepath.Join(root, "versions", ver, "bin", "python3") }
+	if got := pyenvShim(shim, getenv, work); got != v("3.11.7") {
+		t.Errorf("global version: %q", got)
+	}
+	write("work/.python-version", "3.12.1\n")
+	if got := pyenvShim(shim, getenv, work); got != v("3.12.1") {
+		t.Errorf(".python-version above the directory: %q", got)
+	}
+	env["PYENV_VERSION"] = "3.9.0:3.11.7"
+	if got := pyenvShim(shim, getenv, work); got != v("3.11.7") {
+		t.Errorf("PYENV_VERSION, its first version missing: %q", got)
+	}
+	env["PYENV_VERSION"] = "system"
+	if got := pyenvShim(shim, getenv, work); got != "" {
+		t.Errorf("system: %q", got)
+	}
+	if got := pyenvShim(filepath.Join(root, "shims", "other"), getenv, work); got != "" {
+		t.Errorf("not a pyenv shim: %q", got)
+	}
+	if got := pyenvShim(v("3.11.7"), getenv, work); got != "" {
+		t.Errorf("an interpreter itself: %q", got)
 	}
 }

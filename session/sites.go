@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,9 +42,8 @@ type procStacks struct {
 	// until it maps or execs something); dropped if they cannot be read
 	// again after a link-map change (it may have exec'ed).
 	inherited bool
-	// throughPy memoizes whether a native stack runs through a CPython
-	// interpreter (then its site must have Python frames).
-	throughPy map[stacks.StackID]bool
+	// facts memoizes what a native stack says of its site's completeness.
+	facts map[stacks.StackID]stackFacts
 	// retried: a truncated stack made us retake mods since the last snapshot
 	retried bool
 	tab     *stacks.Table
@@ -97,6 +97,11 @@ type allocSites struct {
 
 	cache *stacks.Cache
 	procs map[uint32]*procStacks // by pid: the current incarnation's
+	// warmed: the files given to a warm-up (warmFiles); ttMetal says
+	// whether a file is a probed TT-Metal library.
+	warmed     map[*stacks.File]bool
+	earlyTries int // warmEarly's reads of maps (at most 8)
+	ttMetal    func(procfs.FileKey) bool
 	// pyReady: the pids whose interpreter files a background read
 	// finished (pyframes.Prefetch), for the loop's takePyReady; pyReadyN
 	// counts them so the loop looks without taking the lock.
@@ -134,6 +139,7 @@ func newAllocSites(s *session) *allocSites {
 		cache:    stacks.NewCache(),
 		procs:    map[uint32]*procStacks{},
 		learn:    s.cfg.KnownStacks,
+		ttMetal:  func(k procfs.FileKey) bool { return s.libKind[k] == LibAttached },
 		timeline: s.cfg.Timeline,
 	}
 	for _, k := range s.sinks {
@@ -183,6 +189,7 @@ func (a *allocSites) snapshotMaps(pid uint32) {
 	}
 	if err == nil {
 		ps.mods = mods
+		a.warmFiles(mods)
 		ps.modsMiss = events.SiteComplete
 		ps.inherited = false
 		ps.retried = false
@@ -201,6 +208,68 @@ func (a *allocSites) snapshotMaps(pid uint32) {
 	}
 }
 
+// warmFiles reads in the background what symbolizing needs of the files
+// of mods that nearly every allocation stack runs through: the probed
+// TT-Metal library (innermost), the C library (outermost), the C++
+// runtime and a CPython interpreter. The first site of a process is
+// described (symbolized) on the records' loop before the alloc naming
+// it is written, and reading a libc's debug file there took ~200 ms:
+// time in which another short process maps TT-Metal, allocates and ends
+// before its maps are read. Each file is warmed once, one file at a time.
+func (a *allocSites) warmFiles(mods *stacks.Modules) {
+	var todo []*stacks.File
+	for _, f := range mods.Files() {
+		if a.warmed[f] || !a.warmWorthy(f) {
+			continue
+		}
+		if a.warmed == nil {
+			a.warmed = map[*stacks.File]bool{}
+		}
+		a.warmed[f] = true
+		todo = append(todo, f)
+	}
+	if len(todo) == 0 {
+		return
+	}
+	warming.Add(1)
+	go func() {
+		defer warming.Done()
+		warmMu.Lock()
+		defer warmMu.Unlock()
+		for _, f := range todo {
+			f.Warm()
+		}
+	}()
+}
+
+// warmEarly reads the maps of pid, a traced process not using TT-Metal
+// (yet), if no file was warmed so far: the first process of a command
+// (a shell, pyenv's shim) maps the C library its TT-Metal program will
+// map, whose warm-up then starts long before that program's first site.
+func (a *allocSites) warmEarly(pid uint32) {
+	if a.on && a.warmed == nil && a.earlyTries < 8 {
+		a.earlyTries++
+		a.snapshotMaps(pid)
+	}
+}
+
+// warmMu makes warm-ups run one at a time (one CPU at most); warming
+// counts those started and not ended (tests wait for them).
+var (
+	warmMu  sync.Mutex
+	warming sync.WaitGroup
+)
+
+// warmWorthy: f is in nearly every allocation stack of its process.
+func (a *allocSites) warmWorthy(f *stacks.File) bool {
+	b := filepath.Base(f.Path)
+	switch {
+	case isPythonFile(f.Path), strings.HasPrefix(b, "libc.so"), strings.HasPrefix(b, "libstdc++.so"):
+		return true
+	}
+	return a.ttMetal != nil && a.ttMetal(procfs.FileKey{Dev: f.Dev, Ino: f.Inode})
+}
+
 // errProcessEnded: a process's maps list nothing (it ended).
 var errProcessEnded = errors.New("the process has ended")
 
@@ -212,12 +281,18 @@ func (a *allocSites) inherit(child, parent uint32) {
 		return
 	}
 	pp := a.procs[parent]
-	if pp == nil || pp.mods == nil {
+	if pp == nil {
 		return
 	}
 	ps := a.procStacksOf(child)
-	if ps.mods == nil {
+	if ps.mods == nil && pp.mods != nil {
 		ps.mods, ps.inherited = pp.mods, true
+	}
+	if pp.py != nil {
+		// It runs its parent's interpreter, whose files are read: register
+		// it now, before it imports and allocates (pytest-xdist's workers,
+		// multiprocessing), not at its next link-map change.
+		a.pythonOf(child)
 	}
 }
 
@@ -313,6 +388,12 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	ps.pyInfo.Supported = true
 	ps.py = p
 	ps.pyAt = monotonicNow()
+	if ps.mods == nil {
+		// Its maps now, while it surely lives (a program that imports
+		// TT-Metal later may end before they are read again), and the
+		// files its stacks will run through warmed (warmFiles).
+		a.snapshotMaps(pid)
+	}
 	fmt.Fprintf(a.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
 }
 
@@ -360,11 +441,82 @@ func warmPython(command []string) {
 	if !strings.HasPrefix(filepath.Base(exe), "python") {
 		return
 	}
+	if real := pyenvShim(exe, os.Getenv, ""); real != "" {
+		// pyenv's shim runs dozens of processes, then the interpreter,
+		// which imports and allocates before a cold read of its files
+		// would end (issue #37): read the interpreter it will run.
+		exe = real
+	}
 	pyframes.Warm(exe)
 	libs, _ := filepath.Glob(filepath.Join(filepath.Dir(exe), "..", "lib", "libpython3*.so*"))
 	for _, l := range libs {
 		pyframes.Warm(l)
 	}
+}
+
+// pyenvShim is the interpreter the pyenv shim at path runs, found as pyenv
+// does (without running it): the version from PYENV_VERSION, else the
+// nearest .python-version from the working directory up, else
+// $PYENV_ROOT/version; the first of its versions (colon-separated) that has
+// the program. "" when path is no pyenv shim or that cannot be told.
+// getenv and dir (the working directory, "" for the current one) are the
+// command's.
+func pyenvShim(path string, getenv func(string) string, dir string) string {
+	shims := filepath.Dir(path)
+	if filepath.Base(shims) != "shims" {
+		return ""
+	}
+	head := make([]byte, 512)
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	n, _ := f.Read(head)
+	f.Close()
+	if !strings.HasPrefix(string(head[:n]), "#!") || !strings.Contains(string(head[:n]), "pyenv") {
+		return ""
+	}
+	root := getenv("PYENV_ROOT")
+	if root == "" {
+		root = filepath.Dir(shims)
+	}
+	versions := getenv("PYENV_VERSION")
+	if versions == "" {
+		if dir == "" {
+			dir, _ = os.Getwd()
+		}
+		for d := dir; d != ""; {
+			if b, err := os.ReadFile(filepath.Join(d, ".python-version")); err == nil {
+				versions = strings.Join(strings.Fields(string(b)), ":")
+				break
+			}
+			up := filepath.Dir(d)
+			if up == d {
+				break
+			}
+			d = up
+		}
+	}
+	if versions == "" {
+		b, err := os.ReadFile(filepath.Join(root, "version"))
+		if err != nil {
+			return ""
+		}
+		versions = strings.Join(strings.Fields(string(b)), ":")
+	}
+	prog := filepath.Base(path)
+	for _, v := range strings.Split(versions, ":") {
+		if v == "" || v == "system" || strings.Contains(v, "/") || strings.HasPrefix(v, ".") {
+			continue // the system's python is found on PATH by the caller's own look-up
+		}
+		cand := filepath.Join(root, "versions", v, "bin", prog)
+		if st, err := os.Stat(cand); err == nil && st.Mode().IsRegular() {
+			if real, err := filepath.EvalSymlinks(cand); err == nil {
+				return real
+			}
+		}
+	}
+	return ""
 }
 
 // onPyCode keeps what a code object said at event time.
@@ -587,7 +739,9 @@ func (a *allocSites) onStack(raw []byte) {
 		}
 		ev.Site = ps.site(id, py)
 		ev.SiteMissing = ps.pythonMissing(id, py, ev.TsNs)
-		if !inModule(ps.mods, rec.IP) {
+		if !inModule(ps.mods, rec.IP) || (ps.factsOf(id).bare && a.staleMaps(rec.Pid, ps)) {
+			// A pc in no module of maps that may not be the process's
+			// last: the stack could not be placed whole.
 			ev.SiteMissing = events.MissingPCNotInMaps
 		}
 	} else {
@@ -622,26 +776,33 @@ func (ps *procStacks) pythonMissing(id stacks.StackID, py uint32, ts uint64) eve
 	}
 }
 
-// throughPython says whether native stack id has a frame in a CPython
-// interpreter (libpython, or a python executable).
-func (ps *procStacks) throughPython(id stacks.StackID) bool {
-	if v, ok := ps.throughPy[id]; ok {
+// stackFacts is what a native stack says of its site's completeness.
+type stackFacts struct {
+	python bool // a frame in a CPython interpreter (libpython, a python executable)
+	bare   bool // a frame in no mapped file (the unwind stopped there)
+}
+
+// factsOf is what native stack id says of its site (memoized).
+func (ps *procStacks) factsOf(id stacks.StackID) stackFacts {
+	if v, ok := ps.facts[id]; ok {
 		return v
 	}
 	st, _ := ps.tab.Stack(id)
-	v := false
+	var v stackFacts
 	for _, l := range st.Locs {
-		if l.File != nil && isPythonFile(l.File.Path) {
-			v = true
-			break
-		}
+		v.bare = v.bare || l.File == nil
+		v.python = v.python || (l.File != nil && isPythonFile(l.File.Path))
 	}
-	if ps.throughPy == nil {
-		ps.throughPy = map[stacks.StackID]bool{}
+	if ps.facts == nil {
+		ps.facts = map[stacks.StackID]stackFacts{}
 	}
-	ps.throughPy[id] = v
+	ps.facts[id] = v
 	return v
 }
+
+// throughPython says whether native stack id has a frame in a CPython
+// interpreter (libpython, or a python executable).
+func (ps *procStacks) throughPython(id stacks.StackID) bool { return ps.factsOf(id).python }
 
 // isPythonFile: path is a CPython interpreter's file (libpython3.x.so,
 // python3, python3.11, ...), whose frames run Python code.
@@ -660,6 +821,25 @@ func isPythonFile(path string) bool {
 		}
 	}
 	return true
+}
+
+// staleMaps says whether ps.mods may lack what pid mapped since: the last
+// read of its maps failed (it ended), or it has ended since. A pc in no
+// module of maps read while the process still runs after it is code in no
+// file (JIT), where the unwind stops by design.
+func (a *allocSites) staleMaps(pid uint32, ps *procStacks) bool {
+	if ps.modsMiss != events.SiteComplete || ps.inherited {
+		return true
+	}
+	// An ended process not yet reaped still has the file, empty.
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	var b [1]byte
+	n, _ := f.Read(b[:])
+	return n == 0
 }
 
 // retake reads pid's maps again for a stack of it (snapshotSoon); a

@@ -105,3 +105,19 @@ func (ms *Modules) Len() int {
 	}
 	return len(ms.mods)
 }
+
+// Files lists the files of the snapshot's modules, each once.
+func (ms *Modules) Files() []*File {
+	if ms == nil {
+		return nil
+	}
+	var out []*File
+	seen := map[*File]bool{}
+	for _, m := range ms.mods {
+		if !seen[m.file] {
+			seen[m.file] = true
+			out = append(out, m.file)
+		}
+	}
+	return out
+}

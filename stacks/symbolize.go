@@ -143,6 +143,16 @@ func (f *File) symbols() *symtab {
 	return f.syms
 }
 
+// Warm reads what symbolizing f needs (its symbol table, its DWARF or
+// its separate debug file's) now, once, so that the first Symbolize of a
+// pc in f does not: a libc's debug file takes a fifth of a second to read.
+// Safe to call from any goroutine.
+func (f *File) Warm() {
+	defer func() { _ = recover() }() // as resolve: a hostile file ends the warm-up only
+	f.symbols()
+	f.dwarfData()
+}
+
 // debug returns the separate debug file by build id, looked up once.
 func (f *File) debug() *File {
 	f.debugOnce.Do(func() {
