@@ -30,7 +30,7 @@ REPLICA_VARIANTS := \
 	v2-u8-gcc-O2:LAYOUT=V2,TYPE_U8=1,CXX=g++,OPT=-O2 \
 	u8-gcc-O2-dwarf:TYPE_U8=1,CXX=g++,OPT=-O2,DEBUG=-g \
 	u8-gcc-O2:TYPE_U8=1,CXX=g++,OPT=-O2 \
-	v2-pimpl2-gcc-O2:LAYOUT=V2,PIMPL2=1,CXX=g++,OPT=-O2 \
+	v2-pimpl2-gcc-O2:LAYOUT=V2,PIMPL2=1,CORE_NS=1,CXX=g++,OPT=-O2 \
 	cet-gcc-O2:CXX=g++,OPT=-O2,CXXFLAGS=-fcf-protection=full \
 	inline-cet-clang-O3:INLINE_TRACKER=1,INLINE_LIFECYCLE=1,CXX=clang++,OPT=-O3,CXXFLAGS=-fcf-protection=full
 comma     := ,

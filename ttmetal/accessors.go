@@ -357,10 +357,10 @@ var knownNames, knownPrefixes = func() ([]string, []string) {
 		symProgramImplD2, symProgramImplD1, symImplAllocateImpl, symImplDeallocateImpl, symImplDeallocate,
 		symNotifyAllocated, symNotifyDeallocated)
 	callerNames, callerPrefixes := knownCallerNames()
-	names = withV0(names...)
+	names = spellings(names...)
 	// g_instances too: the session asks for it at attach (RootSymbol).
 	names = append(names, SymContexts)
-	return append(names, callerNames...), append(append(withV0(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)
+	return append(names, callerNames...), append(append(spellings(symBufferCreateOwningPrefix), callerPrefixes...), controlBlockVtables...)
 }()
 
 // isKnown reports whether scanKnown looked for name.

@@ -88,7 +88,7 @@ func knownCallerNames() (names, prefixes []string) {
 			names = append(names, k.caller)
 		}
 	}
-	return withV0(names...), withV0(prefixes...)
+	return spellings(names...), spellings(prefixes...)
 }
 
 // symbolsOf returns the functions of fns (from lookupFuncs, keyed by the

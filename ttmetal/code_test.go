@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,5 +247,24 @@ func TestV0Name(t *testing.T) {
 		if got := v0Name(in); got != want {
 			t.Errorf("v0Name(%s)\n = %s\nwant %s", in, got, want)
 		}
+	}
+}
+
+// TestSpellings: a name's spellings are itself, its v0 spelling, and for
+// track_allocate_cb the 2026 one with CoreRangeSet in tt::tt_metal, which
+// isSpelling takes as the same function.
+func TestSpellings(t *testing.T) {
+	got := spellings(symTrackAllocateCB, symTrackAllocate)
+	want := []string{symTrackAllocateCB, symTrackAllocate, v0Name(symTrackAllocateCB), v0Name(symTrackAllocate), symTrackAllocateCBNS}
+	if !slices.Equal(got, want) {
+		t.Errorf("spellings:\n%q\nwant\n%q", got, want)
+	}
+	for _, n := range []string{symTrackAllocateCB, v0Name(symTrackAllocateCB), symTrackAllocateCBNS} {
+		if !isSpelling(n, symTrackAllocateCB) {
+			t.Errorf("%s is not a spelling of track_allocate_cb", n)
+		}
+	}
+	if isSpelling(symTrackAllocate, symTrackAllocateCB) {
+		t.Error("track_allocate is a spelling of track_allocate_cb")
 	}
 }

@@ -285,10 +285,10 @@ var countedFunctions = []string{symTrackAllocate, symTrackDeallocate, symTrackAl
 // callers' too) and finds every call site of them in the library.
 func planFunctions(lib *Library, c *codeIndex) (fns map[string][]Symbol, sites map[string][]CallSite, unconfirmed int, err error) {
 	callerNames, callerPrefixes := knownCallerNames()
-	fns, err = lib.lookupFuncs(append(withV0(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
+	fns, err = lib.lookupFuncs(append(spellings(symTrackAllocate, symTrackDeallocate, symTrackAllocateCB, symTrackDeallocateCB,
 		symAllocateImpl, symDeallocateImpl, symDeallocate, symBufferD2, symBufferD1, symDeallocateCBs,
 		symProgramImplD2, symProgramImplD1, symImplAllocateImpl, symImplDeallocateImpl, symImplDeallocate,
-		symNotifyAllocated, symNotifyDeallocated), callerNames...), append(withV0(symBufferCreateOwningPrefix), callerPrefixes...))
+		symNotifyAllocated, symNotifyDeallocated), callerNames...), append(spellings(symBufferCreateOwningPrefix), callerPrefixes...))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -865,14 +865,14 @@ func first(fns map[string][]Symbol, name string) *Symbol {
 }
 
 // lookupFuncs finds defined functions by exact name and by prefix, keyed by
-// the name or prefix as given without the v0 namespace. Clones (f.cold,
+// the name or prefix as given in its first spelling (spellings). Clones (f.cold,
 // f.isra.0) are never entry points and are left out.
 func (l *Library) lookupFuncs(names, prefixes []string) (map[string][]Symbol, error) {
 	key := map[string]string{}
 	for _, n := range append(append([]string(nil), names...), prefixes...) {
 		k := n
 		for _, m := range append(append([]string(nil), names...), prefixes...) {
-			if v0Name(m) == n && m != n {
+			if m != n && isSpelling(n, m) {
 				k = m
 			}
 		}
@@ -953,7 +953,7 @@ func demangledName(name string) string {
 		symImplDeallocate: "BufferImpl::deallocate(Buffer&)",
 	}
 	for k, v := range known {
-		if name == k || name == v0Name(k) {
+		if isSpelling(name, k) {
 			return v
 		}
 	}

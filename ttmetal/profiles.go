@@ -144,7 +144,7 @@ func (q *predicate) holds(s *Symbols) bool {
 		}
 		return false
 	}
-	for _, n := range withV0(q.Symbols...) {
+	for _, n := range spellings(q.Symbols...) {
 		if s.seen[n] {
 			return true
 		}
@@ -168,7 +168,7 @@ func profileSymbols() []string {
 	var out []string
 	for _, p := range builtinProfiles() {
 		for _, q := range slices.Concat(p.Requires, p.Forbids) {
-			out = append(out, withV0(q.Symbols...)...)
+			out = append(out, spellings(q.Symbols...)...)
 		}
 	}
 	slices.Sort(out)

@@ -11,9 +11,12 @@ import (
 
 // Mangled names tttrace probes (docs/ttmetal.md §2).
 const (
-	symTrackAllocate     = "_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE"
-	symTrackDeallocate   = "_ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE"
-	symTrackAllocateCB   = "_ZN2tt8tt_metal12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS0_7IDeviceE"
+	symTrackAllocate   = "_ZN2tt8tt_metal12GraphTracker14track_allocateEPKNS0_6BufferE"
+	symTrackDeallocate = "_ZN2tt8tt_metal12GraphTracker16track_deallocateEPNS0_6BufferE"
+	symTrackAllocateCB = "_ZN2tt8tt_metal12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS0_7IDeviceE"
+	// symTrackAllocateCBNS: the same with CoreRangeSet in tt::tt_metal
+	// (2026: altNames).
+	symTrackAllocateCBNS = "_ZN2tt8tt_metal12GraphTracker17track_allocate_cbERKNS0_12CoreRangeSetEmmbPKNS0_7IDeviceE"
 	symTrackDeallocateCB = "_ZN2tt8tt_metal12GraphTracker19track_deallocate_cbEPKNS0_7IDeviceE"
 	// Buffer::create(IDevice*, DeviceAddr address, DeviceAddr size,
 	// DeviceAddr page_size, BufferType, ...): the trailing parameters differ
@@ -164,15 +167,36 @@ func isSeqID(s string) bool {
 	return false
 }
 
-// withV0 returns names followed by their v0 spellings.
-func withV0(names ...string) []string {
+// spellings returns names followed by their other spellings: in the v0
+// namespace (late-2024 builds), and where a parameter's type moved
+// namespace, its new spelling (altNames).
+func spellings(names ...string) []string {
 	out := append([]string(nil), names...)
 	for _, n := range names {
 		if v := v0Name(n); v != n {
 			out = append(out, v)
 		}
 	}
+	for _, n := range names {
+		if a, ok := altNames[n]; ok {
+			out = append(out, a)
+		}
+	}
 	return out
+}
+
+// altNames are the other manglings of names whose parameter types moved
+// namespace: 2026 TT-Metal declares CoreRangeSet in tt::tt_metal
+// (tt_metal/api/tt-metalium/core_coord.hpp; forward-declared there by
+// 2026 headers such as ttnn's core_subset_write.hpp), so
+// GraphTracker::track_allocate_cb takes a tt::tt_metal::CoreRangeSet
+// (RKNS0_12CoreRangeSetE) where earlier builds had the global one
+// (RK12CoreRangeSet).
+var altNames = map[string]string{symTrackAllocateCB: symTrackAllocateCBNS}
+
+// isSpelling says whether name is a spelling of canonical (spellings).
+func isSpelling(name, canonical string) bool {
+	return name == canonical || name == v0Name(canonical) || name == altNames[canonical]
 }
 
 // The Itanium ABI places a vtable's address point 16 bytes in: after the
@@ -305,11 +329,11 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	found := map[string]Symbol{}
 	var prefixed []Symbol
 	res := &Symbols{seen: map[string]bool{}}
-	prefixes := withV0(symBufferCreateViewPrefix)
+	prefixes := spellings(symBufferCreateViewPrefix)
 	for _, p := range attachTable {
 		for _, n := range p.Names {
 			if pre, ok := strings.CutSuffix(n, "*"); ok && pre != symBufferCreateViewPrefix {
-				prefixes = append(prefixes, withV0(pre)...)
+				prefixes = append(prefixes, spellings(pre)...)
 			}
 		}
 	}
@@ -319,11 +343,11 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	// A v0 build is recognised by the v0 spelling of these same names.
 	want := profileSymbols()
 	want = append(want, prefixes...)
-	want = append(want, withV0(symVtableDevice, symVtableMeshDevice)...)
+	want = append(want, spellings(symVtableDevice, symVtableMeshDevice)...)
 	for _, p := range attachTable {
 		for _, n := range p.Names {
 			if !strings.HasSuffix(n, "*") {
-				want = append(want, withV0(n)...)
+				want = append(want, spellings(n)...)
 			}
 		}
 	}
@@ -350,19 +374,19 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range withV0(symVtableDevice) {
+	for _, n := range spellings(symVtableDevice) {
 		if s, ok := found[n]; ok && res.VtableDevice == 0 {
 			res.VtableDevice = s.Value + vtableAddressPoint
 		}
 	}
-	for _, n := range withV0(symVtableMeshDevice) {
+	for _, n := range spellings(symVtableMeshDevice) {
 		if s, ok := found[n]; ok && res.VtableMesh == 0 {
 			res.VtableMesh = s.Value + vtableAddressPoint
 		}
 	}
 	for _, p := range attachTable {
 		var syms []Symbol
-		for _, n := range withV0(p.Names...) {
+		for _, n := range spellings(p.Names...) {
 			if pre, ok := strings.CutSuffix(n, "*"); ok {
 				for _, s := range prefixed {
 					if strings.HasPrefix(s.Name, pre) {
@@ -448,7 +472,7 @@ func (s *Symbols) Check(lib *Library) error {
 // its name.
 func IsTTMetal(lib *Library) bool {
 	hit := false
-	names := withV0(symTrackAllocate)
+	names := spellings(symTrackAllocate)
 	_ = lib.ScanSymbols(names, func(s Symbol) {
 		if slices.Contains(names, s.Name) {
 			hit = true

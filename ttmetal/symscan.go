@@ -49,15 +49,15 @@ func nameBudget(size uint64) uint64 { return size + 16<<20 }
 // of them, and later scans are answered from that (scanAll).
 var attachPrefixes = func() []string {
 	var ps []string
-	ps = append(ps, withV0(symPimplSize, symPimplDevice, symBufferCreateViewPrefix, symVtableDevice, symVtableMeshDevice,
+	ps = append(ps, spellings(symPimplSize, symPimplDevice, symBufferCreateViewPrefix, symVtableDevice, symVtableMeshDevice,
 		symDeviceID)...)
 	for _, p := range attachTable {
 		for _, n := range p.Names {
-			ps = append(ps, withV0(strings.TrimSuffix(n, "*"))...)
+			ps = append(ps, spellings(strings.TrimSuffix(n, "*"))...)
 		}
 	}
 	for _, a := range bufferAccessors {
-		ps = append(ps, withV0(a.name)...)
+		ps = append(ps, spellings(a.name)...)
 	}
 	ps = append(ps, knownNames...)
 	ps = append(ps, knownPrefixes...)

@@ -93,7 +93,7 @@ func TestScanSymbolsMatchesDebugELF(t *testing.T) {
 	}
 	lib := openTestLib(t, so)
 	cases := [][]string{
-		withV0(symTrackAllocate), // IsTTMetal's: builds the cache
+		spellings(symTrackAllocate), // IsTTMetal's: builds the cache
 		{symBufferCreateViewPrefix, symPimplSize, symDeviceClose},
 		knownPrefixes,
 		{symTrackAllocate + "Ev_ext"}, // extends a cached name: from the cache
@@ -161,7 +161,7 @@ func TestScanSymbolsTinyChunks(t *testing.T) {
 	src, _ := scanLibSrc(16)
 	so := buildAsm(t, src)
 	lib := openTestLib(t, so)
-	for _, prefixes := range [][]string{withV0(symTrackAllocate), {"tail_"}, {"_ZN2tt8tt_metal6"}, {symBufferCreateViewPrefix, symPimplSize}} {
+	for _, prefixes := range [][]string{spellings(symTrackAllocate), {"tail_"}, {"_ZN2tt8tt_metal6"}, {symBufferCreateViewPrefix, symPimplSize}} {
 		var got []string
 		if err := lib.ScanSymbols(prefixes, func(s Symbol) {
 			got = append(got, fmt.Sprintf("%s %#x", s.Name, s.Value))

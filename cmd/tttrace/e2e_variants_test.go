@@ -127,9 +127,13 @@ var variantCases = []variantCase{
 	// The 2026 pimpl-2 design: the lifecycle in BufferImpl (allocate_impl(Buffer&), ...),
 	// Buffer::create forwarding to BufferImpl::create, notify_buffer_* after track_*: the
 	// tracker plan, exact (TestE2EPimpl2LifecycleRefused: the lifecycle plan is refused).
+	// CoreRangeSet is in tt::tt_metal, as 2026 declares it (CORE_NS=1): track_allocate_cb is
+	// found by its other mangling, and the CBs (cb, and resident per core in cb_cache) are
+	// exact.
 	{name: "v2-pimpl2-gcc-O2", plan: "tracker", from: "built-in profile V2", layout: replicaV2,
 		scenarios: append(basicSet(), run{mode: "cmd", scenario: "close", args: []string{"--leak"}, peaks: true},
-			run{mode: "cmd", scenario: "capture", args: []string{"--leak"}, peaks: true})},
+			run{mode: "cmd", scenario: "capture", args: []string{"--leak"}, peaks: true},
+			run{mode: "cmd", scenario: "cb_cache", args: []string{"--leak"}, peaks: true})},
 	// -fcf-protection=full: every function starts with endbr64, which the
 	// kernel single-steps; entry probes move to the first instruction of
 	// the prologue it emulates (push, or the je after a test of the
@@ -438,8 +442,9 @@ func checkDoctor(t *testing.T, v variantCase, lib string) {
 const (
 	reBufferView       = `_ZN2tt8tt_metal(?:2v0)?6Buffer4viewERKNS[01]_12BufferRegionE`
 	reBufferCreateView = `_ZN2tt8tt_metal(?:2v0)?6Buffer6createEPNS[01]_7IDeviceEmmmNS[01]_10BufferTypeE`
-	reTrackAllocateCB  = `_ZN2tt8tt_metal(?:2v0)?12GraphTracker17track_allocate_cbERK12CoreRangeSetmmbPKNS[01]_7IDeviceE`
-	reAllocateCBs      = `_ZN2tt8tt_metal(?:2v0)?6detail11ProgramImpl25allocate_circular_buffersEPKNS[01]_7IDeviceE`
+	// CoreRangeSet global (RK12CoreRangeSet) or, 2026, in tt::tt_metal (RKNS0_12CoreRangeSetE).
+	reTrackAllocateCB = `_ZN2tt8tt_metal(?:2v0)?12GraphTracker17track_allocate_cbERK(?:12CoreRangeSet|NS0_12CoreRangeSetE)mmbPKNS[01]_7IDeviceE`
+	reAllocateCBs     = `_ZN2tt8tt_metal(?:2v0)?6detail11ProgramImpl25allocate_circular_buffersEPKNS[01]_7IDeviceE`
 )
 
 // objdumpCallers finds, with nm and objdump, whether lib defines the

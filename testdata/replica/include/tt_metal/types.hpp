@@ -7,8 +7,13 @@
 #include <optional>
 #include <vector>
 
-// CoreCoord / CoreRange / CoreRangeSet live in the GLOBAL namespace (as upstream), which is
-// visible in the mangled name of GraphTracker::track_allocate_cb (RK12CoreRangeSet).
+// CoreCoord / CoreRange / CoreRangeSet live in the GLOBAL namespace (as upstream before 2026),
+// which is visible in the mangled name of GraphTracker::track_allocate_cb (RK12CoreRangeSet).
+// CORE_NS=1 (TT_REPLICA_CORE_NS): in tt::tt_metal, as 2026's tt-metalium/core_coord.hpp declares
+// them (RKNS0_12CoreRangeSetE), used unqualified through using-declarations.
+#ifdef TT_REPLICA_CORE_NS
+namespace tt::tt_metal {
+#endif
 struct CoreCoord {
     std::size_t x = 0;
     std::size_t y = 0;
@@ -39,6 +44,12 @@ public:
 private:
     std::vector<CoreRange> ranges_;
 };
+#ifdef TT_REPLICA_CORE_NS
+}  // namespace tt::tt_metal
+using tt::tt_metal::CoreCoord;
+using tt::tt_metal::CoreRange;
+using tt::tt_metal::CoreRangeSet;
+#endif
 
 namespace tt {
 
