@@ -190,3 +190,42 @@ func TestPlanNoAllocator(t *testing.T) {
 		t.Errorf("NoAllocator: %d allocator and %d other points, want 0 and %d", a2, o2, o)
 	}
 }
+
+// TestPlanResidencyNote: a plan that sees CBs but cannot know what each
+// core holds (no dispatch probe, no CoreRangeSet offsets) says so in a
+// note naming why, and leaves the plan exact.
+func TestPlanResidencyNote(t *testing.T) {
+	so := buildCallers(t)
+	lib, syms := openResolved(t, so)
+	note := func(layout Layout) string {
+		p, err := ChoosePlan(lib, syms, layout, Options{Mode: ProbesTracker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb := false
+		for _, pt := range p.Points {
+			cb = cb || pt.Program == ProgTrackAllocateCB && pt.Status == StatusAttached
+		}
+		if !cb {
+			t.Fatal("the test library's plan does not probe track_allocate_cb: the test proves nothing")
+		}
+		for _, n := range p.Notes {
+			if strings.Contains(n, "resident per core unknown") {
+				return n
+			}
+		}
+		return ""
+	}
+	noRanges := LayoutV1
+	noRanges.CoreRanges = -1
+	got := note(noRanges)
+	if !strings.Contains(got, "no CoreRangeSet offsets") || !strings.Contains(got, "cb_registered_bytes is whole") {
+		t.Errorf("layout without CoreRangeSet: note %q", got)
+	}
+	if LayoutV1.CoreRanges < 0 {
+		t.Fatal("LayoutV1 has no CoreRangeSet offsets")
+	}
+	if got := note(LayoutV1); strings.Contains(got, "CoreRangeSet") {
+		t.Errorf("LayoutV1 gives the offsets, yet the note says %q", got)
+	}
+}

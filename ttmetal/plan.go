@@ -242,6 +242,7 @@ func ChoosePlan(lib *Library, syms *Symbols, layout Layout, opts Options) (*Plan
 		p.Exact = false
 		p.Caveats = append(p.Caveats, "the layout has no hooked_allocation_: allocations made during graph capture count as real")
 	}
+	p.residency(layout)
 	for _, pt := range p.Points {
 		if pt.Status == StatusUnprobeable {
 			return nil, fmt.Errorf("%s: cannot probe %s at %#x: %s", lib.Path, pt.Function, pt.Addr, pt.Detail)
@@ -453,6 +454,37 @@ func (p *Plan) attachTable(lib *Library, syms *Symbols, layout Layout) error {
 		p.Notes = append(p.Notes, "Metal trace forms probed: "+strings.Join(named, "; "))
 	}
 	return nil
+}
+
+// residency notes when the CBs resident per core cannot be known from
+// this library (devices/resident.go: they come from each CB's core ranges
+// and each program's dispatch): cb_bytes then stays 0 while
+// cb_registered_bytes is whole, so it is a note, not a caveat on the other
+// figures. A build that probes both still learns nothing under slow
+// dispatch, which never calls generate_dispatch_commands.
+func (p *Plan) residency(layout Layout) {
+	attached := func(prog Program) bool {
+		for _, pt := range p.Points {
+			if pt.Program == prog && pt.Status == StatusAttached {
+				return true
+			}
+		}
+		return false
+	}
+	if !attached(ProgTrackAllocateCB) {
+		return // no CB is seen at all: the missing point says so
+	}
+	var why []string
+	if !attached(ProgGenerateDispatch) {
+		why = append(why, "ProgramImpl::generate_dispatch_commands is not probed")
+	}
+	if layout.CoreRanges < 0 {
+		why = append(why, "the layout gives no CoreRangeSet offsets")
+	}
+	if len(why) > 0 {
+		p.Notes = append(p.Notes, "circular buffers resident per core unknown ("+strings.Join(why, "; ")+
+			"): cb_bytes stays 0, cb_registered_bytes is whole")
+	}
 }
 
 // add puts attach point s in the plan, if its instruction can be probed. An entry
