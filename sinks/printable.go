@@ -1,6 +1,7 @@
 package sinks
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"strings"
@@ -91,4 +92,26 @@ func (p printableWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// Text writes for people: every string argument of Printf (commands,
+// paths, symbol and Python names come from traced processes) is made
+// Printable. The first write error is kept in Err, and later writes are
+// skipped.
+type Text struct {
+	W   *bufio.Writer
+	Err error
+}
+
+// Printf writes format with args, their strings made Printable.
+func (t *Text) Printf(format string, args ...any) {
+	if t.Err != nil {
+		return
+	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = Printable(s)
+		}
+	}
+	_, t.Err = fmt.Fprintf(t.W, format, args...)
 }

@@ -28,12 +28,12 @@ const (
 // that matched nothing, anomalies, and loss, loudly.
 func writeReport(w io.Writer, s *devices.Summary) error {
 	bw := bufio.NewWriter(w)
-	r := reporter{w: bw}
+	r := reporter{Text{W: bw}}
 	r.summary(s)
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	return r.err
+	return r.Err
 }
 
 // Report writes the human report: one per process that ends while others
@@ -67,90 +67,74 @@ func (r *Report) Summary(s *devices.Summary) error {
 // Close flushes what is buffered.
 func (r *Report) Close() error { return r.w.Flush() }
 
-type reporter struct {
-	w   *bufio.Writer
-	err error
-}
-
-// printf prints for people: every string argument (commands, paths,
-// symbol and Python names come from outside) is made Printable.
-func (r *reporter) printf(format string, args ...any) {
-	if r.err != nil {
-		return
-	}
-	for i, a := range args {
-		if s, ok := a.(string); ok {
-			args[i] = Printable(s)
-		}
-	}
-	_, r.err = fmt.Fprintf(r.w, format, args...)
-}
+// reporter writes the report, for people (Text).
+type reporter struct{ Text }
 
 func (r *reporter) summary(s *devices.Summary) {
-	r.printf("tttrace report: %d process(es), %d events\n", len(s.Processes), s.Events)
+	r.Printf("tttrace report: %d process(es), %d events\n", len(s.Processes), s.Events)
 	if !s.Complete || s.LostEvents > 0 {
-		r.printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
+		r.Printf("INCOMPLETE: %d events lost: the totals, peaks and leaks below may be wrong\n", s.LostEvents)
 	}
 	if len(s.LostRecords) > 0 {
-		r.printf("lost records by kind: %s (stacks and Python records lost leave the ledger exact, without those sites)\n", lostKinds(s.LostRecords))
+		r.Printf("lost records by kind: %s (stacks and Python records lost leave the ledger exact, without those sites)\n", lostKinds(s.LostRecords))
 	}
 	if s.LoaderCallsDropped > 0 {
-		r.printf("%d call(s) of the dynamic loader's _dl_debug_state over their process's budget were not recorded (the process's maps were read again instead)\n", s.LoaderCallsDropped)
+		r.Printf("%d call(s) of the dynamic loader's _dl_debug_state over their process's budget were not recorded (the process's maps were read again instead)\n", s.LoaderCallsDropped)
 	}
 	if s.LayoutAnomalies > 0 {
-		r.printf("UNTRUSTED: %d buffer(s) read with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit the library, so the numbers below cannot be trusted\n", s.LayoutAnomalies)
+		r.Printf("UNTRUSTED: %d buffer(s) read with an impossible buffer type or size: the layout tttrace reads Buffer with does not fit the library, so the numbers below cannot be trusted\n", s.LayoutAnomalies)
 	}
 	for i := range s.Processes {
-		r.printf("\n")
+		r.Printf("\n")
 		r.process(&s.Processes[i])
 	}
 	if d := s.DroppedProcesses; d != nil {
-		r.printf("\n%d earlier ended process(es) not listed (past --keep-ended-totals): %d event(s), %d leak(s) of %s, %d anomalies\n",
+		r.Printf("\n%d earlier ended process(es) not listed (past --keep-ended-totals): %d event(s), %d leak(s) of %s, %d anomalies\n",
 			d.Processes, d.Events, d.Leaks, human(d.LeakedBytes), d.Anomalies)
 	}
 	if !s.Complete || s.LostEvents > 0 {
-		r.printf("\nINCOMPLETE: %d events lost\n", s.LostEvents)
+		r.Printf("\nINCOMPLETE: %d events lost\n", s.LostEvents)
 	}
 }
 
 func (r *reporter) process(p *devices.ProcessSummary) {
-	r.printf("process %d", p.Pid)
+	r.Printf("process %d", p.Pid)
 	if p.NsPid != 0 && p.NsPid != p.Pid {
-		r.printf(" (pid %d in its namespace)", p.NsPid)
+		r.Printf(" (pid %d in its namespace)", p.NsPid)
 	}
 	if p.Command != "" {
-		r.printf(" (%s)", p.Command)
+		r.Printf(" (%s)", p.Command)
 	}
 	if p.Parent != 0 {
-		r.printf(", parent %d", p.Parent)
+		r.Printf(", parent %d", p.Parent)
 	}
 	if p.Rank != nil || p.MeshID != nil || p.MeshHostRank != nil || p.PodUID != "" {
-		r.printf(", %s", p.Placement)
+		r.Printf(", %s", p.Placement)
 	}
 	switch {
 	case !p.Exited:
-		r.printf(": still running when tracing stopped")
+		r.Printf(": still running when tracing stopped")
 	case p.ExitSignal != 0:
 		name := unix.SignalName(syscall.Signal(p.ExitSignal))
 		if name == "" {
 			name = "?"
 		}
-		r.printf(": killed by signal %d (%s)", p.ExitSignal, name)
+		r.Printf(": killed by signal %d (%s)", p.ExitSignal, name)
 	case p.ExitCode < 0:
-		r.printf(": exited (status unknown)")
+		r.Printf(": exited (status unknown)")
 	default:
-		r.printf(": exited with code %d", p.ExitCode)
+		r.Printf(": exited with code %d", p.ExitCode)
 	}
-	r.printf("\n")
+	r.Printf("\n")
 	switch {
 	case p.LateLibrary:
-		r.printf("  INCOMPLETE: its TT-Metal library was probed only after it mapped it: its calls before are missed, earlier buffers are unknown and peaks are lower bounds (give --lib)\n")
+		r.Printf("  INCOMPLETE: its TT-Metal library was probed only after it mapped it: its calls before are missed, earlier buffers are unknown and peaks are lower bounds (give --lib)\n")
 	case p.AttachedMidRun:
-		r.printf("  started late: tttrace attached after the library was in use; earlier buffers are unknown and peaks are lower bounds\n")
+		r.Printf("  started late: tttrace attached after the library was in use; earlier buffers are unknown and peaks are lower bounds\n")
 	}
 
 	if len(p.Devices) == 0 {
-		r.printf("  no device activity\n")
+		r.Printf("  no device activity\n")
 	} else {
 		r.table(p.Devices)
 		r.physical(p.Devices)
@@ -166,10 +150,10 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 	r.leakSites(p)
 
 	if p.UnknownFrees > 0 {
-		r.printf("  unknown frees: %d (%s) of buffers allocated before tttrace attached\n", p.UnknownFrees, human(p.UnknownFreeBytes))
+		r.Printf("  unknown frees: %d (%s) of buffers allocated before tttrace attached\n", p.UnknownFrees, human(p.UnknownFreeBytes))
 	}
 	if p.DoubleFrees > 0 {
-		r.printf("  double frees: %d\n", p.DoubleFrees)
+		r.Printf("  double frees: %d\n", p.DoubleFrees)
 	}
 	r.anomalies(p)
 }
@@ -195,14 +179,14 @@ func (r *reporter) physical(devs []devices.DeviceSummary) {
 		why[d.Why] = append(why[d.Why], fmt.Sprint(d.Device))
 	}
 	if len(known) > 0 {
-		r.printf("  physical chips: %s\n", strings.Join(known, ", "))
+		r.Printf("  physical chips: %s\n", strings.Join(known, ", "))
 	}
 	for _, w := range order {
 		if len(known) == 0 && len(order) == 1 {
-			r.printf("  physical chips unknown: %s\n", w)
+			r.Printf("  physical chips unknown: %s\n", w)
 			continue
 		}
-		r.printf("  chip(s) %s: physical chip unknown: %s\n", strings.Join(why[w], ", "), w)
+		r.Printf("  chip(s) %s: physical chip unknown: %s\n", strings.Join(why[w], ", "), w)
 	}
 }
 
@@ -240,7 +224,7 @@ func (r *reporter) table(devs []devices.DeviceSummary) {
 				fmt.Fprintf(&b, "  %*s", width[i], cell)
 			}
 		}
-		r.printf("%s\n", b.String())
+		r.Printf("%s\n", b.String())
 	}
 }
 
@@ -253,17 +237,17 @@ func (r *reporter) trimmedLeaks(p *devices.ProcessSummary) {
 		bytes = devices.SatAdd(bytes, g.Bytes)
 	}
 	if n == 0 && t.UnplacedLeaks == 0 {
-		r.printf("  no leaks\n")
+		r.Printf("  no leaks\n")
 	} else {
-		r.printf("  leaked: %d buffer(s) on chips, %s\n", n, human(bytes))
+		r.Printf("  leaked: %d buffer(s) on chips, %s\n", n, human(bytes))
 		for _, g := range p.LeakGroups {
-			r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
+			r.Printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
 		}
 		if t.UnplacedLeaks > 0 {
-			r.printf("  leaked on chips never learned: %d mesh buffer(s), %s\n", t.UnplacedLeaks, human(t.UnplacedBytes))
+			r.Printf("  leaked on chips never learned: %d mesh buffer(s), %s\n", t.UnplacedLeaks, human(t.UnplacedBytes))
 		}
 	}
-	r.printf("  kept as totals only (more than --keep-ended processes ended after it): %d leak entries, %d site(s), %d anomaly detail(s) not kept\n",
+	r.Printf("  kept as totals only (more than --keep-ended processes ended after it): %d leak entries, %d site(s), %d anomaly detail(s) not kept\n",
 		t.Leaks+t.UnplacedLeaks, t.Sites, t.Anomalies)
 }
 
@@ -273,7 +257,7 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 		return
 	}
 	if p.LeakCount() == 0 && p.UnplacedLeakCount() == 0 {
-		r.printf("  no leaks\n")
+		r.Printf("  no leaks\n")
 		return
 	}
 	var n, bytes uint64
@@ -285,7 +269,7 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 	if !p.Exited {
 		verb = "still allocated"
 	}
-	r.printf("  %s: %d buffer(s) on chips, %s\n", verb, n, human(bytes))
+	r.Printf("  %s: %d buffer(s) on chips, %s\n", verb, n, human(bytes))
 	// The leaks come in group order (LeakGroups sums them). A mesh buffer
 	// is one leak per chip of its mesh: its groups count it, and it is
 	// listed once, below, with its chips.
@@ -298,7 +282,7 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 	next, stop := iter.Pull(p.AllLeaks())
 	defer stop()
 	for _, g := range p.LeakGroups {
-		r.printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
+		r.Printf("    chip %d %s: %d buffer(s), %s\n", g.Device, g.Type, g.Count, human(g.Bytes))
 		shown, own, inMesh := 0, uint64(0), uint64(0)
 		for i := uint64(0); i < g.Count; i++ {
 			lk, ok := next()
@@ -324,17 +308,17 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 			}
 		}
 		if own > uint64(shown) {
-			r.printf("      … %d more\n", own-uint64(shown))
+			r.Printf("      … %d more\n", own-uint64(shown))
 		}
 		if inMesh > 0 {
-			r.printf("      and %d mesh buffer(s), listed below\n", inMesh)
+			r.Printf("      and %d mesh buffer(s), listed below\n", inMesh)
 		}
 	}
 	if len(meshes) > 0 {
-		r.printf("    mesh buffers (each counted on every chip of its mesh): %d\n", len(meshes))
+		r.Printf("    mesh buffers (each counted on every chip of its mesh): %d\n", len(meshes))
 		for i, m := range meshes {
 			if i == reportLeaksPerGroup {
-				r.printf("      … %d more\n", len(meshes)-i)
+				r.Printf("      … %d more\n", len(meshes)-i)
 				break
 			}
 			sort.Slice(m.chips, func(a, b int) bool { return m.chips[a] < m.chips[b] })
@@ -342,11 +326,11 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 		}
 	}
 	if n := p.UnplacedLeakCount(); n > 0 {
-		r.printf("    on meshes whose chips were never seen: %d buffer(s)\n", n)
+		r.Printf("    on meshes whose chips were never seen: %d buffer(s)\n", n)
 		j := 0
 		for lk := range p.AllUnplacedLeaks() {
 			if j == reportLeaksPerGroup {
-				r.printf("      … %d more\n", n-j)
+				r.Printf("      … %d more\n", n-j)
 				break
 			}
 			r.leak(lk, "")
@@ -359,13 +343,13 @@ func (r *reporter) leaks(p *devices.ProcessSummary) {
 // and the first native frames of each.
 func (r *reporter) leakSites(p *devices.ProcessSummary) {
 	if p.LoaderCallsDropped > 0 {
-		r.printf("  loader calls over budget: %d (not recorded; maps read again)\n", p.LoaderCallsDropped)
+		r.Printf("  loader calls over budget: %d (not recorded; maps read again)\n", p.LoaderCallsDropped)
 	}
 	if p.LostStacks > 0 {
-		r.printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
+		r.Printf("  lost stacks: %d allocation(s) without a site (the ring buffer was too full)\n", p.LostStacks)
 	}
 	if len(p.SitesMissing) > 0 {
-		r.printf("  %s\n", sitesMissingText(p.SitesMissing))
+		r.Printf("  %s\n", sitesMissingText(p.SitesMissing))
 	}
 	if len(p.LeakSites) == 0 {
 		return
@@ -374,10 +358,10 @@ func (r *reporter) leakSites(p *devices.ProcessSummary) {
 	for i := range p.Sites {
 		sites[p.Sites[i].Site] = &p.Sites[i]
 	}
-	r.printf("  top leak sites:\n")
+	r.Printf("  top leak sites:\n")
 	for i, ls := range p.LeakSites {
 		if i == reportLeakSites {
-			r.printf("    … %d more sites (the JSON summary lists them all)\n", len(p.LeakSites)-i)
+			r.Printf("    … %d more sites (the JSON summary lists them all)\n", len(p.LeakSites)-i)
 			break
 		}
 		chips := make([]string, len(ls.Devices))
@@ -388,18 +372,18 @@ func (r *reporter) leakSites(p *devices.ProcessSummary) {
 		if len(chips) > 1 {
 			on = "chips"
 		}
-		r.printf("    site %d: %d buffer(s), %s on %s %s", ls.Site, ls.Count, human(ls.Bytes), on, strings.Join(chips, ","))
+		r.Printf("    site %d: %d buffer(s), %s on %s %s", ls.Site, ls.Count, human(ls.Bytes), on, strings.Join(chips, ","))
 		if ls.Test != "" {
-			r.printf(" in %s", ls.Test)
+			r.Printf(" in %s", ls.Test)
 		}
-		r.printf("\n")
+		r.Printf("\n")
 		s := sites[ls.Site]
 		if s == nil {
 			continue
 		}
 		if len(s.Python) > 0 {
 			f := s.Python[0]
-			r.printf("      %s:%d in %s\n", f.File, f.Line, f.Function)
+			r.Printf("      %s:%d in %s\n", f.File, f.Line, f.Function)
 		}
 		// From the library's entry point (the outermost of the innermost
 		// module's frames) out: where the program called TT-Metal.
@@ -409,13 +393,13 @@ func (r *reporter) leakSites(p *devices.ProcessSummary) {
 		}
 		for j := first; j < len(s.Native); j++ {
 			if j-first == reportSiteFrames {
-				r.printf("      … %d more frames\n", len(s.Native)-j)
+				r.Printf("      … %d more frames\n", len(s.Native)-j)
 				break
 			}
-			r.printf("      %s\n", nativeString(&s.Native[j]))
+			r.Printf("      %s\n", nativeString(&s.Native[j]))
 		}
 		if s.Truncated {
-			r.printf("      (stack truncated)\n")
+			r.Printf("      (stack truncated)\n")
 		}
 	}
 }
@@ -475,20 +459,20 @@ func chipRanges(ids []int32) string {
 
 // leak writes one leak; chips, when not "", says where a mesh buffer is.
 func (r *reporter) leak(l *devices.Leak, chips string) {
-	r.printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
+	r.Printf("      %s %#x  %s", l.Type, l.Address, human(l.Size))
 	if l.Mesh {
-		r.printf("  mesh buffer %s on mesh %s", l.Buffer, l.MeshDevice)
+		r.Printf("  mesh buffer %s on mesh %s", l.Buffer, l.MeshDevice)
 	} else {
-		r.printf("  buffer %s", l.Buffer)
+		r.Printf("  buffer %s", l.Buffer)
 	}
-	r.printf("  tid %d seq %d", l.Tid, l.Seq)
+	r.Printf("  tid %d seq %d", l.Tid, l.Seq)
 	if l.Site != 0 {
-		r.printf("  site %d", l.Site)
+		r.Printf("  site %d", l.Site)
 	}
 	if chips != "" {
-		r.printf("  on %s", chips)
+		r.Printf("  on %s", chips)
 	}
-	r.printf("\n")
+	r.Printf("\n")
 }
 
 // l1 writes each chip's minimum L1 headroom and the CB / L1 clashes.
@@ -500,30 +484,30 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 			continue
 		}
 		if first {
-			r.printf("  L1 headroom (lowest L1 buffer - end of the CB region), minimum:\n")
+			r.Printf("  L1 headroom (lowest L1 buffer - end of the CB region), minimum:\n")
 			first = false
 		}
-		r.printf("    chip %d: %s (L1 buffer at %#x, CBs end at %#x, ts %d)", d.Device, signedHuman(m.Value), m.LowestL1Address, m.CBRegionEnd, m.TsNs)
+		r.Printf("    chip %d: %s (L1 buffer at %#x, CBs end at %#x, ts %d)", d.Device, signedHuman(m.Value), m.LowestL1Address, m.CBRegionEnd, m.TsNs)
 		if d.L1Headroom != nil {
-			r.printf("; now %s", signedHuman(*d.L1Headroom))
+			r.Printf("; now %s", signedHuman(*d.L1Headroom))
 		}
-		r.printf("\n")
+		r.Printf("\n")
 	}
 	if len(p.L1Clashes) == 0 {
 		return
 	}
-	r.printf("  L1 clashes: %d (TT-Metal throws \"circular buffers ... clash with L1 buffers\" for these)\n", p.Stats.L1Clashes)
+	r.Printf("  L1 clashes: %d (TT-Metal throws \"circular buffers ... clash with L1 buffers\" for these)\n", p.Stats.L1Clashes)
 	r.first(len(p.L1Clashes), p.Stats.L1Clashes, "    ", summaryLists, func(i int) {
 		n := &p.L1Clashes[i]
-		r.printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
+		r.Printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, %s above the L1 buffer at %#x; %d L1 buffer(s) in the way, %s\n",
 			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, human(uint64(-n.Headroom)), n.LowestL1Address, n.L1BuffersCount, human(n.L1BuffersBytes))
 		for j := range n.L1Buffers {
 			b := &n.L1Buffers[j]
-			r.printf("      L1 %#x  %s  ", b.Address, human(b.Size))
+			r.Printf("      L1 %#x  %s  ", b.Address, human(b.Size))
 			r.whose(p, b.Mesh, b.Buffer, b.MeshDevice, b.Tid, b.Seq, b.Site)
 		}
 		if n.L1BuffersCount > len(n.L1Buffers) {
-			r.printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
+			r.Printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
 		}
 	})
 }
@@ -539,11 +523,11 @@ func (r *reporter) allocator(devs []devices.DeviceSummary) {
 	if !seen {
 		return // no bank manager was seen made (the JSON summary says why per chip)
 	}
-	r.printf("  allocator (as TT-Metal's get_statistics: per bank, every bank of a type alike):\n")
+	r.Printf("  allocator (as TT-Metal's get_statistics: per bank, every bank of a type alike):\n")
 	for i := range devs {
 		d := &devs[i]
 		if d.Allocator == nil {
-			r.printf("    chip %d  unknown: %s\n", d.Device, d.AllocatorWhy)
+			r.Printf("    chip %d  unknown: %s\n", d.Device, d.AllocatorWhy)
 			continue
 		}
 		r.allocatorTypes(fmt.Sprintf("    chip %-3d", d.Device), d.Allocator)
@@ -561,16 +545,16 @@ func (r *reporter) meshAllocators(meshes []devices.MeshAllocator) {
 	if !seen {
 		return // no mesh's bank managers were seen (the JSON summary says why per mesh)
 	}
-	r.printf("  mesh allocators (a MeshDevice's own; its buffers are not in its chips' lines above):\n")
+	r.Printf("  mesh allocators (a MeshDevice's own; its buffers are not in its chips' lines above):\n")
 	for i := range meshes {
 		m := &meshes[i]
 		chips := make([]string, len(m.Chips))
 		for j, c := range m.Chips {
 			chips[j] = fmt.Sprint(c)
 		}
-		r.printf("    mesh %s (chips %s)\n", m.MeshDevice, strings.Join(chips, ","))
+		r.Printf("    mesh %s (chips %s)\n", m.MeshDevice, strings.Join(chips, ","))
 		if m.Allocator == nil {
-			r.printf("      unknown: %s\n", m.AllocatorWhy)
+			r.Printf("      unknown: %s\n", m.AllocatorWhy)
 			continue
 		}
 		r.allocatorTypes("     ", m.Allocator)
@@ -586,26 +570,26 @@ func (r *reporter) allocatorTypes(lead string, a *devices.Allocator) {
 		if at == nil {
 			continue
 		}
-		r.printf("%s %-8s ", lead, t)
+		r.Printf("%s %-8s ", lead, t)
 		lead = pad
 		st, ok := at.Stats()
 		switch {
 		case !ok:
-			r.printf("%d bank(s) of %s: state unknown (%s)", at.Banks, human(at.BankSize), at.Why)
+			r.Printf("%d bank(s) of %s: state unknown (%s)", at.Banks, human(at.BankSize), at.Why)
 		case at.BankSize == 0:
-			r.printf("%d bank(s) of 0 B", at.Banks)
+			r.Printf("%d bank(s) of 0 B", at.Banks)
 		default:
-			r.printf("%s of %s used (%.1f%%) x %d bank(s); free %s, largest free block %s",
+			r.Printf("%s of %s used (%.1f%%) x %d bank(s); free %s, largest free block %s",
 				human(st.TotalAllocated), human(at.BankSize), 100*float64(st.TotalAllocated)/float64(at.BankSize), at.Banks,
 				human(st.TotalFree), human(st.LargestFreeBlock))
 		}
 		if at.PerCoreBuffers > 0 {
-			r.printf("; %d per-core buffer(s), %s, not in these numbers", at.PerCoreBuffers, human(at.PerCoreBytes))
+			r.Printf("; %d per-core buffer(s), %s, not in these numbers", at.PerCoreBuffers, human(at.PerCoreBytes))
 		}
 		if at.Failures > 0 {
-			r.printf("; %d failed allocation(s)", at.Failures)
+			r.Printf("; %d failed allocation(s)", at.Failures)
 		}
-		r.printf("\n")
+		r.Printf("\n")
 	}
 }
 
@@ -616,7 +600,7 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 	if len(p.AllocFailures) == 0 {
 		return
 	}
-	r.printf("  failed allocations: %d (TT-Metal threw \"Out of Memory\"; the process may have caught it)\n", p.Stats.AllocFailures)
+	r.Printf("  failed allocations: %d (TT-Metal threw \"Out of Memory\"; the process may have caught it)\n", p.Stats.AllocFailures)
 	r.first(len(p.AllocFailures), p.Stats.AllocFailures, "    ", summaryLists, func(i int) {
 		f := &p.AllocFailures[i]
 		where := "no known chip"
@@ -626,46 +610,46 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 		case f.MeshDevice != "":
 			where = fmt.Sprintf("mesh %s", f.MeshDevice)
 		}
-		r.printf("    %s %s, tid %d seq %d: %s across %d bank(s) needs %s per bank; a bank holds %s",
+		r.Printf("    %s %s, tid %d seq %d: %s across %d bank(s) needs %s per bank; a bank holds %s",
 			where, f.BufferType, f.Tid, f.Seq, human(f.Size), f.Banks, human(f.SizePerBank), human(f.BankSize))
 		if f.TotalAllocated != nil {
-			r.printf(" (%s allocated, %s free, largest free block %s)", human(*f.TotalAllocated), human(*f.TotalFree), human(*f.LargestFree))
+			r.Printf(" (%s allocated, %s free, largest free block %s)", human(*f.TotalAllocated), human(*f.TotalFree), human(*f.LargestFree))
 		}
-		r.printf("\n")
-		r.printf("      %s\n", failureAdvice(f))
+		r.Printf("\n")
+		r.Printf("      %s\n", failureAdvice(f))
 		if f.Site != 0 {
-			r.printf("      asked at site %d", f.Site)
+			r.Printf("      asked at site %d", f.Site)
 			if w := siteWhere(p, f.Site); w != "" {
-				r.printf(": %s", w)
+				r.Printf(": %s", w)
 			}
-			r.printf("\n")
+			r.Printf("\n")
 		}
 		if f.HoldersCount == 0 {
 			if f.Device != nil || f.MeshDevice != "" {
-				r.printf("      nothing of this process held %s on %s then\n", f.BufferType, where)
+				r.Printf("      nothing of this process held %s on %s then\n", f.BufferType, where)
 			}
 			return
 		}
-		r.printf("      what held %s on %s then: %d buffer(s), %s; the largest:\n", f.BufferType, where, f.HoldersCount, human(f.HoldersBytes))
+		r.Printf("      what held %s on %s then: %d buffer(s), %s; the largest:\n", f.BufferType, where, f.HoldersCount, human(f.HoldersBytes))
 		for j := range f.Holders {
 			h := &f.Holders[j]
-			r.printf("        %#x  %s", h.Address, human(h.Size))
+			r.Printf("        %#x  %s", h.Address, human(h.Size))
 			if h.Span != nil {
-				r.printf(" (%s per bank)", human(*h.Span))
+				r.Printf(" (%s per bank)", human(*h.Span))
 			}
-			r.printf("  ")
+			r.Printf("  ")
 			r.whose(p, h.Mesh, h.Buffer, h.MeshDevice, h.Tid, h.Seq, h.Site)
 		}
 		if f.HoldersCount > len(f.Holders) {
-			r.printf("        … %d more\n", f.HoldersCount-len(f.Holders))
+			r.Printf("        … %d more\n", f.HoldersCount-len(f.Holders))
 		}
 		for j := range f.HolderSites {
 			s := &f.HolderSites[j]
-			r.printf("      site %d holds %d buffer(s), %s (%s per bank)", s.Site, s.Buffers, human(s.Bytes), human(s.SpanBytes))
+			r.Printf("      site %d holds %d buffer(s), %s (%s per bank)", s.Site, s.Buffers, human(s.Bytes), human(s.SpanBytes))
 			if w := siteWhere(p, s.Site); w != "" {
-				r.printf(": %s", w)
+				r.Printf(": %s", w)
 			}
-			r.printf("\n")
+			r.Printf("\n")
 		}
 	})
 }
@@ -711,18 +695,18 @@ func deref(p *uint64) uint64 {
 // and event, and where it was allocated when known.
 func (r *reporter) whose(p *devices.ProcessSummary, mesh bool, buffer, meshDevice string, tid uint32, seq uint64, site uint32) {
 	if mesh {
-		r.printf("mesh buffer %s on mesh %s", buffer, meshDevice)
+		r.Printf("mesh buffer %s on mesh %s", buffer, meshDevice)
 	} else {
-		r.printf("buffer %s", buffer)
+		r.Printf("buffer %s", buffer)
 	}
-	r.printf("  tid %d seq %d", tid, seq)
+	r.Printf("  tid %d seq %d", tid, seq)
 	if site != 0 {
-		r.printf("  site %d", site)
+		r.Printf("  site %d", site)
 		if w := siteWhere(p, site); w != "" {
-			r.printf(": %s", w)
+			r.Printf(": %s", w)
 		}
 	}
-	r.printf("\n")
+	r.Printf("\n")
 }
 
 func siteWhere(p *devices.ProcessSummary, id uint32) string {
@@ -766,20 +750,20 @@ func (r *reporter) anomalies(p *devices.ProcessSummary) {
 		return
 	}
 	sort.Strings(kinds)
-	r.printf("  anomalies: %d\n", total)
+	r.Printf("  anomalies: %d\n", total)
 	for _, k := range kinds {
-		r.printf("    %s: %d\n", k, p.AnomalyCounts[k])
+		r.Printf("    %s: %d\n", k, p.AnomalyCounts[k])
 	}
 	var shown uint64
 	for _, a := range p.Anomalies {
 		if shown == reportAnomalies {
 			break
 		}
-		r.printf("    seq %d tid %d %s %s: %s\n", a.Seq, a.Tid, a.Event, a.Kind, a.Detail)
+		r.Printf("    seq %d tid %d %s %s: %s\n", a.Seq, a.Tid, a.Event, a.Kind, a.Detail)
 		shown++
 	}
 	if total > shown {
-		r.printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, devices.MaxAnomalies)
+		r.Printf("    … %d more (the JSON summary lists the first %d)\n", total-shown, devices.MaxAnomalies)
 	}
 }
 
@@ -793,7 +777,7 @@ var summaryLists = fmt.Sprintf(" (the JSON summary lists the first %d)", devices
 func (r *reporter) first(n int, total uint64, indent, more string, item func(i int)) {
 	for i := range n {
 		if i == reportAnomalies {
-			r.printf("%s… %d more%s\n", indent, total-uint64(i), more)
+			r.Printf("%s… %d more%s\n", indent, total-uint64(i), more)
 			return
 		}
 		item(i)

@@ -15,13 +15,13 @@ func (r *reporter) windows(p *devices.ProcessSummary) {
 	if len(p.Windows) == 0 {
 		return
 	}
-	r.printf("  windows (tttrace mark): per chip, each type's peak in the window; in use at its end, of the limit, largest free block\n")
+	r.Printf("  windows (tttrace mark): per chip, each type's peak in the window; in use at its end, of the limit, largest free block\n")
 	if p.WindowsDropped > 0 {
-		r.printf("    %d earlier window(s) not kept\n", p.WindowsDropped)
+		r.Printf("    %d earlier window(s) not kept\n", p.WindowsDropped)
 	}
 	for i := range p.Windows {
 		w := &p.Windows[i]
-		r.printf("    window %d", w.Index)
+		r.Printf("    window %d", w.Index)
 		var what []string
 		if w.Name != "" {
 			what = append(what, w.Name)
@@ -34,12 +34,12 @@ func (r *reporter) windows(p *devices.ProcessSummary) {
 		default:
 			what = append(what, "current")
 		}
-		r.printf(" (%s)", strings.Join(what, ", "))
+		r.Printf(" (%s)", strings.Join(what, ", "))
 		if len(w.Devices) == 0 {
-			r.printf(": no device activity\n")
+			r.Printf(": no device activity\n")
 			continue
 		}
-		r.printf("\n")
+		r.Printf("\n")
 		for _, d := range w.Devices {
 			var parts []string
 			for _, t := range devices.AllocatorTypes() {
@@ -62,7 +62,7 @@ func (r *reporter) windows(p *devices.ProcessSummary) {
 			if len(parts) == 0 {
 				parts = append(parts, "nothing held")
 			}
-			r.printf("      chip %d: %s\n", d.Device, strings.Join(parts, "; "))
+			r.Printf("      chip %d: %s\n", d.Device, strings.Join(parts, "; "))
 		}
 	}
 }

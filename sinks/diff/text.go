@@ -32,75 +32,60 @@ func label(counter string) string {
 // a table of its chips' counters (end and peak in A and B, and when each
 // peak came), then its leaks, allocator numbers, sites and records.
 func (r *Result) WriteText(w io.Writer) error {
-	t := &text{w: bufio.NewWriter(w)}
+	t := &text{sinks.Text{W: bufio.NewWriter(w)}}
 	t.result(r)
-	if err := t.w.Flush(); err != nil {
+	if err := t.W.Flush(); err != nil {
 		return err
 	}
-	return t.err
+	return t.Err
 }
 
-type text struct {
-	w   *bufio.Writer
-	err error
-}
-
-// printf prints for people: every string argument (commands, paths,
-// symbols, Python names come from the runs' processes) made Printable.
-func (t *text) printf(format string, args ...any) {
-	if t.err != nil {
-		return
-	}
-	for i, a := range args {
-		if s, ok := a.(string); ok {
-			args[i] = sinks.Printable(s)
-		}
-	}
-	_, t.err = fmt.Fprintf(t.w, format, args...)
-}
+// text writes the comparison, for people (sinks.Text: every string made
+// Printable, as the runs' commands, paths and names come from processes).
+type text struct{ sinks.Text }
 
 func (t *text) result(r *Result) {
-	t.printf("tttrace diff\n")
+	t.Printf("tttrace diff\n")
 	for _, x := range []struct {
 		name string
 		ri   *RunInfo
 	}{{"A", &r.A}, {"B", &r.B}} {
-		t.printf("  %s: %s: %d process(es), %d events", x.name, x.ri.File, x.ri.Processes, x.ri.Events)
+		t.Printf("  %s: %s: %d process(es), %d events", x.name, x.ri.File, x.ri.Processes, x.ri.Events)
 		if x.ri.SummaryOnly {
-			t.printf(" (a summary alone)")
+			t.Printf(" (a summary alone)")
 		}
 		if x.ri.Dropped > 0 {
-			t.printf(", %d ended process(es) folded away by the run, not compared", x.ri.Dropped)
+			t.Printf(", %d ended process(es) folded away by the run, not compared", x.ri.Dropped)
 		}
-		t.printf("\n")
+		t.Printf("\n")
 		if x.ri.LostEvents > 0 {
-			t.printf("  INCOMPLETE: %s lost %d events: its totals, peaks and leaks may be wrong, and so may the changes below\n", x.name, x.ri.LostEvents)
+			t.Printf("  INCOMPLETE: %s lost %d events: its totals, peaks and leaks may be wrong, and so may the changes below\n", x.name, x.ri.LostEvents)
 		}
 		if x.ri.LayoutAnomalies > 0 {
-			t.printf("  UNTRUSTED: %s read %d buffer(s) with an impossible type or size (its layout did not fit the library)\n", x.name, x.ri.LayoutAnomalies)
+			t.Printf("  UNTRUSTED: %s read %d buffer(s) with an impossible type or size (its layout did not fit the library)\n", x.name, x.ri.LayoutAnomalies)
 		}
 	}
 	if r.SitesBy == "leaks" {
-		t.printf("  sites are compared by what they hold at the end only: a run is a summary alone (--no-events)\n")
+		t.Printf("  sites are compared by what they hold at the end only: a run is a summary alone (--no-events)\n")
 	}
 	if r.Same {
-		t.printf("\nno change: %d process(es) matched, each the same in both runs\n", r.Unchanged)
+		t.Printf("\nno change: %d process(es) matched, each the same in both runs\n", r.Unchanged)
 		return
 	}
 	if r.Unchanged > 0 {
-		t.printf("  %d process(es) matched with no change\n", r.Unchanged)
+		t.Printf("  %d process(es) matched with no change\n", r.Unchanged)
 	}
 	for i := range r.Processes {
-		t.printf("\n")
+		t.Printf("\n")
 		t.process(&r.Processes[i])
 	}
-	t.printf("\n")
+	t.Printf("\n")
 	if len(r.Growth) == 0 {
-		t.printf("growth: no memory counter is higher in B\n")
+		t.Printf("growth: no memory counter is higher in B\n")
 		return
 	}
 	g := &r.Growth[0]
-	t.printf("growth: %d memory counter(s) higher in B; the most: %s chip %d %s at the %s %s -> %s (+%s%s)\n",
+	t.Printf("growth: %d memory counter(s) higher in B; the most: %s chip %d %s at the %s %s -> %s (+%s%s)\n",
 		len(r.Growth), procName(g.PidA, g.PidB), g.Device, label(g.Counter), g.At, human(g.A), human(g.B), human(g.Bytes), pct(g.Pct))
 }
 
@@ -126,23 +111,23 @@ func procName(a, b *uint32) string {
 func (t *text) process(d *ProcessDiff) {
 	switch d.Status {
 	case "appeared":
-		t.printf("process %d (%s): only in B\n", *d.PidB, d.Command)
+		t.Printf("process %d (%s): only in B\n", *d.PidB, d.Command)
 	case "vanished":
-		t.printf("process %d (%s): only in A\n", *d.PidA, d.Command)
+		t.Printf("process %d (%s): only in A\n", *d.PidA, d.Command)
 	default:
-		t.printf("process %d in A, %d in B (%s)\n", *d.PidA, *d.PidB, d.Command)
+		t.Printf("process %d in A, %d in B (%s)\n", *d.PidA, *d.PidB, d.Command)
 		if d.CommandB != "" {
-			t.printf("  B's command: %s (the runs' only unmatched processes, compared)\n", d.CommandB)
+			t.Printf("  B's command: %s (the runs' only unmatched processes, compared)\n", d.CommandB)
 		}
 	}
 	if e := d.Exit; e != nil {
-		t.printf("  ended: %s in A, %s in B\n", exitText(e.A), exitText(e.B))
+		t.Printf("  ended: %s in A, %s in B\n", exitText(e.A), exitText(e.B))
 	}
 	t.chips(d)
 	t.leaks(d)
 	t.allocators(d)
 	if d.Trimmed {
-		t.printf("  sites and records not compared: a run kept only this process's totals (--keep-ended)\n")
+		t.Printf("  sites and records not compared: a run kept only this process's totals (--keep-ended)\n")
 	}
 	t.sites(d)
 	t.records(d)
@@ -166,7 +151,7 @@ func (t *text) chips(d *ProcessDiff) {
 	if n == 0 {
 		return
 	}
-	t.printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s\n", "CHIP", "", "END A", "END B", "CHANGE", "PEAK A", "PEAK B", "CHANGE", "PEAK AT (A / B)")
+	t.Printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s\n", "CHIP", "", "END A", "END B", "CHANGE", "PEAK A", "PEAK B", "CHANGE", "PEAK AT (A / B)")
 	for i := range d.Chips {
 		c := &d.Chips[i]
 		chip := fmt.Sprint(c.Device)
@@ -178,12 +163,12 @@ func (t *text) chips(d *ProcessDiff) {
 			if cd.Counter == counterNames[cLiveBuffers] {
 				f = func(v uint64) string { return fmt.Sprint(v) }
 			}
-			t.printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s / %s\n", chip, label(cd.Counter),
+			t.Printf("  %-6s %-8s %10s %10s %11s %10s %10s %11s  %s / %s\n", chip, label(cd.Counter),
 				f(cd.End.A), f(cd.End.B), signed(cd.End.Delta, f), f(cd.Peak.A), f(cd.Peak.B), signed(cd.Peak.Delta, f),
 				since(cd.PeakAtA), since(cd.PeakAtB))
 		}
 		if h := c.MinL1Headroom; h != nil {
-			t.printf("  %-6s min L1 headroom %s -> %s\n", chip, headroom(h.A), headroom(h.B))
+			t.Printf("  %-6s min L1 headroom %s -> %s\n", chip, headroom(h.A), headroom(h.B))
 		}
 	}
 }
@@ -222,10 +207,10 @@ func (t *text) leaks(d *ProcessDiff) {
 		c := &d.Chips[i]
 		for _, l := range c.Leaks {
 			if first {
-				t.printf("  leaks:\n")
+				t.Printf("  leaks:\n")
 				first = false
 			}
-			t.printf("    chip %d %s: %d -> %d buffer(s), %s -> %s (%s)\n", c.Device, l.Type, l.Count.A, l.Count.B,
+			t.Printf("    chip %d %s: %d -> %d buffer(s), %s -> %s (%s)\n", c.Device, l.Type, l.Count.A, l.Count.B,
 				human(l.Bytes.A), human(l.Bytes.B), signed(l.Bytes.Delta, human))
 		}
 	}
@@ -235,7 +220,7 @@ func (t *text) allocators(d *ProcessDiff) {
 	first := true
 	head := func() {
 		if first {
-			t.printf("  allocator (per bank, as get_statistics):\n")
+			t.Printf("  allocator (per bank, as get_statistics):\n")
 			first = false
 		}
 	}
@@ -289,7 +274,7 @@ func (t *text) allocLine(where string, a *AllocDiff) {
 		}
 		parts = append(parts, fmt.Sprintf("failures %s -> %s", cnt(a.Failures.A), cnt(a.Failures.B)))
 	}
-	t.printf("    %s %s: %s\n", where, a.Type, strings.Join(parts, ", "))
+	t.Printf("    %s %s: %s\n", where, a.Type, strings.Join(parts, ", "))
 }
 
 func (t *text) sites(d *ProcessDiff) {
@@ -309,20 +294,20 @@ func (t *text) sites(d *ProcessDiff) {
 	for i, s := range order {
 		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
 	}
-	t.printf("  sites (by chip and type): %s\n", strings.Join(parts, ", "))
+	t.Printf("  sites (by chip and type): %s\n", strings.Join(parts, ", "))
 	for i := range d.Sites {
 		if i == textSites {
-			t.printf("    … %d more (--json lists them all)\n", len(d.Sites)-i)
+			t.Printf("    … %d more (--json lists them all)\n", len(d.Sites)-i)
 			break
 		}
 		s := &d.Sites[i]
-		t.printf("    %-9s chip %d %s: in use %s -> %s (%d -> %d)", s.Status, s.Device, s.Type,
+		t.Printf("    %-9s chip %d %s: in use %s -> %s (%d -> %d)", s.Status, s.Device, s.Type,
 			human(s.A.InUseBytes), human(s.B.InUseBytes), s.A.InUseObjects, s.B.InUseObjects)
 		if s.A.AllocObjects+s.B.AllocObjects+s.A.PeakBytes+s.B.PeakBytes > 0 {
-			t.printf(", at the peak %s -> %s, allocated %s -> %s (%d -> %d)", human(s.A.PeakBytes), human(s.B.PeakBytes),
+			t.Printf(", at the peak %s -> %s, allocated %s -> %s (%d -> %d)", human(s.A.PeakBytes), human(s.B.PeakBytes),
 				human(s.A.AllocBytes), human(s.B.AllocBytes), s.A.AllocObjects, s.B.AllocObjects)
 		}
-		t.printf("\n")
+		t.Printf("\n")
 		t.site(s.Site, "      ")
 	}
 }
@@ -332,12 +317,12 @@ func (t *text) sites(d *ProcessDiff) {
 // frames) out.
 func (t *text) site(s *SiteRef, indent string) {
 	if s == nil || s.Unknown {
-		t.printf("%s(no stack: stacks off, or lost)\n", indent)
+		t.Printf("%s(no stack: stacks off, or lost)\n", indent)
 		return
 	}
 	if len(s.Python) > 0 {
 		f := s.Python[0]
-		t.printf("%s%s:%d in %s\n", indent, f.File, f.Line, f.Function)
+		t.Printf("%s%s:%d in %s\n", indent, f.File, f.Line, f.Function)
 	}
 	first := 0
 	for first+1 < len(s.Native) && s.Native[first+1].Module == s.Native[0].Module {
@@ -345,13 +330,13 @@ func (t *text) site(s *SiteRef, indent string) {
 	}
 	for j := first; j < len(s.Native); j++ {
 		if j-first == textFrames {
-			t.printf("%s… %d more frames\n", indent, len(s.Native)-j)
+			t.Printf("%s… %d more frames\n", indent, len(s.Native)-j)
 			break
 		}
-		t.printf("%s%s\n", indent, frameText(&s.Native[j]))
+		t.Printf("%s%s\n", indent, frameText(&s.Native[j]))
 	}
 	if s.Truncated {
-		t.printf("%s(stack truncated)\n", indent)
+		t.Printf("%s(stack truncated)\n", indent)
 	}
 }
 
@@ -384,7 +369,7 @@ var recordNames = map[string]string{
 
 func (t *text) records(d *ProcessDiff) {
 	if c := d.Counts; c != nil {
-		t.printf("  failed allocations %d -> %d, L1 clashes %d -> %d, trace problems %d -> %d\n",
+		t.Printf("  failed allocations %d -> %d, L1 clashes %d -> %d, trace problems %d -> %d\n",
 			c.A.AllocFailures, c.B.AllocFailures, c.A.L1Clashes, c.B.L1Clashes, c.A.TraceProblems, c.B.TraceProblems)
 	}
 	shown := map[string]int{}
@@ -392,39 +377,39 @@ func (t *text) records(d *ProcessDiff) {
 		rd := &d.Records[i]
 		if shown[rd.Status]++; shown[rd.Status] > textRecords {
 			if shown[rd.Status] == textRecords+1 {
-				t.printf("    … more %s records (--json lists them all)\n", rd.Status)
+				t.Printf("    … more %s records (--json lists them all)\n", rd.Status)
 			}
 			continue
 		}
 		r := rd.Record
-		t.printf("  %s %s (%d in A, %d in B):", rd.Status, recordNames[r.Kind], rd.CountA, rd.CountB)
+		t.Printf("  %s %s (%d in A, %d in B):", rd.Status, recordNames[r.Kind], rd.CountA, rd.CountB)
 		if r.Device != nil {
-			t.printf(" chip %d", *r.Device)
+			t.Printf(" chip %d", *r.Device)
 		}
 		if len(r.MeshChips) > 0 {
-			t.printf(" mesh over chips %s", chipList(r.MeshChips))
+			t.Printf(" mesh over chips %s", chipList(r.MeshChips))
 		}
 		if r.BufferType != "" {
-			t.printf(" %s", r.BufferType)
+			t.Printf(" %s", r.BufferType)
 		}
 		if r.Size > 0 {
-			t.printf(" %s", human(r.Size))
+			t.Printf(" %s", human(r.Size))
 		}
 		if r.Cause != "" {
-			t.printf(" %s", r.Cause)
+			t.Printf(" %s", r.Cause)
 		}
 		if r.Reason != "" {
-			t.printf(" (%s)", r.Reason)
+			t.Printf(" (%s)", r.Reason)
 		}
 		if r.Kind == "l1_clash" {
-			t.printf(" CBs end at %#x, lowest L1 buffer at %#x", r.CBRegionEnd, r.LowestL1Address)
+			t.Printf(" CBs end at %#x, lowest L1 buffer at %#x", r.CBRegionEnd, r.LowestL1Address)
 		}
-		t.printf("\n")
+		t.Printf("\n")
 		if r.Site != nil {
 			t.site(r.Site, "      ")
 		}
 		if r.Other != nil {
-			t.printf("    overlapping the captured buffer allocated at:\n")
+			t.Printf("    overlapping the captured buffer allocated at:\n")
 			t.site(r.Other, "      ")
 		}
 	}
