@@ -784,9 +784,12 @@ func (r *reporter) first(n int, total uint64, indent, more string, item func(i i
 	}
 }
 
-// human formats a byte count: exact below 1 KiB, else one decimal in the
-// largest binary unit that keeps the number at least 1.
-func human(n uint64) string {
+// human is HumanBytes.
+func human(n uint64) string { return HumanBytes(n) }
+
+// HumanBytes formats a byte count for people: exact below 1 KiB, else one
+// decimal in the largest binary unit that keeps the number at least 1.
+func HumanBytes(n uint64) string {
 	const units = "KMGTPE"
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)

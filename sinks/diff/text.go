@@ -415,17 +415,5 @@ func (t *text) records(d *ProcessDiff) {
 	}
 }
 
-// human formats a byte count as the report does: exact below 1 KiB, else
-// one decimal in the largest binary unit that keeps the number at least 1.
-func human(n uint64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/1024, 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, units[i])
-}
+// human formats a byte count as the report does.
+func human(n uint64) string { return sinks.HumanBytes(n) }
