@@ -137,4 +137,6 @@ type Event struct {
 	AllocatorFields
 	TraceFields
 	CBFields
+	// The TT-NN op live on the record's thread (op.go).
+	OpFields
 }

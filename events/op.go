@@ -1,0 +1,86 @@
+package events
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// TT-NN ops (issue #31, docs/ndjson.md "Ops"): a record made while a
+// TT-NN op runs on its thread carries the op in OpFields. The runtime
+// fills them from the thread's op frames (the op probes' records); the
+// names are interned once in OpNames, so an Event stays free of
+// pointers and its decoding allocates nothing.
+
+// OpFields name the op live on the record's thread.
+type OpFields struct {
+	// Op is the innermost top-level op live on the thread (its Python
+	// name, an OpNames id); 0: no op.
+	Op uint32
+	// DeviceOp is the innermost device operation launched inside Op (its
+	// short type name, an OpNames id); 0: none (the op's own allocations
+	// outside a device op).
+	DeviceOp uint32
+	// RuntimeID is the id Program::set_runtime_id gave the launch, when
+	// HasRuntimeID.
+	RuntimeID    uint64
+	HasRuntimeID bool
+	// OpDepth is how many top-level ops are live on the thread (1: called
+	// from Python); device ops do not count.
+	OpDepth uint8
+}
+
+// InOp reports whether the record was made inside an op.
+func (f *OpFields) InOp() bool { return f.Op != 0 }
+
+// MaxOpNames bounds the names OpNames keeps: a name past it interns as 0
+// (no op), which the runtime counts.
+const MaxOpNames = 1 << 20
+
+// OpNameTable interns op names: ids from 1, stable for the life of the
+// table. Intern is rare (when a library's op table is read, or a saved
+// run's record names an op); Name is lock-free.
+type OpNameTable struct {
+	mu    sync.Mutex
+	ids   map[string]uint32
+	names atomic.Pointer[[]string] // names[id-1], append-only
+}
+
+// OpNames is the process's op name table: what OpFields' ids index.
+var OpNames OpNameTable
+
+// Intern returns name's id, adding it when new; 0 for "" or when the
+// table is full.
+func (t *OpNameTable) Intern(name string) uint32 {
+	if name == "" {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[name]; ok {
+		return id
+	}
+	var cur []string
+	if p := t.names.Load(); p != nil {
+		cur = *p
+	}
+	if len(cur) >= MaxOpNames {
+		return 0
+	}
+	if t.ids == nil {
+		t.ids = map[string]uint32{}
+	}
+	next := append(cur[:len(cur):len(cur)], name)
+	t.names.Store(&next)
+	id := uint32(len(next))
+	t.ids[name] = id
+	return id
+}
+
+// Name returns the name of id; "" for 0 or an id never given.
+func (t *OpNameTable) Name(id uint32) string {
+	p := t.names.Load()
+	if id == 0 || p == nil || int(id) > len(*p) {
+		return ""
+	}
+	return (*p)[id-1]
+}
