@@ -92,6 +92,9 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = append(buf, `,"exit_signal":`...)
 		buf = strconv.AppendInt(buf, int64(e.ExitSignal), 10)
 	}
+	if e.Op != 0 {
+		buf = appendOp(buf, &e.OpFields)
+	}
 	if e.Kind != KindLost && e.LostBefore != 0 {
 		buf = append(buf, `,"lost_before":`...)
 		buf = appendUint(buf, e.LostBefore)

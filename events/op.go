@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 )
@@ -42,8 +43,12 @@ const MaxOpNames = 1 << 20
 type OpNameTable struct {
 	mu    sync.Mutex
 	ids   map[string]uint32
-	names atomic.Pointer[[]string] // names[id-1], append-only
+	names atomic.Pointer[[]opName] // names[id-1], append-only
 }
+
+// opName is an interned name and its JSON string, made once so the
+// NDJSON encoding of an event allocates nothing.
+type opName struct{ name, json string }
 
 // OpNames is the process's op name table: what OpFields' ids index.
 var OpNames OpNameTable
@@ -59,7 +64,7 @@ func (t *OpNameTable) Intern(name string) uint32 {
 	if id, ok := t.ids[name]; ok {
 		return id
 	}
-	var cur []string
+	var cur []opName
 	if p := t.names.Load(); p != nil {
 		cur = *p
 	}
@@ -69,7 +74,12 @@ func (t *OpNameTable) Intern(name string) uint32 {
 	if t.ids == nil {
 		t.ids = map[string]uint32{}
 	}
-	next := append(cur[:len(cur):len(cur)], name)
+	q, err := json.Marshal(name)
+	if err != nil {
+		// Marshal of a string does not fail; invalid UTF-8 is replaced.
+		return 0
+	}
+	next := append(cur[:len(cur):len(cur)], opName{name, string(q)})
 	t.names.Store(&next)
 	id := uint32(len(next))
 	t.ids[name] = id
@@ -82,5 +92,31 @@ func (t *OpNameTable) Name(id uint32) string {
 	if id == 0 || p == nil || int(id) > len(*p) {
 		return ""
 	}
-	return (*p)[id-1]
+	return (*p)[id-1].name
+}
+
+// jsonName is Name as a JSON string, quotes included; `""` for none.
+func (t *OpNameTable) jsonName(id uint32) string {
+	p := t.names.Load()
+	if id == 0 || p == nil || int(id) > len(*p) {
+		return `""`
+	}
+	return (*p)[id-1].json
+}
+
+// appendOp writes the op an event was made in (docs/ndjson.md, "Ops").
+func appendOp(buf []byte, f *OpFields) []byte {
+	buf = append(buf, `,"op":{"name":`...)
+	buf = append(buf, OpNames.jsonName(f.Op)...)
+	if f.DeviceOp != 0 {
+		buf = append(buf, `,"device_op":`...)
+		buf = append(buf, OpNames.jsonName(f.DeviceOp)...)
+	}
+	if f.HasRuntimeID {
+		buf = append(buf, `,"runtime_id":`...)
+		buf = appendUint(buf, f.RuntimeID)
+	}
+	buf = append(buf, `,"depth":`...)
+	buf = appendUint(buf, uint64(f.OpDepth))
+	return append(buf, '}')
 }

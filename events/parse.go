@@ -101,9 +101,16 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 		e.Site = j.Site
 	case KindTrace:
 		e.BufferType = -1
-		op, ok := traceOpOf(j.Op)
+		name := j.TraceOp
+		if name == "" && len(j.Op) > 0 && j.Op[0] == '"' {
+			if json.Unmarshal(j.Op, &name) != nil {
+				name = ""
+			}
+			j.Op = nil
+		}
+		op, ok := traceOpOf(name)
 		if !ok {
-			return false, fmt.Errorf("trace: op %q", j.Op)
+			return false, fmt.Errorf("trace: trace_op %q", name)
 		}
 		e.TraceOp = op
 		err = j.device(e)
@@ -125,10 +132,42 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 		// an alloc (stack, ...) are never NDJSON lines.
 		return false, fmt.Errorf("%s is not a record of the NDJSON stream", j.Type)
 	}
+	if err == nil && len(j.Op) > 0 {
+		err = j.op(e)
+	}
 	if err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// op fills e's OpFields from the "op" object (docs/ndjson.md, "Ops").
+func (j *jsonEvent) op(e *Event) error {
+	var o struct {
+		Name      *string `json:"name"`
+		DeviceOp  string  `json:"device_op"`
+		RuntimeID *uint64 `json:"runtime_id"`
+		Depth     *uint8  `json:"depth"`
+	}
+	if err := json.Unmarshal(j.Op, &o); err != nil {
+		return fmt.Errorf("%s: op: %w", j.Type, err)
+	}
+	if o.Name == nil || *o.Name == "" || o.Depth == nil || *o.Depth == 0 {
+		return fmt.Errorf("%s: op without a name or a depth of at least 1", j.Type)
+	}
+	if e.Op = OpNames.Intern(*o.Name); e.Op == 0 {
+		return fmt.Errorf("%s: op %q: more than %d op names", j.Type, *o.Name, MaxOpNames)
+	}
+	if o.DeviceOp != "" {
+		if e.DeviceOp = OpNames.Intern(o.DeviceOp); e.DeviceOp == 0 {
+			return fmt.Errorf("%s: device_op %q: more than %d op names", j.Type, o.DeviceOp, MaxOpNames)
+		}
+	}
+	if o.RuntimeID != nil {
+		e.RuntimeID, e.HasRuntimeID = *o.RuntimeID, true
+	}
+	e.OpDepth = *o.Depth
+	return nil
 }
 
 // KindOf is the kind whose NDJSON "type" is name.
@@ -204,7 +243,10 @@ type jsonEvent struct {
 	NumShards   uint32 `json:"num_shards"`
 	AllocatorID uint32 `json:"allocator_id"`
 
-	Op       string  `json:"op"`
+	// TraceOp is a trace record's call; saved runs from before the
+	// TT-NN op object named it "op" (a string there).
+	TraceOp  string          `json:"trace_op"`
+	Op       json.RawMessage `json:"op"`
 	TraceID  *uint32 `json:"trace_id"`
 	CQ       *uint8  `json:"cq"`
 	Blocking bool    `json:"blocking"`

@@ -31,6 +31,21 @@ func TestParseJSONRoundTrip(t *testing.T) {
 		oom := Event{Seq: uint64(i), TsNs: 10, Pid: 9, Tid: 12, Kind: KindAllocOom, Chip: -1, Site: uint32(i)}
 		al := Event{Seq: uint64(i), TsNs: 11, Pid: 9, Tid: 13, Kind: KindAlloc, Object: 0x77, DeviceKind: DeviceChip, Chip: 2,
 			Size: 64, Site: uint32(i), Stack: StackState(i % 4)}
+		// Records made inside a TT-NN op carry it; names from symbol
+		// tables are hostile (quotes, control characters, invalid UTF-8
+		// is replaced when interned, so it round-trips as replaced).
+		names := []string{"ttnn.matmul", `ttnn."x"\y`, "ttnn.\x01\n", "ttnn.experimental.conv\u2028"}
+		for _, op := range []*Event{&r, &tr, &al} {
+			if i%3 == 0 {
+				continue
+			}
+			op.Op = OpNames.Intern(names[i%len(names)])
+			if i%2 == 0 {
+				op.DeviceOp = OpNames.Intern("MatmulDeviceOperation")
+			}
+			op.RuntimeID, op.HasRuntimeID = uint64(i)*1000, i%4 != 1
+			op.OpDepth = uint8(1 + i%3)
+		}
 		evs = append(evs, a, r, tr, oom, al)
 	}
 	parsed := 0
@@ -75,6 +90,20 @@ func hasDevice(k Kind) bool {
 	return false
 }
 
+// A trace record saved before the op object named its call "op" (a
+// string): a saved run of then still reads.
+func TestParseJSONOldTraceOp(t *testing.T) {
+	var e Event
+	ok, err := ParseJSON([]byte(`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"replay","device_kind":"chip","device":0,"trace_id":4,"cq":0,"blocking":true}`), &e)
+	if !ok || err != nil || e.TraceOp != TraceReplay || e.Op != 0 || !e.Blocking {
+		t.Fatalf("ok %v err %v: %+v", ok, err, e)
+	}
+	line := string(AppendJSON(nil, &e))
+	if !strings.Contains(line, `"trace_op":"replay"`) || strings.Contains(line, `"op"`) {
+		t.Fatalf("written back as %s", line)
+	}
+}
+
 // A lost stack is written (stack_lost) and read back: the summary's
 // lost_stacks counts it.
 func TestParseJSONStackLost(t *testing.T) {
@@ -99,7 +128,10 @@ func TestParseJSONRefuses(t *testing.T) {
 		{`{"type":"alloc","seq":-1,"ts_ns":2,"pid":3,"tid":3}`, "cannot unmarshal"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":3000000000,"buffer_type":"DRAM","buffer":"0x1"}`, "cannot unmarshal"},
 		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"mesh","mesh":"0xzz"}`, "device fields"},
-		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"rewind","device_kind":"chip","device":0}`, "op"},
+		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"trace_op":"rewind","device_kind":"chip","device":0}`, "trace_op"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"depth":1}}`, "op without a name"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"name":"ttnn.add","depth":0}}`, "op without a name"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":"ttnn.add"}`, "op:"},
 		{`{"type":"link_map","seq":1,"ts_ns":2,"pid":3,"tid":3}`, "not a record"},
 		{`{"type":"program_dispatch","seq":1,"ts_ns":2,"pid":3,"tid":3,"program":"5","device_kind":"chip","device":0}`, "program"},
 		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0,"core_ranges":[[0,0,1]]}`, "not [x0,y0,x1,y1]"},

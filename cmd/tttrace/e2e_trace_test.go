@@ -255,7 +255,7 @@ func checkTraceStream(t *testing.T, path string) {
 		var l struct {
 			Type string `json:"type"`
 			Seq  uint64 `json:"seq"`
-			Op   string `json:"op"`
+			Op   string `json:"trace_op"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
