@@ -247,9 +247,9 @@ type jsonEvent struct {
 	// TT-NN op object named it "op" (a string there).
 	TraceOp  string          `json:"trace_op"`
 	Op       json.RawMessage `json:"op"`
-	TraceID  *uint32 `json:"trace_id"`
-	CQ       *uint8  `json:"cq"`
-	Blocking bool    `json:"blocking"`
+	TraceID  *uint32         `json:"trace_id"`
+	CQ       *uint8          `json:"cq"`
+	Blocking bool            `json:"blocking"`
 
 	PPid       uint32 `json:"ppid"`
 	Count      uint64 `json:"count"`
