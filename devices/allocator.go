@@ -271,6 +271,7 @@ func (p *allocView) failRequest(t *thread) {
 		Banks: r.need.Banks, SizePerBank: r.need.SizePerBank, BankSize: r.bank,
 		Site: r.site, Thrown: r.thrown, Holders: []Holder{}, HolderSites: []HolderSite{},
 		DeviceKind: events.DeviceNone.String(),
+		Op:         p.opFailed(&r.e),
 	}
 	if r.typ.Valid() {
 		f.BufferType = r.typ.String()

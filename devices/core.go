@@ -54,6 +54,8 @@ type core struct {
 
 	stats     Stats
 	anomalies anomalyLog
+	// ops: the TT-NN ops its records were made in (opstate.go).
+	ops opTab
 
 	sitesOn  bool         // per-site accounting (sitetab.go)
 	observed bool         // the ledger has an Observer

@@ -144,6 +144,8 @@ type AllocFailure struct {
 	Tid  uint32 `json:"tid"`
 	Seq  uint64 `json:"seq"` // of the request
 	TsNs uint64 `json:"ts_ns"`
+	// Op: the TT-NN op the request was made in; absent outside one.
+	Op *OpRef `json:"op,omitempty"`
 	// DeviceKind is "chip" (Device: the chip whose allocator refused),
 	// "mesh" (MeshDevice: the mesh whose own allocator refused, MeshChips
 	// its chips then) or "none" (its bank manager is tied to no known chip

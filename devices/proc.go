@@ -99,6 +99,7 @@ func (p *proc) apply(e *events.Event) {
 		p.l1.rerunCheck(t, e)
 	case events.KindCBAlloc:
 		p.l1.cbAlloc(e)
+		p.opCB(e)
 	case events.KindCBTeardown:
 		p.stats.CBTeardowns++
 		t := p.thread(e.Tid)
@@ -157,6 +158,7 @@ func (p *proc) alloc(e *events.Event) {
 	p.allocs.allocPlace(idx, e, req)
 	p.traces.traceAlloc(idx, e)
 	p.core.charge(idx, e)
+	p.core.opAlloc(idx, e)
 }
 
 // dispatch handles ProgramImpl::generate_dispatch_commands: program

@@ -1,8 +1,10 @@
 package devices
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,6 +110,11 @@ type ProcessSummary struct {
 	// windows past MaxWindows, not kept.
 	Windows        []Window `json:"windows,omitempty"`
 	WindowsDropped uint64   `json:"windows_dropped,omitempty"`
+	// Ops: per TT-NN op and device op its records were made in, what was
+	// done there (docs/ndjson.md "Ops"), in the order first seen; absent
+	// when none. OpsDropped: records of rows past MaxOpRows.
+	Ops        []OpRow `json:"ops,omitempty"`
+	OpsDropped uint64  `json:"ops_dropped,omitempty"`
 
 	Stats         Stats             `json:"stats"`
 	AnomalyCounts map[string]uint64 `json:"anomaly_counts"` // every kind, zero or not
@@ -181,6 +188,9 @@ type Leak struct {
 	// MarkedDeallocated: Buffer::mark_as_deallocated was called, but the
 	// chip was never closed, so its memory is still held.
 	MarkedDeallocated bool `json:"marked_deallocated"`
+	// Op: the TT-NN op (and device op) it was allocated in; absent
+	// outside one.
+	Op *OpRef `json:"op,omitempty"`
 
 	btype events.BufferType
 }
@@ -226,6 +236,7 @@ func (p *proc) leakOf(slot uint32, dev int32) Leak {
 		btype:       events.BufferType(b.btype),
 
 		MarkedDeallocated: b.marked,
+		Op:                p.ops.ref(p.ops.bufOf(slot)),
 	}
 	if b.mesh != 0 {
 		if m := p.meshes[b.mesh]; m != nil {
@@ -417,6 +428,8 @@ func (p *proc) summary() ProcessSummary {
 		Traces:           p.traces.traceSummary(),
 		Windows:          p.windows(),
 		WindowsDropped:   p.win.dropped,
+		Ops:              p.opRows(),
+		OpsDropped:       p.ops.dropped,
 		AnomalyCounts:    make(map[string]uint64, nAnomalyKinds),
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),
@@ -521,7 +534,9 @@ func (p *proc) leakRefs(ps *ProcessSummary, n int) {
 // line may be 4 MiB: 10,000 trimmed ones held 40 GB); a longer one is cut
 // there, at a character's start, and marked (cutCommand).
 const (
-	keptLeakSites       = 10
+	keptLeakSites = 10
+	// keptOpRows: the ops rows a trimmed process keeps.
+	keptOpRows          = 10
 	TrimmedCommandBytes = 4096
 )
 
@@ -687,6 +702,8 @@ type Trimmed struct {
 	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
 	// lacks the process).
 	SiteUsage uint64 `json:"site_usage"`
+	// Ops: rows of ops past the first keptOpRows (most bytes first).
+	Ops uint64 `json:"ops,omitempty"`
 	// CommandBytes: the bytes cut from the end of its command line (kept
 	// up to TrimmedCommandBytes); 0: it is whole.
 	CommandBytes uint64 `json:"command_bytes"`
@@ -737,6 +754,13 @@ func (ps *ProcessSummary) trim() {
 	if tr := ps.Traces; tr != nil {
 		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
 		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}
+	}
+	if n := len(ps.Ops); n > keptOpRows {
+		// The rows that allocated most.
+		t.Ops = uint64(n - keptOpRows)
+		rows := append([]OpRow(nil), ps.Ops...)
+		slices.SortStableFunc(rows, func(a, b OpRow) int { return cmp.Compare(b.Bytes, a.Bytes) })
+		ps.Ops = rows[:keptOpRows:keptOpRows]
 	}
 	if n := len(ps.Windows); n > 1 {
 		// Its last window only (window.go): the others are counted.

@@ -1,0 +1,74 @@
+package devices
+
+import "github.com/tttrace/tttrace/events"
+
+// The rules of the TT-NN ops (issue #31): each record made in an op adds
+// to its row (opstate.go).
+
+// opEnter counts a call of an op (e: the thread's op state right after
+// its entry): a top-level op's call when e names no device op, a device
+// op's launch inside its op otherwise.
+func (p *core) opEnter(e *events.Event) {
+	if r, _ := p.ops.row(&e.OpFields); r != nil {
+		r.Calls++
+	}
+}
+
+// opAlloc adds buffer idx, just charged for e, to its op's row, and
+// notes its row for its leak. Every recorded alloc passes here, so a slot
+// reused by a buffer made in no op forgets its former row.
+func (p *core) opAlloc(idx uint32, e *events.Event) {
+	r, n := p.ops.row(&e.OpFields)
+	p.ops.setBuf(idx, n)
+	if r == nil {
+		return
+	}
+	r.Allocs++
+	r.Bytes = SatAdd(r.Bytes, e.Size)
+	var dram, l1 uint64
+	for _, c := range p.chips {
+		dram = SatAdd(dram, c.cur[CounterDRAM])
+		l1 = SatAdd(l1, c.cur[CounterL1])
+	}
+	r.PeakDRAM = max(r.PeakDRAM, dram)
+	r.PeakL1 = max(r.PeakL1, l1)
+}
+
+// opCB adds a local CB laid out in an op (its per-core size).
+func (p *core) opCB(e *events.Event) {
+	if e.Global {
+		return
+	}
+	if r, _ := p.ops.row(&e.OpFields); r != nil {
+		r.CBBytes = SatAdd(r.CBBytes, e.Size)
+	}
+}
+
+// opFailed counts a failed allocation in the op of its request and names
+// the op.
+func (p *core) opFailed(req *events.Event) *OpRef {
+	if r, _ := p.ops.row(&req.OpFields); r != nil {
+		r.AllocFailures++
+	}
+	return refOf(&req.OpFields)
+}
+
+// opRows is the summary's ops: the rows in the order first seen, with
+// the buffers still live counted as leaked in their rows.
+func (p *core) opRows() []OpRow {
+	if len(p.ops.rows) == 0 {
+		return nil
+	}
+	rows := append([]OpRow{}, p.ops.rows...)
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live {
+			continue
+		}
+		if r := p.ops.bufOf(uint32(i)); r != 0 {
+			rows[r-1].LeakedBuffers++
+			rows[r-1].LeakedBytes = SatAdd(rows[r-1].LeakedBytes, b.size)
+		}
+	}
+	return rows
+}
