@@ -5,6 +5,7 @@
 #include <map>
 
 #include "internal.hpp"
+#include "tt_metal/memory_stats_shm.hpp"
 #include "tt_metal/metal_context.hpp"
 
 namespace tt::tt_metal {
@@ -31,6 +32,7 @@ void Device::static_checks() {
 Device::Device(int device_id, const AllocatorConfig& config)
     : id_(device_id), initialized_(true), build_id_(0x7e57u + static_cast<uint32_t>(device_id)) {
     default_allocator_ = initialize_allocator(config);
+    shm_stats_provider_ = replica::make_shm_provider(device_id);
 }
 
 // Out of line as upstream's (which returns std::unique_ptr<AllocatorImpl>: rdi is the returned

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ namespace tt::tt_metal {
 class IDevice;
 class Device;
 class Buffer;
+class SharedMemoryStatsProvider;
 }  // namespace tt::tt_metal
 
 namespace tt::tt_metal::replica {
@@ -174,6 +176,10 @@ TT_REPLICA_HIDDEN void cb_set_resident(int chip, uint64_t x, uint64_t y, const C
 TT_REPLICA_HIDDEN void cb_chip_closed(int chip);
 TT_REPLICA_HIDDEN void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips);
 TT_REPLICA_HIDDEN void cb_truth_json(std::string& out);
+// The UMD stand-in (umd.cpp): the SHM provider a new Device attaches (null when the topology is
+// off or has no such chip), and the topology in the truth.
+TT_REPLICA_HIDDEN std::unique_ptr<tt::tt_metal::SharedMemoryStatsProvider> make_shm_provider(int device_id);
+TT_REPLICA_HIDDEN void umd_truth_json(std::string& out);
 TT_REPLICA_HIDDEN void cb_mark_attach();
 // A dispatch on a chip where a trace is being captured (trace.cpp): the core's footprint goes into
 // the capture's per-core peak and nothing becomes resident. Returns whether a capture is active.

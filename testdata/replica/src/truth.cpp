@@ -395,6 +395,7 @@ extern "C" int tt_replica_write_truth(const char* path) {
     out += "]";
     trace_truth_json(out);
     cb_truth_json(out);
+    umd_truth_json(out);
     {
         // "windows": each window's peaks and levels (at its end; the current one's now) per chip.
         std::vector<WindowTruth> all = l.windows;

@@ -11,6 +11,8 @@
 
 namespace tt::tt_metal {
 
+class SharedMemoryStatsProvider;
+
 // No data, only a vptr. Slots: [0] D1, [1] D0, [2] arch, [3] id, [4] build_id, then the rest.
 class IDevice {
 public:
@@ -66,6 +68,8 @@ private:
     uint32_t build_id_;
     // Upstream 2026 Device::default_allocator_ (what allocator_impl() returns).
     std::unique_ptr<ChipAllocator> default_allocator_;
+    // Upstream 2026: the chip's SHM counters, /dev/shm/tt_device_<unique id>_memory (umd.cpp).
+    std::unique_ptr<SharedMemoryStatsProvider> shm_stats_provider_;
 };
 
 // Open chip `device_id`, or return it if it is already open (a closed chip is opened anew as a
