@@ -142,6 +142,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.meshAllocators(p.Meshes)
 	}
 	r.windows(p)
+	r.ops(p)
 
 	r.allocFailures(p)
 	r.traces(p)
@@ -469,6 +470,9 @@ func (r *reporter) leak(l *devices.Leak, chips string) {
 	if l.Site != 0 {
 		r.Printf("  site %d", l.Site)
 	}
+	if l.Op != nil {
+		r.Printf("  in %s", opName(l.Op.Name, l.Op.DeviceOp))
+	}
 	if chips != "" {
 		r.Printf("  on %s", chips)
 	}
@@ -616,6 +620,13 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 			r.Printf(" (%s allocated, %s free, largest free block %s)", human(*f.TotalAllocated), human(*f.TotalFree), human(*f.LargestFree))
 		}
 		r.Printf("\n")
+		if f.Op != nil {
+			r.Printf("      in %s", opName(f.Op.Name, f.Op.DeviceOp))
+			if f.Op.RuntimeID != nil {
+				r.Printf(" (runtime id %d)", *f.Op.RuntimeID)
+			}
+			r.Printf("\n")
+		}
 		r.Printf("      %s\n", failureAdvice(f))
 		if f.Site != 0 {
 			r.Printf("      asked at site %d", f.Site)
