@@ -20,6 +20,7 @@ func (p *core) opEnter(e *events.Event) {
 func (p *core) opAlloc(idx uint32, e *events.Event) {
 	r, n := p.ops.row(&e.OpFields)
 	p.ops.setBuf(idx, n)
+	p.ops.last = e.OpFields
 	if r == nil {
 		return
 	}

@@ -52,6 +52,9 @@ type opTab struct {
 	rows    []OpRow
 	keys    []opKey
 	dropped uint64 // records of rows past MaxOpRows
+	// last: the op of the process's last recorded allocation (zero: in
+	// none), for the live view.
+	last events.OpFields
 	// bufRow[slot] is the row + 1 of the buffer in that slot, made when
 	// the first buffer allocated in an op is recorded (chunked as the
 	// slots are); 0: none.

@@ -410,3 +410,17 @@ func (l *Ledger) CurrentWindow(pid uint32) (w Window, ok bool) {
 	}
 	return p.window(nil), true
 }
+
+// LastOp names the TT-NN op of pid's last recorded allocation (ok false:
+// it was made in no op, or pid made none).
+func (l *Ledger) LastOp(pid uint32) (op OpRef, ok bool) {
+	p := l.procs[pid]
+	if p == nil {
+		return OpRef{}, false
+	}
+	r := refOf(&p.ops.last)
+	if r == nil {
+		return OpRef{}, false
+	}
+	return *r, true
+}

@@ -107,6 +107,9 @@ func (v *Live) frame(view *View, width int) []string {
 			head += "  [" + Printable(pl) + "]"
 		}
 		lines = append(lines, head+"  "+Printable(p.Command))
+		if op, ok := l.LastOp(p.Pid); ok {
+			lines = append(lines, "  last allocation in "+Printable(opName(op.Name, op.DeviceOp)))
+		}
 		devs := l.Devices(p.Pid)
 		if len(devs) == 0 {
 			lines = append(lines, "  no device memory yet")

@@ -207,3 +207,24 @@ func TestLiveAllocator(t *testing.T) {
 		}
 	}
 }
+
+// The live view names the op of each process's last allocation, and
+// nothing once an allocation is made outside any op.
+func TestLiveLastOp(t *testing.T) {
+	l := devices.NewLedger(devices.Options{})
+	e := chipEv(events.KindAlloc, 10, 0xa, 0, events.DRAM, 8192)
+	e.Seq, e.Op, e.DeviceOp, e.OpDepth = 1, events.OpNames.Intern("ttnn.matmul"), events.OpNames.Intern("Matmul\x1bDeviceOperation"), 1
+	l.Apply(e)
+	frame := func() string {
+		var out bytes.Buffer
+		NewLive(&out, time.Millisecond, nil).Tick(&View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: "w"}}})
+		return out.String()
+	}
+	if f := frame(); !strings.Contains(f, "pid 10  w\x1b[K\n  last allocation in ttnn.matmul > Matmul\\x1bDeviceOperation\x1b[K\n") {
+		t.Fatalf("frame %q", f)
+	}
+	l.Apply(chipEv(events.KindAlloc, 10, 0xb, 0, events.DRAM, 64))
+	if f := frame(); strings.Contains(f, "last allocation") {
+		t.Fatalf("frame %q", f)
+	}
+}
