@@ -13,10 +13,15 @@ import (
 // the id. docs/ttmetal.md "Physical chips" has the rules and their
 // upstream sources.
 type ChipIdentity struct {
-	// UID names the physical chip host-wide: its PCI address for a chip
-	// reached over PCIe. Nil when not known (Why says why): such a chip is
-	// never added to another process's.
+	// UID names the physical chip host-wide: its UMD unique id (UniqueID)
+	// when the process shows it, else its PCI address for a chip reached
+	// over PCIe. Nil when not known (Why says why): such a chip is never
+	// added to another process's.
 	UID *string `json:"chip_uid"`
+	// UniqueID is the chip's UMD unique id in decimal, as TT-Metal names
+	// its /dev/shm/tt_device_<id>_memory, read from the process's own
+	// Device (chipuid.go in session); "" when not known.
+	UniqueID string `json:"unique_id,omitempty"`
 	// PCI is the chip's PCI address; Dev its /dev/tenstorrent/N.
 	PCI string `json:"pci,omitempty"`
 	Dev string `json:"dev,omitempty"`
@@ -47,7 +52,48 @@ type ChipMap struct {
 	// could not all be looked at.
 	held    map[int]bool
 	heldWhy string
+	// uids: what the process's memory said of each chip id's UMD unique
+	// id (WithUIDs); a chip named once stays named.
+	uids map[int32]ChipUID
 }
+
+// ChipUID is a chip's UMD unique id as the process holds it (its Device's
+// SHM provider, corroborated by the counters file it maps), or why not.
+type ChipUID struct {
+	ID    uint64
+	Known bool
+	Why   string
+}
+
+// WithUIDs is m with what the process's memory said of its chips' unique
+// ids: a chip already named keeps its id, the others take u's.
+func (m ChipMap) WithUIDs(u map[int32]ChipUID) ChipMap {
+	out := make(map[int32]ChipUID, len(m.uids)+len(u))
+	for c, v := range m.uids {
+		out[c] = v
+	}
+	for c, v := range u {
+		if old, ok := out[c]; !ok || !old.Known {
+			out[c] = v
+		}
+	}
+	m.uids = out
+	return m
+}
+
+// UIDsKnown is how many chip ids have a known unique id.
+func (m *ChipMap) UIDsKnown() int {
+	n := 0
+	for _, v := range m.uids {
+		if v.Known {
+			n++
+		}
+	}
+	return n
+}
+
+// UIDKnown says whether chip has a known unique id.
+func (m *ChipMap) UIDKnown(chip int32) bool { return m.uids[chip].Known }
 
 // The environment variables that decide the chip ids (docs/ttmetal.md).
 const (
@@ -198,8 +244,24 @@ func (m ChipMap) Holding(held []int, why string) ChipMap {
 // Known says whether the map was read (a zero ChipMap was not).
 func (m *ChipMap) Known() bool { return m.why != "" || m.pcie != nil }
 
-// Identity is the physical chip behind chip id.
+// Identity is the physical chip behind chip id: its UMD unique id when
+// the process's memory showed it (with its PCI address and device too when
+// its PCIe side names it), else its PCI address, else why not.
 func (m *ChipMap) Identity(chip int32) ChipIdentity {
+	id := m.pciIdentity(chip)
+	u, ok := m.uids[chip]
+	switch {
+	case ok && u.Known:
+		s := strconv.FormatUint(u.ID, 10)
+		id.UID, id.UniqueID, id.Why = &s, s, ""
+	case id.UID == nil && ok && u.Why != "":
+		id.Why += "; its UMD unique id was not read: " + u.Why
+	}
+	return id
+}
+
+// pciIdentity is the chip behind chip id as its PCIe side names it.
+func (m *ChipMap) pciIdentity(chip int32) ChipIdentity {
 	switch {
 	case !m.Known():
 		return ChipIdentity{Why: "the process's devices were not read"}
@@ -208,7 +270,7 @@ func (m *ChipMap) Identity(chip int32) ChipIdentity {
 	case chip < 0:
 		return ChipIdentity{Why: "a negative chip id"}
 	case int(chip) >= len(m.pcie):
-		return ChipIdentity{Why: fmt.Sprintf("past the process's %d PCIe chip(s) with a known address: a chip reached over Ethernet (n300, T3K), known only to UMD's cluster descriptor in the process", len(m.pcie))}
+		return ChipIdentity{Why: fmt.Sprintf("past the process's %d PCIe chip(s) with a known address: a chip reached over Ethernet (n300, T3K, Galaxy), named only by its UMD unique id", len(m.pcie))}
 	}
 	d := m.pcie[chip]
 	if m.held != nil && !m.held[d.Num] {
