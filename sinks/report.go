@@ -665,6 +665,10 @@ func (r *reporter) allocFailures(p *devices.ProcessSummary) {
 	})
 }
 
+// FailureAdvice says, as the report does, why an allocation failed and
+// what would make it fit (tttrace mcp gives agents the same words).
+func FailureAdvice(f *devices.AllocFailure) string { return failureAdvice(f) }
+
 // failureAdvice says why an allocation failed and what would make it fit.
 func failureAdvice(f *devices.AllocFailure) string {
 	switch f.Cause {
@@ -719,6 +723,10 @@ func (r *reporter) whose(p *devices.ProcessSummary, mesh bool, buffer, meshDevic
 	}
 	r.Printf("\n")
 }
+
+// SiteWhere is siteWhere: where site id of p allocated, in one line ("":
+// the summary does not describe it).
+func SiteWhere(p *devices.ProcessSummary, id uint32) string { return siteWhere(p, id) }
 
 func siteWhere(p *devices.ProcessSummary, id uint32) string {
 	for i := range p.Sites {

@@ -140,6 +140,10 @@ Usage:
   tttrace diff A B [flags]              what changed from run A to run B (their
                                         NDJSON or summaries): per process, chip
                                         and type; --fail-on-growth for CI
+  tttrace mcp --runs DIR [--live]       a Model Context Protocol server (stdio)
+                                        for agents: chips, holders, failed
+                                        allocations, hazards, leaks, windows
+                                        and diffs of saved or running runs
 
 Examples:
   sudo tttrace -p 4242

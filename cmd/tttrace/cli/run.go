@@ -59,6 +59,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "diff" {
 		return Diff(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "mcp" {
+		return MCP(args[1:], os.Stdin, stdout, stderr)
+	}
 	f, err := Parse(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace: %s\n", sinks.Printable(err.Error()))
