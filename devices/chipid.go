@@ -53,8 +53,10 @@ type ChipMap struct {
 	held    map[int]bool
 	heldWhy string
 	// uids: what the process's memory said of each chip id's UMD unique
-	// id (WithUIDs); a chip named once stays named.
-	uids map[int32]ChipUID
+	// id (WithUIDs); a chip named once stays named. uidWhy: why the chips
+	// not in uids have none.
+	uids   map[int32]ChipUID
+	uidWhy string
 }
 
 // ChipUID is a chip's UMD unique id as the process holds it (its Device's
@@ -66,8 +68,9 @@ type ChipUID struct {
 }
 
 // WithUIDs is m with what the process's memory said of its chips' unique
-// ids: a chip already named keeps its id, the others take u's.
-func (m ChipMap) WithUIDs(u map[int32]ChipUID) ChipMap {
+// ids: a chip already named keeps its id, the others take u's; rest says
+// why the chips u leaves out have none.
+func (m ChipMap) WithUIDs(u map[int32]ChipUID, rest string) ChipMap {
 	out := make(map[int32]ChipUID, len(m.uids)+len(u))
 	for c, v := range m.uids {
 		out[c] = v
@@ -77,7 +80,7 @@ func (m ChipMap) WithUIDs(u map[int32]ChipUID) ChipMap {
 			out[c] = v
 		}
 	}
-	m.uids = out
+	m.uids, m.uidWhy = out, rest
 	return m
 }
 
@@ -250,6 +253,9 @@ func (m *ChipMap) Known() bool { return m.why != "" || m.pcie != nil }
 func (m *ChipMap) Identity(chip int32) ChipIdentity {
 	id := m.pciIdentity(chip)
 	u, ok := m.uids[chip]
+	if !ok && m.uidWhy != "" {
+		u, ok = ChipUID{Why: m.uidWhy}, true
+	}
 	switch {
 	case ok && u.Known:
 		s := strconv.FormatUint(u.ID, 10)

@@ -17,7 +17,7 @@ func TestChipMapUIDs(t *testing.T) {
 		0: {ID: 3677501122663824519, Known: true},
 		1: {ID: 835350508680936016, Known: true},
 		2: {Why: "the chip's Device holds no SHM provider"},
-	})
+	}, "not an open Device")
 	id0, id1, id2 := m.Identity(0), m.Identity(1), m.Identity(2)
 	if id0.UID == nil || *id0.UID != "3677501122663824519" || id0.UniqueID != *id0.UID || id0.PCI != "0000:02:00.0" || id0.Dev != "/dev/tenstorrent/0" || id0.Why != "" {
 		t.Errorf("local chip: %+v", id0)
@@ -28,8 +28,11 @@ func TestChipMapUIDs(t *testing.T) {
 	if id2.UID != nil || id2.UniqueID != "" || !strings.Contains(id2.Why, "over Ethernet") || !strings.Contains(id2.Why, "no SHM provider") {
 		t.Errorf("remote chip without its id: %+v", id2)
 	}
+	if id := m.Identity(5); id.UID != nil || !strings.Contains(id.Why, "not an open Device") {
+		t.Errorf("a chip the read left out: %+v", id)
+	}
 	// A chip named once keeps its id; an unknown one takes a later fact.
-	m2 := m.WithUIDs(map[int32]ChipUID{0: {Why: "gone"}, 2: {ID: 7, Known: true}})
+	m2 := m.WithUIDs(map[int32]ChipUID{0: {Why: "gone"}, 2: {ID: 7, Known: true}}, "")
 	if id := m2.Identity(0); id.UID == nil || *id.UID != "3677501122663824519" {
 		t.Errorf("named chip renamed: %+v", id)
 	}
@@ -38,7 +41,7 @@ func TestChipMapUIDs(t *testing.T) {
 	}
 	// The process's environment or devices say nothing (a simulator's
 	// variables, no /dev/tenstorrent): its own Devices still name chips.
-	bare := NewChipMap(envOf(), nil, errors.New("no /dev/tenstorrent")).WithUIDs(map[int32]ChipUID{0: {ID: 9, Known: true}})
+	bare := NewChipMap(envOf(), nil, errors.New("no /dev/tenstorrent")).WithUIDs(map[int32]ChipUID{0: {ID: 9, Known: true}}, "")
 	if id := bare.Identity(0); id.UID == nil || *id.UID != "9" || id.PCI != "" || id.Why != "" {
 		t.Errorf("no devices: %+v", id)
 	}
@@ -47,7 +50,7 @@ func TestChipMapUIDs(t *testing.T) {
 	}
 	// Unread (zero) map: nothing but what WithUIDs adds.
 	var z ChipMap
-	z = z.WithUIDs(map[int32]ChipUID{3: {ID: 1, Known: true}})
+	z = z.WithUIDs(map[int32]ChipUID{3: {ID: 1, Known: true}}, "")
 	if id := z.Identity(3); id.UID == nil || *id.UID != "1" {
 		t.Errorf("zero map: %+v", id)
 	}

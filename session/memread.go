@@ -134,6 +134,49 @@ func (a *procAllocMem) ReadDevices() ([]ttmetal.MemDevice, error) {
 
 func (a *procAllocMem) Close() error { return a.mem.Close() }
 
+// ChipUIDs reads pid's open Devices with their unique ids (the layouts of
+// its library, never waited for) and the chip counters files it maps
+// (chipuid.go), every read of its memory charged to b.
+func (r *memReader) ChipUIDs(pid uint32, b *procfs.MemBudget) ([]ttmetal.MemDevice, map[uint64]bool, error) {
+	p, err := r.libraryOf(int(pid))
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.symErr != nil {
+		return nil, nil, p.symErr
+	}
+	select {
+	case <-p.ready:
+	default:
+		return nil, nil, ErrLayoutsPending
+	}
+	ls := &p.layouts
+	if ls.RootErr != nil {
+		return nil, nil, ls.RootErr
+	}
+	if ls.Root.UID == nil {
+		return nil, nil, ls.Root.UIDErr
+	}
+	bias, err := loadBias(int(pid), p.path)
+	if err != nil {
+		return nil, nil, err
+	}
+	mem, err := procfs.OpenMem(int(pid), b)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer mem.Close()
+	devs, err := ttmetal.ReadDevices(mem, ls.Root.Contexts+bias, ls.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	shm, err := procfs.SHMChips(int(pid))
+	if err != nil {
+		return nil, nil, err
+	}
+	return devs, shm, nil
+}
+
 // loadBias is what pid added to the link-time addresses of the library at
 // path: the start of its mapping of the file's first loadable segment,
 // less that segment's page-aligned address.

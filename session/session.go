@@ -225,6 +225,8 @@ type procState struct {
 	// held: the devices its chip ids name that it was seen holding open
 	// (chipheld.go).
 	held chipsHeld
+	// uids: reading its chips' unique ids from its memory (chipuid.go).
+	uids chipUIDs
 }
 
 type exitNote struct {
@@ -545,6 +547,7 @@ func (s *session) settle(idle bool) {
 // tick hands the sinks the current state.
 func (s *session) tick() {
 	s.facts.checkHeld()
+	s.mem.checkUIDs(time.Now())
 	s.facts.checkPods()
 	v := sinks.View{Now: time.Now(), Ledger: s.ledger, Libraries: s.be.Libraries()}
 	for pid, st := range s.procs {

@@ -47,6 +47,10 @@ type RootLayout struct {
 	// offsets in it of its unique_ptr<BankManager>s.
 	Allocator string
 	Managers  []int64
+	// UID: where a Device's UMD unique id is (chipuid.go); nil with
+	// UIDErr saying why it cannot be read.
+	UID    *UIDLayout
+	UIDErr error
 }
 
 // RootSymbol is g_instances' link-time address and its pointer slots in
@@ -70,6 +74,8 @@ func RootSymbol(lib *Library) (addr, slots uint64, err error) {
 func rootLayout(d *dwarf.Data) (*RootLayout, error) {
 	l := &RootLayout{}
 	var allocType string
+	var prov dwarfMember
+	provFound := false
 	classes := []*bmClass{
 		{name: "MetalContext", members: []bmMember{
 			{name: "device_manager_", typePrefix: "unique_ptr<", size: 8, dst: &l.DeviceManager},
@@ -81,6 +87,10 @@ func rootLayout(d *dwarf.Data) (*RootLayout, error) {
 			{name: "id_", size: 4, dst: &l.DeviceID},
 			{name: "initialized_", size: 1, dst: &l.DeviceInit},
 			{name: "default_allocator_", typePrefix: "unique_ptr<", size: 8, dst: &l.DeviceAlloc, typeName: &allocType},
+		}, all: func(_ *dwarf.Data, m dwarfMember) {
+			if m.name == "shm_stats_provider_" {
+				prov, provFound = m, true
+			}
 		}},
 	}
 	if err := scanClasses(d, classes); err != nil {
@@ -91,6 +101,7 @@ func rootLayout(d *dwarf.Data) (*RootLayout, error) {
 		return nil, fmt.Errorf("DWARF: Device::default_allocator_ is a %q, not a unique_ptr to a class of tt::tt_metal", allocType)
 	}
 	l.Allocator = name
+	l.UID, l.UIDErr = uidLayout(d, prov, provFound)
 	alloc := &bmClass{name: name, all: func(d *dwarf.Data, m dwarfMember) {
 		l.Managers = append(l.Managers, bankManagerSlots(d, m)...)
 	}}
@@ -184,6 +195,7 @@ func AnyContext(mem io.ReaderAt, contexts, slots uint64) (bool, error) {
 type MemDevice struct {
 	Chip     int32
 	Managers []uint64
+	UID      ChipUID // the chip's UMD unique id (chipuid.go), or why not
 }
 
 // ReadDevices walks the root at contexts (g_instances' address in the
@@ -236,7 +248,7 @@ func ReadDevices(mem io.ReaderAt, contexts uint64, l *RootLayout) ([]MemDevice, 
 				return nil, fmt.Errorf("two open devices with id %d (Device at %#x)", id, dev)
 			}
 			seen[id] = true
-			md := MemDevice{Chip: id}
+			md := MemDevice{Chip: id, UID: readChipUID(mem, dev, id, l)}
 			for _, off := range l.Managers {
 				if bm := rd.u64(al + uint64(off)); bm != 0 {
 					md.Managers = append(md.Managers, bm)
