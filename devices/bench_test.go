@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/tttrace/tttrace/devices/devicestest"
 	"github.com/tttrace/tttrace/events"
 )
 
@@ -102,4 +103,50 @@ func BenchmarkLiveBuffers1M(b *testing.B) {
 	}
 	b.ReportMetric(perBuf, "bytes/live_buffer")
 	b.ReportMetric(perBuf*live/(1<<20), "MiB/1M_buffers")
+}
+
+// BenchmarkApplyCBRecords: the CB records of a program cache (#30), one op
+// = one record: 320 programs, each a cb_layout, two cb_alloc (8x8 and 4x8
+// cores) and a program_dispatch, laid out again and dispatched in turn,
+// with an L1 buffer (its allocate_buffer request, alloc and free) between
+// programs, on one chip with an allocator: the CB group, residency and L1
+// per core paths. Steady state must not allocate.
+func BenchmarkApplyCBRecords(b *testing.B) {
+	const programs = 320
+	l := NewLedger(Options{})
+	var evs []events.Event
+	evs = append(evs, n150Caps(5, 0)...)
+	for i := range programs {
+		prog := uint64(0x5600000 + i*0x100)
+		evs = append(evs,
+			devicestest.CBLayout(1, prog, 5),
+			devicestest.CBOn(1, 5, 0x1000, 16384+32*uint64(i%64), [4]uint16{0, 0, 7, 7}),
+			devicestest.CBOn(1, 5, 0x6000, 4096, [4]uint16{0, 0, 3, 7}),
+			devicestest.Dispatch(1, prog, 5),
+			evReq(1, mgrL1, 64*4096, 4096, false),
+			evAllocPage(1, 0x55d0c0000000+uint64(i%4)*0x40, 5, events.L1, l1Base+l1Bank-4096, 64*4096, 4096),
+			evFree(1, 0x55d0c0000000+uint64(i%4)*0x40, 5))
+	}
+	for i := range evs {
+		evs[i].Pid = 1234
+	}
+	var seq uint64
+	apply := func(e *events.Event) {
+		seq++
+		e.Seq, e.TsNs = seq, seq
+		l.Apply(e)
+	}
+	for i := range evs { // warm up: every program laid out once
+		apply(&evs[i])
+	}
+	cycle := evs[len(n150Caps(5, 0)):]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		apply(&cycle[n%len(cycle)])
+	}
+	b.StopTimer()
+	if err := l.Check(); err != nil {
+		b.Fatal(err)
+	}
 }
