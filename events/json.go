@@ -93,7 +93,7 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = strconv.AppendInt(buf, int64(e.ExitSignal), 10)
 	}
 	if e.Op != 0 {
-		buf = appendOp(buf, &e.OpFields)
+		buf = appendOp(buf, e.Kind, &e.OpFields)
 	}
 	if e.Kind != KindLost && e.LostBefore != 0 {
 		buf = append(buf, `,"lost_before":`...)

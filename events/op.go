@@ -104,9 +104,14 @@ func (t *OpNameTable) jsonName(id uint32) string {
 	return (*p)[id-1].json
 }
 
-// appendOp writes the op an event was made in (docs/ndjson.md, "Ops").
-func appendOp(buf []byte, f *OpFields) []byte {
-	buf = append(buf, `,"op":{"name":`...)
+// appendOp writes the op an event was made in (docs/ndjson.md, "TT-NN
+// ops"): as "op", but "ttnn_op" on a trace record, whose "op" is its call.
+func appendOp(buf []byte, k Kind, f *OpFields) []byte {
+	if k == KindTrace {
+		buf = append(buf, `,"ttnn_op":{"name":`...)
+	} else {
+		buf = append(buf, `,"op":{"name":`...)
+	}
 	buf = append(buf, OpNames.jsonName(f.Op)...)
 	if f.DeviceOp != 0 {
 		buf = append(buf, `,"device_op":`...)

@@ -101,17 +101,15 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 		e.Site = j.Site
 	case KindTrace:
 		e.BufferType = -1
-		name := j.TraceOp
-		if name == "" && len(j.Op) > 0 && j.Op[0] == '"' {
-			if json.Unmarshal(j.Op, &name) != nil {
-				name = ""
-			}
-			j.Op = nil
+		var name string
+		if json.Unmarshal(j.Op, &name) != nil {
+			name = string(j.Op)
 		}
 		op, ok := traceOpOf(name)
 		if !ok {
-			return false, fmt.Errorf("trace: trace_op %q", name)
+			return false, fmt.Errorf("trace: op %s", j.Op)
 		}
+		j.Op = j.TTNNOp
 		e.TraceOp = op
 		err = j.device(e)
 		if j.TraceID != nil {
@@ -243,10 +241,10 @@ type jsonEvent struct {
 	NumShards   uint32 `json:"num_shards"`
 	AllocatorID uint32 `json:"allocator_id"`
 
-	// TraceOp is a trace record's call; saved runs from before the
-	// TT-NN op object named it "op" (a string there).
-	TraceOp  string          `json:"trace_op"`
+	// Op is a trace record's call (a string), any other's TT-NN op (an
+	// object), which a trace record has as TTNNOp.
 	Op       json.RawMessage `json:"op"`
+	TTNNOp   json.RawMessage `json:"ttnn_op"`
 	TraceID  *uint32         `json:"trace_id"`
 	CQ       *uint8          `json:"cq"`
 	Blocking bool            `json:"blocking"`

@@ -90,16 +90,16 @@ func hasDevice(k Kind) bool {
 	return false
 }
 
-// A trace record saved before the op object named its call "op" (a
-// string): a saved run of then still reads.
-func TestParseJSONOldTraceOp(t *testing.T) {
+// A trace record's "op" is its call; the TT-NN op it was made in is its
+// "ttnn_op".
+func TestParseJSONTraceOp(t *testing.T) {
 	var e Event
-	ok, err := ParseJSON([]byte(`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"replay","device_kind":"chip","device":0,"trace_id":4,"cq":0,"blocking":true}`), &e)
-	if !ok || err != nil || e.TraceOp != TraceReplay || e.Op != 0 || !e.Blocking {
+	ok, err := ParseJSON([]byte(`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"replay","device_kind":"chip","device":0,"trace_id":4,"cq":0,"blocking":true,"ttnn_op":{"name":"ttnn.matmul","depth":1}}`), &e)
+	if !ok || err != nil || e.TraceOp != TraceReplay || OpNames.Name(e.Op) != "ttnn.matmul" || e.OpDepth != 1 || !e.Blocking {
 		t.Fatalf("ok %v err %v: %+v", ok, err, e)
 	}
 	line := string(AppendJSON(nil, &e))
-	if !strings.Contains(line, `"trace_op":"replay"`) || strings.Contains(line, `"op"`) {
+	if !strings.Contains(line, `"op":"replay"`) || !strings.Contains(line, `"ttnn_op":{"name":"ttnn.matmul","depth":1}`) {
 		t.Fatalf("written back as %s", line)
 	}
 }
@@ -128,7 +128,8 @@ func TestParseJSONRefuses(t *testing.T) {
 		{`{"type":"alloc","seq":-1,"ts_ns":2,"pid":3,"tid":3}`, "cannot unmarshal"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":3000000000,"buffer_type":"DRAM","buffer":"0x1"}`, "cannot unmarshal"},
 		{`{"type":"cb_alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"mesh","mesh":"0xzz"}`, "device fields"},
-		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"trace_op":"rewind","device_kind":"chip","device":0}`, "trace_op"},
+		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"rewind","device_kind":"chip","device":0}`, "op"},
+		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0}`, "trace: op"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"depth":1}}`, "op without a name"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"name":"ttnn.add","depth":0}}`, "op without a name"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":"ttnn.add"}`, "op:"},

@@ -59,7 +59,7 @@ func DecodeTrace(raw []byte, e *Event) error {
 
 // appendTrace writes a trace record's own fields.
 func appendTrace(buf []byte, e *Event) []byte {
-	buf = append(buf, `,"trace_op":"`...)
+	buf = append(buf, `,"op":"`...)
 	buf = append(buf, e.TraceOp.String()...)
 	buf = append(buf, '"')
 	buf = appendDevice(buf, e)

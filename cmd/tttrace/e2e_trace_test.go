@@ -255,7 +255,7 @@ func checkTraceStream(t *testing.T, path string) {
 		var l struct {
 			Type string `json:"type"`
 			Seq  uint64 `json:"seq"`
-			Op   string `json:"trace_op"`
+			Op   string `json:"op"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
