@@ -50,7 +50,39 @@ type ReplayConfig struct {
 	SiteUsage                  bool // per-site accounting (--pprof, --folded)
 	KeepEnded, KeepEndedTotals int
 	Log                        io.Writer
+	// Set names the flags above given on the command line ("l1-warn",
+	// "max-chips", "keep-ended", "keep-ended-totals"): the file's run
+	// line (its first, sinks.Run) gives the others, as the run had them.
+	Set map[string]bool
 }
+
+// fromRun takes the values of the run line for the flags not Set, and
+// says where a flag given differs from the run's.
+func (c *ReplayConfig) fromRun(run *sinks.Run, log io.Writer) {
+	if log == nil {
+		log = io.Discard
+	}
+	take := func(flag string, dst *int, v int) {
+		switch {
+		case !c.Set[flag]:
+			*dst = v
+		case *dst != v:
+			fmt.Fprintf(log, "tttrace: note: replaying with --%s %d; the run had %d\n", flag, *dst, v)
+		}
+	}
+	switch {
+	case !c.Set["l1-warn"]:
+		c.L1Warn = run.L1Warn
+	case c.L1Warn != run.L1Warn:
+		fmt.Fprintf(log, "tttrace: note: replaying with --l1-warn %d; the run had %d\n", c.L1Warn, run.L1Warn)
+	}
+	take("max-chips", &c.MaxChips, run.MaxChips)
+	take("keep-ended", &c.KeepEnded, run.KeepEnded)
+	take("keep-ended-totals", &c.KeepEndedTotals, run.KeepEndedTotals)
+}
+
+// runHead starts the run line.
+const runHead = `{"type":"run"`
 
 // ReplayResult is what a replay made.
 type ReplayResult struct {
@@ -79,6 +111,24 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // run fed its own outputs. The sinks are closed when it returns.
 func Replay(in io.Reader, cfg ReplayConfig, out []sinks.Sink) (res *ReplayResult, err error) {
 	count := &noticeCount{}
+	r := &replay{rd: bufio.NewReaderSize(in, 1<<16), procs: map[uint32]*replayProc{}, count: count}
+	if head, _ := r.rd.Peek(len(runHead)); string(head) == runHead {
+		line, err := r.next()
+		var run sinks.Run
+		if err == nil {
+			err = json.Unmarshal(line, &run)
+		}
+		if err == nil && (run.MaxChips <= 0 || run.KeepEnded <= 0 || run.KeepEndedTotals <= 0) {
+			err = errors.New("max_chips, keep_ended and keep_ended_totals must be positive")
+		}
+		if err != nil {
+			for _, k := range out {
+				_ = k.Close()
+			}
+			return nil, &ReplayError{Line: r.line, Err: fmt.Errorf("run: %w", err)}
+		}
+		cfg.fromRun(&run, cfg.Log)
+	}
 	s := newSession(Config{NoStacks: true, L1Warn: cfg.L1Warn, MaxChips: cfg.MaxChips, SiteUsage: cfg.SiteUsage,
 		KeepEnded: cfg.KeepEnded, KeepEndedTotals: cfg.KeepEndedTotals, Log: cfg.Log}, nil, nil, append(append([]sinks.Sink{}, out...), count), nil)
 	defer func() {
@@ -88,7 +138,7 @@ func Replay(in io.Reader, cfg ReplayConfig, out []sinks.Sink) (res *ReplayResult
 			}
 		}
 	}()
-	r := &replay{s: s, rd: bufio.NewReaderSize(in, 1<<16), procs: map[uint32]*replayProc{}, count: count}
+	r.s = s
 	res, err = r.run()
 	if err != nil {
 		var pids int
@@ -245,6 +295,8 @@ func (r *replay) run() (*ReplayResult, error) {
 			// Made again by the ledger during the event that follows.
 		case "process_summary":
 			return nil, errors.New("a process_summary that does not follow its process's exit line")
+		case "run":
+			return nil, errors.New("a run line that is not the first: two runs in one file?")
 		case "summary":
 			res, err := r.summary(line)
 			if err != nil {

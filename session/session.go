@@ -325,6 +325,14 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 	s.mem = memReads{ledger: s.ledger, log: s.log, be: s.be, procs: s.procs}
 	s.facts = procFacts{ledger: s.ledger, procs: s.procs, pods: cfg.Pods}
 	s.sites = newAllocSites(s)
+	run := sinks.NewRun(cfg.L1Warn, cfg.MaxChips, cfg.KeepEnded, cfg.KeepEndedTotals)
+	for _, k := range s.sinks {
+		if rs, ok := k.(sinks.RunSink); ok {
+			if err := rs.Run(&run); err != nil {
+				fmt.Fprintf(s.log, "tttrace: the run line: %v\n", err)
+			}
+		}
+	}
 	return s
 }
 

@@ -429,10 +429,10 @@ func TestRunCommand(t *testing.T) {
 	if got := r.chips[[2]int64{100, 1}]; got[devices.CounterL1] != 512 || got[devices.CounterLiveBuffers] != 1 {
 		t.Errorf("observer: chip 1 ends at %v", got)
 	}
-	// The NDJSON sink: one line per event, then the summary, which
-	// decodes to what the recorder was given.
+	// The NDJSON sink: the run line, one line per event, then the
+	// summary, which decodes to what the recorder was given.
 	lines := strings.Split(strings.TrimSpace(nd.String()), "\n")
-	if len(lines) != len(want)+1 {
+	if len(lines) != len(want)+2 || !strings.HasPrefix(lines[0], `{"type":"run",`) {
 		t.Fatalf("%d NDJSON lines:\n%s", len(lines), nd.String())
 	}
 	var got devices.Summary
@@ -789,7 +789,7 @@ func TestNoticesReachSinks(t *testing.T) {
 		}
 		types = append(types, head.Type)
 	}
-	if want := "alloc alloc cb_layout l1_headroom cb_alloc l1_clash exit summary"; strings.Join(types, " ") != want {
+	if want := "run alloc alloc cb_layout l1_headroom cb_alloc l1_clash exit summary"; strings.Join(types, " ") != want {
 		t.Errorf("NDJSON types %v, want %s", types, want)
 	}
 	if !strings.Contains(log.String(), "tttrace: pid 100 chip 0: circular buffers of program 0x5600 end at 69632, above the L1 buffer at 65536") {

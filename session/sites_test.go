@@ -67,11 +67,11 @@ func TestRunStacks(t *testing.T) {
 			t.Errorf("alloc seq %d has site %d: only the one whose stack came has site 1", head.Seq, head.Site)
 		}
 	}
-	if want := "site alloc alloc alloc exit summary"; strings.Join(types, " ") != want {
+	if want := "run site alloc alloc alloc exit summary"; strings.Join(types, " ") != want {
 		t.Errorf("NDJSON %v, want %s:\n%s", types, want, nd.String())
 	}
 	var site devices.Site
-	if err := json.Unmarshal([]byte(lines[0]), &site); err != nil {
+	if err := json.Unmarshal([]byte(lines[1]), &site); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()

@@ -81,6 +81,20 @@ func (c *c1Escaper) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Run writes the run line, the stream's first (not with NoEvents: a
+// summary-only file is its summary line alone).
+func (n *NDJSON) Run(r *Run) error {
+	if n.noEvents {
+		return nil
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = n.w.Write(append(line, '\n'))
+	return err
+}
+
 // Event writes the event's line.
 func (n *NDJSON) Event(ev *events.Event) {
 	if n.noEvents {

@@ -92,7 +92,7 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 	}
 	var runs [2]*diff.Run
 	for i, path := range fs.Args() {
-		r, err := diffRun(path, maxChips)
+		r, err := diffRun(path, maxChips, fs.Changed("max-chips"))
 		if err != nil {
 			fmt.Fprintf(stderr, "tttrace diff: %s: %s\n", sinks.Printable(path), sinks.Printable(err.Error()))
 			return ExitError
@@ -141,7 +141,7 @@ func pids(a, b *uint32) string {
 
 // diffRun replays the run in the file at path into a diff.Collector, as
 // tttrace report replays it.
-func diffRun(path string, maxChips int) (*diff.Run, error) {
+func diffRun(path string, maxChips int, maxChipsSet bool) (*diff.Run, error) {
 	in, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -150,8 +150,10 @@ func diffRun(path string, maxChips int) (*diff.Run, error) {
 	c := diff.NewCollector()
 	// Every ended process kept in full (up to the collector's bound): the
 	// diff compares their sites. The log is the run's notes, not the diff's.
+	// --l1-warn and, unless given, --max-chips are the run's (its run line).
 	_, err = session.Replay(bufio.NewReaderSize(in, 1<<16), session.ReplayConfig{
 		MaxChips: maxChips, SiteUsage: true, KeepEnded: diff.MaxProcesses, KeepEndedTotals: 1, Log: io.Discard,
+		Set: map[string]bool{"max-chips": maxChipsSet, "keep-ended": true, "keep-ended-totals": true},
 	}, []sinks.Sink{c})
 	if err != nil {
 		return nil, err

@@ -25,8 +25,10 @@ Reads the NDJSON of a run (tttrace --json -o FILE, or --save FILE) and writes
 what the run wrote: the human report, or with --json the NDJSON (events, then
 the summary line), and --pprof, --folded, --perfetto. The events go through
 the same ledger and outputs as when tracing, so the report and the summary are
-the run's, byte for byte. Give the flags the run had that shape the ledger
-(--l1-warn, --max-chips, --keep-ended, --keep-ended-totals). A file written
+the run's, byte for byte. The flags that shape the ledger (--l1-warn,
+--max-chips, --keep-ended, --keep-ended-totals) are the run's, from the file's
+first line; one given replays with that value instead (a file written before
+that line: give the run's). A file written
 with --no-events holds only the summary: the report is made from it, and
 --pprof, --folded and --perfetto, which need the events, are refused. Needs no
 root. Exit status as tracing's (7 events lost, 8 --fail-on-leak, 9
@@ -101,7 +103,11 @@ func Report(args []string, stdout, stderr io.Writer) int {
 	if head, _ := rd.Peek(len(summaryHead)); bytes.Equal(head, []byte(summaryHead)) && (f.PProf != "" || f.Folded != "" || f.Perfetto != "") {
 		return usage("%s holds only the run's summary (--no-events): --pprof, --folded and --perfetto need its events", path)
 	}
-	code, err := replay(rd, f, stdout, stderr)
+	set := map[string]bool{}
+	for _, name := range []string{"l1-warn", "max-chips", "keep-ended", "keep-ended-totals"} {
+		set[name] = fs.Changed(name)
+	}
+	code, err := replay(rd, f, set, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tttrace report: %s: %s\n", sinks.Printable(path), sinks.Printable(err.Error()))
 		var ee *exitError
@@ -117,8 +123,9 @@ func Report(args []string, stdout, stderr io.Writer) int {
 // events (--no-events).
 const summaryHead = `{"type":"summary"`
 
-// replay feeds the outputs f asks for with the run read from in.
-func replay(in io.Reader, f *Flags, stdout, stderr io.Writer) (int, error) {
+// replay feeds the outputs f asks for with the run read from in; set
+// names the ledger's flags given (session.ReplayConfig.Set).
+func replay(in io.Reader, f *Flags, set map[string]bool, stdout, stderr io.Writer) (int, error) {
 	env := &outputEnv{f: f, out: stdout, stderr: stderr}
 	defer func() {
 		for _, o := range env.files {
@@ -150,7 +157,7 @@ func replay(in io.Reader, f *Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	res, err := session.Replay(in, session.ReplayConfig{
 		L1Warn: f.L1Warn.Bytes(), MaxChips: f.MaxChips, SiteUsage: f.PProf != "" || f.Folded != "",
-		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals, Log: sinks.PrintableWriter(stderr),
+		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals, Log: sinks.PrintableWriter(stderr), Set: set,
 	}, ks)
 	if err != nil {
 		return 0, err
