@@ -53,6 +53,10 @@ type allocView struct {
 	allocObserved bool             // the ledger has an AllocObserver
 	adirty        []allocDirty     // chips and types the event being applied changed
 	ast           alloc.Statistics // what allocNotify hands the observer
+	// pcBufs: the live per-core buffers' cores, by slot; divergences: the
+	// first per_core_address_divergence records (percore.go).
+	pcBufs      map[uint32]*pcBuf
+	divergences []PerCoreDivergence
 }
 
 // chipAlloc returns chip c's allocator, creating it.
@@ -183,18 +187,22 @@ func (p *allocView) dropGroup(g *chipAlloc) {
 func (p *allocView) request(e *events.Event) {
 	p.stats.AllocRequests++
 	t := p.thread(e.Tid)
+	carry := t.reqBuf.pc[:0]
 	if prev := t.req; prev != nil {
 		if perCoreNext(prev, e) {
 			// A per-core buffer takes one call per core of its shard grid
 			// (allocator id bank + 1), then one track_allocate: the call
 			// before this one succeeded.
+			if carry = prev.pc; len(carry) < maxPerCoreCores {
+				carry = append(carry, prev.core)
+			}
 			p.takeRequest(t)
 		} else {
 			p.failRequest(t) // the thread's previous request threw
 		}
 	}
 	r := &t.reqBuf
-	*r = allocReq{e: *e, chip: -1, typ: -1, site: e.Site}
+	*r = allocReq{e: *e, chip: -1, typ: -1, site: e.Site, pc: carry}
 	ref, ok := p.managers[e.Object]
 	switch {
 	case !ok:
@@ -203,6 +211,7 @@ func (p *allocView) request(e *events.Event) {
 	case e.AllocatorID != 0:
 		r.why = "a per-core allocation (not lockstep over the banks)"
 		r.chip, r.typ = ref.chip, ref.typ
+		p.perCoreRequest(r, ref)
 	case ref.grp != nil:
 		r.typ, r.grp = ref.typ, ref.grp
 		r.exactFrom(ref.grp.types[ref.typ])
@@ -299,7 +308,9 @@ func (p *allocView) failRequest(t *thread) {
 			}
 		}
 	}
-	if r.exact {
+	if r.e.AllocatorID != 0 {
+		p.perCoreFailed(&f, r)
+	} else if r.exact {
 		span := r.need.Span
 		f.Span = &span
 		alloc, free, big := r.st.TotalAllocated, r.st.TotalFree, r.st.LargestFreeBlock
@@ -480,6 +491,7 @@ func (p *allocView) allocPlace(idx uint32, e *events.Event, r *allocReq) {
 	}
 	if r != nil && r.e.AllocatorID != 0 {
 		b.perCore = true
+		p.perCorePlace(idx, b, e, r)
 		p.forChips(b, func(c *chipState) {
 			if ta := c.alloc.typeOf(t); ta != nil {
 				ta.perCore++
@@ -603,6 +615,7 @@ func (p *allocView) allocRelease(idx uint32, b *bufEntry, ts uint64) {
 		if b.perCore {
 			ta.perCore--
 			ta.perCoreBytes -= b.size
+			p.perCoreRelease(idx, c)
 			return
 		}
 		if ta.exact() && b.span != 0 && ta.memFree(ts, b.addr) {
@@ -637,6 +650,7 @@ func (p *allocView) closeAlloc(c *chipState) {
 				ta.m.Clear()
 			}
 			ta.perCore, ta.perCoreBytes = 0, 0
+			ta.perCoreClear()
 			p.allocTouch(c, t)
 		}
 	}

@@ -51,6 +51,8 @@ type typeAlloc struct {
 	dirty                 bool // in proc.adirty
 	// mem: read from the process's memory (MemManager), nil: from probes.
 	mem *memState
+	// pc: its per-core (HYBRID) lists, once one was asked (percore.go).
+	pc *perCoreLists
 }
 
 // exact reports whether the model holds the allocator's state.
@@ -114,6 +116,13 @@ type allocReq struct {
 	site   uint32
 	// unknownMgr: the bank manager was not seen made.
 	unknownMgr bool
+	// A per-core request (percore.go): its core; pc, the earlier cores of
+	// its buffer (their requests, on this thread right before it);
+	// pcRoom, its core's numbers at the request, valid with pcExact.
+	core    pcCore
+	pc      []pcCore
+	pcRoom  alloc.Statistics
+	pcExact bool
 }
 
 // AllocObserver is told of every change of a chip's allocator state for a

@@ -44,6 +44,7 @@ func (p *proc) check() error {
 	c.chips()
 	c.l1()
 	c.allocators()
+	c.l1PerCore()
 	if c.held != p.held || p.held > maxHeld {
 		c.bad("held %d bytes, recomputed %d (at most %d)", p.held, c.held, uint64(maxHeld))
 	}
@@ -527,5 +528,72 @@ func (c *checker) allocators() {
 	}
 	if waiting != p.allocs.nreqs {
 		c.bad("%d threads wait with a request, nreqs %d", waiting, p.allocs.nreqs)
+	}
+}
+
+// l1PerCore checks each chip's L1 per core (l1core.go) against the live
+// buffers: the lockstep spans (and the buffers without one) of its own
+// and its meshes' L1 and L1_SMALL buffers, the per-core spans per bank of
+// its per-core buffers, the busiest bank, and a peak no lower than now.
+func (c *checker) l1PerCore() {
+	p := c.p
+	type want struct {
+		lock, noSpan uint64
+		banks        map[uint32]uint64
+	}
+	w := map[int32]*want{}
+	at := func(id int32) *want {
+		if w[id] == nil {
+			w[id] = &want{banks: map[uint32]uint64{}}
+		}
+		return w[id]
+	}
+	for i := range p.bufs.slots.len() {
+		b := p.bufs.slots.at(uint32(i))
+		if !b.live {
+			continue
+		}
+		if b.perCore {
+			if pb := p.allocs.pcBufs[uint32(i)]; pb != nil {
+				for _, k := range pb.cores {
+					if k.spanKnown {
+						at(b.chip).banks[k.bank] += k.span
+					}
+				}
+			}
+			continue
+		}
+		if !l1Lockstep(b) {
+			continue
+		}
+		p.allocs.forChips(b, func(cs *chipState) {
+			if b.span == 0 {
+				at(cs.id).noSpan++
+			} else {
+				at(cs.id).lock += b.span
+			}
+		})
+	}
+	for id, cs := range p.chips {
+		g := w[id]
+		if g == nil {
+			g = &want{}
+		}
+		if cs.l1c.lock != g.lock || cs.l1c.noSpan != g.noSpan {
+			c.bad("chip %d: L1 per core %d lockstep bytes (%d without a span), recomputed %d (%d)", id, cs.l1c.lock, cs.l1c.noSpan, g.lock, g.noSpan)
+		}
+		var most uint64
+		for bank, n := range g.banks {
+			if cs.l1c.perCore[bank] != n {
+				c.bad("chip %d bank %d: %d per-core bytes, recomputed %d", id, bank, cs.l1c.perCore[bank], n)
+			}
+			most = max(most, n)
+		}
+		if len(cs.l1c.perCore) != len(g.banks) || cs.l1c.pcMax != most || most != 0 && cs.l1c.perCore[cs.l1c.pcBank] != most {
+			c.bad("chip %d: per-core banks %v, busiest %d at %d, recomputed %v", id, cs.l1c.perCore, cs.l1c.pcMax, cs.l1c.pcBank, g.banks)
+		}
+		if now := cs.l1Now(0); now.total() > 0 && (!cs.l1c.hasPeak || cs.l1c.peak.total() < now.total()) {
+			c.bad("chip %d: L1 per core %d now, peak %d", id, now.total(), cs.l1c.peak.total())
+		}
 	}
 }

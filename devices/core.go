@@ -115,6 +115,7 @@ type chipState struct {
 	cbEnd cbEnds // of the CB groups aimed at this chip
 	hr    headroomState
 	cores chipCores // the CBs resident per core (resident.go)
+	l1c   l1Core    // L1 per core (l1core.go)
 
 	sites *chipSites // per-site accounting, when on
 	alloc *chipAlloc // its allocator's bank managers; nil: none seen made
@@ -282,6 +283,7 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		c.sites.uncharge(sk, b.size, 1)
 		p.sub(c, t, b.size, e)
 		p.sub(c, CounterLiveBuffers, 1, e)
+		p.l1Span(c, b, false)
 		if t == CounterL1 {
 			c.l1.remove(&p.bufs.slots, idx)
 			p.touchL1(c)
@@ -289,6 +291,7 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	} else if m := p.meshes[b.mesh]; m != nil {
 		m.tot[t] -= b.size
 		m.tot[CounterLiveBuffers]--
+		m.meshL1Span(b, false)
 		if p.sitesOn {
 			m.sites.add(sk, b.size, true)
 		}
@@ -300,6 +303,7 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 			c.sites.uncharge(sk, b.size, 1)
 			p.sub(c, t, b.size, e)
 			p.sub(c, CounterLiveBuffers, 1, e)
+			p.l1Span(c, b, false)
 			if t == CounterL1 {
 				p.touchL1(c)
 			}
@@ -486,6 +490,7 @@ func (p *core) charge(idx uint32, e *events.Event) {
 		c.sites.charge(sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, CounterLiveBuffers, 1, e.TsNs)
+		p.l1Span(c, b, true)
 		if t == CounterL1 {
 			c.l1.push(&p.bufs.slots, idx)
 			p.touchL1(c)
@@ -495,6 +500,7 @@ func (p *core) charge(idx uint32, e *events.Event) {
 	m := p.meshes[meshIndex]
 	m.tot[t] += e.Size
 	m.tot[CounterLiveBuffers]++
+	m.meshL1Span(b, true)
 	if p.sitesOn {
 		m.sites.add(sk, e.Size, false)
 	}
@@ -506,6 +512,7 @@ func (p *core) charge(idx uint32, e *events.Event) {
 		c.sites.charge(sk, e.Size, 1)
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, CounterLiveBuffers, 1, e.TsNs)
+		p.l1Span(c, b, true)
 		if t == CounterL1 {
 			p.touchL1(c)
 		}
@@ -542,6 +549,7 @@ func (p *core) joinMesh(m *meshState, idx uint32, chip int32, e *events.Event) {
 			p.add(c, Counter(i), v, ts)
 		}
 	}
+	p.meshL1Move(m, c, true)
 }
 
 // leaveMesh removes chip from m's chip set and uncharges what m holds there.
@@ -559,6 +567,7 @@ func (p *core) leaveMesh(m *meshState, chip int32, e *events.Event) {
 		for j, v := range m.tot {
 			p.sub(c, Counter(j), v, e)
 		}
+		p.meshL1Move(m, c, false)
 		return
 	}
 }

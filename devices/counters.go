@@ -126,6 +126,12 @@ type Stats struct {
 	// Requests on their managers are on managers not seen made.
 	AllocatorsDropped   uint64 `json:"allocators_dropped"`
 	BankManagersRefused uint64 `json:"bank_managers_refused"`
+	// Per-core (HYBRID) buffers allocated; of them, those whose cores'
+	// addresses the ledger could not check (their lists unknown), and
+	// those whose cores got different addresses (per_core_address_divergence).
+	PerCoreBuffers     uint64 `json:"per_core_buffers"`
+	PerCoreUnchecked   uint64 `json:"per_core_unchecked"`
+	PerCoreDivergences uint64 `json:"per_core_divergences"`
 }
 
 // Peak is a high-water mark and the time (CLOCK_MONOTONIC ns) it was first reached.

@@ -133,6 +133,7 @@ func (p *l1Rules) headrooms(h *settings, e *events.Event) {
 	noCBs := len(p.progs) == 0 // then no chip has a headroom: skip the lookups
 	for _, c := range p.l1dirty {
 		c.hr.dirty = false
+		c.l1Settle(e.TsNs)
 		hr := &c.hr
 		var low uint32
 		var hasLow bool

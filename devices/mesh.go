@@ -15,6 +15,8 @@ type meshState struct {
 	// alloc: the mesh's own allocator, once a mesh buffer was allocated
 	// through one of its bank managers (allocator.go).
 	alloc *chipAlloc
+	// l1Lock, l1NoSpan: its lockstep spans on each of its chips (l1core.go).
+	l1Lock, l1NoSpan uint64
 }
 
 func (m *meshState) has(chip int32) bool {

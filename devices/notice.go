@@ -36,6 +36,9 @@ const (
 	NoticeTraceReplayInvalid
 	NoticeTraceRegionHazard
 	NoticeTraceCaptureAlloc
+	// NoticePerCoreDivergence: a per-core buffer whose cores got different
+	// addresses (percore.go); Notice.PerCore says all.
+	NoticePerCoreDivergence
 )
 
 // noticeNames are the kinds' NDJSON types.
@@ -47,6 +50,7 @@ var noticeNames = [...]string{
 	NoticeTraceReplayInvalid: "trace_replay_invalid",
 	NoticeTraceRegionHazard:  "trace_region_hazard",
 	NoticeTraceCaptureAlloc:  "trace_capture_alloc",
+	NoticePerCoreDivergence:  "per_core_address_divergence",
 }
 
 func (k NoticeKind) String() string {
@@ -120,6 +124,9 @@ type Notice struct {
 	AllocFailed *AllocFailure `json:"-"`
 	// Trace is the record of a trace notice (its line is this record alone).
 	Trace *TraceNote `json:"-"`
+	// PerCore is the record of a per_core_address_divergence (its line is
+	// this record alone).
+	PerCore *PerCoreDivergence `json:"-"`
 }
 
 // MarshalJSON writes the notice's NDJSON line: an alloc_failed or a trace
@@ -130,6 +137,9 @@ func (n *Notice) MarshalJSON() ([]byte, error) {
 	}
 	if n.Trace != nil {
 		return json.Marshal(n.Trace)
+	}
+	if n.PerCore != nil {
+		return json.Marshal(n.PerCore)
 	}
 	type plain Notice
 	return json.Marshal((*plain)(n))
@@ -164,6 +174,13 @@ type AllocFailure struct {
 	PageSize  uint64 `json:"page_size"`
 	BottomUp  bool   `json:"bottom_up"`
 	NumShards uint32 `json:"num_shards,omitempty"`
+	// A per-core (HYBRID) request: AllocatorID (its list: bank + 1) and
+	// Bank (the core's L1 bank); CoresBefore: the buffer's cores asked
+	// (and given) before this one. The statistics and cause are then that
+	// core's: its list seen through the lockstep list it depends on.
+	AllocatorID *uint32 `json:"allocator_id,omitempty"`
+	Bank        *uint32 `json:"bank,omitempty"`
+	CoresBefore int     `json:"cores_before,omitempty"`
 	// Banks the pages spread over, and what each needs (upstream's
 	// size_per_bank); Span: that rounded to the free list's blocks.
 	Banks       uint32  `json:"banks"`

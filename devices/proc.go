@@ -221,6 +221,7 @@ func (p *proc) closeChip(id int32, e *events.Event) {
 	c := p.core.releaseChip(id, e)
 	p.l1.releaseCBGroups(cbMatch{chip: id}, e)
 	p.l1.clearResidency(c, e)
+	c.l1Clear()
 	p.allocs.closeAlloc(c)
 	p.core.closedChip(c, e)
 	p.traces.traceClosed(id)

@@ -144,6 +144,7 @@ func (p *l1Rules) clearResidency(c *chipState, e *events.Event) {
 // settle sets c's resident counters from its cores.
 func (p *l1Rules) settle(c *chipState, e *events.Event) {
 	c.cores.settle()
+	p.touchL1(c) // L1 per core (l1core.go)
 	p.setTo(c, CounterCB, c.cores.max, e)
 	p.setTo(c, CounterCBResidentTotal, c.cores.total, e)
 }

@@ -98,6 +98,9 @@ type ProcessSummary struct {
 	// AllocFailures: the first 100 alloc_failed records, in stream order
 	// (stats.alloc_failures counts them all).
 	AllocFailures []AllocFailure `json:"alloc_failures"`
+	// PerCoreDivergences: the first 100 per_core_address_divergence
+	// records, in stream order (stats.per_core_divergences counts them).
+	PerCoreDivergences []PerCoreDivergence `json:"per_core_divergences"`
 	// Meshes: the own allocator of every MeshDevice live at the end, in
 	// the order first seen (mesh buffers count there, not in their chips'
 	// allocators).
@@ -162,6 +165,11 @@ type DeviceSummary struct {
 	// it made.
 	Allocator    *Allocator `json:"allocator"`
 	AllocatorWhy string     `json:"allocator_why,omitempty"`
+	// L1BusiestCore: the core whose L1 holds the most now (l1core.go);
+	// PeakL1BusiestCore: the same when its total was highest. Absent
+	// while the chip's L1 held nothing tttrace knows of.
+	L1BusiestCore     *L1Core `json:"l1_busiest_core,omitempty"`
+	PeakL1BusiestCore *L1Core `json:"peak_l1_busiest_core,omitempty"`
 }
 
 // Leak is a buffer still counted on a chip when the process exited (or
@@ -394,6 +402,7 @@ func (p *proc) deviceSummaries() []DeviceSummary {
 			d.MinL1Headroom = &MinHeadroom{Value: c.hr.min, TsNs: c.hr.minTs, LowestL1Address: c.hr.minLow, CBRegionEnd: c.hr.minEnd}
 		}
 		d.Allocator, d.AllocatorWhy = p.allocs.allocatorView(c)
+		d.L1BusiestCore, d.PeakL1BusiestCore = c.l1Summary()
 	}
 	return out
 }
@@ -434,6 +443,7 @@ func (p *proc) summary() ProcessSummary {
 		Anomalies:        append([]Anomaly{}, p.anomalies.list...),
 		SiteUsage:        p.siteUsage(),
 	}
+	ps.PerCoreDivergences = append([]PerCoreDivergence{}, p.allocs.divergences...)
 	for k, n := range p.anomalies.counts {
 		ps.AnomalyCounts[anomalyNames[k]] = n
 	}
@@ -599,6 +609,9 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 		}
 	}
 	nameID := func(id uint32) { name(&L1Buffer{Site: id}) }
+	for _, d := range ps.PerCoreDivergences {
+		nameID(d.Site)
+	}
 	for i := range ps.AllocFailures {
 		f := &ps.AllocFailures[i]
 		nameID(f.Site)
@@ -698,7 +711,9 @@ type Trimmed struct {
 	Anomalies     uint64 `json:"anomalies"`      // entries of anomalies (still counted in anomaly_counts)
 	L1Clashes     uint64 `json:"l1_clashes"`     // entries of l1_clashes (still counted in stats)
 	AllocFailures uint64 `json:"alloc_failures"` // entries of alloc_failures (still counted in stats)
-	TraceRecords  uint64 `json:"trace_records"`  // entries of the traces lists (still counted there)
+	// PerCoreDivergences: entries of per_core_divergences (still counted in stats).
+	PerCoreDivergences uint64 `json:"per_core_divergences,omitempty"`
+	TraceRecords       uint64 `json:"trace_records"` // entries of the traces lists (still counted there)
 	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
 	// lacks the process).
 	SiteUsage uint64 `json:"site_usage"`
@@ -751,6 +766,7 @@ func (ps *ProcessSummary) trim() {
 	}
 	ps.Leaks, ps.UnplacedLeaks, ps.Sites, ps.Anomalies, ps.L1Clashes = []Leak{}, []Leak{}, []Site{}, []Anomaly{}, []Notice{}
 	ps.AllocFailures, ps.SiteUsage = []AllocFailure{}, nil
+	t.PerCoreDivergences, ps.PerCoreDivergences = uint64(len(ps.PerCoreDivergences)), []PerCoreDivergence{}
 	if tr := ps.Traces; tr != nil {
 		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
 		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}

@@ -18,6 +18,7 @@ import (
 type NoticeLog struct {
 	w                      io.Writer
 	clashes, ooms, hazards int // notes of each family so far
+	divergences            int
 }
 
 // noticeLogMax is how many notes of each family NoticeLog writes.
@@ -37,7 +38,19 @@ func (l *NoticeLog) Notice(n *devices.Notice) {
 		l.trace(n.Trace)
 	case n.Type == devices.NoticeL1Clash:
 		l.clash(n)
+	case n.PerCore != nil:
+		l.divergence(n.PerCore)
 	}
+}
+
+// divergence: a per-core buffer whose cores got different addresses;
+// whoever reads its Buffer::address() on those cores reads the wrong place.
+func (l *NoticeLog) divergence(d *devices.PerCoreDivergence) {
+	if !l.more(&l.divergences, "per-core buffers whose cores got different addresses") {
+		return
+	}
+	fmt.Fprintf(l.w, "tttrace: pid %d chip %d: per-core buffer %s (%d bytes, seq %d) is at %#x on its first core but elsewhere on %d of its %d cores (%d addresses): Buffer::address() is wrong there\n",
+		d.Pid, d.Device, d.Buffer, d.Size, d.Seq, d.Address, d.Differing, d.CoresCount, d.Distinct)
 }
 
 // more counts a note of a family and says whether to write it; past the

@@ -83,3 +83,19 @@ func TestNoticeLog(t *testing.T) {
 		}
 	}
 }
+
+// A per_core_address_divergence's line, and its family's limit.
+func TestNoticeLogDivergence(t *testing.T) {
+	var b strings.Builder
+	l := NewNoticeLog(&b)
+	d := &devices.PerCoreDivergence{Type: "per_core_address_divergence", Pid: 100, Seq: 9, Device: 93, Buffer: "0xb3", Address: 0xfe000,
+		Size: 4096, CoresCount: 4, Distinct: 2, Differing: 3}
+	for range 11 {
+		l.Notice(&devices.Notice{Type: devices.NoticePerCoreDivergence, Pid: 100, Chip: 93, PerCore: d})
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := "tttrace: pid 100 chip 93: per-core buffer 0xb3 (4096 bytes, seq 9) is at 0xfe000 on its first core but elsewhere on 3 of its 4 cores (2 addresses): Buffer::address() is wrong there"
+	if len(lines) != 11 || lines[0] != want || !strings.Contains(lines[10], "more per-core buffers") {
+		t.Fatalf("lines:\n%s", b.String())
+	}
+}
