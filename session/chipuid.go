@@ -122,3 +122,8 @@ func uidFacts(devs []ttmetal.MemDevice, shm map[uint64]bool, err error) (map[int
 	}
 	return facts, "not an open Device in the process's memory when it was read"
 }
+
+// ChipUIDs makes the backend a ChipUIDReader: its memReader's.
+func (b *bpfBackend) ChipUIDs(pid uint32, budget *procfs.MemBudget) ([]ttmetal.MemDevice, map[uint64]bool, error) {
+	return b.mem.ChipUIDs(pid, budget)
+}

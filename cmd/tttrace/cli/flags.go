@@ -205,11 +205,14 @@ at most 8 MiB in 8192 reads of it, and free lists of 262144 blocks in all,
 per process; none of chips past --max-chips. A process over that budget
 has no allocator view read from memory, and says why.
 
-Physical chips: a process's chip ids are named by PCI address (chip_uid)
-from its TT_VISIBLE_DEVICES and /dev/tenstorrent, and count in host-wide
-sums (--listen's tttrace_chip_memory_bytes, the live view) only on the
-devices it is seen holding open (/proc/PID/fd); the others have chip_uid
-null, and say why.
+Physical chips: a process's chip ids are named (chip_uid) by their UMD
+unique id where its memory shows it (its Devices' SHM counters and the
+/dev/shm/tt_device_<id>_memory files it maps; chips reached over Ethernet
+too; needs the library's DWARF), else by PCI address from its
+TT_VISIBLE_DEVICES and /dev/tenstorrent, counted in host-wide sums
+(--listen's tttrace_chip_memory_bytes, the live view) only on the devices
+it is seen holding open (/proc/PID/fd); the others have chip_uid null, and
+say why.
 
 The NDJSON schema is documented in docs/ndjson.md.
 `
