@@ -59,6 +59,9 @@ type DoctorReport struct {
 	Exact     bool          `json:"exact"`
 	Error     string        `json:"error,omitempty"`
 	Verdict   string        `json:"verdict"`
+	// Ops: the op table of each TT-NN library beside the library (its
+	// directory) or mapped by -p PID (doctorops.go).
+	Ops []DoctorOps `json:"ttnn_ops,omitempty"`
 }
 
 // DoctorPython is a CPython interpreter, for the Python lines of
@@ -211,6 +214,7 @@ func Doctor(args []string, stdout, stderr io.Writer) int {
 		opts.LayoutFile, opts.Mode = *layoutFile, mode
 		status = rep.checkLibrary(path, opts)
 	}
+	rep.Ops = checkOps(ttnnLibraries(path, *pid))
 	rep.Python = checkPython(*pid)
 	rep.verdict()
 	if *asJSON {
@@ -364,6 +368,7 @@ func (r *DoctorReport) write(w io.Writer) {
 			p("  note       %s\n", n)
 		}
 	}
+	writeOps(p, r.Ops)
 	p("\nKernel\n")
 	for _, f := range r.Kernel {
 		need := "needed"
