@@ -277,7 +277,7 @@ func (p *core) free(e *events.Event) (unknown bool) {
 func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	b := p.bufs.slots.at(idx)
 	t := Counter(b.btype)
-	sk := siteKey{b.site, b.btype}
+	sk := siteKey{b.site, b.btype, p.ops.bufOf(idx)}
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
 		c.sites.uncharge(sk, b.size, 1)
@@ -484,7 +484,7 @@ func (p *core) charge(idx uint32, e *events.Event) {
 	b := p.bufs.slots.at(idx)
 	meshIndex := b.mesh
 	t := Counter(e.BufferType)
-	sk := siteKey{e.Site, uint8(t)}
+	sk := siteKey{e.Site, uint8(t), p.ops.bufOf(idx)}
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
 		c.sites.charge(sk, e.Size, 1)

@@ -14,18 +14,29 @@ func (p *core) opEnter(e *events.Event) {
 	}
 }
 
-// opAlloc adds buffer idx, just charged for e, to its op's row, and
-// notes its row for its leak. Every recorded alloc passes here, so a slot
-// reused by a buffer made in no op forgets its former row.
-func (p *core) opAlloc(idx uint32, e *events.Event) {
+// opAlloc adds buffer idx, just recorded for e, to its op's row, and
+// notes its row for its leak and its site's accounting. Every recorded
+// alloc passes here, so a slot reused by a buffer made in no op forgets
+// its former row. It returns the row, for opPeak once the buffer is
+// charged.
+func (p *core) opAlloc(idx uint32, e *events.Event) *OpRow {
 	r, n := p.ops.row(&e.OpFields)
 	p.ops.setBuf(idx, n)
 	p.ops.last = e.OpFields
 	if r == nil {
-		return
+		return nil
 	}
 	r.Allocs++
 	r.Bytes = SatAdd(r.Bytes, e.Size)
+	return r
+}
+
+// opPeak notes the process's DRAM and L1 bytes right after an allocation
+// of row r (nil: made in no op).
+func (p *core) opPeak(r *OpRow) {
+	if r == nil {
+		return
+	}
 	var dram, l1 uint64
 	for _, c := range p.chips {
 		dram = SatAdd(dram, c.cur[CounterDRAM])

@@ -177,3 +177,34 @@ func TestOpRowsBounded(t *testing.T) {
 		t.Fatalf("leaks %+v", lk)
 	}
 }
+
+// Per-site accounting is per op too: one site's buffers made in two ops
+// (and in none) are three rows of SiteUsage, each with its op, so the
+// memory profile can put the op at the root of its stacks.
+func TestSiteUsagePerOp(t *testing.T) {
+	r := newRecWith(t, Options{SiteUsage: true})
+	mm, add := events.OpNames.Intern("ttnn.matmul"), events.OpNames.Intern("ttnn.add")
+	a := evAlloc(1, 0xa, 0, events.DRAM, 0x1000, 100)
+	a.Site, a.Op, a.OpDepth = 5, mm, 1
+	b := evAlloc(1, 0xb, 0, events.DRAM, 0x2000, 30)
+	b.Site, b.Op, b.OpDepth = 5, add, 1
+	c := evAlloc(1, 0xc, 0, events.DRAM, 0x3000, 7)
+	c.Site = 5
+	r.apply(a, b, c, evFree(1, 0xb, 0))
+	type row struct {
+		op            string
+		inuse, allocd uint64
+	}
+	var got []row
+	for _, u := range r.proc().SiteUsage {
+		name := ""
+		if u.Op != nil {
+			name = u.Op.Name
+		}
+		got = append(got, row{name, u.InuseBytes, u.AllocBytes})
+	}
+	want := []row{{"", 7, 7}, {"ttnn.matmul", 100, 100}, {"ttnn.add", 0, 30}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("site usage %+v, want %+v", got, want)
+	}
+}

@@ -157,8 +157,9 @@ func (p *proc) alloc(e *events.Event) {
 	}
 	p.allocs.allocPlace(idx, e, req)
 	p.traces.traceAlloc(idx, e)
+	op := p.core.opAlloc(idx, e) // before the charge: its site is per op
 	p.core.charge(idx, e)
-	p.core.opAlloc(idx, e)
+	p.core.opPeak(op)
 }
 
 // dispatch handles ProgramImpl::generate_dispatch_commands: program

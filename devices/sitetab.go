@@ -14,6 +14,9 @@ package devices
 type siteKey struct {
 	site  uint32
 	btype uint8
+	// op: the row + 1 of the TT-NN op it was allocated in (opstate.go);
+	// 0: none.
+	op uint16
 }
 
 // siteAcct is what one site holds of one type on one chip.

@@ -25,11 +25,14 @@ type SiteUsage struct {
 	// PeakBytes: held when the chip's counter of this type first reached
 	// its peak (Peaks).
 	PeakBytes uint64
+	// Op: the TT-NN op its buffers were allocated in; nil: none.
+	Op *OpRef
 	// Desc describes the site (from the process's SiteSource; nil:
 	// unknown).
 	Desc *Site
 
 	btype uint8
+	op    uint16
 }
 
 // siteUsage lists p's per-site accounting by site, chip and type.
@@ -49,7 +52,7 @@ func (p *proc) siteUsage() []SiteUsage {
 				continue
 			}
 			out = append(out, SiteUsage{
-				Site: k.site, Device: id, Type: events.BufferType(k.btype).String(), btype: k.btype,
+				Site: k.site, Device: id, Type: events.BufferType(k.btype).String(), btype: k.btype, op: k.op, Op: p.ops.ref(k.op),
 				InuseBytes: a.bytes, InuseObjects: a.objs,
 				AllocBytes: a.allocBytes, AllocObjects: a.allocObjs,
 				PeakBytes: a.peakBytes,
@@ -63,8 +66,10 @@ func (p *proc) siteUsage() []SiteUsage {
 			return a.Site < b.Site
 		case a.Device != b.Device:
 			return a.Device < b.Device
+		case a.btype != b.btype:
+			return a.btype < b.btype
 		}
-		return a.btype < b.btype
+		return a.op < b.op
 	})
 	return out
 }

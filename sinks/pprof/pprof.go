@@ -91,7 +91,7 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			v[vAllocSpace] = int64(u.AllocBytes)
 			v[vAllocObjects] = int64(u.AllocObjects)
 			v[vPeakSpace] = int64(u.PeakBytes)
-			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), chipUID(ps, u.Device), u.Type)
+			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), chipUID(ps, u.Device), u.Type, opLabel(u.Op))
 		}
 		// Live mesh buffers of a mesh whose chips were never learned:
 		// held, but on no chip the ledger knows.
@@ -111,7 +111,7 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			sums[k][vInuseObjects]++
 		}
 		for _, k := range order {
-			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", "", k.typ)
+			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", "", k.typ, "")
 		}
 	}
 	return p
@@ -156,14 +156,31 @@ type builder struct {
 	funcs map[funcKey]*profile.Function
 }
 
-// sample adds one sample; chipUID (the physical chip) labels it when known.
-func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, chipUID, typ string) {
+// opLabel is the op label of a sample: the TT-NN op (and device op) its
+// buffers were allocated in, "ttnn.conv2d > MatmulDeviceOperation"; "":
+// none.
+func opLabel(o *devices.OpRef) string {
+	switch {
+	case o == nil:
+		return ""
+	case o.DeviceOp == "":
+		return o.Name
+	}
+	return o.Name + " > " + o.DeviceOp
+}
+
+// sample adds one sample; chipUID (the physical chip) labels it when
+// known, op (the TT-NN op) when made in one.
+func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, chipUID, typ, op string) {
 	if v == ([nValues]int64{}) {
 		return
 	}
 	label := map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}}
 	if chipUID != "" {
 		label["chip_uid"] = []string{sinks.Printable(chipUID)}
+	}
+	if op != "" {
+		label["op"] = []string{sinks.Printable(op)}
 	}
 	b.p.Sample = append(b.p.Sample, &profile.Sample{Location: chain, Value: v[:], Label: label})
 }
@@ -267,8 +284,9 @@ func nativeFrame(f *devices.NativeFrame) Frame {
 }
 
 // WriteFolded writes the samples of p as folded stacks, one line per
-// sample with a non-zero value of sampleType: "pid N;chip C;TYPE;" then
-// the frames outermost first, a space and the value.
+// sample with a non-zero value of sampleType: "pid N;chip C;TYPE;", the
+// TT-NN op it was allocated in (its op label) when there is one, then the
+// frames outermost first, a space and the value.
 func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
 	idx := -1
 	for i, st := range p.SampleType {
@@ -289,6 +307,10 @@ func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
 		}
 		sb.Reset()
 		fmt.Fprintf(&sb, "pid %s;chip %s;%s", label(s, "pid"), label(s, "chip"), label(s, "type"))
+		if op := s.Label["op"]; len(op) > 0 {
+			sb.WriteByte(';')
+			sb.WriteString(foldedName(op[0]))
+		}
 		for i := len(s.Location) - 1; i >= 0; i-- {
 			for j := len(s.Location[i].Line) - 1; j >= 0; j-- {
 				ln := s.Location[i].Line[j]

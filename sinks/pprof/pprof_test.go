@@ -168,3 +168,32 @@ func TestHostileNames(t *testing.T) {
 		t.Errorf("folded frames %q, want %q", got, wantFrames)
 	}
 }
+
+// A site's buffers made in a TT-NN op carry it as the "op" label, and the
+// folded stacks put it at their root (after the type), escaped.
+func TestOpLabel(t *testing.T) {
+	site := &devices.Site{Site: 7, Native: []devices.NativeFrame{{Module: "/l.so", Function: "f"}}}
+	s := &devices.Summary{Processes: []devices.ProcessSummary{{Pid: 42, SiteUsage: []devices.SiteUsage{
+		{Site: 7, Device: 0, Type: "DRAM", AllocBytes: 300, AllocObjects: 3, Desc: site},
+		{Site: 7, Device: 0, Type: "DRAM", AllocBytes: 64, AllocObjects: 1, Desc: site, Op: &devices.OpRef{Name: "ttnn.conv2d;x\x1b", DeviceOp: "MatmulDeviceOperation"}},
+	}}}}
+	var buf bytes.Buffer
+	if err := Build(s, time.Unix(1, 0)).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 2 || len(p.Sample[0].Label["op"]) != 0 || p.Sample[1].Label["op"][0] != `ttnn.conv2d;x\x1b > MatmulDeviceOperation` {
+		t.Fatalf("samples %v / %v", p.Sample[0].Label, p.Sample[1].Label)
+	}
+	var fb bytes.Buffer
+	if err := WriteFolded(&fb, p, "alloc_space"); err != nil {
+		t.Fatal(err)
+	}
+	want := "pid 42;chip 0;DRAM;f 300\npid 42;chip 0;DRAM;ttnn.conv2d,x\\x1b > MatmulDeviceOperation;f 64\n"
+	if fb.String() != want {
+		t.Errorf("folded:\n%s\nwant:\n%s", fb.String(), want)
+	}
+}
