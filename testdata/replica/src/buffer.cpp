@@ -270,7 +270,6 @@ void BufferImpl::allocate_impl(Buffer& self) {
     alloc_epoch_ = replica::attach_epoch();
     allocation_status_ = AllocationStatus::ALLOCATED;
     TT_TRACK_ALLOCATE(tracker, &self);
-    replica::ops_note_alloc(&self);
     notify_buffer_allocated(&self);
 }
 
@@ -320,7 +319,6 @@ TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {
     m.alloc_epoch_ = replica::attach_epoch();
     m.allocation_status_ = AllocationStatus::ALLOCATED;
     TT_TRACK_ALLOCATE(tracker, this);
-    replica::ops_note_alloc(this);
 }
 
 TT_PROBED TT_LIFECYCLE void Buffer::deallocate() {
