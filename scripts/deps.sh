@@ -8,7 +8,8 @@
 #   scripts/deps.sh test    what the end-to-end tests drive: tmux (the live view), Prometheus and
 #                           promtool (--listen), Debian python3 with pytest (leaks by test),
 #                           protoc (the Perfetto file checked against the official schema),
-#                           setpriv (tttrace under the systemd unit's and the Helm chart's capabilities)
+#                           setpriv (tttrace under the systemd unit's and the Helm chart's capabilities),
+#                           node and npm with the MCP Inspector's CLI in build/npm (tttrace mcp)
 set -euo pipefail
 want=()
 need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
@@ -16,12 +17,25 @@ for what in "${@:-build}"; do
 	case "$what" in
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
-	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler; need setpriv util-linux ;;
+	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler; need setpriv util-linux; need npx npm; need node nodejs ;;
 	bench) need /usr/bin/time time; need taskset util-linux ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
 done
-[ ${#want[@]} -eq 0 ] && exit 0
+# The official MCP Inspector's CLI, which the tttrace mcp test drives, in
+# the project's build/npm (nothing installed globally), pinned.
+inspector() {
+	local prefix
+	prefix="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
+	[ -f "$prefix/node_modules/@modelcontextprotocol/inspector-cli/build/cli.js" ] && return 0
+	echo "deps.sh: installing @modelcontextprotocol/inspector-cli into $prefix" >&2
+	mkdir -p "$prefix"
+	npm install --prefix "$prefix" --no-audit --no-fund --no-save --loglevel=error @modelcontextprotocol/inspector-cli@1.0.3 >/dev/null
+}
+if [ ${#want[@]} -eq 0 ]; then
+	[[ " ${*:-build} " == *" test "* ]] && inspector
+	exit 0
+fi
 pkgs=$(printf '%s\n' "${want[@]}" | sort -u | tr '\n' ' ')
 echo "deps.sh: installing $pkgs" >&2
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,3 +51,5 @@ apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 if [[ " $pkgs " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
+[[ " ${*:-build} " == *" test "* ]] && inspector
+exit 0

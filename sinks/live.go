@@ -124,7 +124,7 @@ func (v *Live) frame(view *View, width int) []string {
 			}
 			phys := "physical chip unknown"
 			if d.UID != nil {
-				phys = PhysicalName(&d.ChipIdentity)
+				phys = "pci " + d.PCI
 			}
 			lines = append(lines, fmt.Sprintf("  chip %d (%s)  %d buffer(s), peak %d%s", d.Device, Printable(phys), d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
 			for _, t := range liveTypes {
@@ -146,15 +146,13 @@ func (v *Live) frame(view *View, width int) []string {
 			}
 			lines = append(lines, allocatorLines(d.Allocator, d.AllocatorWhy)...)
 			name := fmt.Sprintf("pid %d chip %d (physical chip unknown)", p.Pid, d.Device)
-			key := name
 			if d.UID != nil {
-				// One physical chip, one total, however each process names it.
-				name, key = PhysicalName(&d.ChipIdentity), *d.UID
+				name = "pci " + *d.UID
 			}
-			i, ok := at[key]
+			i, ok := at[name]
 			if !ok {
 				i = len(all)
-				at[key] = i
+				at[name] = i
 				all = append(all, chipTot{name: name})
 			}
 			for k := range cur {
