@@ -124,7 +124,7 @@ func (v *Live) frame(view *View, width int) []string {
 			}
 			phys := "physical chip unknown"
 			if d.UID != nil {
-				phys = "pci " + d.PCI
+				phys = PhysicalName(&d.ChipIdentity)
 			}
 			lines = append(lines, fmt.Sprintf("  chip %d (%s)  %d buffer(s), peak %d%s", d.Device, Printable(phys), d.LiveBuffers, d.Peaks.LiveBuffers.Value, state))
 			for _, t := range liveTypes {
@@ -146,13 +146,15 @@ func (v *Live) frame(view *View, width int) []string {
 			}
 			lines = append(lines, allocatorLines(d.Allocator, d.AllocatorWhy)...)
 			name := fmt.Sprintf("pid %d chip %d (physical chip unknown)", p.Pid, d.Device)
+			key := name
 			if d.UID != nil {
-				name = "pci " + *d.UID
+				// One physical chip, one total, however each process names it.
+				name, key = PhysicalName(&d.ChipIdentity), *d.UID
 			}
-			i, ok := at[name]
+			i, ok := at[key]
 			if !ok {
 				i = len(all)
-				at[name] = i
+				at[key] = i
 				all = append(all, chipTot{name: name})
 			}
 			for k := range cur {

@@ -167,7 +167,7 @@ func (r *reporter) physical(devs []devices.DeviceSummary) {
 	var order []string
 	for _, d := range devs {
 		if d.UID != nil {
-			s := fmt.Sprintf("chip %d = pci %s", d.Device, d.PCI)
+			s := fmt.Sprintf("chip %d = %s", d.Device, PhysicalName(&d.ChipIdentity))
 			if d.Dev != "" {
 				s += " (" + d.Dev + ")"
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/kube"
 	"github.com/tttrace/tttrace/session"
+	otlpexport "github.com/tttrace/tttrace/sinks/otlp"
 	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -64,6 +65,16 @@ type Flags struct {
 	Interval  time.Duration
 	ReadyFile string
 	Listen    string // serve Prometheus metrics at this host:port
+	// OTLP: push the same metrics to this OTLP/HTTP URL (--otlp), every
+	// OTLPInterval, each export within OTLPTimeout, with OTLPHeaders,
+	// OTLPCompression, OTLPCA, OTLPInsecureSkipVerify.
+	OTLP                   string
+	OTLPInterval           time.Duration
+	OTLPTimeout            time.Duration
+	OTLPHeaders            []string
+	OTLPCompression        string
+	OTLPCA                 string
+	OTLPInsecureSkipVerify bool
 
 	// --pprof: a pprof profile of device memory by site; --folded: folded
 	// stacks of the same, carrying the sample type FoldedType.
@@ -153,6 +164,8 @@ Examples:
   sudo tttrace --perfetto mem.pftrace -- ./my_workload   (then open
                                         mem.pftrace at ui.perfetto.dev)
   sudo tttrace --all --listen 127.0.0.1:9464   # Prometheus scrapes /metrics
+  sudo tttrace --all --otlp http://127.0.0.1:4318   # push the same metrics
+                                        to an OpenTelemetry collector
 
 Without --lib, tttrace finds the library in the process (by name, or by its
 symbols if renamed), probes likely copies before they load (the command's
@@ -241,6 +254,13 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")
 	fs.DurationVar(&f.Interval, "interval", time.Second, "refresh the live per-chip view every `DURATION` (-p, --all; stderr a terminal; 0 turns it off)")
 	fs.StringVar(&f.Listen, "listen", "", "serve Prometheus metrics at http://`ADDR`/metrics while tracing (e.g. 127.0.0.1:9464; :9464 on every interface); the endpoint stops with tttrace. Bounds: 64 connections, 8 per peer (remote IP; IPv6 /64), a new connection taking the place of one waiting for a request or not reading its answer, so held sockets cannot keep a scrape out; requests with a body refused; the chips whose leaked and failure series exist are those of the traced processes and of the last --keep-ended ended ones (a chip trimmed away or closed with nothing left is forgotten), at most 1024 with series of their own. See docs/prometheus.md")
+	fs.StringVar(&f.OTLP, "otlp", "", "push the metrics of --listen to an OpenTelemetry collector at `URL` every --otlp-interval (OTLP HTTP/protobuf; http://HOST:4318, or https://...; no path: /v1/metrics), under OpenTelemetry's names (hw.gpu.memory.usage per physical chip, tttrace.* per process; the pod as k8s.pod.name); with or without --listen. Never waits: a failed export is dropped (the values are cumulative) and said on the log once per interval. OTEL_EXPORTER_OTLP_* and OTEL_RESOURCE_ATTRIBUTES apply where no flag says otherwise. See docs/otlp.md")
+	fs.DurationVar(&f.OTLPInterval, "otlp-interval", otlpexport.DefaultInterval, "with --otlp, the time `D` between exports (at least 100ms)")
+	fs.DurationVar(&f.OTLPTimeout, "otlp-timeout", otlpexport.DefaultTimeout, "with --otlp, the most one export may take, retries included (at most --otlp-interval)")
+	fs.StringArrayVar(&f.OTLPHeaders, "otlp-header", nil, "with --otlp, send the header `KEY=VALUE` with every request (repeatable); the command line is readable by every local user: give a token in OTEL_EXPORTER_OTLP_METRICS_HEADERS instead")
+	fs.StringVar(&f.OTLPCompression, "otlp-compression", "", "with --otlp, compress the requests: `gzip` or none (default: the SDK's, or OTEL_EXPORTER_OTLP_COMPRESSION)")
+	fs.StringVar(&f.OTLPCA, "otlp-ca", "", "with an https --otlp, also trust the PEM certificates in `FILE`")
+	fs.BoolVar(&f.OTLPInsecureSkipVerify, "otlp-insecure-skip-verify", false, "with an https --otlp, trust any certificate (a test collector)")
 	fs.StringSliceVar(&f.MetricsLabels, "metrics-labels", promexport.ProcessLabels, "with --listen, the per-process `LABELS` of the metrics (pid, command, host, rank, mesh_id, mesh_host_rank, pod, namespace, container); --metrics-labels pid keeps command lines, which may hold secrets, out of the metrics")
 	fs.StringVar(&f.PodResources, "pod-resources", kube.DefaultSocket, "name the Kubernetes pod and container of each traced process that runs in a pod (its cgroup gives the pod's UID and the container's ID): the kubelet's pod-resources API at `SOCKET` is asked, off the records' path and at most once a second, which pod's container holds the Tenstorrent devices the process has open; in the summary, the live view and the metrics' pod, namespace and container labels (\"\": do not ask). See docs/kubernetes.md")
 	fs.StringSliceVar(&f.PodDomains, "pod-device-domain", []string{kube.DefaultDomain}, "the resource `DOMAINS` of Tenstorrent devices in the kubelet's pod resources: device plugin resources DOMAIN/NAME, DRA drivers and CDI vendors DOMAIN or a subdomain of it")
@@ -355,9 +375,12 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, usageError{fmt.Errorf("--listen: %w", err)}
 		}
 	}
+	if err := checkOTLP(fs, f); err != nil {
+		return nil, usageError{err}
+	}
 	if fs.Changed("metrics-labels") {
-		if f.Listen == "" {
-			return nil, usageError{errors.New("--metrics-labels goes with --listen")}
+		if f.Listen == "" && f.OTLP == "" {
+			return nil, usageError{errors.New("--metrics-labels goes with --listen or --otlp")}
 		}
 		if err := promexport.CheckLabels(f.MetricsLabels); err != nil {
 			return nil, usageError{fmt.Errorf("--metrics-labels: %w", err)}
@@ -379,3 +402,48 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
+
+// checkOTLP checks the --otlp flags: every --otlp-* goes with --otlp, the
+// URL, interval, timeout, headers and compression are checked before
+// anything is traced.
+func checkOTLP(fs *pflag.FlagSet, f *Flags) error {
+	if f.OTLP == "" {
+		for _, n := range []string{"otlp-interval", "otlp-timeout", "otlp-header", "otlp-compression", "otlp-ca", "otlp-insecure-skip-verify"} {
+			if fs.Changed(n) {
+				return fmt.Errorf("--%s goes with --otlp", n)
+			}
+		}
+		if fs.Changed("otlp") {
+			return errors.New("--otlp: an empty URL")
+		}
+		return nil
+	}
+	tg, err := otlpexport.ParseEndpoint(f.OTLP)
+	if err != nil {
+		return fmt.Errorf("--otlp: %w", err)
+	}
+	if tg.Plain && (f.OTLPCA != "" || f.OTLPInsecureSkipVerify) {
+		return errors.New("--otlp-ca and --otlp-insecure-skip-verify go with an https --otlp")
+	}
+	if f.OTLPInterval < otlpexport.MinInterval {
+		return fmt.Errorf("--otlp-interval %v: at least %v", f.OTLPInterval, otlpexport.MinInterval)
+	}
+	if f.OTLPTimeout <= 0 || f.OTLPTimeout > f.OTLPInterval {
+		if fs.Changed("otlp-timeout") {
+			return fmt.Errorf("--otlp-timeout %v: more than 0, at most --otlp-interval (%v)", f.OTLPTimeout, f.OTLPInterval)
+		}
+		f.OTLPTimeout = min(otlpexport.DefaultTimeout, f.OTLPInterval)
+	}
+	if len(f.OTLPHeaders) > otlpexport.MaxHeaders {
+		return fmt.Errorf("--otlp-header: at most %d", otlpexport.MaxHeaders)
+	}
+	for _, h := range f.OTLPHeaders {
+		if _, _, err := otlpexport.ParseHeader(h); err != nil {
+			return fmt.Errorf("--otlp-header: %w", err)
+		}
+	}
+	if c := f.OTLPCompression; c != "" && c != "gzip" && c != "none" {
+		return fmt.Errorf("--otlp-compression %q: gzip or none", c)
+	}
+	return nil
+}

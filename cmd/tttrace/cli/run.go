@@ -16,6 +16,7 @@ import (
 	"github.com/tttrace/tttrace/kube"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
+	otlpexport "github.com/tttrace/tttrace/sinks/otlp"
 	"github.com/tttrace/tttrace/sinks/perfetto"
 	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
@@ -141,6 +142,8 @@ type outputEnv struct {
 	f           *Flags
 	out, stderr io.Writer
 	files       []*outFile
+	// prom: --listen's exporter, whose snapshots --otlp reads too.
+	prom *promexport.Exporter
 }
 
 // file opens an output file (see outFile) that Run makes when tracing ran.
@@ -162,6 +165,7 @@ var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	saveOutput,
 	perfettoOutput,
 	prometheusOutput,
+	otlpOutput,
 	pprofOutput,
 }
 
@@ -254,6 +258,33 @@ func prometheusOutput(e *outputEnv) (sinks.Sink, error) {
 	x, err := promexport.Listen(f.Listen, promexport.Options{Labels: f.MetricsLabels, Host: f.Host})
 	if err != nil {
 		return nil, fail(ExitUsage, "--listen: %w", err)
+	}
+	e.prom = x
+	return x, nil
+}
+
+// otlpOutput is --otlp: the series of --listen pushed to a collector,
+// read from --listen's exporter when there is one (one snapshot for both),
+// else from one of its own that it feeds.
+func otlpOutput(e *outputEnv) (sinks.Sink, error) {
+	f := e.f
+	if f.OTLP == "" {
+		return nil, nil
+	}
+	src, own := e.prom, false
+	if src == nil {
+		src, own = promexport.New(promexport.Options{Labels: f.MetricsLabels, Host: f.Host}), true
+	}
+	headers := map[string]string{}
+	for _, h := range f.OTLPHeaders {
+		k, v, _ := otlpexport.ParseHeader(h) // checked by Parse
+		headers[k] = v
+	}
+	x, err := otlpexport.Start(src, own, otlpexport.Options{Endpoint: f.OTLP, Interval: f.OTLPInterval, Timeout: f.OTLPTimeout,
+		Headers: headers, Compression: f.OTLPCompression, CAFile: f.OTLPCA, InsecureSkipVerify: f.OTLPInsecureSkipVerify,
+		Host: f.Host, Version: Version, Log: e.stderr})
+	if err != nil {
+		return nil, fail(ExitUsage, "--otlp: %w", err)
 	}
 	return x, nil
 }
