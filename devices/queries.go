@@ -80,6 +80,18 @@ func (l *Ledger) MeshAllocators(pid uint32) []MeshAllocator {
 	return p.allocs.meshAllocators()
 }
 
+// TraceCounts returns pid's Metal trace counts as its summary's traces
+// has them, without the lists of records; nil while it made no trace call.
+func (l *Ledger) TraceCounts(pid uint32) *TraceSummary {
+	p := l.procs[pid]
+	if p == nil || p.traces.tr == nil {
+		return nil
+	}
+	s := p.traces.tr.sum
+	s.Hazards, s.InvalidReplays, s.RegionHazards, s.CaptureAllocs = nil, nil, nil, nil
+	return &s
+}
+
 // AllocFailures returns the alloc_failed records of pid kept so far (the
 // first 100 made), by seq of their requests.
 func (l *Ledger) AllocFailures(pid uint32) []AllocFailure {

@@ -153,76 +153,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// descs are the metrics' descriptions; the per-process ones carry the
-// chosen process labels.
-type descs struct {
-	mem, peak, live, chip, leaked, events, lost *prom.Desc
-	// The CB measures beside type="cb" (cbMeasures): per process, now and
-	// peak, and the host-wide sums.
-	cbMem, cbPeak, cbChip [len(cbMeasures)]*prom.Desc
-	// The allocator's view (docs/prometheus.md).
-	capacity, free, largest, failures *prom.Desc
-}
-
-func newDescs(procLabels []string) descs {
-	with := func(ls ...string) []string { return append(ls, procLabels...) }
-	// A host-wide series is one physical chip (chip_uid, pci), or, when
-	// its identity is not known, one process's chip (chip, pid).
-	phys := func(ls ...string) []string { return append([]string{"host", "chip_uid", "pci", "chip", "pid"}, ls...) }
-	cbHelp := [len(cbMeasures)]string{
-		"the per-core sizes of the circular buffers of every program holding CBs, summed (what type=\"cb\" counted before it became the busiest core's resident CBs; TT-NN's program cache makes it exceed L1)",
-		"the circular-buffer bytes resident on the chip's cores (each core: the program last dispatched there), summed over the cores",
-	}
-	var cbMem, cbPeak, cbChip [len(cbMeasures)]*prom.Desc
-	for i, m := range cbMeasures {
-		cbMem[i] = prom.NewDesc("tttrace_device_"+m+"_bytes",
-			"A traced process's chip now: "+cbHelp[i]+".",
-			with("chip", "chip_uid", "pci"), nil)
-		cbPeak[i] = prom.NewDesc("tttrace_device_"+m+"_peak_bytes",
-			"The highest, since tracing began, of "+cbHelp[i]+".",
-			with("chip", "chip_uid", "pci"), nil)
-		cbChip[i] = prom.NewDesc("tttrace_chip_"+m+"_bytes",
-			"All traced processes of this host on a physical chip now (chip_uid; a chip of unknown identity: per process, chip and pid): "+cbHelp[i]+".",
-			phys(), nil)
-	}
-	return descs{
-		cbMem: cbMem, cbPeak: cbPeak, cbChip: cbChip,
-		mem: prom.NewDesc("tttrace_device_memory_bytes",
-			"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb: the circular buffers resident on the chip's busiest core).",
-			with("chip", "chip_uid", "pci", "type"), nil),
-		peak: prom.NewDesc("tttrace_device_memory_peak_bytes",
-			"Highest device memory a traced process held on a chip since tracing began, by type.",
-			with("chip", "chip_uid", "pci", "type"), nil),
-		live: prom.NewDesc("tttrace_live_buffers",
-			"Buffers a traced process holds on a chip now (a mesh buffer counts on each chip it holds memory on).",
-			with("chip", "chip_uid", "pci"), nil),
-		chip: prom.NewDesc("tttrace_chip_memory_bytes",
-			"Device memory all traced processes of this host hold on a physical chip now (chip_uid), by type; a chip of unknown identity has its own series per process (chip, pid).",
-			phys("type"), nil),
-		leaked: prom.NewDesc("tttrace_leaked_bytes_total",
-			"Device memory buffers still held when their process ended, summed over ended processes, by chip (the processes' id, and the physical chip when known: chip_uid, pci) and buffer type (0 from a chip's first sight).",
-			[]string{"chip", "chip_uid", "pci", "type"}, nil),
-		events: prom.NewDesc("tttrace_events_total",
-			"Events tttrace received, by kind (the NDJSON event types).",
-			[]string{"kind"}, nil),
-		lost: prom.NewDesc("tttrace_lost_events_total",
-			"Events the BPF ring buffer could not take: while non-zero the numbers are incomplete.",
-			nil, nil),
-		capacity: prom.NewDesc("tttrace_device_capacity_bytes",
-			"Bytes TT-Metal's allocator can allocate on a physical chip (chip_uid; a chip of unknown identity: per process, chip and pid), by type (dram, l1, l1_small, trace): banks x allocatable bytes per bank.",
-			phys("type"), nil),
-		free: prom.NewDesc("tttrace_device_free_bytes",
-			"Bytes free in a traced process's allocator of a chip, by type: banks x free bytes per bank (get_statistics' total_free_bytes); absent while not known.",
-			with("chip", "chip_uid", "pci", "type"), nil),
-		largest: prom.NewDesc("tttrace_device_largest_free_block_bytes",
-			"The largest interleaved allocation that fits now in a traced process's allocator of a chip, by type: banks x the largest free block per bank; absent while not known.",
-			with("chip", "chip_uid", "pci", "type"), nil),
-		failures: prom.NewDesc("tttrace_alloc_failures_total",
-			"Failed device allocations (TT-Metal's Out of Memory) by chip, type and cause (exhausted, fragmented, larger_than_bank, unknown); 0 from a chip's first allocator.",
-			[]string{"chip", "chip_uid", "pci", "type", "cause"}, nil),
-	}
-}
-
 // Exporter is the sink serving /metrics. Create it with Listen.
 type Exporter struct {
 	sinks.Base
@@ -251,7 +181,7 @@ type Exporter struct {
 	snap atomic.Pointer[snapshot] // what scrapes read; never changed once stored
 
 	opt  Options
-	d    descs
+	fams families
 	ln   net.Listener
 	srv  *http.Server
 	done chan error
@@ -320,6 +250,10 @@ type procSnap struct {
 	pid    string
 	labels []string // values of Options.Labels
 	devs   []devices.DeviceSummary
+	// meshes: the own allocators of its live MeshDevices; traces: its
+	// Metal trace counts (nil before its first trace call).
+	meshes []devices.MeshAllocator
+	traces *devices.TraceSummary
 	// window: its current window (tttrace mark), for /v1/memory_stats
 	// (memstats.go).
 	window devices.Window
@@ -399,7 +333,7 @@ func New(o Options) *Exporter {
 	o = o.withDefaults()
 	e := &Exporter{leaked: map[leakKey]uint64{}, chips: map[chipKey]bool{}, failed: map[failKey]uint64{}, allocChips: map[chipLabels]bool{},
 		live: map[uint32]*holder{}, ended: map[uint32]*holder{}, refs: map[chipKey]int{},
-		opt: o, d: newDescs(o.Labels)}
+		opt: o, fams: newFamilies(o.Labels)}
 	e.publish()
 	return e
 }
@@ -427,6 +361,8 @@ func (e *Exporter) Tick(v *sinks.View) {
 			devs:   v.Ledger.Devices(p.Pid),
 		}
 		ps.window, _ = v.Ledger.CurrentWindow(p.Pid)
+		ps.meshes = v.Ledger.MeshAllocators(p.Pid)
+		ps.traces = v.Ledger.TraceCounts(p.Pid)
 		for i, l := range e.opt.Labels {
 			switch l {
 			case "pid":
@@ -745,131 +681,6 @@ func (e *Exporter) publish() {
 		failed[k] = v
 	}
 	e.snap.Store(&snapshot{procs: e.procs, kinds: e.kinds, lost: e.lost, leaked: leaked, failed: failed})
-}
-
-// Describe sends every metric's description.
-func (e *Exporter) Describe(ch chan<- *prom.Desc) {
-	d := &e.d
-	for _, d := range []*prom.Desc{d.mem, d.peak, d.live, d.chip, d.leaked, d.events, d.lost, d.capacity, d.free, d.largest, d.failures} {
-		ch <- d
-	}
-	for i := range cbMeasures {
-		ch <- d.cbMem[i]
-		ch <- d.cbPeak[i]
-		ch <- d.cbChip[i]
-	}
-}
-
-// Collect builds the metrics from the latest snapshot.
-func (e *Exporter) Collect(ch chan<- prom.Metric) {
-	s := e.snap.Load()
-	dd := &e.d
-	gauge := func(d *prom.Desc, v uint64, labels ...string) {
-		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, float64(v), labels...)
-	}
-	counter := func(d *prom.Desc, v uint64, labels ...string) {
-		ch <- prom.MustNewConstMetric(d, prom.CounterValue, float64(v), labels...)
-	}
-	// Host-wide sums go by physical chip (chip_uid); a chip whose identity
-	// is not known is never added to another process's: it has its own
-	// series, named by pid and chip id.
-	type physKey struct{ uid, pci, chip, pid string }
-	type chipTotals struct {
-		k   physKey
-		sum [len(memTypes)]uint64
-		cb  [len(cbMeasures)]uint64
-	}
-	var chips []chipTotals // in order of first appearance
-	index := map[physKey]int{}
-	type capKey struct {
-		k   physKey
-		typ string
-	}
-	capacity := map[capKey]uint64{} // the most any process's allocator has
-	var capOrder []capKey
-	labels := make([]string, 4, 4+len(e.opt.Labels))
-	for _, p := range s.procs {
-		for i := range p.devs {
-			d := &p.devs[i]
-			chip := strconv.FormatInt(int64(d.Device), 10)
-			pk := physKey{pci: d.PCI, chip: chip, pid: p.pid}
-			if d.UID != nil {
-				pk = physKey{uid: *d.UID, pci: d.PCI}
-			}
-			cur, peak := values(d)
-			labels = append(labels[:4], p.labels...)
-			labels[0], labels[1], labels[2] = chip, pk.uid, d.PCI
-			for t, name := range memTypes {
-				labels[3] = name
-				gauge(dd.mem, cur[t], labels...)
-				gauge(dd.peak, peak[t], labels...)
-			}
-			chipLabels := append([]string{chip, pk.uid, d.PCI}, p.labels...)
-			gauge(dd.live, d.LiveBuffers, chipLabels...)
-			cbCur, cbPeak := cbValues(d)
-			for t := range cbMeasures {
-				gauge(dd.cbMem[t], cbCur[t], chipLabels...)
-				gauge(dd.cbPeak[t], cbPeak[t], chipLabels...)
-			}
-			for _, t := range devices.AllocatorTypes() {
-				at := d.Allocator.Type(t)
-				if at == nil {
-					continue
-				}
-				typ := devices.AllocatorKey(t)
-				k := capKey{pk, typ}
-				if _, seen := capacity[k]; !seen {
-					capOrder = append(capOrder, k)
-				}
-				capacity[k] = max(capacity[k], devices.SatMul(uint64(at.Banks), at.BankSize))
-				st, ok := at.Stats()
-				if !ok {
-					continue
-				}
-				labels = append(labels[:4], p.labels...)
-				labels[3] = typ
-				gauge(dd.free, devices.SatMul(uint64(at.Banks), st.TotalFree), labels...)
-				gauge(dd.largest, devices.SatMul(uint64(at.Banks), st.LargestFreeBlock), labels...)
-			}
-			j, ok := index[pk]
-			if !ok {
-				j = len(chips)
-				index[pk] = j
-				chips = append(chips, chipTotals{k: pk})
-			}
-			for t := range memTypes {
-				chips[j].sum[t] = devices.SatAdd(chips[j].sum[t], cur[t])
-			}
-			for t := range cbMeasures {
-				chips[j].cb[t] = devices.SatAdd(chips[j].cb[t], cbCur[t])
-			}
-		}
-	}
-	host := e.opt.Host
-	for _, c := range chips {
-		for t, name := range memTypes {
-			gauge(dd.chip, c.sum[t], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid, name)
-		}
-		for t := range cbMeasures {
-			gauge(dd.cbChip[t], c.cb[t], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid)
-		}
-	}
-	for k, v := range s.leaked {
-		counter(dd.leaked, v, k.chip, k.uid, k.pci, k.typ)
-	}
-	for _, k := range capOrder {
-		gauge(dd.capacity, capacity[k], host, k.k.uid, k.k.pci, k.k.chip, k.k.pid, k.typ)
-	}
-	for k, v := range s.failed {
-		counter(dd.failures, v, k.chip, k.uid, k.pci, k.typ, k.cause)
-	}
-	// A kind's series appears with its first event, as with a CounterVec.
-	for k, n := range s.kinds {
-		if n > 0 {
-			counter(dd.events, n, events.Kind(k).String())
-		}
-	}
-	counter(dd.lost, s.lost)
 }
 
 // optInt is a rank as a label value ("" when not set).

@@ -282,6 +282,9 @@ func (s *stream) want() map[string]float64 {
 			}
 		}
 	}
+	for pid, cmd := range s.procs {
+		s.wantTracesAndMeshes(w, pid, cmd)
+	}
 	for k, v := range chips {
 		w[k] = v
 	}
@@ -300,6 +303,55 @@ func (s *stream) want() map[string]float64 {
 	}
 	w["tttrace_lost_events_total{}"] = float64(s.lost)
 	return w
+}
+
+// wantTracesAndMeshes adds to w the Metal trace and mesh allocator
+// series of traced process pid, from its summary: every trace counter
+// from 0, each live mesh's chips and, per type, capacity, free bytes and
+// largest free block (banks x the per-bank numbers).
+func (s *stream) wantTracesAndMeshes(w map[string]float64, pid uint32, cmd string) {
+	sum, ok := s.l.ProcessSummary(pid)
+	if !ok {
+		s.t.Fatalf("ledger has no process %d", pid)
+	}
+	ps := &sum.Processes[0]
+	p := strconv.Itoa(int(pid))
+	tr := ps.Traces
+	if tr == nil {
+		tr = &devices.TraceSummary{}
+	}
+	for name, v := range map[string]uint64{"captures": tr.Captures, "replays": tr.Replays, "releases": tr.Releases,
+		"unknown_replays": tr.UnknownReplays, "checked_buffers": tr.Checked} {
+		w[series("tttrace_trace_"+name+"_total", "pid", p, "command", cmd)] = float64(v)
+	}
+	for rec, v := range map[string]uint64{
+		"trace_hazard":         tr.HazardCount + tr.HazardsSuppressed,
+		"trace_replay_invalid": tr.InvalidReplayCount + tr.InvalidReplaysSuppressed,
+		"trace_region_hazard":  tr.RegionHazardCount + tr.RegionHazardsSuppressed,
+		"trace_capture_alloc":  tr.CaptureAllocCount + tr.CaptureAllocsSuppressed,
+	} {
+		w[series("tttrace_trace_records_total", "record", rec, "pid", p, "command", cmd)] = float64(v)
+	}
+	for b, v := range map[string]uint64{"traces_dropped": tr.TracesDropped, "captured_lost": tr.CapturedLost, "cb_cores_lost": tr.CBCoresLost} {
+		w[series("tttrace_trace_bounds_exceeded_total", "bound", b, "pid", p, "command", cmd)] = float64(v)
+	}
+	for _, m := range ps.Meshes {
+		w[series("tttrace_mesh_chips", "mesh_device", m.MeshDevice, "pid", p, "command", cmd)] = float64(len(m.Chips))
+		if m.Allocator == nil {
+			continue
+		}
+		for typ, at := range map[string]*devices.AllocatorType{"dram": m.Allocator.DRAM, "l1": m.Allocator.L1, "l1_small": m.Allocator.L1Small, "trace": m.Allocator.Trace} {
+			if at == nil {
+				continue
+			}
+			banks := float64(at.Banks)
+			w[series("tttrace_mesh_capacity_bytes", "mesh_device", m.MeshDevice, "type", typ, "pid", p, "command", cmd)] = banks * float64(at.BankSize)
+			if at.TotalFree != nil {
+				w[series("tttrace_mesh_free_bytes", "mesh_device", m.MeshDevice, "type", typ, "pid", p, "command", cmd)] = banks * float64(*at.TotalFree)
+				w[series("tttrace_mesh_largest_free_block_bytes", "mesh_device", m.MeshDevice, "type", typ, "pid", p, "command", cmd)] = banks * float64(*at.LargestFree)
+			}
+		}
+	}
 }
 
 func diff(t *testing.T, when string, got, want map[string]float64) {
@@ -543,7 +595,7 @@ func TestChipTotalsSaturate(t *testing.T) {
 	close(ch)
 	found := false
 	for m := range ch {
-		if m.Desc() != e.d.chip {
+		if m.Desc() != e.fams.chip.desc {
 			continue
 		}
 		var pb dto.Metric
