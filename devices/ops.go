@@ -66,7 +66,8 @@ func (p *core) opFailed(req *events.Event) *OpRef {
 }
 
 // opRows is the summary's ops: the rows in the order first seen, with
-// the buffers still live counted as leaked in their rows.
+// the buffers still live counted as leaked in their rows, per chip as the
+// summary's leaks.
 func (p *core) opRows() []OpRow {
 	if len(p.ops.rows) == 0 {
 		return nil
@@ -78,8 +79,14 @@ func (p *core) opRows() []OpRow {
 			continue
 		}
 		if r := p.ops.bufOf(uint32(i)); r != 0 {
-			rows[r-1].LeakedBuffers++
-			rows[r-1].LeakedBytes = SatAdd(rows[r-1].LeakedBytes, b.size)
+			// Per chip, as the leaks: a mesh buffer once on each chip of
+			// its mesh (once while its chips are unknown).
+			n := uint64(1)
+			if m := p.meshes[b.mesh]; b.mesh != 0 && m != nil && len(m.chips) > 0 {
+				n = uint64(len(m.chips))
+			}
+			rows[r-1].LeakedBuffers += n
+			rows[r-1].LeakedBytes = SatAdd(rows[r-1].LeakedBytes, SatMul(b.size, n))
 		}
 	}
 	return rows

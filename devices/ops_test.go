@@ -208,3 +208,17 @@ func TestSiteUsagePerOp(t *testing.T) {
 		t.Fatalf("site usage %+v, want %+v", got, want)
 	}
 }
+
+// A mesh buffer left live counts in its op's row once per chip of its
+// mesh, as the summary's leaks list it.
+func TestOpLeakPerChip(t *testing.T) {
+	r := newRec(t)
+	const mesh = 0x9000
+	a := evMeshAlloc(1, 0xa, mesh, events.DRAM, 0x1000, 100)
+	a.Op, a.OpDepth = events.OpNames.Intern("ttnn.matmul"), 1
+	r.apply(a, evView(1, 0, 0x1000), evView(1, 1, 0x1000))
+	ps := r.proc()
+	if len(ps.Ops) != 1 || ps.Ops[0].LeakedBuffers != 2 || ps.Ops[0].LeakedBytes != 200 || ps.LeakCount() != 2 {
+		t.Fatalf("ops %+v, %d leaks", ps.Ops, ps.LeakCount())
+	}
+}
