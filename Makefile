@@ -73,6 +73,14 @@ $(REPLICA)/$(call variant_name,$(1))/libtt_metal.so: $(REPLICA_SRC)
 endef
 $(foreach v,$(REPLICA_VARIANTS),$(eval $(call replica_variant,$(v))))
 
+# The OpenTelemetry Collector the --otlp tests send to (docs/otlp.md): a Go
+# module of its own (internal/otelcol), so tttrace's go.mod never carries it.
+OTELCOL := build/otelcol/otelcol
+.PHONY: otelcol
+otelcol: $(OTELCOL)
+$(OTELCOL): internal/otelcol/main.go internal/otelcol/go.mod internal/otelcol/go.sum
+	cd internal/otelcol && $(GO) build -o $(CURDIR)/$@ .
+
 # The demo needs one replica build, not every variant.
 demo: build $(REPLICA)/gcc-O2/libtt_metal.so
 	scripts/demo.sh $(BIN) $(REPLICA)/gcc-O2
