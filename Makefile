@@ -10,16 +10,17 @@ GOIMPORTS := $(GO) tool goimports -local github.com/tttrace/tttrace
 BPF_SRC   := $(wildcard bpf/*.c bpf/*.h) $(wildcard bpf/headers/*.h bpf/headers/bpf/*.h)
 # Replica variants the end-to-end tests run against (build/replica/NAME), as
 # NAME:MAKE_ARGS with the arguments of testdata/replica/Makefile separated by
-# commas. cmd/tttrace/e2e_variants_test.go says what each one checks.
+# commas. cmd/tttrace/e2e_variants_test.go says what each one checks. TTNN_ERA adds the TT-NN
+# stand-in (_ttnncpp.so, _ttnn.so) of that era beside libtt_metal.so (testdata/replica/README.md).
 REPLICA_VARIANTS := \
-	gcc-O2:CXX=g++,OPT=-O2 \
+	gcc-O2:CXX=g++,OPT=-O2,TTNN_ERA=2026 \
 	gcc-O3-dwarf-zstd:CXX=g++,OPT=-O3,DEBUG=-g,COMPRESS_DEBUG=zstd \
-	clang-O2-symtab:CXX=clang++,OPT=-O2,STRIP=symtab \
-	clang-O3:CXX=clang++,OPT=-O3 \
+	clang-O2-symtab:CXX=clang++,OPT=-O2,STRIP=symtab,TTNN_ERA=2025 \
+	clang-O3:CXX=clang++,OPT=-O3,TTNN_ERA=g1 \
 	clang-O3-debuglink:CXX=clang++,OPT=-O3,DEBUG=-g,SPLIT_DEBUG=1,COMPRESS_DEBUG=zlib \
 	v0-gcc-O2:LAYOUT=V0,CXX=g++,OPT=-O2 \
 	v0-clang-O3-dwarf:LAYOUT=V0,CXX=clang++,OPT=-O3,DEBUG=-g \
-	v2-gcc-O2-symtab:LAYOUT=V2,CXX=g++,OPT=-O2,STRIP=symtab \
+	v2-gcc-O2-symtab:LAYOUT=V2,CXX=g++,OPT=-O2,STRIP=symtab,TTNN_ERA=2026 \
 	v2-clang-O3:LAYOUT=V2,CXX=clang++,OPT=-O3 \
 	inline-gcc-O2:INLINE_TRACKER=1,CXX=g++,OPT=-O2 \
 	inline-alloc-gcc-O2:INLINE_ALLOCATOR=1,CXX=g++,OPT=-O2 \

@@ -31,6 +31,8 @@ SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb
 # chip 42 deallocated, which (as upstream) gives nothing back to the allocator, and never closes
 # chip 42 (ttwork.cpp, scenario_mark). "all" runs mark.
 DESIGNED_LEFT = {"mark": [(42, "DRAM", 4096)], "all": [(42, "DRAM", 4096)]}
+# With the TT-NN stand-in (a TTNN_ERA build): the ops scenarios (README "Ops").
+OPS_SCENARIOS = ["ops", "ops_threads"]
 SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
                    "capture", "sametype", "midrun", "alloc:n300", "alloc:n300+mesh", "cb_cache"]
 # Chips whose CBs stay resident without --leak, by design: a core holds the CB configuration of
@@ -228,6 +230,105 @@ def cb_cache_facts(name, t):
         fail("%s: chip 90 peaks: registered %s, resident %s" % (name, p.get("cb_registered_bytes"), p.get("cb_bytes")))
 
 
+def op_key(op):
+    return (op.get("name", ""), op.get("device_op", ""))
+
+
+def check_ops(name, scenario, t, leak, out):
+    """TT-NN ops (README "Ops"): the rows are the sums of the records; the ops and ops_threads
+    scenarios' facts: calls, failures, the op absent after a throw, nesting, runtime ids, layouts
+    made on the dispatch thread, leaks."""
+    if not t.get("ops_recorded"):
+        if scenario.startswith("ops"):
+            fail("%s: the truth recorded no ops" % name)
+        return
+    if t.get("ops_truncated"):
+        fail("%s: op records truncated" % name)
+    rows = {(r["name"], r.get("device_op", "")): r for r in t["ops"]}
+    sums = {}
+    for a in t["op_allocs"]:
+        op = a.get("op")
+        if op is None or a["hooked"]:
+            continue
+        if op.get("name") and op["depth"] < 1:
+            fail("%s: alloc %d in %s at depth %d" % (name, a["n"], op["name"], op["depth"]))
+        e = sums.setdefault(op_key(op), [0, 0, 0, 0])
+        e[0] += 1
+        e[1] += a["size"]
+    for f in t["alloc_failures"]:
+        if "op" in f:
+            sums.setdefault(op_key(f["op"]), [0, 0, 0, 0])[2] += 1
+    for c in t["cb_allocs"]:
+        if "op" in c and not c["global"]:
+            sums.setdefault(op_key(c["op"]), [0, 0, 0, 0])[3] += c["size"]
+    for key, (n, b, nf, cb) in sums.items():
+        r = rows.get(key)
+        if r is None:
+            fail("%s: records in %s but no ops row" % (name, key))
+        elif (r["allocs"], r["bytes"], r["alloc_failures"], r["cb_bytes"]) != (n, b, nf, cb):
+            fail("%s: row %s allocs/bytes/failures/cb_bytes %s, records sum to %s" %
+                 (name, key, (r["allocs"], r["bytes"], r["alloc_failures"], r["cb_bytes"]), (n, b, nf, cb)))
+    for key, r in rows.items():
+        if key not in sums and (r["allocs"] or r["alloc_failures"] or r["cb_bytes"]):
+            fail("%s: row %s counts what no record says" % (name, key))
+    era = "2026" if "ops: 2026" in out or "ops_threads: 2026" in out else "older"
+    binary = "BinaryNgDeviceOperation" if era == "2026" else "BinaryDeviceOperation"
+
+    def calls(n, d=""):
+        return rows.get(("ttnn." + n, d), {}).get("calls")
+
+    if scenario == "ops":
+        want = {("matmul", ""): 2, ("matmul", "MatmulDeviceOperation"): 2, ("add", ""): 2, ("add", binary): 2,
+                ("conv2d", ""): 1, ("conv2d", "Conv2dDeviceOperation"): 1, ("conv2d", "MatmulDeviceOperation"): 1,
+                ("reshard", ""): 2, ("reshard", "ReshardDeviceOperation"): 2, ("split", ""): 1,
+                ("split", "SplitDeviceOperation"): 1}
+        got = {(k[0][5:], k[1]): r["calls"] for k, r in rows.items()}
+        if got != want:
+            fail("%s: op calls %s, want %s" % (name, got, want))
+        split = rows.get(("ttnn.split", "SplitDeviceOperation"), {})
+        if (split.get("allocs"), split.get("alloc_failures")) != (2, 1):
+            fail("%s: split made %s allocations and %s failures, want 2 and 1" %
+                 (name, split.get("allocs"), split.get("alloc_failures")))
+        allocs = t["op_allocs"]
+        depth2 = [a for a in allocs if a.get("op", {}).get("depth") == 2]
+        if [op_key(a["op"]) for a in depth2] != [("ttnn.add", binary)]:
+            fail("%s: allocations at depth 2: %s, want one of ttnn.add inside ttnn.conv2d" % (name, depth2))
+        failed = [a for a in allocs if op_key(a.get("op", {})) == ("ttnn.reshard", "ReshardDeviceOperation")]
+        if len(failed) != 2 or "runtime_id" in failed[0]["op"] or "runtime_id" not in failed[1]["op"]:
+            fail("%s: reshard outputs %s: the first (validation threw) has no runtime id, the second has" %
+                 (name, failed))
+        else:
+            after = [a for a in allocs if a["n"] > failed[0]["n"]]
+            if not after or after[0].get("op") is not None or after[0]["size"] != 4096:
+                fail("%s: the allocation after the failed reshard is %s, want 4096 B outside any op" %
+                     (name, after[:1]))
+        last = [a for a in allocs if a["size"] == 2048 and a["type"] == "L1"]
+        if not last or last[-1].get("op") is not None:
+            fail("%s: the L1 tensor after the failed split is in an op: %s" % (name, last[-1:]))
+        rids = [d["op"].get("runtime_id") for d in t["cb_dispatches"] if "op" in d]
+        if len(rids) != 7 or len(set(rids)) != 7 or None in rids:
+            fail("%s: dispatch runtime ids %s, want 7 distinct" % (name, rids))
+        if len(t["op_layouts"]) != 5 or any("op" not in l for l in t["op_layouts"]):
+            fail("%s: %d CB layouts, want 5, each in its op: %s" % (name, len(t["op_layouts"]), t["op_layouts"]))
+        leaked = sorted((k, r["leaked_buffers"]) for k, r in rows.items() if r["leaked_buffers"])
+        want_leaked = sorted([(("ttnn.matmul", "MatmulDeviceOperation"), 1), (("ttnn.add", binary), 1),
+                              (("ttnn.reshard", "ReshardDeviceOperation"), 1)]) if leak else []
+        if leaked != want_leaked:
+            fail("%s: leaked rows %s, want %s" % (name, leaked, want_leaked))
+    if scenario == "ops_threads":
+        n = int(out.split(" threads on chip 61")[0].rsplit(" ", 1)[-1]) if " threads on chip 61" in out else 0
+        if (calls("matmul"), calls("conv2d"), calls("add")) != (8 * n + 2, 8 * n, 16 * n + 1):
+            fail("%s: matmul/conv2d/add calls %s with %d threads" % (name, (calls("matmul"), calls("conv2d"),
+                                                                            calls("add")), n))
+        alloc_tids = {a["tid"] for a in t["op_allocs"]}
+        elsewhere = [l for l in t["op_layouts"] if l["tid"] not in alloc_tids]
+        if len(elsewhere) != 2 or any("op" not in l or "runtime_id" not in l["op"] for l in elsewhere):
+            fail("%s: CB layouts on the dispatch thread %s, want 2 with their launch's op" % (name, elsewhere))
+        tids = {a["tid"] for a in t["op_allocs"] if a.get("op")}
+        if len(tids) != n + 1:
+            fail("%s: allocations in ops on %d threads, want %d" % (name, len(tids), n + 1))
+
+
 def scenario_facts(scenario, t, leak, out, secs, go):
     c = t["calls"]
     dev = {d["device"]: d for d in t["devices"]}
@@ -362,6 +463,10 @@ def main():
     if not a.no_python:
         runners.append(("ttwork.py", [sys.executable, os.path.join(out, "ttwork.py")]))
     scenarios = a.scenario or SCENARIOS
+    ttnn = os.path.exists(os.path.join(out, "_ttnn.so"))
+    if ttnn and not a.scenario:
+        scenarios = scenarios + OPS_SCENARIOS
+        SINGLE_THREADED.append("ops")
     with tempfile.TemporaryDirectory(prefix="replica-selfcheck-") as tmp:
         for rname, cmd in runners:
             for scenario in scenarios:
@@ -393,6 +498,7 @@ def main():
                     nfail = len(failures)
                     check_truth(name, scenario, t, leak)
                     scenario_facts(scenario, t, leak, so, secs, go)
+                    check_ops(name, scenario, t, leak, so)
                     if len(failures) == nfail:
                         print("ok   %-40s %6.2f s  devices=%d leaks=%d" % (name, secs, len(t["devices"]), len(t["leaks"])),
                               flush=True)
@@ -414,6 +520,13 @@ def main():
                 for r in t.get("cb_residency", []):
                     for c in r.get("cores", []):
                         c.pop("program", None)
+                # TT-NN ops: thread ids, Buffer* and ProgramImpl*.
+                for a in t.get("op_allocs", []):
+                    a.pop("tid")
+                    a.pop("buffer")
+                for l in t.get("op_layouts", []):
+                    l.pop("tid")
+                    l.pop("program")
                 for f in t.get("alloc_failures", []):
                     f.pop("tid")
                     f.pop("mesh_device", None)

@@ -270,6 +270,7 @@ void BufferImpl::allocate_impl(Buffer& self) {
     alloc_epoch_ = replica::attach_epoch();
     allocation_status_ = AllocationStatus::ALLOCATED;
     TT_TRACK_ALLOCATE(tracker, &self);
+    replica::ops_note_alloc(&self);
     notify_buffer_allocated(&self);
 }
 
@@ -319,6 +320,7 @@ TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {
     m.alloc_epoch_ = replica::attach_epoch();
     m.allocation_status_ = AllocationStatus::ALLOCATED;
     TT_TRACK_ALLOCATE(tracker, this);
+    replica::ops_note_alloc(this);
 }
 
 TT_PROBED TT_LIFECYCLE void Buffer::deallocate() {

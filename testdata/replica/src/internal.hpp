@@ -103,6 +103,39 @@ struct L1Clash {
 };
 TT_REPLICA_HIDDEN void note_l1_clash(const L1Clash& clash);
 
+// TT-NN ops (ops.cpp, README "Ops"): the op a record was made in, from the thread's op frames
+// (tt_replica_op_enter/leave, called by the TT-NN stand-in). All require mem_mutex() held.
+struct OpLaunch {  // one device-op launch; its runtime id once Program::set_runtime_id gave it
+    bool has_runtime_id = false;
+    uint64_t runtime_id = 0;
+};
+struct OpRef {
+    int32_t name = -1;       // the innermost top-level op (interned Python name); -1: none
+    int32_t device_op = -1;  // the innermost device op launched inside it; -1: none
+    int32_t depth = 0;       // top-level ops live on the thread
+    std::shared_ptr<OpLaunch> launch;
+    bool live() const { return name >= 0 || device_op >= 0; }
+};
+TT_REPLICA_HIDDEN OpRef ops_current();
+// An allocation just made (Buffer::allocate_impl): recorded with the thread's op, charged to its row.
+TT_REPLICA_HIDDEN void ops_note_alloc(const Buffer* buffer);
+// A failed allocation on this thread: its op (charged to the row's failures).
+TT_REPLICA_HIDDEN OpRef ops_note_failure();
+// The op of a program's CB layout or dispatch: the thread's, or else the op of the launch that last
+// gave the program its runtime id.
+TT_REPLICA_HIDDEN OpRef ops_of_program(const void* program);
+TT_REPLICA_HIDDEN void ops_note_layout(const void* program, uint64_t program_id, const OpRef& op);
+TT_REPLICA_HIDDEN void ops_note_cb(const OpRef& op, uint64_t size, bool global);
+// Program::set_runtime_id (takes mem_mutex itself).
+TT_REPLICA_HIDDEN void ops_set_runtime_id(const void* program, uint64_t id);
+TT_REPLICA_HIDDEN void ops_program_gone(const void* program);
+TT_REPLICA_HIDDEN void ops_mark_attach();
+// `,"op":{...}` for a record made in op r, "" outside any op.
+TT_REPLICA_HIDDEN std::string ops_json(const OpRef& r);
+TT_REPLICA_HIDDEN void ops_truth_json(std::string& out);
+// The process's total of a field over its chips since the attach point (ops' peaks).
+TT_REPLICA_HIDDEN int64_t process_level(int field);
+
 // A failed BankManager::allocate_buffer (allocator.cpp), recorded in the truth with the
 // statistics of its bank manager before and after the failure.
 struct AllocFailure {
@@ -124,6 +157,7 @@ struct AllocFailure {
     // Where it was asked for: the return addresses of the frames above
     // BankManager::allocate_buffer (its caller's first), from libgcc's unwinder.
     std::vector<uint64_t> callers;
+    OpRef op;  // the op it was asked for in
 };
 TT_REPLICA_HIDDEN void note_alloc_failure(const AllocFailure& failure);
 // The return addresses of the frames above the caller of this function, innermost first.
@@ -171,7 +205,7 @@ struct CbResident {
     uint64_t bytes() const;
 };
 TT_REPLICA_HIDDEN void cb_note_alloc(const void* program, const IDevice* device, const CoreRangeSet& ranges,
-                                     uint64_t address, uint64_t size, bool global);
+                                     uint64_t address, uint64_t size, bool global, const OpRef& op);
 TT_REPLICA_HIDDEN void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r);
 TT_REPLICA_HIDDEN void cb_chip_closed(int chip);
 TT_REPLICA_HIDDEN void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips);

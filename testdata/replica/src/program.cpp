@@ -31,7 +31,15 @@ ProgramImpl::~ProgramImpl() {
     // Legacy: no track_deallocate_cb ever; the CB memory is gone with the program.
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
     release_holds_locked(false);
+    replica::ops_program_gone(this);
 }
+
+void ProgramImpl::set_runtime_id(uint64_t id) {
+    runtime_id_ = id;
+    replica::ops_set_runtime_id(this, id);
+}
+
+uint64_t ProgramImpl::get_runtime_id() const { return runtime_id_; }
 
 uint32_t ProgramImpl::add_circular_buffer(const CoreRangeSet& core_ranges,
                                           uint64_t size,
@@ -57,6 +65,9 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
     const std::vector<const Device*> chips = replica::chips_of(device);
     const bool legacy = legacy_cb_behaviour();
     std::lock_guard<std::mutex> lock(replica::mem_mutex());
+    // The op of this layout: the thread's, or the launch's that gave the program its runtime id.
+    const replica::OpRef op = replica::ops_of_program(this);
+    replica::ops_note_layout(this, id_, op);
 
     // Lay every CB out again from scratch.
     uint64_t next = kCbBase;
@@ -75,7 +86,7 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
     if (legacy) {
         // Old upstream: the device as given (a MeshDevice stays a MeshDevice).
         for (const CircularBuffer& cb : cbs_) {
-            replica::cb_note_alloc(this, device, cb.core_ranges, cb.address, cb.size, cb.globally_allocated);
+            replica::cb_note_alloc(this, device, cb.core_ranges, cb.address, cb.size, cb.globally_allocated, op);
             tracker.track_allocate_cb(cb.core_ranges, cb.address, cb.size, cb.globally_allocated, device);
         }
     } else {
@@ -83,7 +94,7 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
         for (const Device* chip : chips) {
             if (!chip->is_initialized()) continue;
             for (const CircularBuffer& cb : cbs_) {
-                replica::cb_note_alloc(this, chip, cb.core_ranges, cb.address, cb.size, cb.globally_allocated);
+                replica::cb_note_alloc(this, chip, cb.core_ranges, cb.address, cb.size, cb.globally_allocated, op);
                 tracker.track_allocate_cb(cb.core_ranges, cb.address, cb.size, cb.globally_allocated, chip);
             }
         }
@@ -198,6 +209,7 @@ struct Dispatch {
     bool captured;              // a trace was being captured on its chips: nothing became resident
     int32_t replay_trace = -1;  // >= 0: not a dispatch but a trace replay re-applying its peak
     std::vector<DispatchChip> chips;
+    OpRef op;  // the op of the launch that dispatched it
 };
 struct CbAlloc {
     const void* program;
@@ -206,6 +218,7 @@ struct CbAlloc {
     uint64_t address, size;
     bool global;
     std::vector<CoreRange> ranges;
+    OpRef op;  // the op of the launch that laid it out
 };
 
 struct Residency {
@@ -266,7 +279,7 @@ void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r) {
 void cb_chip_closed(int chip) { residency().chips.erase(chip); }
 
 void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips) {
-    Dispatch d{nullptr, 0, -1, nullptr, false, static_cast<int32_t>(trace_id), {}};
+    Dispatch d{nullptr, 0, -1, nullptr, false, static_cast<int32_t>(trace_id), {}, {}};
     if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
         d.mesh_device = device;
     } else {
@@ -297,7 +310,7 @@ void cb_truth_json(std::string& out) {
             out += (j ? ",[" : "[") + std::to_string(c.start_coord.x) + "," + std::to_string(c.start_coord.y) + "," +
                    std::to_string(c.end_coord.x) + "," + std::to_string(c.end_coord.y) + "]";
         }
-        out += "]}";
+        out += "]" + ops_json(a.op) + "}";
     }
     out += "],\n \"cb_dispatches\":[";
     for (std::size_t i = 0; i < r.dispatches.size(); ++i) {
@@ -310,7 +323,7 @@ void cb_truth_json(std::string& out) {
         out += std::string(",\"captured\":") + (d.captured ? "true" : "false") +
                ",\"replay_trace\":" + std::to_string(d.replay_trace) + ",\"chips\":";
         json_chips(out, d.chips);
-        out += "}";
+        out += ops_json(d.op) + "}";
     }
     out += "],\n \"cb_residency\":[";
     bool first = true;
@@ -340,8 +353,9 @@ void cb_truth_json(std::string& out) {
 
 // A track_allocate_cb call about to be made (under mem_mutex), for the truth's cb_allocs.
 void cb_note_alloc(const void* program, const IDevice* device, const CoreRangeSet& ranges, uint64_t address,
-                   uint64_t size, bool global) {
-    CbAlloc a{program, -1, nullptr, address, size, global, ranges.ranges()};
+                   uint64_t size, bool global, const OpRef& op) {
+    CbAlloc a{program, -1, nullptr, address, size, global, ranges.ranges(), op};
+    ops_note_cb(op, size, global);
     if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
         a.mesh_device = device;
     } else {
@@ -392,7 +406,7 @@ TT_PROBED void ProgramImpl::generate_dispatch_commands(IDevice* device, bool use
         res.ranges = std::move(merged);
     }
 
-    replica::Dispatch d{this, id_, -1, nullptr, false, -1, {}};
+    replica::Dispatch d{this, id_, -1, nullptr, false, -1, {}, replica::ops_of_program(this)};
     if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
         d.mesh_device = device;
     } else {
@@ -422,3 +436,17 @@ void enqueue_program(IDevice* device, detail::ProgramImpl& program) {
 }
 
 }  // namespace tt::tt_metal::experimental
+
+namespace tt::tt_metal {
+
+Program::Program() : internal_(std::make_shared<detail::ProgramImpl>()) {}
+Program::~Program() noexcept = default;
+Program::Program(Program&& other) noexcept = default;
+Program& Program::operator=(Program&& other) noexcept = default;
+
+// Out of line and exported as upstream's (tt_metal/impl/program/program.cpp): the launch's id.
+void Program::set_runtime_id(ProgramId id) { internal_->set_runtime_id(id); }
+
+ProgramId Program::get_runtime_id() const { return internal_->get_runtime_id(); }
+
+}  // namespace tt::tt_metal

@@ -121,7 +121,16 @@ uint64_t attach_epoch() { return ledger().epoch; }
 
 void note_l1_clash(const L1Clash& clash) { ledger().l1_clashes.push_back(clash); }
 
-void note_alloc_failure(const AllocFailure& failure) { ledger().alloc_failures.push_back(failure); }
+void note_alloc_failure(const AllocFailure& failure) {
+    ledger().alloc_failures.push_back(failure);
+    ledger().alloc_failures.back().op = ops_note_failure();
+}
+
+int64_t process_level(int field) {
+    int64_t n = 0;
+    for (const auto& [id, t] : ledger().chips) n += t.cur[field] - t.pre[field];
+    return n;
+}
 
 namespace {
 struct Walk {
@@ -165,6 +174,7 @@ extern "C" void tt_replica_mark_attach(void) {
     l.alloc_failures.clear();
     replica::trace_mark_attach();
     replica::cb_mark_attach();
+    replica::ops_mark_attach();
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
@@ -390,11 +400,12 @@ extern "C" int tt_replica_write_truth(const char* path) {
             std::snprintf(buf, sizeof buf, "%s%" PRIu64, j ? "," : "", f.callers[j]);
             out += buf;
         }
-        out += "]}";
+        out += "]" + ops_json(f.op) + "}";
     }
     out += "]";
     trace_truth_json(out);
     cb_truth_json(out);
+    ops_truth_json(out);
     umd_truth_json(out);
     {
         // "windows": each window's peaks and levels (at its end; the current one's now) per chip.

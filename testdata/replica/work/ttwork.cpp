@@ -1499,6 +1499,199 @@ int scenario_windows(Ctx& ctx) {
     return 0;
 }
 
+// ---------------------------------------------------------------- TT-NN ops (issue #31)
+//
+// The TT-NN stand-in (testdata/replica/ttnn/, built with TTNN_ERA=...) is loaded after start as
+// `import ttnn` loads it: _ttnn.so (the Python module) from this library's directory (or
+// $TTWORK_LIBDIR), which maps _ttnncpp.so. Every op is called through the module's entry
+// points, which call the op through a function pointer, as ttwork.py does from Python. Chips 60-62,
+// which no other scenario uses.
+
+struct TtnnApi {
+    void* lib = nullptr;
+    const char* (*era)() = nullptr;
+    void* (*open_device)(int, int) = nullptr;
+    void (*close_device)(void*) = nullptr;
+    void (*clear_program_cache)(void*) = nullptr;
+    void* (*tensor)(void*, uint64_t, int) = nullptr;
+    void (*free)(void*) = nullptr;
+    void* (*matmul)(void*, void*) = nullptr;
+    void* (*add)(void*, void*) = nullptr;
+    void* (*conv2d)(void*, void*) = nullptr;
+    void* (*reshard)(void*, uint32_t) = nullptr;
+    int (*split)(void*, uint32_t, uint64_t, void**, int) = nullptr;
+    const char* (*last_error)() = nullptr;
+};
+
+TtnnApi load_ttnn() {
+    std::string dir;
+    if (const char* env = std::getenv("TTWORK_LIBDIR"); env != nullptr && *env != '\0') {
+        dir = env;
+    } else {
+        Dl_info info{};
+        if (dladdr(reinterpret_cast<void*>(&load_ttnn), &info) != 0 && info.dli_fname != nullptr) {
+            dir = info.dli_fname;
+            dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+        }
+    }
+    const std::string path = (dir.empty() ? std::string(".") : dir) + "/_ttnn.so";
+    TtnnApi api;
+    api.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (api.lib == nullptr) {
+        throw std::runtime_error("cannot load " + path + " (build the replica with TTNN_ERA=2026|2025|g1): " + dlerror());
+    }
+    auto sym = [&](const char* name) {
+        void* p = dlsym(api.lib, name);
+        if (p == nullptr) throw std::runtime_error(std::string("_ttnn.so has no ") + name);
+        return p;
+    };
+#define TTNN_SYM(field, name) api.field = reinterpret_cast<decltype(api.field)>(sym(name))
+    TTNN_SYM(era, "ttnn_era");
+    TTNN_SYM(open_device, "ttnn_open_device");
+    TTNN_SYM(close_device, "ttnn_close_device");
+    TTNN_SYM(clear_program_cache, "ttnn_clear_program_cache");
+    TTNN_SYM(tensor, "ttnn_tensor");
+    TTNN_SYM(free, "ttnn_free");
+    TTNN_SYM(matmul, "ttnn_matmul");
+    TTNN_SYM(add, "ttnn_add");
+    TTNN_SYM(conv2d, "ttnn_conv2d");
+    TTNN_SYM(reshard, "ttnn_reshard");
+    TTNN_SYM(split, "ttnn_split");
+    TTNN_SYM(last_error, "ttnn_last_error");
+#undef TTNN_SYM
+    return api;
+}
+
+constexpr int kTtnnDram = 0, kTtnnL1 = 1;
+
+// `ops`: on chip 60, one thread: matmul twice (program cache miss, then hit), add (L1 output),
+// conv2d (nested: its own allocation, a Conv2d and a Matmul launch, then ttnn.add at depth 2, a
+// cache hit), reshard that fails validation after allocating its output (caught), a tensor
+// allocated outside any op after it, a reshard that works, split whose third output does not fit
+// in L1 (out of memory after two outputs, caught), and an L1 tensor outside any op. --leak keeps
+// four op outputs and the L1 tensor, and leaves the chip open with its program cache.
+int scenario_ops(Ctx& ctx) {
+    TtnnApi t = load_ttnn();
+    go_point(ctx);
+    void* dev = t.open_device(60, 0);
+    CHECK(dev != nullptr);
+    void* a = t.tensor(dev, 64 << 10, kTtnnDram);
+    void* b = t.tensor(dev, 32 << 10, kTtnnDram);
+    void* m1 = t.matmul(a, b);
+    void* m2 = t.matmul(a, b);
+    void* s = t.add(m1, m2);
+    void* c = t.conv2d(a, b);
+    CHECK(a && b && m1 && m2 && s && c);
+    void* r = t.reshard(s, 0);
+    CHECK(r == nullptr && std::strstr(t.last_error(), "reshard") != nullptr);
+    void* z = t.tensor(dev, 4096, kTtnnDram);
+    void* r2 = t.reshard(s, 8);
+    CHECK(z && r2);
+    void* parts[4] = {};
+    const int n = t.split(s, 3, 400 << 10, parts, 4);
+    CHECK(n == -1 && std::strstr(t.last_error(), "Out of Memory") != nullptr);
+    void* l1 = t.tensor(dev, 2048, kTtnnL1);
+    CHECK(l1 != nullptr);
+    t.free(m2);
+    t.free(z);
+    std::printf("ops: %s ops on chip 60\n", t.era());
+    if (ctx.opt.leak) {
+        keep_forever(m1);
+        keep_forever(c);
+        keep_forever(r2);
+        keep_forever(l1);
+        t.free(a);
+        t.free(b);
+        t.free(s);
+        return 0;
+    }
+    for (void* x : {a, b, m1, s, c, r2, l1}) t.free(x);
+    t.clear_program_cache(dev);
+    t.close_device(dev);
+    return 0;
+}
+
+// `ops_threads`: --threads (default 2) threads share chip 61 and its program cache, each running 8
+// rounds of matmul, add and conv2d on its own tensors (threads of the same parity have the same
+// sizes: the other's programs are cache hits); then chip 62, whose programs are enqueued on its
+// dispatch thread (CB layouts and dispatches on a thread where no op is live: the op is the
+// launch's, through the program): matmul (miss), matmul (hit), add. --leak keeps each thread's
+// last round and chip 62's outputs, and leaves both chips open.
+int scenario_ops_threads(Ctx& ctx) {
+    TtnnApi t = load_ttnn();
+    go_point(ctx);
+    void* dev = t.open_device(61, 0);
+    void* disp = t.open_device(62, 1);
+    CHECK(dev != nullptr && disp != nullptr);
+    const int n = ctx.threads(2);
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+            for (int round = 0; round < 8; ++round) {
+                void* a = t.tensor(dev, 16 << 10, kTtnnDram);
+                void* b = t.tensor(dev, (8 << 10) * (1 + i % 2), kTtnnDram);
+                void* m = t.matmul(a, b);
+                void* s = m ? t.add(m, a) : nullptr;
+                void* c = t.conv2d(a, b);
+                if (!a || !b || !m || !s || !c) failed.fetch_add(1);
+                if (round == 7 && ctx.opt.leak) {
+                    keep_forever(s);
+                    keep_forever(c);
+                    s = c = nullptr;
+                }
+                for (void* x : {a, b, m, s, c}) t.free(x);
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(failed.load() == 0);
+    void* x = t.tensor(disp, 32 << 10, kTtnnDram);
+    void* y = t.tensor(disp, 16 << 10, kTtnnDram);
+    void* m1 = t.matmul(x, y);
+    void* m2 = t.matmul(x, y);
+    void* s = t.add(m1, x);
+    CHECK(x && y && m1 && m2 && s);
+    std::printf("ops_threads: %s ops, %d threads on chip 61, dispatch thread on chip 62\n", t.era(), n);
+    if (ctx.opt.leak) {
+        keep_forever(m1);
+        keep_forever(s);
+        for (void* v : {x, y, m2}) t.free(v);
+        return 0;
+    }
+    for (void* v : {x, y, m1, m2, s}) t.free(v);
+    for (void* d : {dev, disp}) {
+        t.clear_program_cache(d);
+        t.close_device(d);
+    }
+    return 0;
+}
+
+// `ops_loop`: --events N matmuls on chip 63 (program cache hits after the first), each output
+// freed at once; prints ops/s (what an op costs the process, traced or not).
+int scenario_ops_loop(Ctx& ctx) {
+    TtnnApi t = load_ttnn();
+    go_point(ctx);
+    void* dev = t.open_device(63, 0);
+    void* a = t.tensor(dev, 4096, kTtnnDram);
+    void* b = t.tensor(dev, 4096, kTtnnDram);
+    CHECK(dev && a && b);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < ctx.opt.events; ++i) {
+        void* m = t.matmul(a, b);
+        CHECK(m != nullptr);
+        t.free(m);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("ops_loop: %" PRIu64 " ops in %.3f s (%.0f ops/s)\n", ctx.opt.events, s,
+                s > 0 ? static_cast<double>(ctx.opt.events) / s : 0.0);
+    t.free(a);
+    t.free(b);
+    t.clear_program_cache(dev);
+    t.close_device(dev);
+    return 0;
+}
+
 struct Scenario {
     const char* name;
     int (*fn)(Ctx&);
@@ -1533,6 +1726,9 @@ const Scenario kScenarios[] = {
     {"traces_newest", scenario_traces_newest},
     {"cb_cache", scenario_cb_cache},
     {"windows", scenario_windows},
+    {"ops", scenario_ops},
+    {"ops_threads", scenario_ops_threads},
+    {"ops_loop", scenario_ops_loop},
 };
 
 // `all`: every single-process scenario except burst, midrun (and layout), in this order.

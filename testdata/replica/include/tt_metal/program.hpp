@@ -1,6 +1,7 @@
 // detail::ProgramImpl circular buffers (docs/ttmetal.md §5).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,10 @@ public:
     // trace is being captured on the chip: the capture's per-core peak instead).
     void generate_dispatch_commands(IDevice* device, bool use_prefetcher_cache);
 
+    // The id of the TT-NN launch that last dispatched the program (Program::set_runtime_id).
+    void set_runtime_id(uint64_t id);
+    uint64_t get_runtime_id() const;
+
     std::size_t num_circular_buffers() const { return cbs_.size(); }
     uint64_t circular_buffer_address(uint32_t index) const;
     uint64_t id() const { return id_; }
@@ -73,9 +78,34 @@ private:
     bool holds_legacy_ = false;
     bool command_sequence_cached_ = false;
     std::vector<Hold> holds_;
+    uint64_t runtime_id_ = 0;
 };
 
 }  // namespace detail
+
+using ProgramId = std::uint64_t;
+
+// Upstream tt_metal/api/tt-metalium/program.hpp (docs/ttmetal.md §13): a Program holds its
+// ProgramImpl through std::shared_ptr (its one member, so the ProgramImpl* is its first word).
+// TT-NN calls set_runtime_id at every device-op launch, program cache hit or miss.
+class Program {
+public:
+    Program();
+    ~Program() noexcept;
+    Program(const Program&) = delete;
+    Program& operator=(const Program&) = delete;
+    Program(Program&& other) noexcept;
+    Program& operator=(Program&& other) noexcept;
+
+    void set_runtime_id(ProgramId id);
+    ProgramId get_runtime_id() const;
+
+    detail::ProgramImpl& impl() { return *internal_; }
+    const detail::ProgramImpl& impl() const { return *internal_; }
+
+private:
+    std::shared_ptr<detail::ProgramImpl> internal_;
+};
 
 namespace experimental {
 // Replica stand-in for distributed::EnqueueMeshWorkload's per-program steps (upstream

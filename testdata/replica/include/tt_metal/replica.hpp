@@ -19,4 +19,14 @@ void tt_replica_mark_attach(void);
 // named ""): the truth's "windows" give each window's peaks per chip, from the levels at its
 // start, and its levels at its end.
 void tt_replica_mark_window(const char* name);
+// TT-NN ops (README "Ops"): the TT-NN stand-in calls enter at the entry of each op function and
+// leave when it returns or throws. kind TT_REPLICA_OP_TOP: an op as Python calls it, named by its
+// Python name ("ttnn.matmul"); TT_REPLICA_OP_DEVICE: a device-op launch function, named by the
+// device op's short type name ("MatmulDeviceOperation"). Returns the thread's frame count.
+#define TT_REPLICA_OP_TOP 1
+#define TT_REPLICA_OP_DEVICE 2
+int tt_replica_op_enter(const char* name, int kind);
+void tt_replica_op_leave(void);
+// Lists every allocation and CB layout with its op in the truth (op_allocs, op_layouts) from now on.
+void tt_replica_ops_record(int on);
 }
