@@ -58,6 +58,8 @@ type Flags struct {
 	// read it.
 	Save     string
 	Perfetto string
+	// HTML: also write the report as one self-contained HTML page.
+	HTML     string
 	NoStacks bool // no allocation stacks
 	// RingSize is --ring-size (a power of two).
 	RingSize  ByteSize
@@ -163,6 +165,8 @@ Examples:
   sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
   sudo tttrace --perfetto mem.pftrace -- ./my_workload   (then open
                                         mem.pftrace at ui.perfetto.dev)
+  sudo tttrace --html mem.html -- ./my_workload   (open mem.html from
+                                        disk: charts, failures, leaks, sites)
   sudo tttrace --all --listen 127.0.0.1:9464   # Prometheus scrapes /metrics
   sudo tttrace --all --otlp http://127.0.0.1:4318   # push the same metrics
                                         to an OpenTelemetry collector
@@ -245,6 +249,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Save, "save", "", "also write the run's NDJSON, events included, to `FILE` (as --json -o FILE does), whatever else is written: `tttrace report FILE` gives its report and outputs again, `tttrace diff` compares two runs")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
+	fs.StringVar(&f.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (opens from disk, fetches nothing): per chip memory over time per buffer type with the peaks marked, the allocator's use and largest free block, failed allocations with their cause and holders, L1 headroom and clashes, trace hazards, leaks and their sites, the sites as an icicle view; timelines downsampled keeping every peak exactly; see docs/html.md")
 	fs.StringVar(&f.PProf, "pprof", "", "also write device memory by allocation site to `FILE` when tracing ends: a gzipped pprof profile (go tool pprof -top FILE) with inuse_space/inuse_objects (live: the leaks), alloc_space/alloc_objects, peak_space, labels pid, chip, type; see docs/pprof.md")
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
