@@ -83,7 +83,7 @@ static __always_inline int on_cb_alloc(struct pt_regs *ctx, __u64 crs, __u64 dev
 	struct cb_alloc_record *r;
 	struct site site;
 
-	r = start_record(EV_CB_ALLOC, sizeof(*r), &lost_before);
+	r = start_record(EV_CB_ALLOC, sizeof(*r), &lost_before, PT_REGS_SP(ctx));
 	if (!r)
 		return 0;
 	site = locate(ctx);

@@ -48,6 +48,11 @@ const struct alloc_capacity_record *unused_alloc_capacity_record __attribute__((
 const struct alloc_request_record *unused_alloc_request_record __attribute__((unused));
 const struct trace_record *unused_trace_record __attribute__((unused));
 const struct cb_alloc_record *unused_cb_alloc_record __attribute__((unused));
+const struct op_enter_record *unused_op_enter_record __attribute__((unused));
+const struct runtime_id_record *unused_runtime_id_record __attribute__((unused));
+const enum runtime_id_flags *unused_runtime_id_flags __attribute__((unused));
+const enum op_enter_flags *unused_op_enter_flags __attribute__((unused));
+const enum op_limits *unused_op_limits __attribute__((unused));
 const enum cb_range_flags *unused_cb_range_flags __attribute__((unused));
 const enum trace_flags *unused_trace_flags __attribute__((unused));
 const enum stack_flags *unused_stack_flags __attribute__((unused));
@@ -60,6 +65,9 @@ const struct py_proc *unused_py_proc __attribute__((unused));
 
 /* Pending bytes in the ring that make a submit wake the reader. */
 const volatile __u64 wakeup_bytes = 1;
+/* Keep TT-NN op frames per thread and say in each record how many are
+ * live (ops.h). A constant to the verifier: with 0 the checks are pruned. */
+const volatile __u8 ops_on = 0;
 /* Only trace processes listed in traced_pids. */
 const volatile __u8 filter_pids = 1;
 /* Add the children a traced process forks to traced_pids. */
@@ -187,10 +195,18 @@ static __always_inline int traced(__u32 tgid)
 	return f && (*f & PID_TRACED);
 }
 
-/* Reserve a record of size bytes of kind and fill its header; NULL when
- * the process is not traced or the ring is full (then the loss is counted).
- * *lost_before: the reservations this CPU failed since its previous record. */
-static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before)
+static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before, __u64 sp);
+static __always_inline void finish(void *e);
+
+/* The thread's TT-NN op frames, and the op programs. */
+#include "ops.h"
+
+/* Reserve a record of size bytes of kind and fill its header (sp: the
+ * thread's user stack pointer, PT_REGS_SP at a uprobe, 0 elsewhere: the op
+ * frames live at that sp, ops.h); NULL when the process is not traced or
+ * the ring is full (then the loss is counted). *lost_before: the
+ * reservations this CPU failed since its previous record. */
+static __always_inline void *start_record(enum event_kind kind, __u32 size, __u64 *lost_before, __u64 sp)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
@@ -218,6 +234,7 @@ static __always_inline void *start_record(enum event_kind kind, __u32 size, __u6
 	h->pid = tgid;
 	h->tid = (__u32)id;
 	h->kind = kind;
+	h->op_frames = op_check(kind, sp);
 	if (lc) {
 		*lost_before = lc->pending;
 		lc->pending = 0;
@@ -227,10 +244,10 @@ static __always_inline void *start_record(enum event_kind kind, __u32 size, __u6
 
 /* Reserve and pre-fill a struct event (no chip, no buffer type yet); NULL
  * as start_record. */
-static __always_inline struct event *start(enum event_kind kind)
+static __always_inline struct event *start(enum event_kind kind, __u64 sp)
 {
 	__u64 lost_before = 0;
-	struct event *e = start_record(kind, sizeof(*e), &lost_before);
+	struct event *e = start_record(kind, sizeof(*e), &lost_before, sp);
 
 	if (!e)
 		return 0;
@@ -601,7 +618,7 @@ static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 
 static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, __u64 buf)
 {
-	struct event *e = start(kind);
+	struct event *e = start(kind, PT_REGS_SP(ctx));
 	struct site site;
 
 	if (!e)
@@ -617,7 +634,7 @@ static __always_inline int on_buffer(struct pt_regs *ctx, enum event_kind kind, 
 static __always_inline int on_device(struct pt_regs *ctx, enum event_kind kind, __u64 dev,
 				     __u64 object)
 {
-	struct event *e = start(kind);
+	struct event *e = start(kind, PT_REGS_SP(ctx));
 	struct site site;
 
 	if (!e)
@@ -635,7 +652,7 @@ static __always_inline int on_range(struct pt_regs *ctx, enum event_kind kind, _
 				    __u64 address, __u64 size, __u64 page_size,
 				    __s32 type, __u8 global)
 {
-	struct event *e = start(kind);
+	struct event *e = start(kind, PT_REGS_SP(ctx));
 	struct site site;
 
 	if (!e)
@@ -816,7 +833,7 @@ static __always_inline int on_bank_manager(struct pt_regs *ctx, __u64 mgr, __u64
 	__u32 type = 0;
 	__s64 w;
 
-	r = start_record(EV_ALLOC_CAPACITY, sizeof(*r), &lost_before);
+	r = start_record(EV_ALLOC_CAPACITY, sizeof(*r), &lost_before, PT_REGS_SP(ctx));
 	if (!r)
 		return 0;
 	site = locate(ctx);
@@ -892,7 +909,7 @@ static __always_inline int on_alloc_request(struct pt_regs *ctx, int has_id)
 	struct alloc_request_record *r;
 	__u32 aid = 0;
 
-	r = start_record(EV_ALLOC_REQUEST, sizeof(*r), &lost_before);
+	r = start_record(EV_ALLOC_REQUEST, sizeof(*r), &lost_before, PT_REGS_SP(ctx));
 	if (!r)
 		return 0;
 	r->lost_before = lost_before;
@@ -931,7 +948,7 @@ int bank_manager_allocate_noid(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int bank_manager_oom(struct pt_regs *ctx)
 {
-	struct event *e = start(EV_ALLOC_OOM);
+	struct event *e = start(EV_ALLOC_OOM, PT_REGS_SP(ctx));
 
 	if (!e)
 		return 0;
@@ -953,7 +970,7 @@ static __always_inline int on_trace(struct pt_regs *ctx, enum trace_op op, __u64
 	struct trace_record *r;
 	struct site site;
 
-	r = start_record(EV_TRACE, sizeof(*r), &lost_before);
+	r = start_record(EV_TRACE, sizeof(*r), &lost_before, PT_REGS_SP(ctx));
 	if (!r)
 		return 0;
 	site = locate(ctx);
@@ -1166,7 +1183,7 @@ int dl_debug_state(struct pt_regs *ctx)
 
 	if (!traced(tgid) || !dl_allow(tgid))
 		return 0;
-	e = start(EV_LINK_MAP);
+	e = start(EV_LINK_MAP, PT_REGS_SP(ctx));
 	if (!e)
 		return 0;
 	finish_now(e);
@@ -1206,7 +1223,7 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	/* The child is traced from its first instruction: it is added before
 	 * it can run. Its interpreter, if any, is registered by user space. */
 	*f = PID_TRACED;
-	e = start(EV_FORK);
+	e = start(EV_FORK, 0);
 	if (!e)
 		return 0;
 	e->hdr.pid = ctgid;
@@ -1228,8 +1245,10 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	struct event *e;
 	__u8 *f;
 
+	if (ops_on)
+		op_thread_exit(tgid); /* p is the current task */
 	if (BPF_CORE_READ(p, pid) == tgid) {
-		e = start(EV_MAIN_EXIT);
+		e = start(EV_MAIN_EXIT, 0);
 		if (e) {
 			e->wait_status = BPF_CORE_READ(p, exit_code);
 			finish_now(e);
@@ -1237,7 +1256,7 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	}
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
-	e = start(EV_GROUP_EXIT);
+	e = start(EV_GROUP_EXIT, 0);
 	if (e)
 		finish_now(e);
 	/* Gone even if that record was lost: user space checks the map. A

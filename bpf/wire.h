@@ -62,6 +62,9 @@ enum event_kind : __u8 {
 				   * this thread threw; its stack is the failure's site */
 	EV_PROGRAM_DISPATCH = 22, /* ProgramImpl::generate_dispatch_commands(IDevice*, bool): a
 				   * program enqueued on a device (every run, cached or not) */
+	EV_OP_ENTER = 23,         /* struct op_enter_record: a TT-NN op function entered (bpf/ops.h) */
+	EV_RUNTIME_ID = 24,       /* struct runtime_id_record: Program::set_runtime_id(id), the
+				   * device operation's id given to the program of a launch */
 	EV_TRACE = 40,            /* struct trace_record: Metal trace begin/end/replay/release
 				   * (Device and MeshDevice forms) */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
@@ -99,7 +102,21 @@ struct record_header {
 	__u32 pid;   /* tgid of the traced process */
 	__u32 tid;   /* thread that made the call */
 	enum event_kind kind;
-	__u8 _pad[7];
+	/* How many TT-NN op frames are live on the thread (bpf/ops.h), after
+	 * this record's probe checked them: 0 to OP_MAX_FRAMES, the
+	 * innermost last; for an op_enter, its own frame included.
+	 * OP_FRAMES_UNCHECKED: a kind that carries no op (or ops are off). A
+	 * describing record: that of the record it describes. */
+	__u8 op_frames;
+	__u8 _pad[6];
+};
+
+/* TT-NN op frames (bpf/ops.h). */
+enum op_limits {
+	OP_MAX_FRAMES = 32,        /* frames kept per thread; deeper ones are not kept */
+	OP_FRAMES_UNCHECKED = 255, /* record_header.op_frames of a record that did not look */
+	OP_COOKIE_DEVICE_BIT = 63, /* an op probe's cookie: this bit set for a device
+				    * operation's launch; the op's id in the low 32 bits */
 };
 
 /* ---- calls and process records: struct event ---------------------------- */
@@ -370,6 +387,52 @@ struct trace_record {
 	__u8 flags;        /* enum trace_flags */
 	__u8 read_error;   /* a user-memory read failed: fields may be zero */
 	__u8 _pad[3];
+};
+
+/* ---- TT-NN ops (bpf/ops.h, docs/probes.md "TT-NN ops") ------------------ */
+
+/* op_enter_record.flags */
+enum op_enter_flags : __u8 {
+	OP_FRAME_DROPPED = 1, /* the thread had OP_MAX_FRAMES live frames: this one is not
+			       * kept (records inside it belong to its caller's frame) */
+};
+
+/* The entry of a TT-NN op function: a frame pushed on its thread
+ * (hdr.op_frames counts it). No uretprobe: an op that throws must unwind
+ * as untraced; bpf/ops.h says how frames end. */
+struct op_enter_record {
+	struct record_header hdr;
+	__u64 lost_before; /* records this CPU failed to reserve since its previous record */
+	__u64 sp;          /* the stack pointer at the entry (the return address's slot) */
+	__u64 ret;         /* the return address there */
+	__u32 op;          /* the op's id (the cookie's low 32 bits): what it names is
+			    * user space's */
+	__u8 device;       /* the cookie's OP_COOKIE_DEVICE_BIT: a device operation's launch */
+	__u8 flags;        /* enum op_enter_flags */
+	__u8 _pad[2];
+};
+
+/* runtime_id_record.flags */
+enum runtime_id_flags : __u8 {
+	RUNTIME_ID_IMPL_KNOWN = 1, /* impl holds the ProgramImpl* (the library's Program is the
+				    * handle of a detail::ProgramImpl, its one member a
+				    * std::shared_ptr<ProgramImpl> whose first word is the pointer) */
+};
+
+/* Program::set_runtime_id(uint64_t id): the id of the device operation
+ * launching the program, set at every launch (program cache hit or miss)
+ * after its outputs are allocated: it belongs to the innermost device-op
+ * frame of the hdr.op_frames live. */
+struct runtime_id_record {
+	struct record_header hdr;
+	__u64 lost_before; /* as in struct op_enter_record */
+	__u64 program;     /* the Program* (this) */
+	__u64 impl;        /* the ProgramImpl* it holds (flags: RUNTIME_ID_IMPL_KNOWN): the
+			    * object of that program's cb_layout and program_dispatch */
+	__u64 runtime_id;  /* the id */
+	__u8 flags;        /* enum runtime_id_flags */
+	__u8 read_error;   /* the ProgramImpl* could not be read */
+	__u8 _pad[6];
 };
 
 #endif /* TTTRACE_WIRE_H */

@@ -216,7 +216,8 @@ func TestWireTables(t *testing.T) {
 	sizes := map[uint8]uint32{(*Wire)(nil).wireID(): WireSize, (*StackWire)(nil).wireID(): StackWireSize,
 		(*PyStackWire)(nil).wireID(): PyStackWireSize, (*PyCodeWire)(nil).wireID(): PyCodeWireSize,
 		(*AllocCapacityWire)(nil).wireID(): AllocCapacityWireSize, (*AllocRequestWire)(nil).wireID(): AllocRequestWireSize,
-		(*TraceWire)(nil).wireID(): TraceWireSize, (*CBAllocWire)(nil).wireID(): CBAllocWireSize}
+		(*TraceWire)(nil).wireID(): TraceWireSize, (*CBAllocWire)(nil).wireID(): CBAllocWireSize,
+		(*OpEnterWire)(nil).wireID(): OpEnterWireSize, (*RuntimeIDWire)(nil).wireID(): RuntimeIDWireSize}
 	for k := KindAlloc; k <= KindGroupExit; k++ {
 		if wireOf[k] != (*Wire)(nil).wireID() && k != KindCBAlloc {
 			t.Errorf("%s: not a struct event", k)
@@ -227,7 +228,8 @@ func TestWireTables(t *testing.T) {
 			t.Errorf("%s: not a struct event", k)
 		}
 	}
-	for _, k := range []Kind{KindCBAlloc, KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace} {
+	for _, k := range []Kind{KindCBAlloc, KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace,
+		KindOpEnter, KindRuntimeID} {
 		if wireOf[k] == 0 || wireOf[k] == (*Wire)(nil).wireID() {
 			t.Errorf("%s: record type %d", k, wireOf[k])
 		}

@@ -30,6 +30,8 @@ const (
 	KindAllocRequest    Kind = 20
 	KindAllocOom        Kind = 21
 	KindProgramDispatch Kind = 22
+	KindOpEnter         Kind = 23
+	KindRuntimeID       Kind = 24
 	KindTrace           Kind = 40
 	KindLost            Kind = 64
 	KindExit            Kind = 65
@@ -100,15 +102,33 @@ const (
 	CBRangesTruncated = 2
 )
 
+// enum runtime_id_flags of bpf/wire.h.
+const (
+	RuntimeIDImplKnown = 1
+)
+
+// enum op_enter_flags of bpf/wire.h.
+const (
+	OpFrameDropped = 1
+)
+
+// enum op_limits of bpf/wire.h.
+const (
+	OpMaxFrames       = 32
+	OpFramesUnchecked = 255
+	OpCookieDeviceBit = 63
+)
+
 // Header is struct record_header of bpf/wire.h: the first bytes of every record.
 type Header struct {
-	_    structs.HostLayout
-	Seq  uint64
-	TsNs uint64
-	Pid  uint32
-	Tid  uint32
-	Kind Kind
-	_    [7]uint8
+	_        structs.HostLayout
+	Seq      uint64
+	TsNs     uint64
+	Pid      uint32
+	Tid      uint32
+	Kind     Kind
+	OpFrames uint8
+	_        [6]uint8
 }
 
 // HeaderSize is the size of Header in bytes.
@@ -264,6 +284,44 @@ const AllocRequestWireSize = 80
 
 func (*AllocRequestWire) wireID() uint8 { return 7 }
 
+// OpEnterWire is struct op_enter_record of bpf/wire.h: the records of kind
+// KindOpEnter.
+type OpEnterWire struct {
+	_          structs.HostLayout
+	Hdr        Header
+	LostBefore uint64
+	Sp         uint64
+	Ret        uint64
+	Op         uint32
+	Device     uint8
+	Flags      uint8
+	_          [2]uint8
+}
+
+// OpEnterWireSize is the size of OpEnterWire in bytes.
+const OpEnterWireSize = 64
+
+func (*OpEnterWire) wireID() uint8 { return 8 }
+
+// RuntimeIDWire is struct runtime_id_record of bpf/wire.h: the records of kind
+// KindRuntimeID.
+type RuntimeIDWire struct {
+	_          structs.HostLayout
+	Hdr        Header
+	LostBefore uint64
+	Program    uint64
+	Impl       uint64
+	RuntimeID  uint64
+	Flags      uint8
+	ReadError  uint8
+	_          [6]uint8
+}
+
+// RuntimeIDWireSize is the size of RuntimeIDWire in bytes.
+const RuntimeIDWireSize = 72
+
+func (*RuntimeIDWire) wireID() uint8 { return 9 }
+
 // TraceWire is struct trace_record of bpf/wire.h: the records of kind
 // KindTrace.
 type TraceWire struct {
@@ -285,7 +343,7 @@ type TraceWire struct {
 // TraceWireSize is the size of TraceWire in bytes.
 const TraceWireSize = 72
 
-func (*TraceWire) wireID() uint8 { return 8 }
+func (*TraceWire) wireID() uint8 { return 10 }
 
 // CoreRange is struct core_range of bpf/wire.h.
 type CoreRange struct {
@@ -366,7 +424,9 @@ var wireOf = [64]uint8{
 	KindPyCode:          5,
 	KindAllocCapacity:   6,
 	KindAllocRequest:    7,
-	KindTrace:           8,
+	KindOpEnter:         8,
+	KindRuntimeID:       9,
+	KindTrace:           10,
 }
 
 // wireSize is, per kind BPF writes, the size of its records' type: the
@@ -394,6 +454,8 @@ var wireSize = [64]uint32{
 	KindPyCode:          4752,
 	KindAllocCapacity:   104,
 	KindAllocRequest:    80,
+	KindOpEnter:         64,
+	KindRuntimeID:       72,
 	KindTrace:           72,
 }
 
@@ -421,6 +483,8 @@ var kindNames = [66]string{
 	20: "alloc_request",
 	21: "alloc_oom",
 	22: "program_dispatch",
+	23: "op_enter",
+	24: "runtime_id",
 	40: "trace",
 	64: "lost",
 	65: "exit",

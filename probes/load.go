@@ -60,6 +60,10 @@ type Options struct {
 	// (bpf/stack.h), so that user space can check the one against the
 	// other.
 	CheckKnownStacks bool
+	// Ops keeps the TT-NN op frames of each thread (bpf/ops.h) and says
+	// in each record that carries an op how many are live; AttachOps puts
+	// the op probes on a TT-NN library.
+	Ops bool
 	// Preload, if set, names programs a plan known ahead will need
 	// (AttachPlan): they are loaded with the process programs, one round
 	// of loaders for both. It may wait for that plan. A program of it that
@@ -103,6 +107,10 @@ type Tracer struct {
 	// is probed (AttachCodeDealloc).
 	pyMu      sync.Mutex
 	pyDealloc map[fileKey]uint64
+	// opsMu and opsFiles: the TT-NN libraries whose ops are probed
+	// (AttachOps).
+	opsMu    sync.Mutex
+	opsFiles []os.FileInfo
 }
 
 type attachedLib struct {
@@ -167,6 +175,7 @@ func Load(opts Options) (*Tracer, error) {
 		"capture_stacks":     stacks,
 		"known_stacks":       map[bool]uint8{false: 0, true: 1}[opts.KnownStacks],
 		"check_known_stacks": map[bool]uint8{false: 0, true: 1}[opts.CheckKnownStacks],
+		"ops_on":             map[bool]uint8{false: 0, true: 1}[opts.Ops],
 		"wakeup_bytes":       uint64(opts.RingSize / 64),
 	}
 	for name, v := range consts {

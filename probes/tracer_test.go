@@ -25,7 +25,7 @@ import (
 // V1 layout and checks the attach table names only programs that exist.
 func TestLoadVerifier(t *testing.T) {
 	probestest.RequireRoot(t)
-	tr, err := Load(Options{RingSize: 1 << 16, FollowChildren: true})
+	tr, err := Load(Options{RingSize: 1 << 16, FollowChildren: true, Ops: true})
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}
@@ -45,8 +45,11 @@ func TestLoadVerifier(t *testing.T) {
 			t.Errorf("the lifecycle plan names %q, which is not a loaded program", p)
 		}
 	}
-	if want := len(table) + len(ttmetal.LifecyclePrograms) + 4; len(progs) != want {
-		t.Errorf("%d programs loaded, want %d (attach table, lifecycle plan, fork, exit, loader, code objects' deallocation)", len(progs), want)
+	if progs[ttmetal.ProgOpEnter] == nil {
+		t.Errorf("no program %q (TT-NN ops)", ttmetal.ProgOpEnter)
+	}
+	if want := len(table) + len(ttmetal.LifecyclePrograms) + 5; len(progs) != want {
+		t.Errorf("%d programs loaded, want %d (attach table, lifecycle plan, fork, exit, loader, code objects' deallocation, op entries)", len(progs), want)
 	}
 	if n, err := tr.LostTotal(); err != nil || n != 0 {
 		t.Errorf("lost total on a fresh load = %d, %v; want 0, nil", n, err)
@@ -129,7 +132,7 @@ func TestVerifierWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"capture_stacks", "known_stacks"} {
+	for _, v := range []string{"capture_stacks", "known_stacks", "ops_on"} {
 		if err := spec.Variables[v].Set(uint8(1)); err != nil {
 			t.Fatal(err)
 		}

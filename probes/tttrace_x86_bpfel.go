@@ -87,6 +87,17 @@ type tttraceLostCounter struct {
 	Kinds   [64]uint64
 }
 
+type tttraceOpStack struct {
+	_      structs.HostLayout
+	N      uint32
+	Device uint32
+	F      [32]struct {
+		_   structs.HostLayout
+		Sp  uint64
+		Ret uint64
+	}
+}
+
 type tttracePidFlag uint32
 
 const (
@@ -157,13 +168,14 @@ type tttracePyScratch struct {
 	Rec struct {
 		_   structs.HostLayout
 		Hdr struct {
-			_    structs.HostLayout
-			Seq  uint64
-			TsNs uint64
-			Pid  uint32
-			Tid  uint32
-			Kind uint8
-			Pad  [7]uint8
+			_        structs.HostLayout
+			Seq      uint64
+			TsNs     uint64
+			Pid      uint32
+			Tid      uint32
+			Kind     uint8
+			OpFrames uint8
+			Pad      [6]uint8
 		}
 		Stack struct {
 			_       structs.HostLayout
@@ -187,13 +199,14 @@ type tttraceStackScratch struct {
 	Rec struct {
 		_   structs.HostLayout
 		Hdr struct {
-			_    structs.HostLayout
-			Seq  uint64
-			TsNs uint64
-			Pid  uint32
-			Tid  uint32
-			Kind uint8
-			Pad  [7]uint8
+			_        structs.HostLayout
+			Seq      uint64
+			TsNs     uint64
+			Pid      uint32
+			Tid      uint32
+			Kind     uint8
+			OpFrames uint8
+			Pad      [6]uint8
 		}
 		Ip    uint64
 		Sp    uint64
@@ -320,10 +333,13 @@ type tttraceProgramSpecs struct {
 	MeshReleaseTrace          *ebpf.ProgramSpec `ebpf:"mesh_release_trace"`
 	MeshReplayTrace           *ebpf.ProgramSpec `ebpf:"mesh_replay_trace"`
 	MeshReplayTraceMcq        *ebpf.ProgramSpec `ebpf:"mesh_replay_trace_mcq"`
+	OpEnter                   *ebpf.ProgramSpec `ebpf:"op_enter"`
 	ProcessExit               *ebpf.ProgramSpec `ebpf:"process_exit"`
 	ProcessFork               *ebpf.ProgramSpec `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.ProgramSpec `ebpf:"program_destroy"`
 	ProgramDestroyTeardown    *ebpf.ProgramSpec `ebpf:"program_destroy_teardown"`
+	ProgramSetRuntimeId       *ebpf.ProgramSpec `ebpf:"program_set_runtime_id"`
+	ProgramSetRuntimeIdNoimpl *ebpf.ProgramSpec `ebpf:"program_set_runtime_id_noimpl"`
 	PyCodeDealloc             *ebpf.ProgramSpec `ebpf:"py_code_dealloc"`
 	TrackAllocate             *ebpf.ProgramSpec `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.ProgramSpec `ebpf:"track_allocate_cb"`
@@ -343,6 +359,7 @@ type tttraceMapSpecs struct {
 	LcLibs       *ebpf.MapSpec `ebpf:"lc_libs"`
 	Libs         *ebpf.MapSpec `ebpf:"libs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	OpStacks     *ebpf.MapSpec `ebpf:"op_stacks"`
 	PyCodes      *ebpf.MapSpec `ebpf:"py_codes"`
 	PyCopy       *ebpf.MapSpec `ebpf:"py_copy"`
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
@@ -364,6 +381,8 @@ type tttraceVariableSpecs struct {
 	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
 	KnownStacks               *ebpf.VariableSpec `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.VariableSpec `ebpf:"next_seq"`
+	OpStackEmpty              *ebpf.VariableSpec `ebpf:"op_stack_empty"`
+	OpsOn                     *ebpf.VariableSpec `ebpf:"ops_on"`
 	PyCodeNext                *ebpf.VariableSpec `ebpf:"py_code_next"`
 	ReaderAwake               *ebpf.VariableSpec `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.VariableSpec `ebpf:"unused_alloc_capacity_record"`
@@ -372,12 +391,17 @@ type tttraceVariableSpecs struct {
 	UnusedCbRangeFlags        *ebpf.VariableSpec `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedOpEnterFlags        *ebpf.VariableSpec `ebpf:"unused_op_enter_flags"`
+	UnusedOpEnterRecord       *ebpf.VariableSpec `ebpf:"unused_op_enter_record"`
+	UnusedOpLimits            *ebpf.VariableSpec `ebpf:"unused_op_limits"`
 	UnusedPidFlag             *ebpf.VariableSpec `ebpf:"unused_pid_flag"`
 	UnusedPyCodeFlags         *ebpf.VariableSpec `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord        *ebpf.VariableSpec `ebpf:"unused_py_code_record"`
 	UnusedPyProc              *ebpf.VariableSpec `ebpf:"unused_py_proc"`
 	UnusedPyStackFlags        *ebpf.VariableSpec `ebpf:"unused_py_stack_flags"`
 	UnusedPyStackRecord       *ebpf.VariableSpec `ebpf:"unused_py_stack_record"`
+	UnusedRuntimeIdFlags      *ebpf.VariableSpec `ebpf:"unused_runtime_id_flags"`
+	UnusedRuntimeIdRecord     *ebpf.VariableSpec `ebpf:"unused_runtime_id_record"`
 	UnusedStackFlags          *ebpf.VariableSpec `ebpf:"unused_stack_flags"`
 	UnusedStackRecord         *ebpf.VariableSpec `ebpf:"unused_stack_record"`
 	UnusedTraceFlags          *ebpf.VariableSpec `ebpf:"unused_trace_flags"`
@@ -413,6 +437,7 @@ type tttraceMaps struct {
 	LcLibs       *ebpf.Map `ebpf:"lc_libs"`
 	Libs         *ebpf.Map `ebpf:"libs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	OpStacks     *ebpf.Map `ebpf:"op_stacks"`
 	PyCodes      *ebpf.Map `ebpf:"py_codes"`
 	PyCopy       *ebpf.Map `ebpf:"py_copy"`
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
@@ -433,6 +458,7 @@ func (m *tttraceMaps) Close() error {
 		m.LcLibs,
 		m.Libs,
 		m.Lost,
+		m.OpStacks,
 		m.PyCodes,
 		m.PyCopy,
 		m.PyProcs,
@@ -455,6 +481,8 @@ type tttraceVariables struct {
 	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
 	KnownStacks               *ebpf.Variable `ebpf:"known_stacks"`
 	NextSeq                   *ebpf.Variable `ebpf:"next_seq"`
+	OpStackEmpty              *ebpf.Variable `ebpf:"op_stack_empty"`
+	OpsOn                     *ebpf.Variable `ebpf:"ops_on"`
 	PyCodeNext                *ebpf.Variable `ebpf:"py_code_next"`
 	ReaderAwake               *ebpf.Variable `ebpf:"reader_awake"`
 	UnusedAllocCapacityRecord *ebpf.Variable `ebpf:"unused_alloc_capacity_record"`
@@ -463,12 +491,17 @@ type tttraceVariables struct {
 	UnusedCbRangeFlags        *ebpf.Variable `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedOpEnterFlags        *ebpf.Variable `ebpf:"unused_op_enter_flags"`
+	UnusedOpEnterRecord       *ebpf.Variable `ebpf:"unused_op_enter_record"`
+	UnusedOpLimits            *ebpf.Variable `ebpf:"unused_op_limits"`
 	UnusedPidFlag             *ebpf.Variable `ebpf:"unused_pid_flag"`
 	UnusedPyCodeFlags         *ebpf.Variable `ebpf:"unused_py_code_flags"`
 	UnusedPyCodeRecord        *ebpf.Variable `ebpf:"unused_py_code_record"`
 	UnusedPyProc              *ebpf.Variable `ebpf:"unused_py_proc"`
 	UnusedPyStackFlags        *ebpf.Variable `ebpf:"unused_py_stack_flags"`
 	UnusedPyStackRecord       *ebpf.Variable `ebpf:"unused_py_stack_record"`
+	UnusedRuntimeIdFlags      *ebpf.Variable `ebpf:"unused_runtime_id_flags"`
+	UnusedRuntimeIdRecord     *ebpf.Variable `ebpf:"unused_runtime_id_record"`
 	UnusedStackFlags          *ebpf.Variable `ebpf:"unused_stack_flags"`
 	UnusedStackRecord         *ebpf.Variable `ebpf:"unused_stack_record"`
 	UnusedTraceFlags          *ebpf.Variable `ebpf:"unused_trace_flags"`
@@ -515,10 +548,13 @@ type tttracePrograms struct {
 	MeshReleaseTrace          *ebpf.Program `ebpf:"mesh_release_trace"`
 	MeshReplayTrace           *ebpf.Program `ebpf:"mesh_replay_trace"`
 	MeshReplayTraceMcq        *ebpf.Program `ebpf:"mesh_replay_trace_mcq"`
+	OpEnter                   *ebpf.Program `ebpf:"op_enter"`
 	ProcessExit               *ebpf.Program `ebpf:"process_exit"`
 	ProcessFork               *ebpf.Program `ebpf:"process_fork"`
 	ProgramDestroy            *ebpf.Program `ebpf:"program_destroy"`
 	ProgramDestroyTeardown    *ebpf.Program `ebpf:"program_destroy_teardown"`
+	ProgramSetRuntimeId       *ebpf.Program `ebpf:"program_set_runtime_id"`
+	ProgramSetRuntimeIdNoimpl *ebpf.Program `ebpf:"program_set_runtime_id_noimpl"`
 	PyCodeDealloc             *ebpf.Program `ebpf:"py_code_dealloc"`
 	TrackAllocate             *ebpf.Program `ebpf:"track_allocate"`
 	TrackAllocateCb           *ebpf.Program `ebpf:"track_allocate_cb"`
@@ -563,10 +599,13 @@ func (p *tttracePrograms) Close() error {
 		p.MeshReleaseTrace,
 		p.MeshReplayTrace,
 		p.MeshReplayTraceMcq,
+		p.OpEnter,
 		p.ProcessExit,
 		p.ProcessFork,
 		p.ProgramDestroy,
 		p.ProgramDestroyTeardown,
+		p.ProgramSetRuntimeId,
+		p.ProgramSetRuntimeIdNoimpl,
 		p.PyCodeDealloc,
 		p.TrackAllocate,
 		p.TrackAllocateCb,

@@ -173,7 +173,17 @@ const (
 	// BankManager::allocate_buffer of builds without its AllocatorID
 	// parameter (ResolveSymbols picks it from the mangled name).
 	ProgBankManagerAllocateNoID Program = "bank_manager_allocate_noid"
+	// Program::set_runtime_id(uint64_t): the id of a device operation's
+	// launch (bpf/ops.h); ResolveSymbols takes the _noimpl form where the
+	// library has no detail::ProgramImpl (Program is then not its handle).
+	ProgSetRuntimeID       Program = "program_set_runtime_id"
+	ProgSetRuntimeIDNoImpl Program = "program_set_runtime_id_noimpl"
 )
+
+// ProgOpEnter is the entry of every op function of a TT-NN library
+// (bpf/ops.h), attached from its OpTable (probes.Tracer.AttachOps), not a
+// plan.
+const ProgOpEnter Program = "op_enter"
 
 // The programs of Buffer's lifecycle (lifecycle plan), and the teardown.
 const (
@@ -195,11 +205,11 @@ var LifecyclePrograms = []Program{ProgAllocEnter, ProgAllocExit, ProgCreateEnter
 // order, then the ones ResolveSymbols may put in a row's place, then the
 // one placed inside a row's function from its code (oom.go).
 func AttachTablePrograms() []Program {
-	out := make([]Program, len(attachTable), len(attachTable)+2)
+	out := make([]Program, len(attachTable), len(attachTable)+3)
 	for i, p := range attachTable {
 		out[i] = p.Program
 	}
-	return append(out, ProgBankManagerAllocateNoID, ProgBankManagerOOM)
+	return append(out, ProgBankManagerAllocateNoID, ProgSetRuntimeIDNoImpl, ProgBankManagerOOM)
 }
 
 // ChoosePlan decides the probe plan of lib. syms comes from ResolveSymbols,

@@ -29,6 +29,9 @@ const (
 	// of a program, cached or not (docs/ttmetal.md §12).
 	symGenerateDispatch = "_ZN2tt8tt_metal6detail11ProgramImpl26generate_dispatch_commandsEPNS0_7IDeviceEb"
 	symProgramImplD2    = "_ZN2tt8tt_metal6detail11ProgramImplD2Ev"
+	// Program::set_runtime_id(uint64_t id) (ProgramId is a uint64_t):
+	// every launch of a device operation (bpf/ops.h).
+	symProgramSetRuntimeID = "_ZN2tt8tt_metal7Program14set_runtime_idEm"
 	symProgramImplD1    = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
 	symDeviceClose      = "_ZN2tt8tt_metal6Device5closeEv"
 	symMeshDeviceClose  = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
@@ -240,6 +243,8 @@ var attachTable = []point{
 		"which program's circular buffers are freed"},
 	{ProgProgramDestroy, "detail::ProgramImpl::~ProgramImpl()", []string{symProgramImplD2, symProgramImplD1}, false,
 		"circular buffers of destroyed programs (builds that never free them)"},
+	{ProgSetRuntimeID, "Program::set_runtime_id(uint64_t)", []string{symProgramSetRuntimeID}, false,
+		"the runtime id of each TT-NN op's launch"},
 	{ProgDeviceClose, "Device::close()", []string{symDeviceClose}, false,
 		"memory released by closing a chip"},
 	{ProgMeshDeviceClose, "distributed::MeshDevice::close()", []string{symMeshDeviceClose}, false,
@@ -423,8 +428,28 @@ func ResolveSymbols(lib *Library) (*Symbols, error) {
 			res.Missing = append(res.Missing, Missing{Program: p.Program, Function: p.Function, Why: p.Why, Required: p.Required})
 		}
 	}
+	res.programHandle()
 	sort.SliceStable(res.AttachPoints, func(i, j int) bool { return res.AttachPoints[i].Addr < res.AttachPoints[j].Addr })
 	return res, nil
+}
+
+// programHandle takes the _noimpl form of Program::set_runtime_id's probe
+// where the library has none of detail::ProgramImpl's functions tttrace
+// probes: Program is then not the handle of a ProgramImpl (upstream's
+// Program_ pimpl, or a Program holding its state itself), and its first
+// word is not the ProgramImpl* a cb_layout names.
+func (s *Symbols) programHandle() {
+	for _, a := range s.AttachPoints {
+		switch a.Program {
+		case ProgAllocateCBs, ProgDeallocateCBs, ProgGenerateDispatch, ProgProgramDestroy:
+			return
+		}
+	}
+	for i := range s.AttachPoints {
+		if s.AttachPoints[i].Program == ProgSetRuntimeID {
+			s.AttachPoints[i].Program = ProgSetRuntimeIDNoImpl
+		}
+	}
 }
 
 // has reports whether the library has an attach point of program p.

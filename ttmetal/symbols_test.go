@@ -43,7 +43,7 @@ var fullNames = []string{
 	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE",
 	symBufferCreateViewPrefix + "RKNS0_18BufferShardingArgsESt8optionalIbE.cold",
 	symMarkAsDeallocated, symAllocateCBs, symDeallocateCBs, symGenerateDispatch, symProgramImplD1, symProgramImplD2,
-	symDeviceClose, symMeshDeviceClose, symVtableDevice, symVtableMeshDevice,
+	symProgramSetRuntimeID, symDeviceClose, symMeshDeviceClose, symVtableDevice, symVtableMeshDevice,
 	symTrackAllocate + ".isra.0",
 	symInitializeAllocatorPrefix + "RKNS0_15AllocatorConfigE",
 	symBankManagerVecC2Prefix + "mbRKNS1_21AllocatorDependenciesE",

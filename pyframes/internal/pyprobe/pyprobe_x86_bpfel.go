@@ -69,13 +69,14 @@ type pyprobePyProc struct {
 type pyprobePyStackRecord struct {
 	_   structs.HostLayout
 	Hdr struct {
-		_    structs.HostLayout
-		Seq  uint64
-		TsNs uint64
-		Pid  uint32
-		Tid  uint32
-		Kind uint8
-		Pad  [7]uint8
+		_        structs.HostLayout
+		Seq      uint64
+		TsNs     uint64
+		Pid      uint32
+		Tid      uint32
+		Kind     uint8
+		OpFrames uint8
+		Pad      [6]uint8
 	}
 	Stack struct {
 		_       structs.HostLayout
