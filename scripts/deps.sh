@@ -22,6 +22,8 @@ for what in "${@:-build}"; do
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
 done
+# chromium: tttrace's --html page opened in a real browser (cmd/tttrace/e2e_html_test.go).
+for what in "${@:-build}"; do if [ "$what" = test ]; then need chromium chromium; fi; done
 # The official MCP Inspector's CLI, which the tttrace mcp test drives, in
 # the project's build/npm (nothing installed globally), pinned.
 inspector() {

@@ -54,12 +54,14 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 		limit    growthLimit
 		maxChips int
 		help     bool
+		htmlOut  string
 	)
 	fs := pflag.NewFlagSet("tttrace diff", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	fs.BoolVar(&jsonOut, "json", false, "write the comparison as one JSON object (docs/ndjson.md) instead of the table")
 	fs.StringVarP(&output, "output", "o", "", "write to `FILE` instead of standard output")
+	fs.StringVar(&htmlOut, "html", "", "also write the comparison as one self-contained HTML page to `FILE` (opens from disk, fetches nothing)")
 	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process is higher in B, at the end or at its peak, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
 	fs.IntVar(&maxChips, "max-chips", devices.DefaultMaxChips, "as the runs' --max-chips")
 	fs.BoolVarP(&help, "help", "h", false, "show this help")
@@ -103,6 +105,12 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 	if err := writeDiff(res, jsonOut, output, stdout); err != nil {
 		fmt.Fprintf(stderr, "tttrace diff: %s\n", sinks.Printable(err.Error()))
 		return ExitError
+	}
+	if htmlOut != "" {
+		if err := writeDiffHTML(res, htmlOut); err != nil {
+			fmt.Fprintf(stderr, "tttrace diff: --html: %s\n", sinks.Printable(err.Error()))
+			return ExitError
+		}
 	}
 	if !limit.set {
 		return ExitOK

@@ -58,8 +58,9 @@ type Flags struct {
 	// read it.
 	Save     string
 	Perfetto string
+	// HTML: also write the report as one self-contained HTML page.
+	HTML     string
 	NoStacks bool // no allocation stacks
-	NoOps    bool // no TT-NN op probes
 	// RingSize is --ring-size (a power of two).
 	RingSize  ByteSize
 	Wait      time.Duration
@@ -164,6 +165,8 @@ Examples:
   sudo tttrace --json --no-events -p 4242 | jq '.processes[].devices'
   sudo tttrace --perfetto mem.pftrace -- ./my_workload   (then open
                                         mem.pftrace at ui.perfetto.dev)
+  sudo tttrace --html mem.html -- ./my_workload   (open mem.html from
+                                        disk: charts, failures, leaks, sites)
   sudo tttrace --all --listen 127.0.0.1:9464   # Prometheus scrapes /metrics
   sudo tttrace --all --otlp http://127.0.0.1:4318   # push the same metrics
                                         to an OpenTelemetry collector
@@ -246,11 +249,11 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Save, "save", "", "also write the run's NDJSON, events included, to `FILE` (as --json -o FILE does), whatever else is written: `tttrace report FILE` gives its report and outputs again, `tttrace diff` compares two runs")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
+	fs.StringVar(&f.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (opens from disk, fetches nothing): per chip memory over time per buffer type with the peaks marked, the allocator's use and largest free block, failed allocations with their cause and holders, L1 headroom and clashes, trace hazards, leaks and their sites, the sites as an icicle view; timelines downsampled keeping every peak exactly; see docs/html.md")
 	fs.StringVar(&f.PProf, "pprof", "", "also write device memory by allocation site to `FILE` when tracing ends: a gzipped pprof profile (go tool pprof -top FILE) with inuse_space/inuse_objects (live: the leaks), alloc_space/alloc_objects, peak_space, labels pid, chip, type; see docs/pprof.md")
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
 	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
-	fs.BoolVar(&f.NoOps, "no-ops", false, "do not probe TT-NN's op functions (_ttnn*.so, _ttnncpp.so, libttnn*.so): records no longer name the op (ttnn.matmul, its device op and runtime id) they were made in, which costs one probe hit per op call and one look at the thread's op frames per allocation; see docs/probes.md")
 	f.RingSize = ByteSize{n: 64 << 20, powerOfTwo: true}
 	fs.Var(&f.RingSize, "ring-size", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes): kernel memory held while tracing (tttrace itself maps ~2 MiB of it); smaller loses records sooner in a burst the reader cannot keep up with (counted, exit 7)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")

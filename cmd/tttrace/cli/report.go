@@ -23,14 +23,15 @@ const reportUsage = `Usage: tttrace report FILE [flags]
 
 Reads the NDJSON of a run (tttrace --json -o FILE, or --save FILE) and writes
 what the run wrote: the human report, or with --json the NDJSON (events, then
-the summary line), and --pprof, --folded, --perfetto. The events go through
-the same ledger and outputs as when tracing, so the report and the summary are
-the run's, byte for byte. The flags that shape the ledger (--l1-warn,
+the summary line), and --pprof, --folded, --perfetto and --html. The events go
+through the same ledger and outputs as when tracing, so the report and the
+summary are the run's, byte for byte. The flags that shape the ledger (--l1-warn,
 --max-chips, --keep-ended, --keep-ended-totals) are the run's, from the file's
 first line; one given replays with that value instead (a file written before
-that line: give the run's). A file written
-with --no-events holds only the summary: the report is made from it, and
---pprof, --folded and --perfetto, which need the events, are refused. Needs no
+that line: give the run's). A file
+written with --no-events holds only the summary: the report is made from it,
+--html without timelines and sites, and --pprof, --folded and --perfetto,
+which need the events, are refused. Needs no
 root. Exit status as tracing's (7 events lost, 8 --fail-on-leak, 9
 --fail-on-oom, 10 --fail-on-trace-hazard, 11, 12); 1 for a file that cannot be
 read to its end (the line it stopped at is said), 2 usage.
@@ -48,6 +49,7 @@ func Report(args []string, stdout, stderr io.Writer) int {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "write the timeline to `FILE` (thread names, read from /proc while tracing, are not in the NDJSON)")
+	fs.StringVar(&f.HTML, "html", "", "write the report as one self-contained HTML page to `FILE` (charts need the events; from a summary alone, its numbers and lists)")
 	fs.StringVar(&f.PProf, "pprof", "", "write device memory by allocation site to `FILE` (pprof)")
 	fs.StringVar(&f.Folded, "folded", "", "write the same as folded stacks to `FILE`")
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries")
@@ -140,7 +142,7 @@ func replay(in io.Reader, f *Flags, set map[string]bool, stdout, stderr io.Write
 		env.out = of
 	}
 	var ks []sinks.Sink
-	for _, mk := range []func(*outputEnv) (sinks.Sink, error){reportOutput, perfettoOutput, pprofOutput} {
+	for _, mk := range []func(*outputEnv) (sinks.Sink, error){reportOutput, perfettoOutput, pprofOutput, htmlOutput} {
 		k, err := mk(env)
 		if err != nil {
 			for _, k := range ks {
@@ -156,7 +158,7 @@ func replay(in io.Reader, f *Flags, set map[string]bool, stdout, stderr io.Write
 		}
 	}
 	res, err := session.Replay(in, session.ReplayConfig{
-		L1Warn: f.L1Warn.Bytes(), MaxChips: f.MaxChips, SiteUsage: f.PProf != "" || f.Folded != "",
+		L1Warn: f.L1Warn.Bytes(), MaxChips: f.MaxChips, SiteUsage: f.PProf != "" || f.Folded != "" || f.HTML != "",
 		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals, Log: sinks.PrintableWriter(stderr), Set: set,
 	}, ks)
 	if err != nil {

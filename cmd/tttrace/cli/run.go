@@ -167,6 +167,7 @@ var outputs = []func(e *outputEnv) (sinks.Sink, error){
 	prometheusOutput,
 	otlpOutput,
 	pprofOutput,
+	htmlOutput,
 }
 
 // pprofOutput is --pprof and --folded: device memory by allocation site.
@@ -498,9 +499,9 @@ func (f *Flags) config(log io.Writer) session.Config {
 		Timeline: tl, KnownStacks: f.KnownStacks, CheckKnownStacks: f.CheckKnownStacks,
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
-		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks, NoOps: f.NoOps,
+		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
 		MaxChips:  f.MaxChips,
-		SiteUsage: f.PProf != "" || f.Folded != "",
+		SiteUsage: f.PProf != "" || f.Folded != "" || f.HTML != "",
 		Snapshots: f.Snapshots,
 		Marks:     f.Marks,
 		KeepEnded: f.KeepEnded, KeepEndedTotals: f.KeepEndedTotals,
