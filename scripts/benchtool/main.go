@@ -101,6 +101,7 @@ func main() {
 	// the kernel busy cleaning up.
 	if c.only["consumer"] {
 		r.Consumer = runConsumer(&c)
+		r.Consumer = append(r.Consumer, runCBRecords(&c)...)
 	}
 	if c.only["cost"] {
 		r.Cost = runCost(&c)
@@ -895,6 +896,52 @@ func runConsumer(c *config) []consumerRun {
 			}
 		}
 		logf("consumer: %-18s %.0f ns/event %.2fM events/s %.4f allocs/event", r.Name, r.NsPerEvent, r.EventsPerS/1e6, r.AllocsEvent)
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// runCBRecords measures the ledger's cost per CB record
+// (devices.BenchmarkApplyCBRecords: a program cache's cb_layout, cb_alloc
+// with core ranges and program_dispatch records, an L1 buffer between
+// programs), as runConsumer runs its benchmark: one CPU, nine runs.
+func runCBRecords(c *config) []consumerRun {
+	bin := filepath.Join(c.work, "devices.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./devices")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		logf("cb records: build: %v", err)
+		return nil
+	}
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(runtime.NumCPU()-1), bin, "-test.run", "^$",
+		"-test.bench", "^BenchmarkApplyCBRecords$", "-test.benchtime", "300000x", "-test.count", "9", "-test.benchmem")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		logf("cb records: %v", err)
+	}
+	var runs []consumerRun
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkApplyCBRecords") {
+			continue
+		}
+		r := consumerRun{Name: "CBRecords"}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, _ := strconv.ParseFloat(f[i], 64)
+			switch f[i+1] {
+			case "ns/op":
+				r.NsPerEvent = v
+			case "allocs/op":
+				r.AllocsEvent = v
+			case "B/op":
+				r.BytesOp = v
+			}
+		}
+		if r.NsPerEvent > 0 {
+			r.EventsPerS = 1e9 / r.NsPerEvent
+		}
+		logf("cb records: %.0f ns/record %.0f allocs/record", r.NsPerEvent, r.AllocsEvent)
 		runs = append(runs, r)
 	}
 	return runs

@@ -295,6 +295,7 @@ func (r *results) consumerRows() []row {
 			"AllocFree/Ledger": "consumer, decode + ledger (report mode), burst records, 1 CPU",
 			"Mixed/JSON":       "consumer, decode + ledger + NDJSON, with mesh buffers and CBs, 1 CPU",
 			"Mixed/Ledger":     "consumer, decode + ledger, with mesh buffers and CBs, 1 CPU",
+			"CBRecords":        "ledger, a program cache's CB records (cb_layout, cb_alloc with core ranges, program_dispatch; an L1 buffer between programs), 1 CPU",
 		}[name]
 		if what == "" {
 			what = "consumer " + name
@@ -303,7 +304,7 @@ func (r *results) consumerRows() []row {
 		if name == "AllocFree/JSON" {
 			goal = "≥ 3M events/s; 0 allocs/event"
 			met = fmt.Sprintf("rate: %s; allocs: %s", yesNo(median(rate) >= 3e6), yesNo(amax == 0))
-		} else if strings.HasPrefix(name, "Mixed") {
+		} else if strings.HasPrefix(name, "Mixed") || name == "CBRecords" {
 			goal = "0 allocs/event"
 			met = yesNo(amax == 0)
 			if amax > 0 {
