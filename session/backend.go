@@ -143,7 +143,7 @@ func newBPFBackend(cfg *Config) (*bpfBackend, error) {
 	case len(cfg.Command) > 0:
 		ahead = prepareAhead(procHost{}.Candidates(0, cfg.Command), "", cfg.Analysis)
 	}
-	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks,
+	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks, Ops: !cfg.NoOps,
 		Preload: func() []ttmetal.Program { return aheadPrograms(ahead) }})
 	if err != nil {
 		(&bpfBackend{ahead: ahead}).dropAhead()
@@ -180,6 +180,9 @@ func (b *bpfBackend) ForgetStacks(pid uint32)      { b.t.ForgetStacks(pid) }
 func (b *bpfBackend) Wake()                        { _ = b.t.Reader().Flush() }
 func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
 func (b *bpfBackend) Detach() error                { return b.t.Detach() }
+func (b *bpfBackend) AttachOps(lib *ttmetal.Library, points []probes.OpPoint) (probes.OpsAttached, error) {
+	return b.t.AttachOps(lib, points)
+}
 func (b *bpfBackend) LoaderDrops() (uint64, map[uint32]uint64, error) {
 	return b.t.LoaderDrops()
 }

@@ -43,6 +43,9 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 		}
 		found = found || v == LibAttached
 	}
+	if found || explicit {
+		s.ops.scan(objs)
+	}
 	if !explicit && !found {
 		return nil
 	}
@@ -280,6 +283,7 @@ func (s *session) reapExits() {
 			}
 		}
 		_ = s.be.RemovePID(n.pid)
+		s.ops.frames.ended(n.pid)
 		s.facts.podEnded(n.pid)
 		if py := s.sites.ended(n.pid); py != nil {
 			// Its code objects were described at event time; the memory
@@ -418,6 +422,12 @@ func (s *session) onLinkMap(pid uint32) {
 		return
 	}
 	if st.hasLib {
+		// A TT-NN library loaded after TT-Metal's first call.
+		if s.ops.on {
+			if objs, _, err := s.host.Objects(int(pid)); err == nil {
+				s.ops.scan(objs)
+			}
+		}
 		return
 	}
 	s.checkLate(pid, st)
@@ -440,6 +450,7 @@ func (s *session) checkLate(pid uint32, st *procState) {
 	if err != nil {
 		return
 	}
+	defer s.ops.scan(objs)
 	for _, o := range objs {
 		key, err := s.host.Key(o)
 		if err != nil {

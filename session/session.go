@@ -50,6 +50,8 @@ type Config struct {
 	L1Warn uint64
 	// NoStacks: no allocation stacks (no sites in the report).
 	NoStacks bool
+	// NoOps: no TT-NN op probes; records carry no op (ops.go).
+	NoOps bool
 	// KnownStacks: each stack fixed by its pcs is made known to the
 	// kernel, which then sends a token instead of the copy
 	// (bpf/stack.h; tttrace turns it on unless --known-stacks=false).
@@ -193,6 +195,7 @@ type session struct {
 	timeout chan struct{}
 
 	sites *allocSites // allocation sites
+	ops   opLibs      // TT-NN ops: the libraries, each thread's op frames (ops.go)
 	dl    loaderDrops // _dl_debug_state calls over their budget
 	// ev is the record handle decodes, valid until the next one.
 	ev events.Event
@@ -325,6 +328,9 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 	s.mem = memReads{ledger: s.ledger, log: s.log, be: s.be, procs: s.procs}
 	s.facts = procFacts{ledger: s.ledger, procs: s.procs, pods: cfg.Pods}
 	s.sites = newAllocSites(s)
+	oa, _ := be.(opsAttacher)
+	s.ops = opLibs{on: !cfg.NoOps, be: oa, log: s.log, tl: cfg.Timeline,
+		key: func(p string) (procfs.FileKey, error) { return s.host.Key(p) }, wake: func() { s.be.Wake() }}
 	run := sinks.NewRun(cfg.L1Warn, cfg.MaxChips, cfg.KeepEnded, cfg.KeepEndedTotals)
 	for _, k := range s.sinks {
 		if rs, ok := k.(sinks.RunSink); ok {
@@ -421,7 +427,11 @@ func (s *session) setup() error {
 	switch {
 	case len(cfg.Command) > 0:
 		if cfg.Lib == "" {
-			s.attachCandidates(s.host.Candidates(0, cfg.Command))
+			cands := s.host.Candidates(0, cfg.Command)
+			s.attachCandidates(cands)
+			s.ops.now(ttnnCandidates(cands))
+		} else {
+			s.ops.now(ttnnCandidates([]string{cfg.Lib}))
 		}
 		if s.child == nil {
 			if s.sites.on {
@@ -499,6 +509,7 @@ func (s *session) loop(ctx context.Context) (interrupted bool, err error) {
 		// An interpreter read in the background is registered at once: the
 		// allocations that follow get their Python lines.
 		s.sites.takePyReady()
+		s.ops.takeReady()
 		if ok && (n%1024 != 0 || (ctx.Err() == nil && len(s.exits) == 0 && len(s.ends) == 0 && time.Now().Before(deadline))) {
 			continue
 		}
@@ -614,12 +625,24 @@ func (s *session) handle(raw []byte) {
 		err = events.DecodeAllocator(raw, ev)
 	case events.KindTrace:
 		err = events.DecodeTrace(raw, ev)
+	case events.KindOpEnter:
+		var w *events.OpEnterWire
+		if w, err = events.DecodeOpEnter(raw, ev); err == nil {
+			s.ops.frames.onEnter(ev, w)
+		}
+	case events.KindRuntimeID:
+		if err = events.DecodeRuntimeID(raw, ev); err == nil {
+			s.ops.frames.onRuntimeID(ev, h.OpFrames)
+		}
 	default:
 		err = events.Decode(raw, ev)
 	}
 	if err != nil {
 		s.badRecord(err)
 		return
+	}
+	if h.Kind != events.KindOpEnter && h.Kind != events.KindRuntimeID {
+		s.ops.frames.onRecord(ev, h.OpFrames)
 	}
 	if s.sites.hold(ev) {
 		return
@@ -709,6 +732,7 @@ func (s *session) finish(interrupted bool) (devices.Summary, error) {
 	s.drain()
 	s.takeMarks(true)
 	s.sites.releaseAll()
+	s.ops.finish()
 	if a := s.sites; a.on && s.cfg.Timeline != nil {
 		s.cfg.Timeline.Mark(fmt.Sprintf("stacks: %d copied, %d known (%d of an earlier process)", a.copied, a.known, a.staleKnown))
 	}

@@ -61,6 +61,7 @@ type Flags struct {
 	// HTML: also write the report as one self-contained HTML page.
 	HTML     string
 	NoStacks bool // no allocation stacks
+	NoOps    bool // no TT-NN op probes
 	// RingSize is --ring-size (a power of two).
 	RingSize  ByteSize
 	Wait      time.Duration
@@ -254,6 +255,7 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
 	fs.StringVar(&f.FoldedType, "folded-type", "inuse_space", "the `SAMPLE` type --folded carries: inuse_space, inuse_objects, alloc_space, alloc_objects or peak_space")
 	fs.BoolVar(&f.NoStacks, "no-stacks", false, "do not capture where buffers are allocated (no sites in the report)")
+	fs.BoolVar(&f.NoOps, "no-ops", false, "do not probe TT-NN's op functions (_ttnn*.so, _ttnncpp.so, libttnn*.so): records no longer name the op (ttnn.matmul, its device op and runtime id) they were made in, which costs one probe hit per op call and one look at the thread's op frames per allocation; see docs/probes.md")
 	f.RingSize = ByteSize{n: 64 << 20, powerOfTwo: true}
 	fs.Var(&f.RingSize, "ring-size", "BPF ring buffer `SIZE` (power of two; K, M, G suffixes): kernel memory held while tracing (tttrace itself maps ~2 MiB of it); smaller loses records sooner in a burst the reader cannot keep up with (counted, exit 7)")
 	fs.DurationVar(&f.Wait, "wait", 0, "with -p, fail if a process has not loaded libtt_metal.so after `DURATION` (0: wait until it exits)")

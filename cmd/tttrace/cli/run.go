@@ -499,7 +499,7 @@ func (f *Flags) config(log io.Writer) session.Config {
 		Timeline: tl, KnownStacks: f.KnownStacks, CheckKnownStacks: f.CheckKnownStacks,
 		PIDs: f.PIDs, Command: f.Command, All: f.All, Follow: f.Follow,
 		Lib: f.Lib, Analysis: f.analysis(),
-		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks,
+		RingSize: int(f.RingSize.Bytes()), Wait: f.Wait, L1Warn: f.L1Warn.Bytes(), ReadyFile: f.ReadyFile, Log: log, SingleUprobes: f.NoMulti, NoStacks: f.NoStacks, NoOps: f.NoOps,
 		MaxChips:  f.MaxChips,
 		SiteUsage: f.PProf != "" || f.Folded != "" || f.HTML != "",
 		Snapshots: f.Snapshots,
