@@ -291,8 +291,10 @@ func (r *replay) run() (*ReplayResult, error) {
 				return nil, fmt.Errorf("more than %d window lines", ReplayMaxMarks)
 			}
 			r.s.mark(m.Name, m.TsNs)
-		case "l1_headroom", "trace_hazard", "trace_replay_invalid", "trace_region_hazard", "trace_capture_alloc", "snapshot":
-			// Made again by the ledger during the event that follows.
+		case "l1_headroom", "trace_hazard", "trace_replay_invalid", "trace_region_hazard", "trace_capture_alloc", "snapshot",
+			"per_core_address_divergence":
+			// Made again by the ledger during the event that follows (a
+			// divergence: during its buffer's alloc, never on a tick).
 		case "process_summary":
 			return nil, errors.New("a process_summary that does not follow its process's exit line")
 		case "run":
