@@ -141,6 +141,13 @@ func (v *Live) frame(view *View, width int) []string {
 				}
 				lines = append(lines, bar(t.name, cur[t.c], peak[t.c], width))
 			}
+			if c := d.L1BusiestCore; c != nil {
+				line := "    L1/core  " + L1CoreText(c)
+				if pk := d.PeakL1BusiestCore; pk != nil && pk.TotalBytes > c.TotalBytes {
+					line += "; peak " + human(pk.TotalBytes)
+				}
+				lines = append(lines, line)
+			}
 			if i < len(hr) && hr[i].Device == d.Device && hr[i].HasHeadroom {
 				lines = append(lines, headroomLine(hr[i]))
 			}

@@ -137,6 +137,7 @@ func (r *reporter) process(p *devices.ProcessSummary) {
 		r.Printf("  no device activity\n")
 	} else {
 		r.table(p.Devices)
+		r.l1Cores(p.Devices)
 		r.physical(p.Devices)
 		r.allocator(p.Devices)
 		r.meshAllocators(p.Meshes)
@@ -188,6 +189,27 @@ func (r *reporter) physical(devs []devices.DeviceSummary) {
 			continue
 		}
 		r.Printf("  chip(s) %s: physical chip unknown: %s\n", strings.Join(why[w], ", "), w)
+	}
+}
+
+// l1Cores writes each chip's L1 per core: the busiest core now and when
+// its total was highest (docs/ttmetal.md §12).
+func (r *reporter) l1Cores(devs []devices.DeviceSummary) {
+	first := true
+	for _, d := range devs {
+		if d.L1BusiestCore == nil && d.PeakL1BusiestCore == nil {
+			continue
+		}
+		if first {
+			r.Printf("  L1 per core (the busiest core: L1 buffers and resident circular buffers):\n")
+			first = false
+		}
+		if d.L1BusiestCore != nil {
+			r.Printf("    chip %d now: %s\n", d.Device, L1CoreText(d.L1BusiestCore))
+		}
+		if pk := d.PeakL1BusiestCore; pk != nil {
+			r.Printf("    chip %d peak: %s (ts %d)\n", d.Device, L1CoreText(pk), pk.TsNs)
+		}
 	}
 }
 
