@@ -6,11 +6,19 @@ import "github.com/tttrace/tttrace/events"
 // to its row (opstate.go).
 
 // opEnter counts a call of an op (e: the thread's op state right after
-// its entry): a top-level op's call when e names no device op, a device
-// op's launch inside its op otherwise.
+// its entry): a top-level op's call, or a device op's launch inside the
+// op live (a launch's further frames are no new launch).
 func (p *core) opEnter(e *events.Event) {
-	if r, _ := p.ops.row(&e.OpFields); r != nil {
-		r.Calls++
+	switch e.Entered {
+	case events.OpEnteredOp:
+		f := events.OpFields{Op: e.Op}
+		if r, _ := p.ops.row(&f); r != nil {
+			r.Calls++
+		}
+	case events.OpEnteredLaunch:
+		if r, _ := p.ops.row(&e.OpFields); r != nil {
+			r.Calls++
+		}
 	}
 }
 

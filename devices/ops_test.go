@@ -222,3 +222,38 @@ func TestOpLeakPerChip(t *testing.T) {
 		t.Fatalf("ops %+v, %d leaks", ps.Ops, ps.LeakCount())
 	}
 }
+
+// Calls: each entry of a top-level op counts in its own row, each launch
+// of a device op in the row of the op it was launched in; a launch's
+// further frames are no new launch; a device op launched where no op is
+// live has a row of its own (no name).
+func TestOpCalls(t *testing.T) {
+	r := newRec(t)
+	conv, add := events.OpNames.Intern("ttnn.conv2d"), events.OpNames.Intern("ttnn.add")
+	mm, bin := events.OpNames.Intern("MatmulDeviceOperation"), events.OpNames.Intern("BinaryDeviceOperation")
+	enter := func(ent events.OpEntered, op, dev uint32, depth uint8) events.Event {
+		e := events.Event{Kind: events.KindOpEnter, Tid: 1, Chip: -1, BufferType: -1}
+		e.Entered, e.Op, e.DeviceOp, e.OpDepth = ent, op, dev, depth
+		return e
+	}
+	r.apply(
+		enter(events.OpEnteredOp, conv, 0, 1),
+		enter(events.OpEnteredLaunch, conv, mm, 1),
+		enter(events.OpEnteredLaunchFrame, conv, mm, 1),
+		enter(events.OpEnteredOp, add, 0, 2),
+		enter(events.OpEnteredLaunch, add, bin, 2),
+		enter(events.OpEnteredOp, conv, 0, 1),
+		enter(events.OpEnteredLaunch, conv, mm, 1),
+		enter(events.OpEnteredLaunch, 0, bin, 0),
+		enter(events.OpEnteredUnknown, 0, 0, 0),
+	)
+	got := map[string]uint64{}
+	for _, row := range r.proc().Ops {
+		got[row.Name+">"+row.DeviceOp] = row.Calls
+	}
+	want := map[string]uint64{"ttnn.conv2d>": 2, "ttnn.conv2d>MatmulDeviceOperation": 2, "ttnn.add>": 1,
+		"ttnn.add>BinaryDeviceOperation": 1, ">BinaryDeviceOperation": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+}

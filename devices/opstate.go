@@ -14,6 +14,7 @@ const MaxOpRows = 4096
 // OpRef names the op a leak or a failed allocation was made in: its
 // Python name and device op (docs/ndjson.md "Ops").
 type OpRef struct {
+	// Name: "" for a device op launched where no op is live.
 	Name     string `json:"name"`
 	DeviceOp string `json:"device_op,omitempty"`
 	// RuntimeID and Depth: of the record itself (a failed allocation);
@@ -64,7 +65,7 @@ type opTab struct {
 // row returns the row of f's op, making it; nil past MaxOpRows or outside
 // an op.
 func (t *opTab) row(f *events.OpFields) (*OpRow, uint16) {
-	if f.Op == 0 {
+	if !f.InOp() {
 		return nil, 0
 	}
 	k := opKey{f.Op, f.DeviceOp}
@@ -123,7 +124,7 @@ func (t *opTab) ref(r uint16) *OpRef {
 
 // refOf names the op of a record (a failed allocation's request).
 func refOf(f *events.OpFields) *OpRef {
-	if f.Op == 0 {
+	if !f.InOp() {
 		return nil
 	}
 	r := &OpRef{Name: events.OpNames.Name(f.Op), DeviceOp: events.OpNames.Name(f.DeviceOp), Depth: f.OpDepth}

@@ -129,6 +129,10 @@ func (p *proc) apply(e *events.Event) {
 		}
 	case events.KindProgramDispatch:
 		p.dispatch(e)
+	case events.KindOpEnter:
+		p.opEnter(e)
+	case events.KindRuntimeID:
+		// Its id is on the records of its launch (the runtime's join).
 	case events.KindExit:
 		p.exited, p.exitCode, p.exitSignal = true, e.ExitCode, e.ExitSignal
 	default:

@@ -80,6 +80,16 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		}
 	case KindTrace:
 		buf = appendTrace(buf, e)
+	case KindOpEnter:
+		buf = append(buf, `,"entered":"`...)
+		buf = append(buf, e.Entered.String()...)
+		buf = append(buf, '"')
+	case KindRuntimeID:
+		if e.Object != 0 {
+			buf = appendHex(buf, `,"program":"0x`, e.Object)
+		}
+		buf = append(buf, `,"runtime_id":`...)
+		buf = appendUint(buf, e.RuntimeID)
 	case KindFork:
 		buf = append(buf, `,"ppid":`...)
 		buf = appendUint(buf, uint64(e.ParentPid))
@@ -92,7 +102,7 @@ func AppendJSON(buf []byte, e *Event) []byte {
 		buf = append(buf, `,"exit_signal":`...)
 		buf = strconv.AppendInt(buf, int64(e.ExitSignal), 10)
 	}
-	if e.Op != 0 {
+	if e.InOp() {
 		buf = appendOp(buf, e.Kind, &e.OpFields)
 	}
 	if e.Kind != KindLost && e.LostBefore != 0 {

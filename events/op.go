@@ -28,10 +28,50 @@ type OpFields struct {
 	// OpDepth is how many top-level ops are live on the thread (1: called
 	// from Python); device ops do not count.
 	OpDepth uint8
+	// Entered is what a KindOpEnter record entered (the fields above are
+	// the thread's state right after); 0 on other records.
+	Entered OpEntered
 }
 
-// InOp reports whether the record was made inside an op.
-func (f *OpFields) InOp() bool { return f.Op != 0 }
+// InOp reports whether the record was made inside an op: a top-level op,
+// or a device op launched on a thread where none is live (Op 0).
+func (f *OpFields) InOp() bool { return f.Op != 0 || f.DeviceOp != 0 }
+
+// OpEntered is what an op function's entry began.
+type OpEntered uint8
+
+const (
+	// OpEnteredOp: a call of a top-level op (Op).
+	OpEnteredOp OpEntered = iota + 1
+	// OpEnteredLaunch: a launch of a device op (DeviceOp) inside Op.
+	OpEnteredLaunch
+	// OpEnteredLaunchFrame: a further frame of the launch going on
+	// (launch<Op> calling the mesh adapter, invoke<Op> calling
+	// launch_on_single_device<Op>): no new launch.
+	OpEnteredLaunchFrame
+	// OpEnteredUnknown: an op function whose op the runtime could not
+	// name.
+	OpEnteredUnknown
+)
+
+var opEnteredNames = [...]string{OpEnteredOp: "op", OpEnteredLaunch: "launch", OpEnteredLaunchFrame: "launch_frame", OpEnteredUnknown: "unknown"}
+
+func (o OpEntered) String() string {
+	if int(o) < len(opEnteredNames) && opEnteredNames[o] != "" {
+		return opEnteredNames[o]
+	}
+	return "none"
+}
+
+// ParseOpEntered is the OpEntered whose String is s.
+func ParseOpEntered(s string) (OpEntered, bool) {
+	for i, n := range opEnteredNames {
+		if n != "" && n == s {
+			return OpEntered(i), true
+		}
+	}
+	return 0, false
+}
 
 // MaxOpNames bounds the names OpNames keeps: a name past it interns as 0
 // (no op), which the runtime counts.
@@ -112,6 +152,7 @@ func appendOp(buf []byte, k Kind, f *OpFields) []byte {
 	} else {
 		buf = append(buf, `,"op":{"name":`...)
 	}
+	// Op 0 (a device op launched where no op is live): its name is "".
 	buf = append(buf, OpNames.jsonName(f.Op)...)
 	if f.DeviceOp != 0 {
 		buf = append(buf, `,"device_op":`...)

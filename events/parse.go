@@ -119,6 +119,20 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 			e.CQ, e.CQKnown = *j.CQ, true
 		}
 		e.Blocking = j.Blocking
+	case KindOpEnter:
+		ent, ok := ParseOpEntered(j.Entered)
+		if !ok {
+			return false, fmt.Errorf("op_enter: entered %q", j.Entered)
+		}
+		e.Entered = ent
+	case KindRuntimeID:
+		if j.Program != "" {
+			e.Object = hex("program", j.Program)
+		}
+		if j.RuntimeID == nil {
+			return false, errors.New("runtime_id: no runtime_id")
+		}
+		e.RuntimeID, e.HasRuntimeID = *j.RuntimeID, true
 	case KindFork:
 		e.ParentPid = j.PPid
 	case KindLost:
@@ -131,7 +145,12 @@ func ParseJSON(line []byte, e *Event) (ok bool, err error) {
 		return false, fmt.Errorf("%s is not a record of the NDJSON stream", j.Type)
 	}
 	if err == nil && len(j.Op) > 0 {
+		rid, has := e.RuntimeID, e.HasRuntimeID
 		err = j.op(e)
+		if k == KindRuntimeID {
+			// Its own id, whatever its op's says.
+			e.RuntimeID, e.HasRuntimeID = rid, has
+		}
 	}
 	if err != nil {
 		return false, err
@@ -150,11 +169,19 @@ func (j *jsonEvent) op(e *Event) error {
 	if err := json.Unmarshal(j.Op, &o); err != nil {
 		return fmt.Errorf("%s: op: %w", j.Type, err)
 	}
-	if o.Name == nil || *o.Name == "" || o.Depth == nil || *o.Depth == 0 {
-		return fmt.Errorf("%s: op without a name or a depth of at least 1", j.Type)
+	switch {
+	case o.Name == nil || o.Depth == nil:
+		return fmt.Errorf("%s: op without a name or a depth", j.Type)
+	case *o.Name == "" && (o.DeviceOp == "" || *o.Depth != 0):
+		// No top-level op live: a device op alone, at depth 0.
+		return fmt.Errorf("%s: op without a name names a device op at depth 0", j.Type)
+	case *o.Name != "" && *o.Depth == 0:
+		return fmt.Errorf("%s: op %q at depth 0", j.Type, *o.Name)
 	}
-	if e.Op = OpNames.Intern(*o.Name); e.Op == 0 {
-		return fmt.Errorf("%s: op %q: more than %d op names", j.Type, *o.Name, MaxOpNames)
+	if *o.Name != "" {
+		if e.Op = OpNames.Intern(*o.Name); e.Op == 0 {
+			return fmt.Errorf("%s: op %q: more than %d op names", j.Type, *o.Name, MaxOpNames)
+		}
 	}
 	if o.DeviceOp != "" {
 		if e.DeviceOp = OpNames.Intern(o.DeviceOp); e.DeviceOp == 0 {
@@ -248,6 +275,9 @@ type jsonEvent struct {
 	TraceID  *uint32         `json:"trace_id"`
 	CQ       *uint8          `json:"cq"`
 	Blocking bool            `json:"blocking"`
+
+	Entered   string  `json:"entered"`
+	RuntimeID *uint64 `json:"runtime_id"`
 
 	PPid       uint32 `json:"ppid"`
 	Count      uint64 `json:"count"`

@@ -46,7 +46,21 @@ func TestParseJSONRoundTrip(t *testing.T) {
 			op.RuntimeID, op.HasRuntimeID = uint64(i)*1000, i%4 != 1
 			op.OpDepth = uint8(1 + i%3)
 		}
-		evs = append(evs, a, r, tr, oom, al)
+		// An op's entry and a launch's runtime id; a device op launched
+		// where no op is live (name "", depth 0).
+		oe := Event{Seq: uint64(i), TsNs: 12, Pid: 9, Tid: 14, Kind: KindOpEnter, Chip: -1, BufferType: -1}
+		oe.Entered = OpEntered(1 + i%4)
+		oe.Op, oe.OpDepth = OpNames.Intern("ttnn.conv2d"), uint8(1+i%2)
+		if oe.Entered != OpEnteredOp {
+			oe.DeviceOp = OpNames.Intern("Conv2dDeviceOperation")
+		}
+		rid := Event{Seq: uint64(i), TsNs: 13, Pid: 9, Tid: 14, Kind: KindRuntimeID, Chip: -1, BufferType: -1, Object: uint64(i % 2 * 0x5000)}
+		rid.RuntimeID, rid.HasRuntimeID = uint64(i), true
+		rid.DeviceOp = OpNames.Intern("MatmulDeviceOperation")
+		if i%3 != 0 {
+			rid.Op, rid.OpDepth = OpNames.Intern("ttnn.matmul"), 1
+		}
+		evs = append(evs, a, r, tr, oom, al, oe, rid)
 	}
 	parsed := 0
 	for i := range evs {
@@ -131,7 +145,10 @@ func TestParseJSONRefuses(t *testing.T) {
 		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"op":"rewind","device_kind":"chip","device":0}`, "op"},
 		{`{"type":"trace","seq":1,"ts_ns":2,"pid":3,"tid":3,"device_kind":"chip","device":0}`, "trace: op"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"depth":1}}`, "op without a name"},
-		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"name":"ttnn.add","depth":0}}`, "op without a name"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"name":"ttnn.add","depth":0}}`, "at depth 0"},
+		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":{"name":"","depth":0}}`, "names a device op"},
+		{`{"type":"op_enter","seq":1,"ts_ns":2,"pid":3,"tid":3,"entered":"jump"}`, "entered"},
+		{`{"type":"runtime_id","seq":1,"ts_ns":2,"pid":3,"tid":3}`, "no runtime_id"},
 		{`{"type":"alloc","seq":1,"ts_ns":2,"pid":3,"tid":3,"buffer":"0x1","device_kind":"chip","device":0,"buffer_type":"DRAM","op":"ttnn.add"}`, "op:"},
 		{`{"type":"link_map","seq":1,"ts_ns":2,"pid":3,"tid":3}`, "not a record"},
 		{`{"type":"program_dispatch","seq":1,"ts_ns":2,"pid":3,"tid":3,"program":"5","device_kind":"chip","device":0}`, "program"},
