@@ -177,6 +177,8 @@ def check_allocator(name, scenario, t, leak):
             where = "mesh %s" % f["mesh"]
         else:
             d = {x["device"]: x for x in t["devices"]}.get(f["device"], {})
+            if d and "allocator" not in d:
+                continue  # a chip closed since (the ops scenarios close theirs): no allocator left
             a = (d.get("allocator") or {}).get(f["type"])
             where = "device %s" % f["device"]
         if a is None:
