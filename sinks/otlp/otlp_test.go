@@ -149,6 +149,8 @@ func feed(t *testing.T, src *promexport.Exporter) {
 	send(100, devicestest.Trace(1, events.TraceEnd, 0, 0, 3))
 	send(100, devicestest.Alloc(1, 0xa3, 0, events.L1, 0x2000, 4096))
 	send(100, devicestest.Trace(1, events.TraceReplay, 0, 0, 3))
+	// Chip 1's L1 bank manager: a core's L1 size (tttrace_l1_core_size_bytes).
+	send(100, devicestest.Capacity(1, events.L1, 0xd2, 64, mib, 32, 0x18000))
 	send(100, devicestest.CBLayout(1, devicestest.ProgP, 1))
 	send(100, devicestest.CBOn(1, 1, 0x100, 2048, [4]uint16{0, 0, 1, 1}))
 	send(100, devicestest.Dispatch(1, devicestest.ProgP, 1))

@@ -41,6 +41,9 @@ type families struct {
 	// The CB measures beside type="cb" (cbMeasures): per process, now and
 	// peak, and the host-wide sums.
 	cbMem, cbPeak, cbChip [len(cbMeasures)]*Family
+	// L1 per core: the busiest worker core's L1 now, at its peak, and a
+	// core's L1 size (docs/ttmetal.md §12).
+	l1Core, l1CorePeak, l1CoreSize *Family
 	// The allocator's view (docs/prometheus.md).
 	capacity, free, largest, failures *Family
 	// The own allocators of the live MeshDevices of a process.
@@ -106,6 +109,15 @@ func newFamilies(procLabels []string) families {
 			"All traced processes of this host on a physical chip now (chip_uid; a chip of unknown identity: per process, chip and pid): "+cbHelp[i]+".",
 			phys()...)
 	}
+	fs.l1Core = fam(Gauge, "tttrace_l1_core_bytes",
+		"What the busiest worker core of a traced process's chip holds in L1 now: its L1 buffers (the lockstep ones' span per bank, which every core holds, and the per-core ones of its bank) and its resident circular buffers (l1_busiest_core.total_bytes; an upper bound when the busiest per-core bank and the busiest CB core may be two cores); absent while nothing is known.",
+		with("chip", "chip_uid", "pci")...)
+	fs.l1CorePeak = fam(Gauge, "tttrace_l1_core_peak_bytes",
+		"The highest, since tracing began, of what the busiest worker core of a traced process's chip held in L1 (peak_l1_busiest_core.total_bytes).",
+		with("chip", "chip_uid", "pci")...)
+	fs.l1CoreSize = fam(Gauge, "tttrace_l1_core_size_bytes",
+		"A worker core's L1 on a traced process's chip: the L1 allocator's base and bank size and the L1_SMALL region above (l1_size); absent while the chip's L1 bank manager was not seen made.",
+		with("chip", "chip_uid", "pci")...)
 	fs.leaked = fam(Counter, "tttrace_leaked_bytes_total",
 		"Device memory buffers still held when their process ended, summed over ended processes, by chip (the processes' id, and the physical chip when known: chip_uid, pci) and buffer type (0 from a chip's first sight).",
 		"chip", "chip_uid", "pci", "type")
@@ -226,6 +238,20 @@ func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 			for t := range cbMeasures {
 				emit(fs.cbMem[t], cbCur[t], procLabels(chip, pk.uid, d.PCI))
 				emit(fs.cbPeak[t], cbPeak[t], procLabels(chip, pk.uid, d.PCI))
+			}
+			// Absent while nothing is known held (only buffers whose span
+			// per bank is unknown).
+			if c := d.L1BusiestCore; c != nil && c.TotalBytes > 0 {
+				emit(fs.l1Core, c.TotalBytes, procLabels(chip, pk.uid, d.PCI))
+			}
+			if c := d.PeakL1BusiestCore; c != nil {
+				emit(fs.l1CorePeak, c.TotalBytes, procLabels(chip, pk.uid, d.PCI))
+			}
+			for _, c := range [...]*devices.L1Core{d.L1BusiestCore, d.PeakL1BusiestCore} {
+				if c != nil && c.L1Size != nil {
+					emit(fs.l1CoreSize, *c.L1Size, procLabels(chip, pk.uid, d.PCI))
+					break
+				}
 			}
 			for _, t := range devices.AllocatorTypes() {
 				at := d.Allocator.Type(t)
