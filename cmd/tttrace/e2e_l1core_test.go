@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tttrace/tttrace/devices"
+)
+
+// residencyTruth is the replica's per-core CB residency at the end
+// (README "Ground truth", cb_residency).
+type residencyTruth struct {
+	Residency []struct {
+		Device       int32  `json:"device"`
+		MaxCoreBytes uint64 `json:"max_core_bytes"`
+		Cores        []struct {
+			X     uint16 `json:"x"`
+			Y     uint16 `json:"y"`
+			Bytes uint64 `json:"bytes"`
+		} `json:"cores"`
+	} `json:"cb_residency"`
+}
+
+// TestE2EL1PerCore: L1 per core (l1_busiest_core, peak_l1_busiest_core)
+// against the replica's truth, scenario cb_cache (a program cache whose
+// registered CBs are several times L1, a trace replaying a per-core peak,
+// a mesh program, a HYBRID chip with per-core buffers), `--` and python:
+// on each chip, the busiest core's L1 buffers are the lockstep L1 and
+// L1_SMALL spans per bank the replica's allocators hold (get_statistics'
+// total_allocated of each, per bank) plus, on a chip with per-core
+// buffers, those of its busiest bank; its CBs are the most any core of
+// the truth's residency holds, at one of the cores holding that much; the
+// core's L1 size is an n150 core's; the peak is the truth's resident CB
+// peak on chips without L1 buffers, and never below now.
+func TestE2EL1PerCore(t *testing.T) {
+	for _, r := range []run{
+		{variant: "gcc-O2", mode: "cmd", scenario: "cb_cache", args: []string{"--leak"}, peaks: true},
+		{variant: "gcc-O2", mode: "python", scenario: "cb_cache", args: []string{"--leak"}, peaks: true},
+	} {
+		t.Run(strings.ReplaceAll(r.name(), "/", "_"), func(t *testing.T) {
+			sum, tr := trace(t, r)
+			for _, d := range checkL1PerCore(t, sum, tr) {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// TestE2EL1PerCoreAll: the same with tttrace --all, the workload started
+// after tttrace (the library probed through --lib before it runs). Not to
+// be run beside other people's work: --all sees every process on the
+// machine (TTTRACE_E2E_ALL=1 runs it).
+func TestE2EL1PerCoreAll(t *testing.T) {
+	if os.Getenv("TTTRACE_E2E_ALL") == "" {
+		t.Skip("--all sees every process on the machine: set TTTRACE_E2E_ALL=1 on a machine of your own")
+	}
+	bin, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	tmp := t.TempDir()
+	ready, out, truthPath := filepath.Join(tmp, "ready"), filepath.Join(tmp, "out"), filepath.Join(tmp, "truth")
+	tt, tout := start(t, bin, "--all", "--json", "-o", out, "--ready-file", ready, "--lib", filepath.Join(dir, "libtt_metal.so"))
+	waitFor(t, func() bool { _, err := os.Stat(ready); return err == nil }, "tttrace ready")
+	w, wout := start(t, filepath.Join(dir, "ttwork"), "--scenario", "cb_cache", "--leak", "--truth", truthPath)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, wout)
+	}
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Contains(b, []byte(`"process_summary"`)) || strings.Contains(tout.String(), "exited")
+	}, "process report")
+	tt.Process.Signal(syscall.SIGINT)
+	if err := tt.Wait(); err != nil {
+		t.Fatalf("tttrace: %v\n%s", err, tout)
+	}
+	tr := readTruth(t, truthPath)
+	tr.path = truthPath
+	for _, d := range checkL1PerCore(t, lastSummary(t, out), tr) {
+		t.Error(d)
+	}
+}
+
+// checkL1PerCore lists how the summary's L1 per core differs from truth tr.
+func checkL1PerCore(t *testing.T, sum *devices.Summary, tr *truth) (diffs []string) {
+	t.Helper()
+	at := readAllocTruthAny(t, tr.path)
+	b, err := os.ReadFile(tr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt residencyTruth
+	if err := json.Unmarshal(b, &rt); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	var p *devices.ProcessSummary
+	for i := range sum.Processes {
+		if sum.Processes[i].Pid == tr.Pid {
+			p = &sum.Processes[i]
+		}
+	}
+	if p == nil {
+		t.Fatalf("no process %d in the summary", tr.Pid)
+	}
+	got := map[int32]*devices.DeviceSummary{}
+	for i := range p.Devices {
+		got[p.Devices[i].Device] = &p.Devices[i]
+	}
+	peaksOf := map[int32]uint64{}
+	for _, d := range tr.Devices {
+		peaksOf[d.Device] = d.Peaks["cb_bytes"]
+	}
+	checked, perCoreChips := 0, 0
+	for _, ad := range at.Devices {
+		if ad.Shape != "n150" {
+			continue
+		}
+		d := got[ad.Device]
+		if d == nil {
+			diffs = append(diffs, fmt.Sprintf("chip %d: not in the summary", ad.Device))
+			continue
+		}
+		lock := ad.Allocator["L1"].Allocated + ad.Allocator["L1_SMALL"].Allocated
+		perCore := ad.Allocator["L1"].PerCoreBuffers > 0
+		var cb uint64
+		var cores [][2]uint16
+		for _, r := range rt.Residency {
+			if r.Device != ad.Device {
+				continue
+			}
+			cb = r.MaxCoreBytes
+			for _, c := range r.Cores {
+				if c.Bytes == cb {
+					cores = append(cores, [2]uint16{c.X, c.Y})
+				}
+			}
+		}
+		now := d.L1BusiestCore
+		if lock == 0 && cb == 0 && !perCore {
+			if now != nil && now.TotalBytes != 0 {
+				diffs = append(diffs, fmt.Sprintf("chip %d: l1_busiest_core holds %d, the truth nothing", ad.Device, now.TotalBytes))
+			}
+			continue
+		}
+		checked++
+		switch {
+		case now == nil:
+			diffs = append(diffs, fmt.Sprintf("chip %d: no l1_busiest_core; the truth holds %d B of lockstep spans per bank and %d B of CBs on its busiest core", ad.Device, lock, cb))
+			continue
+		case now.CBBytes != cb:
+			diffs = append(diffs, fmt.Sprintf("chip %d: l1_busiest_core cb_bytes %d, truth %d", ad.Device, now.CBBytes, cb))
+		case cb > 0 && (now.Core == nil || !slices.Contains(cores, *now.Core)):
+			diffs = append(diffs, fmt.Sprintf("chip %d: l1_busiest_core core %v, not one of the truth's busiest %v", ad.Device, now.Core, cores))
+		case now.L1Size == nil || *now.L1Size != l1CoreBytes:
+			diffs = append(diffs, fmt.Sprintf("chip %d: l1_size %v, an n150 core has %d", ad.Device, now.L1Size, l1CoreBytes))
+		}
+		if perCore {
+			// The truth says how many per-core buffers, not the span of each
+			// bank: the busiest bank's share comes on top of the lockstep
+			// spans, and its bank is named.
+			perCoreChips++
+			if now.L1BufferBytes <= lock || now.Bank == nil {
+				diffs = append(diffs, fmt.Sprintf("chip %d: l1_buffer_bytes %d with bank %v; the truth has per-core buffers above %d B of lockstep spans", ad.Device, now.L1BufferBytes, now.Bank, lock))
+			}
+		} else if now.L1BufferBytes != lock || now.Bank != nil {
+			diffs = append(diffs, fmt.Sprintf("chip %d: l1_buffer_bytes %d (bank %v), the truth's lockstep spans per bank %d", ad.Device, now.L1BufferBytes, now.Bank, lock))
+		}
+		if now.TotalBytes != now.L1BufferBytes+now.CBBytes || now.SpansUnknown != 0 {
+			diffs = append(diffs, fmt.Sprintf("chip %d: total %d, spans unknown %d: %+v", ad.Device, now.TotalBytes, now.SpansUnknown, now))
+		}
+		pk := d.PeakL1BusiestCore
+		switch {
+		case pk == nil || pk.TotalBytes < now.TotalBytes:
+			diffs = append(diffs, fmt.Sprintf("chip %d: peak_l1_busiest_core %+v below now", ad.Device, pk))
+		case lock == 0 && !perCore && (pk.TotalBytes != peaksOf[ad.Device] || pk.CBBytes != pk.TotalBytes):
+			diffs = append(diffs, fmt.Sprintf("chip %d: peak total %d (CBs %d), the truth's resident CB peak %d", ad.Device, pk.TotalBytes, pk.CBBytes, peaksOf[ad.Device]))
+		}
+		if pk != nil && pk.TotalBytes > l1CoreBytes {
+			diffs = append(diffs, fmt.Sprintf("chip %d: peak %d above a core's L1 on a run that did not fail", ad.Device, pk.TotalBytes))
+		}
+	}
+	if checked < 3 || perCoreChips == 0 {
+		t.Fatalf("truth: %d chips holding L1, %d with per-core buffers: not the cb_cache scenario", checked, perCoreChips)
+	}
+	return diffs
+}
