@@ -31,6 +31,10 @@ type OpFields struct {
 	// Entered is what a KindOpEnter record entered (the fields above are
 	// the thread's state right after); 0 on other records.
 	Entered OpEntered
+	// Launch names DeviceOp's launch for the runtime (a serial number, 0:
+	// none), so that its runtime id is joined to the records the launch
+	// made before Program::set_runtime_id. Not in NDJSON.
+	Launch uint64
 }
 
 // InOp reports whether the record was made inside an op: a top-level op,

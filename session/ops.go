@@ -60,6 +60,9 @@ type opFrame struct {
 	known  bool // its op_enter was read and named a known op
 	rid    uint64
 	hasRID bool
+	// launch: a device frame's launch (opFrames.launches); the frames of
+	// one launch (launch<Op> calling the mesh adapter) share it.
+	launch uint64
 }
 
 // opThread is one thread's live frames, outermost first.
@@ -78,7 +81,29 @@ type opFrames struct {
 	// given (unknownIDs), frames deeper than OpMaxFrames (dropped),
 	// threads past maxOpThreads (threadsCut).
 	gaps, unknownIDs, dropped, threadsCut uint64
+	// launches numbers the launches of device ops; launchEnded is told
+	// of each whose last frame is gone (opjoin.go), nil: nobody asks.
+	launches    uint64
+	launchEnded func(launch uint64)
+	// progs: the op of the launch that last gave each program
+	// (pid, ProgramImpl*) its runtime id, for the CB layouts and
+	// dispatches of that program on a thread where no op is live (a
+	// dispatch thread); layoutProg: the program whose layout a thread
+	// runs, for its CB records (which name none). At most maxOpProgs.
+	progs      map[opProg]events.OpFields
+	layoutProg map[uint64]uint64
 }
+
+// opProg is a program of a process.
+type opProg struct {
+	pid  uint32
+	impl uint64
+}
+
+// maxOpProgs bounds opFrames.progs and layoutProg; past it they start
+// again empty (a program cache of more programs than this loses the op
+// of its CB records on threads where no op is live until it runs again).
+const maxOpProgs = 1 << 16
 
 func threadKey(pid, tid uint32) uint64 { return uint64(pid)<<32 | uint64(tid) }
 
@@ -124,6 +149,12 @@ func (o *opFrames) cut(th *opThread, n int) {
 		th.frames[th.n] = opFrame{}
 		o.gaps++
 	}
+	for i := th.n - 1; i >= n; i-- {
+		// A launch ends with its outermost frame.
+		if l := th.frames[i].launch; l != 0 && o.launchEnded != nil && (i == 0 || th.frames[i-1].launch != l) {
+			o.launchEnded(l)
+		}
+	}
 	th.n = n
 }
 
@@ -133,13 +164,40 @@ func (o *opFrames) onRecord(ev *events.Event, n uint8) {
 	if n == events.OpFramesUnchecked {
 		return
 	}
-	th := o.thread(ev.Pid, ev.Tid, n > 0)
-	if th == nil {
+	if th := o.thread(ev.Pid, ev.Tid, n > 0); th != nil {
+		o.cut(th, int(n))
+		th.fill(&ev.OpFields)
+		o.forgetIdle(ev.Pid, ev.Tid, th)
+	}
+	o.byProgram(ev)
+}
+
+// byProgram gives a program's CB layout, its CB records and its dispatch
+// made where no op is live the op of the launch that last gave the
+// program its runtime id.
+func (o *opFrames) byProgram(ev *events.Event) {
+	prog := ev.Object
+	switch ev.Kind {
+	case events.KindCBLayout:
+		if len(o.layoutProg) >= maxOpProgs {
+			clear(o.layoutProg)
+		}
+		if o.layoutProg == nil {
+			o.layoutProg = map[uint64]uint64{}
+		}
+		o.layoutProg[threadKey(ev.Pid, ev.Tid)] = prog
+	case events.KindCBAlloc:
+		prog = o.layoutProg[threadKey(ev.Pid, ev.Tid)]
+	case events.KindProgramDispatch:
+	default:
 		return
 	}
-	o.cut(th, int(n))
-	th.fill(&ev.OpFields)
-	o.forgetIdle(ev.Pid, ev.Tid, th)
+	if ev.InOp() || prog == 0 {
+		return
+	}
+	if f, ok := o.progs[opProg{ev.Pid, prog}]; ok {
+		ev.OpFields = f
+	}
 }
 
 // onEnter pushes the op of an op_enter record and fills its OpFields:
@@ -161,10 +219,31 @@ func (o *opFrames) onEnter(ev *events.Event, w *events.OpEnterWire) {
 		} else {
 			o.unknownIDs++
 		}
+		entered := events.OpEnteredUnknown
+		switch {
+		case !f.known:
+		case !f.device:
+			entered = events.OpEnteredOp
+		case th.n > 0 && th.frames[th.n-1].known && th.frames[th.n-1].device && th.frames[th.n-1].name == f.name:
+			// A further frame of the launch going on: launch<Op>
+			// calling the mesh adapter, invoke<Op> calling
+			// launch_on_single_device<Op>.
+			f.launch, f.rid, f.hasRID = th.frames[th.n-1].launch, th.frames[th.n-1].rid, th.frames[th.n-1].hasRID
+			entered = events.OpEnteredLaunchFrame
+		default:
+			o.launches++
+			f.launch = o.launches
+			entered = events.OpEnteredLaunch
+		}
 		th.frames[th.n] = f
 		th.n++
+		th.fill(&ev.OpFields)
+		ev.Entered = entered
+		o.forgetIdle(ev.Pid, ev.Tid, th)
+		return
 	}
 	th.fill(&ev.OpFields)
+	ev.Entered = events.OpEnteredUnknown
 	o.forgetIdle(ev.Pid, ev.Tid, th)
 }
 
@@ -191,9 +270,27 @@ func (o *opFrames) onRuntimeID(ev *events.Event, n uint8) {
 	}
 	if at >= 0 {
 		th.frames[at].rid, th.frames[at].hasRID = ev.RuntimeID, true
+		if l := th.frames[at].launch; l != 0 {
+			for i := range th.n {
+				if th.frames[i].launch == l {
+					th.frames[i].rid, th.frames[i].hasRID = ev.RuntimeID, true
+				}
+			}
+		}
 	}
 	id, has := ev.RuntimeID, ev.HasRuntimeID
 	th.fill(&ev.OpFields)
+	if ev.Object != 0 && ev.InOp() {
+		if len(o.progs) >= maxOpProgs {
+			clear(o.progs)
+		}
+		if o.progs == nil {
+			o.progs = map[opProg]events.OpFields{}
+		}
+		f := ev.OpFields
+		f.Launch = 0 // its records made elsewhere wait for nothing
+		o.progs[opProg{ev.Pid, ev.Object}] = f
+	}
 	ev.RuntimeID, ev.HasRuntimeID = id, has // the record's own
 	o.forgetIdle(ev.Pid, ev.Tid, th)
 }
@@ -210,6 +307,16 @@ func (o *opFrames) ended(pid uint32) {
 	for k := range o.threads {
 		if uint32(k>>32) == pid {
 			delete(o.threads, k)
+		}
+	}
+	for k := range o.layoutProg {
+		if uint32(k>>32) == pid {
+			delete(o.layoutProg, k)
+		}
+	}
+	for k := range o.progs {
+		if k.pid == pid {
+			delete(o.progs, k)
 		}
 	}
 }
@@ -240,6 +347,9 @@ func (th *opThread) fill(f *events.OpFields) {
 	}
 	if src >= 0 && th.frames[src].hasRID {
 		f.RuntimeID, f.HasRuntimeID = th.frames[src].rid, true
+	}
+	if src >= 0 {
+		f.Launch = th.frames[src].launch
 	}
 }
 

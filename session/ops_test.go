@@ -39,6 +39,7 @@ var testOpTable = &ttmetal.OpTable{Ops: []ttmetal.Op{
 	{Name: "ttnn.conv2d", Kind: ttmetal.OpTop, Addr: 0x3000, Offset: 0x3000},
 	{Name: "Conv2dDeviceOperation", Kind: ttmetal.OpDevice, Addr: 0x4000, Offset: 0x4000},
 	{Name: "ttnn.add", Kind: ttmetal.OpTop, Addr: 0x5000, Offset: 0x5000},
+	{Name: "BinaryDeviceOperation", Kind: ttmetal.OpDevice, Addr: 0x6000, Offset: 0x6000},
 }}
 
 const (
@@ -47,6 +48,7 @@ const (
 	opConv2d
 	opConv2dDev
 	opAdd
+	opAddDev
 )
 
 // opsStream builds ring records as the BPF side writes them: each says how
@@ -105,8 +107,9 @@ func opsSession(t *testing.T, pid uint32) (*session, *opRecorder) {
 }
 
 // Records are given the op of their thread's frames: nested top-level ops,
-// a device op inside, its runtime id from set_runtime_id on (those before
-// it in the frame have none), a return to the outer op, an op that threw
+// a device op inside, its runtime id (set_runtime_id, after the launch's
+// first records: they wait for it and take it, opjoin.go, while the other
+// thread's records wait behind them), a return to the outer op, an op that threw
 // (the next record of its thread counts no frame), a second thread in
 // between, records that did not look (a free), and a frame the BPF side
 // counts whose entry was lost.
@@ -138,9 +141,9 @@ func TestOpFramesFill(t *testing.T) {
 		"4100/op_enter:ttnn.conv2d d1",
 		"4100/alloc:ttnn.conv2d d1",
 		"4100/op_enter:ttnn.matmul d2",
-		"4100/op_enter:ttnn.matmul>MatmulDeviceOperation d2",
+		"4100/op_enter:ttnn.matmul>MatmulDeviceOperation d2 rid7",
 		"4101/op_enter:ttnn.add d1",
-		"4100/alloc:ttnn.matmul>MatmulDeviceOperation d2",
+		"4100/alloc:ttnn.matmul>MatmulDeviceOperation d2 rid7",
 		"4101/alloc:ttnn.add d1",
 		"4100/runtime_id:ttnn.matmul>MatmulDeviceOperation d2 rid7",
 		"4100/alloc:ttnn.matmul>MatmulDeviceOperation d2 rid7",
@@ -195,6 +198,15 @@ func TestOpFramesEdges(t *testing.T) {
 	for _, raw := range o.recs {
 		s.handle(raw)
 	}
+	// The worker's launch neither got an id nor ended: its records, and
+	// all after them, wait until tracing ends (as at the summary).
+	if len(r.got) != 3 {
+		t.Fatalf("%d records handed on before the end, want 3: %q", len(r.got), r.got)
+	}
+	s.join.giveUp()
+	if s.join.gaveUp != 2 {
+		t.Errorf("%d records given up, want 2", s.join.gaveUp)
+	}
 	want := []string{
 		"4200/op_enter:ttnn.add d1",
 		"4200/runtime_id:ttnn.add d1 rid3",
@@ -234,5 +246,107 @@ func TestIsTTNNLibrary(t *testing.T) {
 		if got := isTTNNLibrary(p); got != want {
 			t.Errorf("%s: %v, want %v", p, got, want)
 		}
+	}
+}
+
+// A launch's records made before set_runtime_id wait for it, and every
+// record after them: a launch that gets its id gives it to them; one whose
+// frames end without one (its validation threw) lets them go without; a
+// process's end lets its launches' records go; and a thread stopped
+// inside a launch holds the stream joinWait ticks at most.
+func TestOpJoin(t *testing.T) {
+	const pid, a, b = 4300, 4300, 4301
+	s, r := opsSession(t, pid)
+	o := &opsStream{pid: pid}
+	o.enter(a, opMatmul, 1)
+	o.enter(a, opMatmulDev, 2)
+	o.event(a, events.KindAlloc, 2) // the output: waits
+	o.event(b, events.KindAlloc, 0) // another thread: waits behind it
+	o.runtimeID(a, 0, 2)            // id 0 is an id
+	o.enter(a, opMatmulDev, 2)      // the next launch of the same op (the slot reused)
+	o.event(a, events.KindAlloc, 2)
+	o.event(a, events.KindAlloc, 1) // its frame ended without an id
+	o.enter(a, opAddDev, 2)
+	o.event(a, events.KindAlloc, 2)
+	for _, raw := range o.recs {
+		s.handle(raw)
+	}
+	want := []string{
+		"4300/op_enter:ttnn.matmul d1",
+		"4300/op_enter:ttnn.matmul>MatmulDeviceOperation d1 rid0",
+		"4300/alloc:ttnn.matmul>MatmulDeviceOperation d1 rid0",
+		"4301/alloc:",
+		"4300/runtime_id:ttnn.matmul>MatmulDeviceOperation d1 rid0",
+		"4300/op_enter:ttnn.matmul>MatmulDeviceOperation d1",
+		"4300/alloc:ttnn.matmul>MatmulDeviceOperation d1",
+		"4300/alloc:ttnn.matmul d1",
+	}
+	if strings.Join(r.got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records handed on:\n%s\nwant:\n%s", strings.Join(r.got, "\n"), strings.Join(want, "\n"))
+	}
+	// The add launch waits; ticks give up on it.
+	for range joinWait - 1 {
+		s.join.tick()
+	}
+	if len(r.got) != len(want) {
+		t.Fatalf("given up after %d ticks", joinWait-1)
+	}
+	s.join.tick()
+	want = append(want, "4300/op_enter:ttnn.matmul>BinaryDeviceOperation d1", "4300/alloc:ttnn.matmul>BinaryDeviceOperation d1")
+	if strings.Join(r.got, "\n") != strings.Join(want, "\n") || s.join.gaveUp != 2 || s.join.given != 2 {
+		t.Fatalf("after %d ticks (given %d, gave up %d):\n%s", joinWait, s.join.given, s.join.gaveUp, strings.Join(r.got, "\n"))
+	}
+	// A process's end lets its waiting records go, in order.
+	o = &opsStream{pid: pid}
+	o.enter(b, opMatmul, 1)
+	o.enter(b, opMatmulDev, 2)
+	o.event(b, events.KindAlloc, 2)
+	for _, raw := range o.recs {
+		s.handle(raw)
+	}
+	n := len(r.got)
+	s.join.processEnded(pid)
+	if len(r.got) != n+2 || r.got[n+1] != "4301/alloc:ttnn.matmul>MatmulDeviceOperation d1" {
+		t.Fatalf("after the end: %q", r.got[n:])
+	}
+}
+
+// A program's CB layout, its CBs and its dispatch made on a thread where
+// no op is live (a dispatch thread) carry the op of the launch that last
+// gave the program its runtime id; another program's carry none.
+func TestOpByProgram(t *testing.T) {
+	const pid, a, d = 4400, 4400, 4401
+	s, r := opsSession(t, pid)
+	o := &opsStream{pid: pid}
+	o.enter(a, opMatmul, 1)
+	o.enter(a, opMatmulDev, 2)
+	o.runtimeID(a, 5, 2) // ProgramImpl* 0x9100
+	prog := func(tid uint32, k events.Kind, obj uint64) {
+		w := events.Wire{Hdr: o.hdr(tid, k, 0), Object: obj, Device: 0x7f0000, DeviceKind: events.DeviceChip, BufferType: -1}
+		o.recs = append(o.recs, rawRecord(&w, 0))
+	}
+	prog(d, events.KindCBLayout, 0x9100)
+	cb := events.CBAllocWire{Hdr: o.hdr(d, events.KindCBAlloc, 0), Device: 0x7f0000, DeviceKind: events.DeviceChip, Address: 0x1000, Size: 2048}
+	o.recs = append(o.recs, rawRecord(&cb, 0))
+	prog(d, events.KindProgramDispatch, 0x9100)
+	prog(d, events.KindProgramDispatch, 0x9200)
+	for _, raw := range o.recs {
+		s.handle(raw)
+	}
+	want := []string{
+		"4400/op_enter:ttnn.matmul d1",
+		"4400/op_enter:ttnn.matmul>MatmulDeviceOperation d1 rid5",
+		"4400/runtime_id:ttnn.matmul>MatmulDeviceOperation d1 rid5",
+		"4401/cb_layout:ttnn.matmul>MatmulDeviceOperation d1 rid5",
+		"4401/cb_alloc:ttnn.matmul>MatmulDeviceOperation d1 rid5",
+		"4401/program_dispatch:ttnn.matmul>MatmulDeviceOperation d1 rid5",
+		"4401/program_dispatch:",
+	}
+	if strings.Join(r.got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(r.got, "\n"), strings.Join(want, "\n"))
+	}
+	s.ops.frames.ended(pid)
+	if len(s.ops.frames.progs) != 0 || len(s.ops.frames.layoutProg) != 0 {
+		t.Errorf("the process's programs kept after its end")
 	}
 }

@@ -297,6 +297,7 @@ func (s *session) reapExits() {
 			continue
 		}
 		ev := events.Event{Kind: events.KindExit, Pid: n.pid, TsNs: monotonicNow(), ExitCode: n.code, ExitSignal: n.signal, Chip: -1}
+		s.join.processEnded(n.pid)
 		s.emit(&ev)
 		more := len(s.procs) > 0 || s.cfg.All
 		// Its leak lists stay in the ledger, which does not change

@@ -196,6 +196,7 @@ type session struct {
 
 	sites *allocSites // allocation sites
 	ops   opLibs      // TT-NN ops: the libraries, each thread's op frames (ops.go)
+	join  opJoin      // records waiting for their launch's runtime id (opjoin.go)
 	dl    loaderDrops // _dl_debug_state calls over their budget
 	// ev is the record handle decodes, valid until the next one.
 	ev events.Event
@@ -331,6 +332,8 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 	oa, _ := be.(opsAttacher)
 	s.ops = opLibs{on: !cfg.NoOps, be: oa, log: s.log, tl: cfg.Timeline,
 		key: func(p string) (procfs.FileKey, error) { return s.host.Key(p) }, wake: func() { s.be.Wake() }}
+	s.join.emit = s.emitNow
+	s.ops.frames.launchEnded = s.join.launchEnded
 	run := sinks.NewRun(cfg.L1Warn, cfg.MaxChips, cfg.KeepEnded, cfg.KeepEndedTotals)
 	for _, k := range s.sinks {
 		if rs, ok := k.(sinks.RunSink); ok {
@@ -565,6 +568,7 @@ func (s *session) settle(idle bool) {
 
 // tick hands the sinks the current state.
 func (s *session) tick() {
+	s.join.tick()
 	s.facts.checkHeld()
 	s.mem.checkUIDs(time.Now())
 	s.facts.checkPods()
@@ -633,6 +637,7 @@ func (s *session) handle(raw []byte) {
 	case events.KindRuntimeID:
 		if err = events.DecodeRuntimeID(raw, ev); err == nil {
 			s.ops.frames.onRuntimeID(ev, h.OpFrames)
+			s.join.runtimeID(ev.Launch, ev.RuntimeID)
 		}
 	default:
 		err = events.Decode(raw, ev)
@@ -685,9 +690,18 @@ func (s *session) dispatch(ev *events.Event) {
 }
 
 // emit applies ev to the ledger (fork records are not the ledger's) and
-// hands it to the sinks. A replay (replay.go) does the same, with the
+// hands it to the sinks, once the runtime id of the launch it was made in
+// is known (opjoin.go). A replay (replay.go) does the same, with the
 // sites of its file.
 func (s *session) emit(ev *events.Event) {
+	if s.join.hold(ev) {
+		return
+	}
+	s.emitNow(ev)
+}
+
+// emitNow is emit for a record that waits for nothing.
+func (s *session) emitNow(ev *events.Event) {
 	s.apply(ev)
 	s.sites.announceSite(ev)
 	s.send(ev)
@@ -747,6 +761,8 @@ func (s *session) finish(interrupted bool) (devices.Summary, error) {
 		return devices.Summary{}, errorf(ErrInternal, "%w", err)
 	}
 	total := losses.Events
+	// Records still waiting for their launch's id: none will come.
+	s.join.giveUp()
 	// Clash checks still waiting for a layout's end: the threads did
 	// nothing since (TT-Metal's check threw, or tracing stopped).
 	s.ledger.Flush()
