@@ -76,6 +76,8 @@ type truth struct {
 	UnknownFrees     uint64        `json:"unknown_frees"`
 	UnknownFreeBytes uint64        `json:"unknown_free_bytes"`
 	Calls            map[string]uint64
+	// path: the file it was read from.
+	path string
 }
 
 type truthDevice struct {
@@ -281,6 +283,7 @@ func trace(t *testing.T, r run) (*devices.Summary, *truth) {
 	if err := json.Unmarshal(b, &tr); err != nil {
 		t.Fatalf("%s: truth: %v", r.name(), err)
 	}
+	tr.path = truthPath
 	visibleViews(t, lib, &tr)
 	return sum, &tr
 }
