@@ -291,10 +291,8 @@ func (r *replay) run() (*ReplayResult, error) {
 				return nil, fmt.Errorf("more than %d window lines", ReplayMaxMarks)
 			}
 			r.s.mark(m.Name, m.TsNs)
-		case "l1_headroom", "trace_hazard", "trace_replay_invalid", "trace_region_hazard", "trace_capture_alloc", "snapshot",
-			"per_core_address_divergence":
-			// Made again by the ledger during the event that follows (a
-			// divergence: during its buffer's alloc, never on a tick).
+		case "snapshot":
+			// A snapshot's summary: made again at the end.
 		case "process_summary":
 			return nil, errors.New("a process_summary that does not follow its process's exit line")
 		case "run":
@@ -312,6 +310,12 @@ func (r *replay) run() (*ReplayResult, error) {
 			}
 			return res, nil
 		default:
+			if k := new(devices.NoticeKind); k.UnmarshalText([]byte(h.Type)) == nil {
+				// The ledger's other notices (l1_headroom, the trace
+				// hazards, per_core_address_divergence, ...): made again
+				// during the event that follows, never on a tick.
+				continue
+			}
 			return nil, fmt.Errorf("a record of unknown type %q (not written by this tttrace)", h.Type)
 		}
 	}

@@ -332,7 +332,11 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 	oa, _ := be.(opsAttacher)
 	s.ops = opLibs{on: !cfg.NoOps, be: oa, log: s.log, tl: cfg.Timeline,
 		key: func(p string) (procfs.FileKey, error) { return s.host.Key(p) }, wake: func() { s.be.Wake() }}
-	s.join.emit = s.emitNow
+	s.join.emit = func(ev *events.Event) {
+		s.apply(ev)
+		s.sites.announceSite(ev)
+		s.send(ev)
+	}
 	s.ops.frames.launchEnded = s.join.launchEnded
 	run := sinks.NewRun(cfg.L1Warn, cfg.MaxChips, cfg.KeepEnded, cfg.KeepEndedTotals)
 	for _, k := range s.sinks {
@@ -694,17 +698,9 @@ func (s *session) dispatch(ev *events.Event) {
 // is known (opjoin.go). A replay (replay.go) does the same, with the
 // sites of its file.
 func (s *session) emit(ev *events.Event) {
-	if s.join.hold(ev) {
-		return
+	if !s.join.hold(ev) {
+		s.join.emit(ev)
 	}
-	s.emitNow(ev)
-}
-
-// emitNow is emit for a record that waits for nothing.
-func (s *session) emitNow(ev *events.Event) {
-	s.apply(ev)
-	s.sites.announceSite(ev)
-	s.send(ev)
 }
 
 // apply folds ev into the ledger, which hands its notices to the sinks.
