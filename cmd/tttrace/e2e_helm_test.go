@@ -11,19 +11,29 @@ package main
 // workload in a pod and label its series with the stand-in kubelet's
 // names. Two things of the node are put in their place: --all becomes -p
 // (the tests of this machine share it with other tracers) and the listen
-// address a loopback port; the kubelet's socket is the stand-in's.
+// address a loopback port; the kubelet's socket is the stand-in's. With
+// the OTLP values, the container's environment (downward API, a Secret)
+// is resolved as the kubelet does, and its exports go through a loopback
+// proxy (which notes their headers) to a real OpenTelemetry Collector: the
+// resource, the headers and the pod attributes must be those the chart
+// and the stand-in kubelet give.
 
 import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,11 +41,22 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tttrace/tttrace/kube/kubelettest"
+	"github.com/tttrace/tttrace/sinks/otlp/otlptest"
 )
 
 // helmTemplate renders the chart with the real helm (go tool, from
 // contrib/helm/helm.mod) and returns its documents.
 func helmTemplate(t *testing.T, args ...string) []string {
+	t.Helper()
+	docs, err := helmTemplateErr(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// helmTemplateErr is helmTemplate with helm's refusal as an error.
+func helmTemplateErr(t *testing.T, args ...string) ([]string, error) {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build helm with")
@@ -45,7 +66,7 @@ func helmTemplate(t *testing.T, args ...string) []string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("helm template: %v\n%s", err, stderr.String())
 	}
 	var docs []string
 	for _, d := range strings.Split(string(out), "\n---\n") {
@@ -53,7 +74,7 @@ func helmTemplate(t *testing.T, args ...string) []string {
 			docs = append(docs, d)
 		}
 	}
-	return docs
+	return docs, nil
 }
 
 // chart is the objects of one rendering, each decoded strictly.
@@ -235,15 +256,112 @@ func TestE2EHelmChart(t *testing.T) {
 		t.Errorf("podResources.enabled=false: args %q, mounts %v, monitors %v %v", octr.Args, octr.VolumeMounts, off.pm, off.sm)
 	}
 
-	// tttrace with the DaemonSet's command line and capabilities alone.
-	runAsDaemonSet(t, ctr)
+	// OTLP: off by default; on, the DaemonSet adds --otlp and its
+	// interval, the resource attributes and the headers from the Secret.
+	for _, e := range ctr.Env {
+		if strings.HasPrefix(e.Name, "OTEL_") {
+			t.Errorf("OTLP off, yet %s is set", e.Name)
+		}
+	}
+	const endpoint = "http://otel-collector.monitoring:4318"
+	on := decodeChart(t, helmTemplate(t, "--set", "otlp.enabled=true", "--set", "otlp.endpoint="+endpoint, "--set", "otlp.interval=1s",
+		"--set", "otlp.headersSecret.name=otlp-auth", "--set", `otlp.resourceAttributes.k8s\.cluster\.name=prod-a`))
+	octr = on.ds.Spec.Template.Spec.Containers[0]
+	if want := append(append([]string{}, ctr.Args...), "--otlp", endpoint, "--otlp-interval", "1s"); !slices.Equal(octr.Args, want) {
+		t.Errorf("otlp.enabled: args\n  %q\nwant\n  %q", octr.Args, want)
+	}
+	if !strings.Contains(sec, "`--otlp ENDPOINT --otlp-interval INTERVAL`") {
+		t.Error("docs/kubernetes.md does not state the OTLP arguments")
+	}
+	env := kubeletEnv(t, octr.Env)
+	for k, v := range map[string]string{
+		"OTEL_RESOURCE_ATTRIBUTES":           "k8s.node.name=node-7,service.instance.id=" + podUID + ",k8s.cluster.name=prod-a",
+		"OTEL_EXPORTER_OTLP_METRICS_HEADERS": otlpSecret["headers"],
+	} {
+		if env[k] != v {
+			t.Errorf("otlp.enabled: %s=%q, want %q", k, env[k], v)
+		}
+	}
+	if _, err := helmTemplateErr(t, "--set", "otlp.enabled=true"); err == nil || !strings.Contains(err.Error(), "otlp.enabled needs otlp.endpoint") {
+		t.Errorf("otlp.enabled without an endpoint: %v", err)
+	}
+
+	// tttrace with the DaemonSet's command line and capabilities alone,
+	// exporting to a real collector where there is one.
+	if col, why := findOtelcol(t); col != "" {
+		runAsDaemonSet(t, octr, col)
+	} else {
+		t.Log(why + ": the DaemonSet runs without its OTLP values")
+		runAsDaemonSet(t, ctr, "")
+	}
+}
+
+// The pod and the Secret the test's kubelet knows.
+const podUID = "5b1d7c9e-3f2a-4e8b-9c0d-1a2b3c4d5e6f"
+
+var otlpSecret = map[string]string{"headers": "authorization=Bearer t0ken-of-the-test"}
+
+// kubeletEnv resolves a container's environment as the kubelet does: the
+// downward API's spec.nodeName (node-7) and metadata.uid (podUID), the
+// Secret otlp-auth (otlpSecret), and $(VAR) of a variable defined before
+// ($$ an escaped $, an unknown $(VAR) left as it is).
+func kubeletEnv(t *testing.T, vars []corev1.EnvVar) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range vars {
+		switch {
+		case e.ValueFrom == nil:
+			out[e.Name] = expandKubelet(e.Value, out)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
+			out[e.Name] = "node-7"
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			out[e.Name] = podUID
+		case e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "otlp-auth":
+			v, ok := otlpSecret[e.ValueFrom.SecretKeyRef.Key]
+			if !ok {
+				t.Fatalf("%s: the Secret otlp-auth has no key %q", e.Name, e.ValueFrom.SecretKeyRef.Key)
+			}
+			out[e.Name] = v
+		default:
+			t.Fatalf("%s: a source the test does not know: %+v", e.Name, e.ValueFrom)
+		}
+	}
+	return out
+}
+
+// expandKubelet expands $(VAR) in s from vars, as the kubelet does in env
+// values, command and args.
+func expandKubelet(s string, vars map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case '(':
+			if j := strings.IndexByte(s[i:], ')'); j > 0 {
+				if v, ok := vars[s[i+2:i+j]]; ok {
+					b.WriteString(v)
+					i += j
+					continue
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // runAsDaemonSet runs tttrace as the DaemonSet's container would (its args,
 // $(NODE_NAME) expanded, its capabilities the only ones, no new
 // privileges), --all and the listen address replaced as the file's comment
 // says, on a workload in a pod whose devices the stand-in kubelet gave it.
-func runAsDaemonSet(t *testing.T, ctr corev1.Container) {
+func runAsDaemonSet(t *testing.T, ctr corev1.Container, otelcol string) {
 	bin, replica := setup(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
@@ -279,20 +397,39 @@ func runAsDaemonSet(t *testing.T, ctr corev1.Container) {
 	podCgroup(t, cg, "/kubepods.slice/kubepods-pod"+strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-"+cid+".scope", w.Process.Pid)
 	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
 
-	env := map[string]string{}
-	for _, e := range ctr.Env {
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
-			env[e.Name] = "node-7"
-		}
-	}
+	env := kubeletEnv(t, ctr.Env)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// The collector, behind a proxy noting the headers of its requests.
+	var exports string
+	var proxyMu sync.Mutex
+	var auth []string
+	proxyURL := ""
+	if otelcol != "" {
+		exports = f("exports.jsonl")
+		target, err := url.Parse(startCollector(t, otelcol, exports))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := httputil.NewSingleHostReverseProxy(target)
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			proxyMu.Lock()
+			auth = append(auth, r.Header.Get("Authorization"))
+			proxyMu.Unlock()
+			rp.ServeHTTP(w, r)
+		}))
+		defer proxy.Close()
+		proxyURL = proxy.URL
+	}
 	var args []string
 	for i := 0; i < len(ctr.Args); i++ {
-		a := ctr.Args[i]
-		for k, v := range env {
-			a = strings.ReplaceAll(a, "$("+k+")", v)
-		}
+		a := expandKubelet(ctr.Args[i], env)
 		switch {
+		case a == "--otlp":
+			if proxyURL == "" {
+				t.Fatal("--otlp without a collector to send to")
+			}
+			args = append(args, a, proxyURL)
+			i++
 		case a == "--all":
 			args = append(args, "-p", strconv.Itoa(w.Process.Pid))
 		case a == "--listen":
@@ -310,7 +447,23 @@ func runAsDaemonSet(t *testing.T, ctr corev1.Container) {
 	for _, c := range ctr.SecurityContext.Capabilities.Add {
 		caps += ",+" + strings.ToLower(string(c))
 	}
-	tt, tout := start(t, "setpriv", append([]string{"--bounding-set", caps, "--no-new-privs", "--", bin}, args...)...)
+	tt := exec.Command("setpriv", append([]string{"--bounding-set", caps, "--no-new-privs", "--", bin}, args...)...)
+	tt.Env = os.Environ()
+	for k, v := range env {
+		tt.Env = append(tt.Env, k+"="+v)
+	}
+	tout := &syncBuffer{}
+	tt.Stdout, tt.Stderr = tout, tout
+	tt.WaitDelay = 5 * time.Second
+	if err := tt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if tt.ProcessState == nil {
+			tt.Process.Kill()
+			tt.Wait()
+		}
+	})
 	waitFor(t, func() bool { _, err := os.Stat(f("ready")); return err == nil }, "tttrace ready\n"+tout.String())
 	touch(t, f("w.go"))
 	waitFor(t, func() bool { return strings.Contains(wout.String(), "holding") }, "workload holding\n"+wout.String())
@@ -347,6 +500,49 @@ func runAsDaemonSet(t *testing.T, ctr corev1.Container) {
 		}
 		return strings.Join(diffs, "\n")
 	})
+	if otelcol != "" {
+		// The collector gets the workload's series with its pod, under
+		// the chart's resource and the Secret's headers.
+		m, err := otlptest.ReadDoc("../../docs/otlp.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the pod's series at the collector", func() string {
+			reqs, err := readExports(exports)
+			if err != nil || len(reqs) == 0 {
+				return fmt.Sprintf("%d exports, %v", len(reqs), err)
+			}
+			req := reqs[len(reqs)-1]
+			series, problems := m.Series(req)
+			if len(problems) != 0 {
+				return strings.Join(problems, "; ")
+			}
+			got := otlpSeries(series).sum(t, "tttrace_device_memory_bytes", map[string]string{"pid": pid}, "pod", "namespace", "container", "host")
+			if d := sameSamples(mapsKeys(got), map[string]float64{"pod=trainer-0,namespace=ml,container=worker,host=node-7": 1}); d != "" {
+				return "pod attributes: " + d
+			}
+			res := otlptest.Resource(req)
+			for k, v := range map[string]string{"k8s.node.name": "node-7", "service.instance.id": podUID, "k8s.cluster.name": "prod-a", "host.name": "node-7"} {
+				if res[k] != v {
+					return fmt.Sprintf("resource %s=%q, want %q (%v)", k, res[k], v, res)
+				}
+			}
+			if _, ok := res["k8s.pod.name"]; ok {
+				return fmt.Sprintf("the resource names a pod: %v", res)
+			}
+			return ""
+		})
+		proxyMu.Lock()
+		if len(auth) == 0 {
+			t.Error("no export went through the proxy")
+		}
+		for _, a := range auth {
+			if a != "Bearer t0ken-of-the-test" {
+				t.Errorf("an export with Authorization %q, want the Secret's", a)
+			}
+		}
+		proxyMu.Unlock()
+	}
 	touch(t, f("w.hold"))
 	if err := w.Wait(); err != nil {
 		t.Fatalf("workload: %v\n%s", err, wout)
@@ -354,4 +550,13 @@ func runAsDaemonSet(t *testing.T, ctr corev1.Container) {
 	if err := tt.Wait(); err != nil {
 		t.Fatalf("tttrace: %v\n%s", err, tout)
 	}
+}
+
+// mapsKeys is m with every value 1: which keys it has.
+func mapsKeys(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k := range m {
+		out[k] = 1
+	}
+	return out
 }

@@ -32,10 +32,11 @@ import (
 	"github.com/tttrace/tttrace/sinks/otlp/otlptest"
 )
 
-// otelcolBin is the collector `make otelcol` builds: TTTRACE_OTELCOL (set
-// by make test), or build/otelcol/otelcol of this tree. Without it the
-// test skips, except under CI, where it must run.
-func otelcolBin(t *testing.T) string {
+// findOtelcol is the collector `make otelcol` builds: TTTRACE_OTELCOL (set
+// by make test), or build/otelcol/otelcol of this tree; "" and why when
+// there is none, except where it must be: under CI, or named by
+// TTTRACE_OTELCOL (then the test fails, saying how to build it).
+func findOtelcol(t *testing.T) (string, string) {
 	t.Helper()
 	p := os.Getenv("TTTRACE_OTELCOL")
 	set := p != ""
@@ -46,7 +47,17 @@ func otelcolBin(t *testing.T) string {
 		if set || os.Getenv("CI") == "true" {
 			t.Fatalf("no OpenTelemetry Collector at %s (%v): `make otelcol` builds it into build/otelcol/ and `make test` passes it as TTTRACE_OTELCOL", p, err)
 		}
-		t.Skipf("no OpenTelemetry Collector at %s: `make otelcol` builds it (or set TTTRACE_OTELCOL)", p)
+		return "", fmt.Sprintf("no OpenTelemetry Collector at %s: `make otelcol` builds it (or set TTTRACE_OTELCOL)", p)
+	}
+	return p, ""
+}
+
+// otelcolBin is findOtelcol's collector; without one the test skips.
+func otelcolBin(t *testing.T) string {
+	t.Helper()
+	p, why := findOtelcol(t)
+	if p == "" {
+		t.Skip(why)
 	}
 	return p
 }

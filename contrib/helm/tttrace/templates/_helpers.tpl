@@ -20,3 +20,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{- /* OTEL_RESOURCE_ATTRIBUTES: the node (downward API, NODE_NAME), this
+pod as the service's instance (POD_UID), then otlp.resourceAttributes. */ -}}
+{{- define "tttrace.otlpResource" -}}
+k8s.node.name=$(NODE_NAME),service.instance.id=$(POD_UID)
+{{- range $k, $v := .Values.otlp.resourceAttributes }},{{ $k }}={{ $v }}{{ end }}
+{{- end -}}
