@@ -374,7 +374,7 @@ func TestDetachLater(t *testing.T) {
 		l.Close()
 		return true
 	}
-	if err := tr.DetachLater(func([]*os.File) error { return errors.New("no") }); err == nil || len(tr.links) != len(ids) {
+	if err := tr.DetachLater(func([]*os.File) (func(), error) { return nil, errors.New("no") }); err == nil || len(tr.links) != len(ids) {
 		t.Fatalf("a failed start: err %v, %d links left of %d", err, len(tr.links), len(ids))
 	}
 	// The holder: cat, which ends when its stdin closes.
@@ -385,18 +385,34 @@ func TestDetachLater(t *testing.T) {
 	defer w.Close()
 	holder := exec.Command("cat")
 	holder.Stdin = r
-	var handed int
-	err = tr.DetachLater(func(files []*os.File) error {
-		handed = len(files)
+	var handed []*os.File
+	released := false
+	err = tr.DetachLater(func(files []*os.File) (func(), error) {
+		handed = files
 		holder.ExtraFiles = files
-		return holder.Start()
+		// The holder is let go only once the tracer holds no reference
+		// of its own: the last reference pays the grace periods.
+		return func() {
+			released = true
+			if len(tr.links) != 0 {
+				t.Errorf("released with %d links still open in the tracer", len(tr.links))
+			}
+			for _, f := range handed {
+				if f.Fd() != ^uintptr(0) {
+					t.Errorf("released with the duplicate %s still open", f.Name())
+				}
+			}
+		}, holder.Start()
 	})
 	r.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if handed != 1 || len(tr.links) != 0 {
-		t.Fatalf("%d links handed (want the loader's 1), %d left with the tracer", handed, len(tr.links))
+	if !released {
+		t.Error("the holder was never released")
+	}
+	if len(handed) != 1 || len(tr.links) != 0 {
+		t.Fatalf("%d links handed (want the loader's 1), %d left with the tracer", len(handed), len(tr.links))
 	}
 	for _, id := range ids {
 		if got, want := alive(id), id == multi; got != want {
@@ -420,7 +436,10 @@ func TestDetachLater(t *testing.T) {
 	if err := single.AttachLoaderTo("/lib64/ld-linux-x86-64.so.2", os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
-	err = single.DetachLater(func([]*os.File) error { t.Error("classic uprobe links handed to a holder"); return nil })
+	err = single.DetachLater(func([]*os.File) (func(), error) {
+		t.Error("classic uprobe links handed to a holder")
+		return func() {}, nil
+	})
 	if err != nil || len(single.links) != 0 {
 		t.Errorf("classic uprobes: err %v, %d links left", err, len(single.links))
 	}

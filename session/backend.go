@@ -203,13 +203,13 @@ type lateDetacher interface {
 	// TracesNone: no process can make a record any more.
 	TracesNone() bool
 	// DetachLater hands the links that are slow to close to a process
-	// start starts (startCloser: a holder whose exit closes them), and
-	// closes the others.
-	DetachLater(start func(links []*os.File) error) error
+	// start starts (startCloser: a holder whose exit closes them, once
+	// release lets it go), and closes the others.
+	DetachLater(start func(links []*os.File) (release func(), err error)) error
 }
 
 func (b *bpfBackend) TracesNone() bool { return b.t.TracesNone() }
-func (b *bpfBackend) DetachLater(start func(links []*os.File) error) error {
+func (b *bpfBackend) DetachLater(start func(links []*os.File) (func(), error)) error {
 	return b.t.DetachLater(start)
 }
 

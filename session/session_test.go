@@ -865,7 +865,7 @@ func (b *lateBackend) TracesNone() bool {
 	defer b.mu.Unlock()
 	return len(b.pids) == 0
 }
-func (b *lateBackend) DetachLater(start func([]*os.File) error) error {
+func (b *lateBackend) DetachLater(start func([]*os.File) (func(), error)) error {
 	b.note("handed to a closer")
 	return nil
 }
