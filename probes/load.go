@@ -69,6 +69,11 @@ type Options struct {
 	// of loaders for both. It may wait for that plan. A program of it that
 	// fails to load is left for AttachPlan to report.
 	Preload func() []ttmetal.Program
+	// Timing, if set, hears when each step of Load ends (the kernel's
+	// BTF, the object, the maps, each loader's programs, the ring), from
+	// the goroutine that did it: --timing's timeline (docs/bench.md,
+	// rows 6).
+	Timing func(step string)
 }
 
 // Tracer owns the loaded BPF objects, their links and the ring reader.
@@ -83,6 +88,7 @@ type Tracer struct {
 	// progMu guards progs, the programs loaded so far.
 	progMu sync.Mutex
 	progs  map[ttmetal.Program]*ebpf.Program
+	timing func(step string) // Options.Timing, never nil
 	links  []link.Link
 	rd     *ring.Ring
 	// Sites lists the points attached, over all libraries.
@@ -141,6 +147,10 @@ func Load(opts Options) (*Tracer, error) {
 		return nil, ErrPermission
 	}
 	defer gcgoal.Relax()()
+	mark := opts.Timing
+	if mark == nil {
+		mark = func(string) {}
+	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK: %w", err)
@@ -152,8 +162,12 @@ func Load(opts Options) (*Tracer, error) {
 	// finds out for itself.
 	var kernelBTF sync.WaitGroup
 	var kernelTypes *btf.Spec
-	kernelBTF.Go(func() { kernelTypes, _ = btf.LoadKernelSpec() })
+	kernelBTF.Go(func() {
+		kernelTypes, _ = btf.LoadKernelSpec()
+		mark("BPF: kernel BTF parsed")
+	})
 	spec, err := loadTttrace()
+	mark("BPF: object parsed")
 	kernelBTF.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("read embedded BPF objects: %w", err)
@@ -212,11 +226,12 @@ func Load(opts Options) (*Tracer, error) {
 	// verifier's time is most of a run's fixed cost, and a library gets
 	// one plan (docs/bench.md, rows 6). So are the maps only some plans'
 	// programs use (planMaps).
-	t := &Tracer{multi: multi, all: opts.AllProcesses, spec: spec, kernelTypes: kernelTypes, progs: map[ttmetal.Program]*ebpf.Program{}}
+	t := &Tracer{multi: multi, all: opts.AllProcesses, spec: spec, kernelTypes: kernelTypes, progs: map[ttmetal.Program]*ebpf.Program{}, timing: mark}
 	coll, err := createMaps(spec, func(n string) bool { return !slices.Contains(planMaps, n) })
 	if err != nil {
 		return nil, err
 	}
+	mark("BPF: maps created")
 	t.coll, t.maps = coll, maps.Clone(coll.Maps)
 	if err := assignMaps(&t.objs.tttraceMaps, coll.Maps); err != nil {
 		t.Close()
@@ -254,6 +269,7 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
+	mark("BPF: ring mapped")
 	return t, nil
 }
 
@@ -463,10 +479,13 @@ func (t *Tracer) programsFor(names []ttmetal.Program) (map[ttmetal.Program]*ebpf
 				errs[g] = loadError("load BPF programs", err)
 				return
 			}
+			var names []string
 			for i := g; i < len(todo); i += groups {
 				loaded[i] = c.DetachProgram(string(todo[i]))
+				names = append(names, string(todo[i]))
 			}
 			c.Close()
+			t.timing(fmt.Sprintf("BPF: loader %d of %d: %s verified and loaded", g+1, groups, strings.Join(names, ", ")))
 		})
 	}
 	wg.Wait()

@@ -143,8 +143,12 @@ func newBPFBackend(cfg *Config) (*bpfBackend, error) {
 	case len(cfg.Command) > 0:
 		ahead = prepareAhead(procHost{}.Candidates(0, cfg.Command), "", cfg.Analysis)
 	}
+	var timing func(string)
+	if cfg.Timeline != nil {
+		timing = cfg.Timeline.Mark
+	}
 	t, err := probes.Load(probes.Options{RingSize: cfg.RingSize, AllProcesses: cfg.All, FollowChildren: cfg.Follow, SingleUprobes: cfg.SingleUprobes, Stacks: !cfg.NoStacks, KnownStacks: cfg.KnownStacks, CheckKnownStacks: cfg.CheckKnownStacks, Ops: !cfg.NoOps,
-		Preload: func() []ttmetal.Program { return aheadPrograms(ahead) }})
+		Preload: func() []ttmetal.Program { return aheadPrograms(ahead) }, Timing: timing})
 	if err != nil {
 		(&bpfBackend{ahead: ahead}).dropAhead()
 		if errors.Is(err, probes.ErrPermission) {
