@@ -79,7 +79,14 @@ func (r *results) allocatorRows(c *config) []row {
 		if len(bad[mode]) > 0 {
 			s += fmt.Sprintf("; %d failed: %s", len(bad[mode]), strings.Join(bad[mode], "; "))
 		}
-		return s
+		// Each round's added cost over its untraced run.
+		var a []float64
+		for round, x := range secs[mode] {
+			if uu, ok := secs["untraced"][round]; ok && mode != "untraced" {
+				a = append(a, (x-uu)/n*1e6)
+			}
+		}
+		return s + spreadFlag(a)
 	}
 	for _, m := range []string{"untraced", allocOn, allocOff, allocFloorOn, allocFloorOff} {
 		if len(secs[m]) == 0 {

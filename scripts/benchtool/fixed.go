@@ -206,12 +206,29 @@ func (r *results) fixedRows() []row {
 	if err := probes.HaveUprobeMulti(); err != nil {
 		multiNote = " (this kernel has none: classic uprobes were used)"
 	}
+	// Each round's median of its runs, for the rounds' spread.
+	rounds := map[string]map[int][]float64{}
+	for _, x := range r.Fixed {
+		k := x.Kind + "/" + x.Mode
+		if rounds[k] == nil {
+			rounds[k] = map[int][]float64{}
+		}
+		rounds[k][x.Round] = append(rounds[k][x.Round], x.Secs...)
+	}
+	roundMedians := func(k string) []float64 {
+		var v []float64
+		for _, s := range rounds[k] {
+			v = append(v, median(s))
+		}
+		return v
+	}
 	for _, m := range []string{fixedMulti, fixedSingle} {
 		k := "tttrace/" + m
 		v := all[k]
 		lo, hi := minMax(v)
-		meas := fmt.Sprintf("**%.3f s** median (%.3f-%.3f, %d runs)", median(v), lo, hi, len(v)) + failed(k)
-		goal, met := "≤ 0.2 s", yesNo(len(v) > 0 && median(v) <= 0.2)
+		meas := fmt.Sprintf("**%.3f s** median (%.3f-%.3f, %d runs)", median(v), lo, hi, len(v)) + failed(k) + spreadFlag(roundMedians(k))
+		// Issue #33: the median and the worst run.
+		goal, met := "≤ 0.2 s median, ≤ 0.3 s worst", yesNo(len(v) > 0 && median(v) <= 0.2 && hi <= 0.3)
 		fig := "`tttrace --lib LIB -- /bin/true`, start to exit, " + m
 		if m == fixedSingle {
 			goal, met = "(fallback, Linux < 6.6)", ""
@@ -245,7 +262,7 @@ func (r *results) fixedRows() []row {
 		if m == startPid {
 			goal, met = "no probe hit in other processes", yesNo(hitStarts[m] > 0 && hits[m] == 0)
 		}
-		rows = append(rows, row{"6", "process start cost: `/bin/true` fork to exit, " + m, meas + failed(k), goal, met})
+		rows = append(rows, row{"6", "process start cost: `/bin/true` fork to exit, " + m, meas + failed(k) + spreadFlag(roundMedians(k)), goal, met})
 	}
 	return rows
 }

@@ -96,6 +96,10 @@ func main() {
 		fatalf("%v", err)
 	}
 	r := &results{Machine: machine()}
+	// What else runs: a look before, then all along (quiet.go).
+	r.Machine.OtherBefore = sampleOther(quietPause)
+	var quiet quietMeter
+	quiet.begin()
 	start := time.Now()
 	// The CPU-bound Go benchmark first, before the trap-heavy runs leave
 	// the kernel busy cleaning up.
@@ -137,6 +141,7 @@ func main() {
 		r.Python = runPython(&c)
 	}
 	r.Machine.LoadEnd = loadAvg()
+	r.Machine.OtherDuring = quiet.end()
 	r.Seconds = time.Since(start).Seconds()
 	if b, err := json.MarshalIndent(r, "", "  "); err == nil {
 		_ = os.WriteFile(c.out, append(b, '\n'), 0o644)
@@ -165,6 +170,10 @@ type machineInfo struct {
 	MemGiB     float64 `json:"mem_gib"`
 	LoadStart  string  `json:"load_start"`
 	LoadEnd    string  `json:"load_end"`
+	// OtherBefore, OtherDuring: the share of the CPUs other work used in
+	// quietPause before the bench and during it (-1: unknown; quiet.go).
+	OtherBefore float64 `json:"other_cpu_before"`
+	OtherDuring float64 `json:"other_cpu_during"`
 }
 
 func machine() machineInfo {

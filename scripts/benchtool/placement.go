@@ -135,7 +135,7 @@ func (r *results) placementRows(c *config) []row {
 				ratios = append(ratios, x/e)
 			}
 		}
-		meas := fmt.Sprintf("added **%.2f µs/event** median (%d rounds)", median(v), len(v))
+		meas := fmt.Sprintf("added **%.2f µs/event** median (%d rounds)%s", median(v), len(v), spreadFlag(v))
 		goal, met := "(reference)", ""
 		if m.mode != placeEmulated {
 			lo, hi := minMax(ratios)

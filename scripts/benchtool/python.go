@@ -89,12 +89,22 @@ func (r *results) pythonRows() []row {
 	u := median(values(secs["untraced"]))
 	added := func(mode string) float64 { return (median(values(secs[mode])) - u) / n * 1e6 }
 	f, on, off := added(pyFloor), added(pyOn), added(pyOff)
+	// Each mode's added cost per round, over its round's untraced run.
+	perRound := func(mode string) []float64 {
+		var v []float64
+		for round, s := range secs[mode] {
+			if uu, ok := secs["untraced"][round]; ok {
+				v = append(v, (s-uu)/n*1e6)
+			}
+		}
+		return v
+	}
 	return []row{
 		{"8", fmt.Sprintf("allocation sites on a Python thread: the burst (%d events) run from a Python function %d calls deep "+
 			"(ttwork --scenario burst --threads 0 through ctypes), per allocation and its free", pyEvents, pyDepth),
 			fmt.Sprintf("floor added **%.2f µs**; tttrace --no-stacks **%.2f µs = %.2fx floor**; with sites (default) **%.2f µs = %.2fx floor**: "+
-				"the native and Python stacks (%d Python frames) cost %.2f µs per allocation",
-				f, off, off/f, on, on/f, pyDepth+2, on-off),
+				"the native and Python stacks (%d Python frames) cost %.2f µs per allocation%s",
+				f, off, off/f, on, on/f, pyDepth+2, on-off, spreadFlag(perRound(pyFloor), perRound(pyOff), perRound(pyOn))),
 			"(measured)", ""},
 	}
 }

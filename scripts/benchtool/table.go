@@ -28,8 +28,8 @@ func (r *results) print(w io.Writer, c *config) {
 		hv = ", virtualized"
 	}
 	fmt.Fprintf(w, "\n## tttrace benchmarks, %s\n\n", m.Date)
-	fmt.Fprintf(w, "Machine: %s, %d CPUs%s, %.0f GiB, kernel %s, %s. Load average at start %s, at end %s.\n",
-		m.CPU, m.CPUs, hv, m.MemGiB, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
+	fmt.Fprintf(w, "Machine: %s, %d CPUs%s, %.0f GiB, **kernel %s**, %s. Load average at start %s, at end %s; %s.\n",
+		m.CPU, m.CPUs, hv, m.MemGiB, m.Kernel, m.Go, m.LoadStart, m.LoadEnd, quietVerdict(m.OtherBefore, m.OtherDuring))
 	burst := fmt.Sprintf("`ttwork --scenario burst --events %d` (alloc + free on 2 threads)", c.events)
 	if c.threads > 0 {
 		burst = fmt.Sprintf("`ttwork --scenario burst --events %d --threads %d` (alloc + free on %d threads)", c.events, c.threads, c.threads)
@@ -47,10 +47,22 @@ func (r *results) print(w io.Writer, c *config) {
 	rows = append(rows, r.pythonRows()...)
 	fmt.Fprintln(w, "| # | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
+	noisy := 0
 	for _, x := range rows {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", x.item, x.figure, x.measured, x.goal, x.met)
+		if strings.Contains(x.measured, spreadMark) {
+			noisy++
+		}
 	}
 	fmt.Fprintln(w)
+	if noisy > 0 {
+		what := fmt.Sprintf("%d rows are", noisy)
+		if noisy == 1 {
+			what = "1 row is"
+		}
+		fmt.Fprintf(w, "%s marked ⚠: the rounds spread more than %.0f%% ((max - min) / median of the rounds' values): "+
+			"such a median is not a figure to compare on its own.\n\n", what, spreadLimit*100)
+	}
 }
 
 // byMode returns the burst seconds of the good runs of each mode, by round.
@@ -104,6 +116,20 @@ func (r *results) costRows(c *config) []row {
 		}
 		return v
 	}
+	// What a row reports, per round: the mode's added cost per event
+	// over its round's untraced run (the untraced run's own seconds).
+	perRound := func(mode string) []float64 {
+		if mode == un {
+			return values(secs[un])
+		}
+		var v []float64
+		for round, s := range secs[mode] {
+			if uu, ok := secs[un][round]; ok {
+				v = append(v, (s-uu)/n*1e6)
+			}
+		}
+		return v
+	}
 	timing := func(mode string) string {
 		v := values(secs[mode])
 		lo, hi := minMax(v)
@@ -111,7 +137,7 @@ func (r *results) costRows(c *config) []row {
 		if len(bad[mode]) > 0 {
 			s += fmt.Sprintf("; %d failed: %s", len(bad[mode]), strings.Join(bad[mode], "; "))
 		}
-		return s
+		return s + spreadFlag(perRound(mode))
 	}
 	fa, ra, fr := added(floor), added(rep), added(recordMode)
 	recLo, recHi := minMax(ratios(recordMode, floor))
