@@ -23,7 +23,8 @@
 // start from a random 64-bit base and the sequence id is random, so two
 // files concatenated (cat a b) do not clash.
 // Instants mark device and mesh closes (on the closing thread), process
-// exits, lost records and the ledger's anomalies.
+// exits, lost records and the ledger's anomalies. TT-NN op calls are
+// slices on their threads' tracks, short ones gathered (ops.go).
 //
 // Why protobuf and not Chrome's JSON: packets stream (a file cut short is
 // still a trace up to its last whole packet), a counter sample is about 30
@@ -41,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,6 +206,14 @@ type Writer struct {
 	clock     func() (mono, boot, real uint64)
 	lastClock uint64
 
+	// OpMin: a TT-NN op call shorter than this is gathered with its
+	// neighbours into one slice (ops.go); 0: every call is a slice.
+	OpMin time.Duration
+	// OpsDropped counts op calls that are no slice: past maxOpLevels
+	// open on a thread, or on threads past maxOpThreads.
+	OpsDropped uint64
+	opThreads  int // threads with op state
+
 	ev, pk, td, sub, hdr []byte // scratch: track event, packet, descriptor, nested message, packet header
 }
 
@@ -219,6 +229,7 @@ type proc struct {
 	last    *chip
 	threads map[uint32]uint64 // tid -> thread track uuid
 	lastTs  uint64
+	ops     map[uint32]*opThread // tid -> its open op calls (ops.go)
 }
 
 // chip is one chip of a process: its counter tracks and their last values.
@@ -260,6 +271,7 @@ func New(w io.Writer) *Writer {
 		nextUUID: random64(),
 		seqID:    1 + random64()%(1<<31-1),
 		clock:    readClocks,
+		OpMin:    DefaultOpMin,
 	}
 }
 
@@ -497,8 +509,12 @@ func (w *Writer) traceNote(t *devices.TraceNote) {
 	w.instant(w.thread(p, t.Tid, t.TsNs), t.TsNs, name, args...)
 }
 
-// Event writes the instants: device and mesh closes, exits, lost records.
+// Event writes the TT-NN op slices (ops.go) and the instants: device and
+// mesh closes, exits, lost records.
 func (w *Writer) Event(ev *events.Event) {
+	if looksAtOps(ev.Kind) {
+		w.opRecord(ev)
+	}
 	switch ev.Kind {
 	case events.KindDeviceClose:
 		p := w.proc(ev.Pid, ev.TsNs)
@@ -521,6 +537,7 @@ func (w *Writer) Event(ev *events.Event) {
 		if ev.ExitSignal != 0 {
 			name = fmt.Sprintf("killed by signal %d", ev.ExitSignal)
 		}
+		w.opsEnd(p, ev.TsNs)
 		w.instant(p.uuid, ev.TsNs, name,
 			ann{name: "exit_code", kind: annInt, i: int64(ev.ExitCode)},
 			ann{name: "exit_signal", kind: annInt, i: int64(ev.ExitSignal)})
@@ -570,12 +587,24 @@ func (w *Writer) ProcessEnded(one *devices.Summary, _ bool) {
 	if len(ps) == 0 {
 		return
 	}
+	w.opsEnd(ps[len(ps)-1], 0) // ended without an exit record: at each thread's last
 	w.finishProcess(ps[len(ps)-1], &one.Processes[0])
 	_ = w.w.Flush()
 }
 
-// Summary names every process and writes the anomalies not written yet.
+// Summary names every process, writes the anomalies not written yet and
+// leaves the op calls still running open.
 func (w *Writer) Summary(s *devices.Summary) error {
+	pids := make([]uint32, 0, len(w.procs))
+	for pid := range w.procs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	for _, pid := range pids {
+		for _, p := range w.procs[pid] {
+			w.opsOpen(p)
+		}
+	}
 	seen := map[uint32]int{}
 	for i := range s.Processes {
 		sp := &s.Processes[i]
@@ -782,10 +811,18 @@ type ann struct {
 
 // instant writes an instant named name on track, with its arguments.
 func (w *Writer) instant(track, ts uint64, name string, args ...ann) {
+	w.trackEvent(typeInstant, track, ts, name, args)
+}
+
+// trackEvent writes a track event of type typ named name (none: "") on
+// track, with its arguments.
+func (w *Writer) trackEvent(typ, track, ts uint64, name string, args []ann) {
 	w.ev = w.ev[:0]
-	w.ev = appendUint(w.ev, fEventType, typeInstant)
+	w.ev = appendUint(w.ev, fEventType, typ)
 	w.ev = appendUint(w.ev, fEventTrackUUID, track)
-	w.ev = appendString(w.ev, fEventName, name)
+	if name != "" {
+		w.ev = appendString(w.ev, fEventName, name)
+	}
 	for _, a := range args {
 		w.sub = w.sub[:0]
 		w.sub = appendString(w.sub, fAnnotationName, a.name)

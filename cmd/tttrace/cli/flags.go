@@ -19,6 +19,7 @@ import (
 	"github.com/tttrace/tttrace/kube"
 	"github.com/tttrace/tttrace/session"
 	otlpexport "github.com/tttrace/tttrace/sinks/otlp"
+	"github.com/tttrace/tttrace/sinks/perfetto"
 	pprofexport "github.com/tttrace/tttrace/sinks/pprof"
 	promexport "github.com/tttrace/tttrace/sinks/prometheus"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -58,6 +59,9 @@ type Flags struct {
 	// read it.
 	Save     string
 	Perfetto string
+	// PerfettoOpMin: TT-NN op calls shorter than this are gathered into
+	// one slice of the timeline (--perfetto-op-min).
+	PerfettoOpMin time.Duration
 	// HTML: also write the report as one self-contained HTML page.
 	HTML     string
 	NoStacks bool // no allocation stacks
@@ -249,7 +253,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output (made 0600 and put in place when tracing ends; a symbolic link is refused)")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Save, "save", "", "also write the run's NDJSON, events included, to `FILE` (as --json -o FILE does), whatever else is written: `tttrace report FILE` gives its report and outputs again, `tttrace diff` compares two runs")
-	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records; see docs/perfetto.md")
+	fs.StringVar(&f.Perfetto, "perfetto", "", "also write a timeline to `FILE` (Perfetto protobuf; open it at https://ui.perfetto.dev): a bytes counter per process, chip and memory type, instants at device closes, exits, anomalies and lost records, a slice per TT-NN op call on its thread; see docs/perfetto.md")
+	fs.DurationVar(&f.PerfettoOpMin, "perfetto-op-min", perfetto.DefaultOpMin, "with --perfetto, gather a thread's TT-NN op calls shorter than `DURATION` into one slice (a \"calls\" count; \"short ops\" when they were of several ops) so that a run of millions of ops stays small; 0: a slice per call")
 	fs.StringVar(&f.HTML, "html", "", "also write the report as one self-contained HTML page to `FILE` (opens from disk, fetches nothing): per chip memory over time per buffer type with the peaks marked, the allocator's use and largest free block, failed allocations with their cause and holders, L1 headroom and clashes, trace hazards, leaks and their sites, the sites as an icicle view; timelines downsampled keeping every peak exactly; see docs/html.md")
 	fs.StringVar(&f.PProf, "pprof", "", "also write device memory by allocation site to `FILE` when tracing ends: a gzipped pprof profile (go tool pprof -top FILE) with inuse_space/inuse_objects (live: the leaks), alloc_space/alloc_objects, peak_space, labels pid, chip, type; see docs/pprof.md")
 	fs.StringVar(&f.Folded, "folded", "", "also write the same as folded stacks to `FILE` (flamegraph.pl, speedscope, inferno)")
@@ -399,8 +404,8 @@ func Parse(args []string, stderr io.Writer) (*Flags, error) {
 	if f.KeepEnded <= 0 || f.KeepEndedTotals <= 0 {
 		return nil, usageError{errors.New("--keep-ended and --keep-ended-totals must be at least 1")}
 	}
-	if f.Wait < 0 || f.Interval < 0 {
-		return nil, usageError{errors.New("--wait and --interval cannot be negative")}
+	if f.Wait < 0 || f.Interval < 0 || f.PerfettoOpMin < 0 {
+		return nil, usageError{errors.New("--wait, --interval and --perfetto-op-min cannot be negative")}
 	}
 	return f, nil
 }

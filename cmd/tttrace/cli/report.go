@@ -49,6 +49,7 @@ func Report(args []string, stdout, stderr io.Writer) int {
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
 	fs.StringVar(&f.Perfetto, "perfetto", "", "write the timeline to `FILE` (thread names, read from /proc while tracing, are not in the NDJSON)")
+	fs.DurationVar(&f.PerfettoOpMin, "perfetto-op-min", perfetto.DefaultOpMin, "with --perfetto, gather TT-NN op calls shorter than `DURATION` into one slice, as the run's --perfetto-op-min (0: a slice per call)")
 	fs.StringVar(&f.HTML, "html", "", "write the report as one self-contained HTML page to `FILE` (charts need the events; from a summary alone, its numbers and lists)")
 	fs.StringVar(&f.PProf, "pprof", "", "write device memory by allocation site to `FILE` (pprof)")
 	fs.StringVar(&f.Folded, "folded", "", "write the same as folded stacks to `FILE`")
@@ -92,6 +93,8 @@ func Report(args []string, stdout, stderr io.Writer) int {
 		return usage("--no-events goes with --json")
 	case f.MaxChips <= 0 || f.KeepEnded <= 0 || f.KeepEndedTotals <= 0:
 		return usage("--max-chips, --keep-ended and --keep-ended-totals must be at least 1")
+	case f.PerfettoOpMin < 0:
+		return usage("--perfetto-op-min cannot be negative")
 	}
 	f.FailOnLeakSet = fs.Changed("fail-on-leak")
 	path := fs.Arg(0)

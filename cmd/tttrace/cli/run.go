@@ -246,7 +246,9 @@ func perfettoOutput(e *outputEnv) (sinks.Sink, error) {
 	if err != nil {
 		return nil, fail(ExitError, "--perfetto: %w", err)
 	}
-	return perfetto.NewCloser(o), nil
+	w := perfetto.NewCloser(o)
+	w.OpMin = e.f.PerfettoOpMin
+	return w, nil
 }
 
 // prometheusOutput is the /metrics endpoint of --listen, bound now so a bad

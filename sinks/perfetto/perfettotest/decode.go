@@ -22,6 +22,9 @@ type Trace struct {
 	Tracks    map[uint64]*Track
 	Processes []*Track // process tracks, in the order they were first declared
 	Instants  []Instant
+	// SliceEvents are the slice begins and ends, in file order (Slices
+	// nests them).
+	SliceEvents []SliceEvent
 }
 
 // Track is one declared track and what was written on it.
@@ -301,6 +304,14 @@ func (t *Trace) event(ts uint64, b []byte) error {
 			return fmt.Errorf("instant %q on counter track %d", name, track)
 		}
 		t.Instants = append(t.Instants, Instant{Ts: ts, Track: track, Name: name, Args: args})
+	case 1, 2: // TYPE_SLICE_BEGIN, TYPE_SLICE_END
+		if tr.IsCounter {
+			return fmt.Errorf("slice event %q on counter track %d", name, track)
+		}
+		if typ == 1 && name == "" {
+			return fmt.Errorf("slice begin without a name on track %d", track)
+		}
+		t.SliceEvents = append(t.SliceEvents, SliceEvent{Ts: ts, Track: track, Begin: typ == 1, Name: name, Args: args})
 	default:
 		return fmt.Errorf("track event of type %d", typ)
 	}
