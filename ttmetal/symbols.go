@@ -32,9 +32,9 @@ const (
 	// Program::set_runtime_id(uint64_t id) (ProgramId is a uint64_t):
 	// every launch of a device operation (bpf/ops.h).
 	symProgramSetRuntimeID = "_ZN2tt8tt_metal7Program14set_runtime_idEm"
-	symProgramImplD1    = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
-	symDeviceClose      = "_ZN2tt8tt_metal6Device5closeEv"
-	symMeshDeviceClose  = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
+	symProgramImplD1       = "_ZN2tt8tt_metal6detail11ProgramImplD1Ev"
+	symDeviceClose         = "_ZN2tt8tt_metal6Device5closeEv"
+	symMeshDeviceClose     = "_ZN2tt8tt_metal11distributed10MeshDevice5closeEv"
 	// Metal trace (docs/ttmetal.md §10). The mesh forms take a
 	// MeshTraceId& whose StrongType moved from tt::stl to ttsl: prefixes
 	// up to the reference.
