@@ -252,8 +252,8 @@ func (c *checker) chips() {
 	}
 }
 
-// l1 checks the L1 heaps (every live L1 buffer in its target's heap, at
-// its position, nothing else, the heap order), the CB ends (a fresh one is
+// l1 checks the L1 heaps (every live lockstep L1 buffer in its target's
+// heap, at its position, nothing else, the heap order), the CB ends (a fresh one is
 // the highest end of its target's groups), each chip's headroom against
 // a recomputation from scratch, and the count of waiting clash checks.
 func (c *checker) l1() {
@@ -274,7 +274,7 @@ func (c *checker) l1() {
 	inHeaps := 0
 	for i := range s.len() {
 		b := s.at(uint32(i))
-		if !b.live || b.btype != uint8(CounterL1) {
+		if !b.live || b.btype != uint8(CounterL1) || b.perCore {
 			continue
 		}
 		h := heapOf(b)
@@ -294,7 +294,7 @@ func (c *checker) l1() {
 	for _, h := range heaps {
 		inHeaps += len(h.h)
 		for j, idx := range h.h {
-			if int(idx) >= s.len() || !s.at(idx).live || s.at(idx).btype != uint8(CounterL1) || heapOf(s.at(idx)) != h {
+			if int(idx) >= s.len() || !s.at(idx).live || s.at(idx).btype != uint8(CounterL1) || s.at(idx).perCore || heapOf(s.at(idx)) != h {
 				c.bad("L1 heap holds slot %d, not a live L1 buffer of its target", idx)
 				continue
 			}
@@ -305,7 +305,7 @@ func (c *checker) l1() {
 	}
 	live := 0
 	for i := range s.len() {
-		if b := s.at(uint32(i)); b.live && b.btype == uint8(CounterL1) {
+		if b := s.at(uint32(i)); b.live && b.btype == uint8(CounterL1) && !b.perCore {
 			live++
 		}
 	}
@@ -343,7 +343,7 @@ func (c *checker) l1() {
 		end := chipEnd[id]
 		for i := range s.len() {
 			b := s.at(uint32(i))
-			if !b.live || b.btype != uint8(CounterL1) {
+			if !b.live || b.btype != uint8(CounterL1) || b.perCore {
 				continue
 			}
 			on := b.mesh == 0 && b.chip == id

@@ -284,8 +284,10 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		p.sub(c, t, b.size, e)
 		p.sub(c, CounterLiveBuffers, 1, e)
 		p.l1Span(c, b, false)
-		if t == CounterL1 {
+		if t == CounterL1 && !b.perCore {
 			c.l1.remove(&p.bufs.slots, idx)
+		}
+		if t == CounterL1 {
 			p.touchL1(c)
 		}
 	} else if m := p.meshes[b.mesh]; m != nil {
@@ -491,8 +493,12 @@ func (p *core) charge(idx uint32, e *events.Event) {
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, CounterLiveBuffers, 1, e.TsNs)
 		p.l1Span(c, b, true)
-		if t == CounterL1 {
+		if t == CounterL1 && !b.perCore {
+			// A per-core buffer is not on every core at its address:
+			// the heap holds the lockstep L1 buffers (l1range.go).
 			c.l1.push(&p.bufs.slots, idx)
+		}
+		if t == CounterL1 {
 			p.touchL1(c)
 		}
 		return

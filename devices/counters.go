@@ -112,6 +112,11 @@ type Stats struct {
 	// headroom under --l1-warn.
 	L1Clashes          uint64 `json:"l1_clashes"`
 	L1HeadroomWarnings uint64 `json:"l1_headroom_warnings"`
+	// L1ClashesPossible: CB layouts whose region passed no lockstep L1
+	// buffer of a chip but a per-core buffer's block on some bank, whose
+	// core is not known (l1_clash with clash "possible"; not in
+	// l1_clashes).
+	L1ClashesPossible uint64 `json:"l1_clashes_possible"`
 	// The allocator's records: bank managers made, allocate_buffer calls,
 	// those that failed (alloc_failed) and the out-of-memory paths seen
 	// taken (alloc_oom records).

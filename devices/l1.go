@@ -35,10 +35,12 @@ import (
 // programs (cb.go), each chip's headroom and the clash checks.
 type l1Rules struct {
 	*core
+	av         *allocView          // its per-core buffers (percore.go)
 	progs      map[uint64]*progCBs // ProgramImpl* -> its CB groups
 	spareProgs []*progCBs          // released, for reuse
 	nchecks    int                 // threads with a clash check waiting
-	clashes    []Notice            // the first l1_clash notices
+	clashes    []Notice            // the first l1_clash notices (certain)
+	possible   []Notice            // the first possible ones
 	// Scratch of resident.go, reused: a dispatch allocates nothing.
 	spans     []coreSpan
 	resident  []coreBytes
@@ -257,31 +259,61 @@ func (p *l1Rules) runCheck(t *thread) {
 		return
 	}
 	if t.checkMesh == 0 {
-		p.checkChip(t, g.end, t.checkChip)
+		p.checkChip(t, g, t.checkChip)
 		return
 	}
 	if m := p.meshes[t.checkMesh]; m != nil {
 		for _, id := range m.chips {
-			p.checkChip(t, g.end, id)
+			p.checkChip(t, g, id)
 		}
 	}
 }
 
-func (p *l1Rules) checkChip(t *thread, end uint64, chip int32) {
+// checkChip checks group g's CB region on chip: against the chip's lowest
+// lockstep L1 buffer (a certain clash) and its per-core buffers' known
+// blocks (a possible one), per core range as upstream (l1range.go).
+func (p *l1Rules) checkChip(t *thread, g *cbGroup, chip int32) {
+	end := g.end
 	c := p.chip(chip)
 	low, ok, _ := p.chipL1(c)
 	s := &p.bufs.slots
-	if !ok || s.at(low).addr >= end {
+	var lowAddr uint64
+	if ok {
+		lowAddr = s.at(low).addr
+	}
+	pcLow, hasPC, pcUnknown := p.perCoreLow(c)
+	certain := ok && lowAddr < end
+	if !certain && (!hasPC || pcLow >= end) {
 		return
 	}
-	p.stats.L1Clashes++
-	c.hr.clashes++
-	if p.set.notify == nil && len(p.clashes) >= MaxAnomalies {
+	list := &p.clashes
+	if certain {
+		p.stats.L1Clashes++
+		c.hr.clashes++
+	} else {
+		p.stats.L1ClashesPossible++
+		list = &p.possible
+	}
+	if p.set.notify == nil && len(*list) >= MaxAnomalies {
 		return
 	}
 	n := Notice{Type: NoticeL1Clash, Seq: t.checkSeq, TsNs: t.checkTs, Pid: p.pid, Tid: t.checkTid, Chip: chip,
-		Program: hex(t.checkProg), CBRegionEnd: end, LowestL1Address: s.at(low).addr, Headroom: int64(s.at(low).addr) - int64(end)}
-	n.Lowest = p.l1Buffer(low)
+		Program: hex(t.checkProg), CBRegionEnd: end, Clash: ClashCertain}
+	clashRanges(&n, g, lowAddr, ok, pcLow, hasPC, pcUnknown)
+	if hasPC && pcLow < end {
+		p.clashPerCore(&n, c, end)
+	}
+	if certain {
+		n.LowestL1Address, n.Headroom = lowAddr, int64(lowAddr)-int64(end)
+		n.Lowest = p.l1Buffer(low)
+	} else {
+		if len(n.PerCoreBlocks) == 0 {
+			return // cannot be: pcLow is one of them
+		}
+		n.Clash = ClashPossible
+		n.Lowest = n.PerCoreBlocks[0]
+		n.LowestL1Address, n.Headroom = n.Lowest.Address, int64(n.Lowest.Address)-int64(end)
+	}
 	var way []uint32
 	collect := func(h *l1Heap) {
 		for _, idx := range h.h {
@@ -304,8 +336,8 @@ func (p *l1Rules) checkChip(t *thread, end uint64, chip int32) {
 			n.L1Buffers = append(n.L1Buffers, p.l1Buffer(idx))
 		}
 	}
-	if len(p.clashes) < MaxAnomalies {
-		p.clashes = append(p.clashes, n)
+	if len(*list) < MaxAnomalies {
+		*list = append(*list, n)
 	}
 	if p.set.notify != nil {
 		p.set.notify(&n)
@@ -332,6 +364,10 @@ type cbGroup struct {
 	// coresUnknown: some CB of it has no known ranges.
 	cbs          []cbRec
 	coresUnknown bool
+	// ranges: its CB allocators per unique core range with their ends
+	// (l1range.go), valid while rangesFresh; rangesOK: known.
+	ranges                []rangeEnd
+	rangesFresh, rangesOK bool
 }
 
 // progCBs is a program's groups, one per target (a handful: one per chip).
@@ -461,6 +497,7 @@ func (p *l1Rules) cbAlloc(e *events.Event) {
 	if g.cbs, known = appendCB(g.cbs, e); !known {
 		g.coresUnknown = true
 	}
+	g.rangesFresh = false
 	g.bytes += e.Size
 	g.count++
 	if end := e.Address + e.Size; end > g.end && end >= e.Address {

@@ -38,6 +38,12 @@ type l1Core struct {
 	perCore map[uint32]uint64
 	pcMax   uint64
 	pcBank  uint32
+	// pcLive: the chip's live per-core buffers; pcLow: the lowest block of
+	// them at a known address (pcHas), pcUnknown: some have cores at
+	// unknown addresses; recomputed when pcStale (l1range.go).
+	pcLive                    int
+	pcLow                     uint64
+	pcHas, pcUnknown, pcStale bool
 	// peak: the busiest core when its total was highest.
 	peak    l1Snap
 	hasPeak bool
@@ -170,6 +176,7 @@ func (c *chipState) l1Settle(ts uint64) {
 func (c *chipState) l1Clear() {
 	c.l1c.lock, c.l1c.noSpan, c.l1c.pcMax, c.l1c.pcBank = 0, 0, 0, 0
 	clear(c.l1c.perCore)
+	c.l1c.pcLive, c.l1c.pcStale = 0, true
 }
 
 // l1Size is a core's L1 size, from the chip's L1 and L1_SMALL bank

@@ -118,6 +118,21 @@ type Notice struct {
 	L1Buffers      []L1Buffer `json:"l1_buffers,omitempty"`
 	L1BuffersCount int        `json:"l1_buffers_count,omitempty"`
 	L1BuffersBytes uint64     `json:"l1_buffers_bytes,omitempty"`
+	// Clash (l1_clash): "certain" when a lockstep L1 buffer (on every
+	// core) is below the region, "possible" when only per-core buffers
+	// are, on banks whose cores are not known (docs/ttmetal.md §12).
+	Clash string `json:"clash,omitempty"`
+	// CoreRanges (l1_clash): the program's CB core ranges (upstream's one
+	// CB allocator per unique range) whose own region end passes an L1
+	// buffer, at most 32 (CoreRangesCount counts them); absent when a CB
+	// of the program has no known core ranges.
+	CoreRanges      []ClashRange `json:"core_ranges,omitempty"`
+	CoreRangesCount int          `json:"core_ranges_count,omitempty"`
+	// PerCoreBlocks (l1_clash): the per-core buffers' blocks, one per bank,
+	// starting below CBRegionEnd at an address tttrace knows, by address,
+	// at most 32 (PerCoreBlocksCount counts them).
+	PerCoreBlocks      []L1Buffer `json:"per_core_blocks,omitempty"`
+	PerCoreBlocksCount int        `json:"per_core_blocks_count,omitempty"`
 
 	// AllocFailed is the record of an alloc_failed notice (its line is
 	// this record alone); Chip is -1 when the allocator is no chip's.
@@ -248,7 +263,32 @@ type L1Buffer struct {
 	// Site is where it was allocated (the process's sites); absent when
 	// unknown (stacks off, or the stack was lost).
 	Site uint32 `json:"site,omitempty"`
+	// PerCore: a per-core (HYBRID) buffer's block on one bank: Bank, its
+	// Address there and the Span its list reserves (0: not known).
+	PerCore bool    `json:"per_core,omitempty"`
+	Bank    *uint32 `json:"bank,omitempty"`
+	Span    uint64  `json:"span,omitempty"`
 }
+
+// ClashRange is one core range of an l1_clash: a unique core range of the
+// program's CBs, its own CB region end, and whether it clashes for certain
+// (a lockstep L1 buffer is below the end) or possibly (only per-core
+// buffers are). Headroom: the lowest lockstep L1 address minus the end,
+// the same on every core of the range, present only when exact (no
+// per-core buffer is known below the lockstep one, none has cores at
+// addresses tttrace does not know).
+type ClashRange struct {
+	Range       [4]uint16 `json:"range"` // [x0, y0, x1, y1], inclusive, logical
+	CBRegionEnd uint64    `json:"cb_region_end"`
+	Clash       string    `json:"clash"`
+	Headroom    *int64    `json:"headroom,omitempty"`
+}
+
+// Clash kinds (Notice.Clash, ClashRange.Clash).
+const (
+	ClashCertain  = "certain"
+	ClashPossible = "possible"
+)
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 

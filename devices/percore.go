@@ -204,6 +204,8 @@ func (p *allocView) perCorePlace(idx uint32, b *bufEntry, e *events.Event, r *al
 		p.pcBufs = map[uint32]*pcBuf{}
 	}
 	p.pcBufs[idx] = pb
+	c.l1c.pcLive++
+	c.l1c.pcStale = true // its blocks (l1range.go)
 	exact := ta != nil && ta.ptr == r.e.Object
 	for _, k := range pb.cores {
 		if k.spanKnown {
@@ -276,6 +278,8 @@ func (p *allocView) perCoreRelease(idx uint32, c *chipState) {
 		return
 	}
 	delete(p.pcBufs, idx)
+	c.l1c.pcLive = max(c.l1c.pcLive-1, 0)
+	c.l1c.pcStale = true
 	for _, k := range pb.cores {
 		if k.spanKnown {
 			p.perCoreAdd(c, k.bank, k.span, false)

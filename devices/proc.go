@@ -21,7 +21,7 @@ func newProc(pid uint32, set *settings) *proc {
 	p.set = set
 	p.rules = p
 	p.allocs = allocView{core: &p.core}
-	p.l1 = l1Rules{core: &p.core, progs: make(map[uint64]*progCBs)}
+	p.l1 = l1Rules{core: &p.core, av: &p.allocs, progs: make(map[uint64]*progCBs)}
 	p.traces = traceRules{core: &p.core}
 	return p
 }

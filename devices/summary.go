@@ -95,6 +95,9 @@ type ProcessSummary struct {
 
 	// L1Clashes: the first 100 l1_clash records, in stream order.
 	L1Clashes []Notice `json:"l1_clashes"`
+	// L1ClashesPossible: the first 100 l1_clash records with clash
+	// "possible" (only per-core buffers below), apart from L1Clashes.
+	L1ClashesPossible []Notice `json:"l1_clashes_possible,omitempty"`
 	// AllocFailures: the first 100 alloc_failed records, in stream order
 	// (stats.alloc_failures counts them all).
 	AllocFailures []AllocFailure `json:"alloc_failures"`
@@ -444,6 +447,7 @@ func (p *proc) summary() ProcessSummary {
 		SiteUsage:        p.siteUsage(),
 	}
 	ps.PerCoreDivergences = append([]PerCoreDivergence{}, p.allocs.divergences...)
+	ps.L1ClashesPossible = append([]Notice(nil), p.l1.possible...)
 	for k, n := range p.anomalies.counts {
 		ps.AnomalyCounts[anomalyNames[k]] = n
 	}
@@ -601,11 +605,16 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 			named = append(named, b.Site)
 		}
 	}
-	for i := range ps.L1Clashes {
-		c := &ps.L1Clashes[i]
-		name(&c.Lowest)
-		for j := range c.L1Buffers {
-			name(&c.L1Buffers[j])
+	for _, list := range [][]Notice{ps.L1Clashes, ps.L1ClashesPossible} {
+		for i := range list {
+			c := &list[i]
+			name(&c.Lowest)
+			for j := range c.L1Buffers {
+				name(&c.L1Buffers[j])
+			}
+			for j := range c.PerCoreBlocks {
+				name(&c.PerCoreBlocks[j])
+			}
 		}
 	}
 	nameID := func(id uint32) { name(&L1Buffer{Site: id}) }
@@ -713,7 +722,9 @@ type Trimmed struct {
 	AllocFailures uint64 `json:"alloc_failures"` // entries of alloc_failures (still counted in stats)
 	// PerCoreDivergences: entries of per_core_divergences (still counted in stats).
 	PerCoreDivergences uint64 `json:"per_core_divergences,omitempty"`
-	TraceRecords       uint64 `json:"trace_records"` // entries of the traces lists (still counted there)
+	// L1ClashesPossible: entries of l1_clashes_possible.
+	L1ClashesPossible uint64 `json:"l1_clashes_possible,omitempty"`
+	TraceRecords      uint64 `json:"trace_records"` // entries of the traces lists (still counted there)
 	// SiteUsage: rows of per-site accounting dropped (a --pprof profile
 	// lacks the process).
 	SiteUsage uint64 `json:"site_usage"`
@@ -767,6 +778,7 @@ func (ps *ProcessSummary) trim() {
 	ps.Leaks, ps.UnplacedLeaks, ps.Sites, ps.Anomalies, ps.L1Clashes = []Leak{}, []Leak{}, []Site{}, []Anomaly{}, []Notice{}
 	ps.AllocFailures, ps.SiteUsage = []AllocFailure{}, nil
 	t.PerCoreDivergences, ps.PerCoreDivergences = uint64(len(ps.PerCoreDivergences)), []PerCoreDivergence{}
+	t.L1ClashesPossible, ps.L1ClashesPossible = uint64(len(ps.L1ClashesPossible)), nil
 	if tr := ps.Traces; tr != nil {
 		t.TraceRecords = uint64(len(tr.Hazards) + len(tr.InvalidReplays) + len(tr.RegionHazards) + len(tr.CaptureAllocs))
 		tr.Hazards, tr.InvalidReplays, tr.RegionHazards, tr.CaptureAllocs = []TraceNote{}, []TraceNote{}, []TraceNote{}, []TraceNote{}

@@ -67,8 +67,20 @@ func (l *NoticeLog) clash(n *devices.Notice) {
 	if !l.more(&l.clashes, "L1 clashes") {
 		return
 	}
+	if n.Clash == devices.ClashPossible {
+		fmt.Fprintf(l.w, "tttrace: pid %d chip %d: circular buffers of program %s end at %d, above per-core buffer %s's block at %d on bank %d: a clash if that bank's core is one of the CBs' (tttrace does not know which core a bank is)\n",
+			n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.Lowest.Buffer, n.LowestL1Address, bankOf(n.Lowest.Bank))
+		return
+	}
 	fmt.Fprintf(l.w, "tttrace: pid %d chip %d: circular buffers of program %s end at %d, above the L1 buffer at %d (%s, %d byte(s), allocated by tid %d, seq %d): %d L1 buffer(s) in the way\n",
 		n.Pid, n.Chip, n.Program, n.CBRegionEnd, n.LowestL1Address, n.Lowest.Buffer, n.Lowest.Size, n.Lowest.Tid, n.Lowest.Seq, n.L1BuffersCount)
+}
+
+func bankOf(b *uint32) uint32 {
+	if b == nil {
+		return 0
+	}
+	return *b
 }
 
 func (l *NoticeLog) trace(n *devices.TraceNote) {

@@ -519,7 +519,7 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 		}
 		r.Printf("\n")
 	}
-	if len(p.L1Clashes) == 0 {
+	if len(p.L1Clashes) == 0 && len(p.L1ClashesPossible) == 0 {
 		return
 	}
 	r.Printf("  L1 clashes: %d (TT-Metal throws \"circular buffers ... clash with L1 buffers\" for these)\n", p.Stats.L1Clashes)
@@ -535,7 +535,44 @@ func (r *reporter) l1(p *devices.ProcessSummary) {
 		if n.L1BuffersCount > len(n.L1Buffers) {
 			r.Printf("      … %d more\n", n.L1BuffersCount-len(n.L1Buffers))
 		}
+		r.clashDetail(p, n)
 	})
+	if len(p.L1ClashesPossible) == 0 {
+		return
+	}
+	r.Printf("  possible L1 clashes: %d (CBs above per-core buffers of banks whose cores tttrace does not know; TT-Metal throws if one is a core of the range)\n", p.Stats.L1ClashesPossible)
+	r.first(len(p.L1ClashesPossible), p.Stats.L1ClashesPossible, "    ", summaryLists, func(i int) {
+		n := &p.L1ClashesPossible[i]
+		r.Printf("    chip %d program %s (tid %d seq %d): CBs end at %#x, above the per-core block at %#x\n",
+			n.Chip, n.Program, n.Tid, n.Seq, n.CBRegionEnd, n.LowestL1Address)
+		r.clashDetail(p, n)
+	})
+}
+
+// clashDetail writes a clash's core ranges and per-core blocks.
+func (r *reporter) clashDetail(p *devices.ProcessSummary, n *devices.Notice) {
+	for _, cr := range n.CoreRanges {
+		r.Printf("      core range (%d,%d)-(%d,%d): CBs end at %#x, %s", cr.Range[0], cr.Range[1], cr.Range[2], cr.Range[3], cr.CBRegionEnd, cr.Clash)
+		if cr.Headroom != nil {
+			r.Printf(", headroom %s on each of its cores", signedHuman(*cr.Headroom))
+		}
+		r.Printf("\n")
+	}
+	if n.CoreRangesCount > len(n.CoreRanges) {
+		r.Printf("      … %d more core ranges\n", n.CoreRangesCount-len(n.CoreRanges))
+	}
+	for j := range n.PerCoreBlocks {
+		b := &n.PerCoreBlocks[j]
+		bank := uint32(0)
+		if b.Bank != nil {
+			bank = *b.Bank
+		}
+		r.Printf("      per-core L1 %#x on bank %d  %s  ", b.Address, bank, human(b.Span))
+		r.whose(p, false, b.Buffer, "", b.Tid, b.Seq, b.Site)
+	}
+	if n.PerCoreBlocksCount > len(n.PerCoreBlocks) {
+		r.Printf("      … %d more per-core blocks\n", n.PerCoreBlocksCount-len(n.PerCoreBlocks))
+	}
 }
 
 // allocator writes each chip's allocator per buffer type: what it holds

@@ -15,8 +15,18 @@ import (
 )
 
 // residencyTruth is the replica's per-core CB residency at the end
-// (README "Ground truth", cb_residency).
+// (README "Ground truth", cb_residency), and each chip's per-core
+// buffers per bank (per_core_banks).
 type residencyTruth struct {
+	Devices []struct {
+		Device       int32 `json:"device"`
+		PerCoreBanks []struct {
+			Bank   uint32     `json:"bank"`
+			Core   *[2]uint16 `json:"core"`
+			Bytes  uint64     `json:"bytes"`
+			Lowest uint64     `json:"lowest"`
+		} `json:"per_core_banks"`
+	} `json:"devices"`
 	Residency []struct {
 		Device       int32  `json:"device"`
 		MaxCoreBytes uint64 `json:"max_core_bytes"`
@@ -26,6 +36,21 @@ type residencyTruth struct {
 			Bytes uint64 `json:"bytes"`
 		} `json:"cores"`
 	} `json:"cb_residency"`
+}
+
+// banksOf is chip's per_core_banks.
+func (rt *residencyTruth) banksOf(chip int32) []struct {
+	Bank   uint32     `json:"bank"`
+	Core   *[2]uint16 `json:"core"`
+	Bytes  uint64     `json:"bytes"`
+	Lowest uint64     `json:"lowest"`
+} {
+	for _, d := range rt.Devices {
+		if d.Device == chip {
+			return d.PerCoreBanks
+		}
+	}
+	return nil
 }
 
 // TestE2EL1PerCore: L1 per core (l1_busiest_core, peak_l1_busiest_core)
@@ -160,12 +185,21 @@ func checkL1PerCore(t *testing.T, sum *devices.Summary, tr *truth) (diffs []stri
 			diffs = append(diffs, fmt.Sprintf("chip %d: l1_size %v, an n150 core has %d", ad.Device, now.L1Size, l1CoreBytes))
 		}
 		if perCore {
-			// The truth says how many per-core buffers, not the span of each
-			// bank: the busiest bank's share comes on top of the lockstep
-			// spans, and its bank is named.
+			// The busiest bank's per-core spans (the lowest bank among
+			// ties) come on top of the lockstep spans, and it is named.
 			perCoreChips++
-			if now.L1BufferBytes <= lock || now.Bank == nil {
-				diffs = append(diffs, fmt.Sprintf("chip %d: l1_buffer_bytes %d with bank %v; the truth has per-core buffers above %d B of lockstep spans", ad.Device, now.L1BufferBytes, now.Bank, lock))
+			var most uint64
+			var banks []uint32
+			for _, pb := range rt.banksOf(ad.Device) {
+				if pb.Bytes > most {
+					most, banks = pb.Bytes, nil
+				}
+				if pb.Bytes == most {
+					banks = append(banks, pb.Bank)
+				}
+			}
+			if now.L1BufferBytes != lock+most || now.Bank == nil || len(banks) == 0 || *now.Bank != slices.Min(banks) {
+				diffs = append(diffs, fmt.Sprintf("chip %d: l1_buffer_bytes %d with bank %v; the truth: %d B of lockstep spans and %d B of per-core spans on banks %v", ad.Device, now.L1BufferBytes, now.Bank, lock, most, banks))
 			}
 		} else if now.L1BufferBytes != lock || now.Bank != nil {
 			diffs = append(diffs, fmt.Sprintf("chip %d: l1_buffer_bytes %d (bank %v), the truth's lockstep spans per bank %d", ad.Device, now.L1BufferBytes, now.Bank, lock))
@@ -186,6 +220,102 @@ func checkL1PerCore(t *testing.T, sum *devices.Summary, tr *truth) (diffs []stri
 	}
 	if checked < 3 || perCoreChips == 0 {
 		t.Fatalf("truth: %d chips holding L1, %d with per-core buffers: not the cb_cache scenario", checked, perCoreChips)
+	}
+	return append(diffs, checkClashRanges(t, p, tr)...)
+}
+
+// clashTruth is a clash the replica threw for, with its core ranges.
+type clashTruth struct {
+	Program     string `json:"program"`
+	Device      int32  `json:"device"`
+	CBRegionEnd uint64 `json:"cb_region_end"`
+	Lowest      uint64 `json:"lowest_l1_address"`
+	PerCore     bool   `json:"per_core"`
+	CoreRanges  []struct {
+		Range       [4]uint16 `json:"range"`
+		CBRegionEnd uint64    `json:"cb_region_end"`
+		Lowest      uint64    `json:"lowest_l1_address"`
+	} `json:"core_ranges"`
+}
+
+// checkClashRanges: every clash the replica threw for resting on lockstep
+// buffers is a certain l1_clash of tttrace with the same ranges, each with
+// its region end and (no per-core buffer on the chip) the exact headroom
+// on its cores; every one resting on a per-core buffer of a core of the
+// range is a possible one naming that range; no certain clash is one the
+// replica did not throw for.
+func checkClashRanges(t *testing.T, p *devices.ProcessSummary, tr *truth) (diffs []string) {
+	t.Helper()
+	b, err := os.ReadFile(tr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ct struct {
+		Clashes []clashTruth `json:"l1_clashes"`
+	}
+	if err := json.Unmarshal(b, &ct); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	rangesOf := func(n *devices.Notice) string {
+		var out []string
+		for _, r := range n.CoreRanges {
+			h := "-"
+			if r.Headroom != nil {
+				h = fmt.Sprint(*r.Headroom)
+			}
+			out = append(out, fmt.Sprintf("%v end %d %s headroom %s", r.Range, r.CBRegionEnd, r.Clash, h))
+		}
+		return strings.Join(out, "; ")
+	}
+	certain := map[string]*devices.Notice{}
+	for i := range p.L1Clashes {
+		n := &p.L1Clashes[i]
+		certain[fmt.Sprintf("%d %s", n.Chip, n.Program)] = n
+	}
+	possible := map[string]*devices.Notice{}
+	for i := range p.L1ClashesPossible {
+		n := &p.L1ClashesPossible[i]
+		possible[fmt.Sprintf("%d %s", n.Chip, n.Program)] = n
+	}
+	kinds := map[bool]int{}
+	for _, c := range ct.Clashes {
+		key := fmt.Sprintf("%d %s", c.Device, c.Program)
+		kinds[c.PerCore]++
+		if !c.PerCore {
+			n := certain[key]
+			delete(certain, key)
+			var want []string
+			for _, r := range c.CoreRanges {
+				want = append(want, fmt.Sprintf("%v end %d certain headroom %d", r.Range, r.CBRegionEnd, int64(r.Lowest)-int64(r.CBRegionEnd)))
+			}
+			switch {
+			case n == nil:
+				diffs = append(diffs, fmt.Sprintf("chip %d program %s: the replica threw, no certain l1_clash", c.Device, c.Program))
+			case n.Clash != devices.ClashCertain || n.CBRegionEnd != c.CBRegionEnd || n.LowestL1Address != c.Lowest || rangesOf(n) != strings.Join(want, "; "):
+				diffs = append(diffs, fmt.Sprintf("chip %d program %s: l1_clash %s end %d lowest %d ranges [%s], the truth end %d lowest %d ranges [%s]",
+					c.Device, c.Program, n.Clash, n.CBRegionEnd, n.LowestL1Address, rangesOf(n), c.CBRegionEnd, c.Lowest, strings.Join(want, "; ")))
+			}
+			continue
+		}
+		n := possible[key]
+		if n == nil {
+			diffs = append(diffs, fmt.Sprintf("chip %d program %s: the replica threw for a per-core buffer, no possible l1_clash", c.Device, c.Program))
+			continue
+		}
+		for _, r := range c.CoreRanges {
+			if !slices.ContainsFunc(n.CoreRanges, func(x devices.ClashRange) bool {
+				return x.Range == r.Range && x.CBRegionEnd == r.CBRegionEnd && x.Clash == devices.ClashPossible && x.Headroom == nil
+			}) || !slices.ContainsFunc(n.PerCoreBlocks, func(b devices.L1Buffer) bool { return b.Address == r.Lowest && b.PerCore }) {
+				diffs = append(diffs, fmt.Sprintf("chip %d program %s: possible l1_clash ranges [%s] blocks %d, the truth's range %v end %d on a per-core block at %d",
+					c.Device, c.Program, rangesOf(n), len(n.PerCoreBlocks), r.Range, r.CBRegionEnd, r.Lowest))
+			}
+		}
+	}
+	for k := range certain {
+		diffs = append(diffs, fmt.Sprintf("%s: a certain l1_clash the replica did not throw for", k))
+	}
+	if kinds[false] == 0 || kinds[true] == 0 || len(p.L1ClashesPossible) <= kinds[true] {
+		t.Fatalf("truth: %d lockstep clashes, %d per-core ones, %d possible records: the scenario shows no clash per range, or none the replica did not throw for", kinds[false], kinds[true], len(p.L1ClashesPossible))
 	}
 	return diffs
 }

@@ -578,6 +578,7 @@ DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
         const DeviceAddr per_core = (pages + cores - 1) / cores * r.page_size;
         PerCore pc;
         pc.size = buffer->size();
+        pc.span = bank.span_for(per_core, r.page_size, 1u);
         pc.epoch = replica::attach_epoch();
         for (uint32_t core = 0; core < cores; ++core) {
             try {
@@ -622,6 +623,49 @@ void ChipAllocator::deallocate_buffer(Buffer* buffer) {
     replica::charge(device_->id(), static_cast<int>(BufferType::L1), -static_cast<int64_t>(it->second.size), pre);
     replica::charge(device_->id(), replica::kLive, -1, pre);
     per_core_.erase(it);
+}
+
+namespace {
+// The worker grid of a shaped chip (its one range), else false.
+bool worker_grid(const AllocatorConfig& c, std::size_t* w, std::size_t* h) {
+    if (c.compute_grid.ranges().size() != 1 || c.num_l1_banks == 0) return false;
+    const CoreRange& g = c.compute_grid.ranges()[0];
+    *w = g.end_coord.x - g.start_coord.x + 1;
+    *h = g.end_coord.y - g.start_coord.y + 1;
+    return *w * *h == c.num_l1_banks;
+}
+// The smallest stride > 1 coprime with n: bank = (row-major index * stride) mod n.
+uint64_t bank_stride(uint64_t n) {
+    for (uint64_t s = 7;; s += 2) {
+        uint64_t a = s, b = n;
+        while (b != 0) {
+            const uint64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        if (a == 1) return s;
+    }
+}
+}  // namespace
+
+int64_t ChipAllocator::l1_bank_of_core(std::size_t x, std::size_t y) const {
+    std::size_t w = 0, h = 0;
+    if (!worker_grid(config_, &w, &h) || x >= w || y >= h) return -1;
+    const uint64_t n = config_.num_l1_banks;
+    return static_cast<int64_t>((static_cast<uint64_t>(y * w + x) * bank_stride(n)) % n);
+}
+
+bool ChipAllocator::l1_core_of_bank(uint32_t bank, std::size_t* x, std::size_t* y) const {
+    std::size_t w = 0, h = 0;
+    if (!worker_grid(config_, &w, &h) || bank >= config_.num_l1_banks) return false;
+    for (std::size_t i = 0; i < w * h; ++i) {
+        if (l1_bank_of_core(i % w, i / w) == static_cast<int64_t>(bank)) {
+            *x = i % w;
+            *y = i / w;
+            return true;
+        }
+    }
+    return false;
 }
 
 DeviceAddr ChipAllocator::per_core_bytes() const {

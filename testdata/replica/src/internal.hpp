@@ -45,6 +45,10 @@
 #define TT_VIEW_CREATE
 #endif
 
+namespace tt::umd {
+class ClusterDescriptor;
+}  // namespace tt::umd
+
 namespace tt::tt_metal {
 class IDevice;
 class Device;
@@ -100,6 +104,15 @@ struct L1Clash {
         uint64_t size;
     };
     std::vector<InTheWay> l1_buffers;  // L1 allocations starting below cb_region_end, by address
+    // HYBRID: the lowest address is a per-core buffer's on a bank of one of the ranges' cores
+    // (no lockstep allocation is below the region).
+    bool per_core = false;
+    struct Range {  // a CB allocator (unique core range) whose region end passes the lowest there
+        uint64_t x0, y0, x1, y1;
+        uint64_t cb_region_end;
+        uint64_t lowest_l1_address;  // on its cores
+    };
+    std::vector<Range> ranges;
 };
 TT_REPLICA_HIDDEN void note_l1_clash(const L1Clash& clash);
 
@@ -214,6 +227,9 @@ TT_REPLICA_HIDDEN void cb_truth_json(std::string& out);
 // off or has no such chip), and the topology in the truth.
 TT_REPLICA_HIDDEN std::unique_ptr<tt::tt_metal::SharedMemoryStatsProvider> make_shm_provider(int device_id);
 TT_REPLICA_HIDDEN void umd_truth_json(std::string& out);
+// The process's cluster descriptor, which the MetalContext's tt::Cluster points to (null when the
+// topology is off).
+TT_REPLICA_HIDDEN tt::umd::ClusterDescriptor* cluster_descriptor();
 TT_REPLICA_HIDDEN void cb_mark_attach();
 // A dispatch on a chip where a trace is being captured (trace.cpp): the core's footprint goes into
 // the capture's per-core peak and nothing becomes resident. Returns whether a capture is active.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -122,30 +123,101 @@ TT_PROBED void ProgramImpl::allocate_circular_buffers(const IDevice* device) {
     validate_circular_buffer_region_locked(chips);
 }
 
-// As upstream, once the CBs are laid out and tracked: on each chip, the CB region (bottom-up from
-// kCbBase) must end at or below the lowest occupied L1 address (L1 only: L1_SMALL has its own
-// region). Every clashing chip is recorded in the truth; the first one is thrown for.
+// As upstream (ProgramImpl::validate_circular_buffer_region, docs/ttmetal.md §12), once the CBs
+// are laid out and tracked: one CB allocator per unique core range of the local CBs, each marked
+// by every CB on its range or on a range intersecting it (unless it is another range's and already
+// ends above the CB's address), each region end checked against the lowest occupied L1 address
+// (L1 only: L1_SMALL has its own region): in LOCKSTEP mode the lockstep list's, the same on every
+// core; in HYBRID mode, per core of the range, the lowest of the lockstep list and the per-core
+// list of that core's bank. Every clashing chip is recorded in the truth with its clashing ranges;
+// the first range of the first one is thrown for.
 void ProgramImpl::validate_circular_buffer_region_locked(const std::vector<const Device*>& chips) {
+    struct RangeAlloc {
+        CoreRange r;
+        uint64_t end = 0;
+    };
+    auto same = [](const CoreRange& a, const CoreRange& b) {
+        return a.start_coord.x == b.start_coord.x && a.start_coord.y == b.start_coord.y &&
+               a.end_coord.x == b.end_coord.x && a.end_coord.y == b.end_coord.y;
+    };
+    auto meet = [](const CoreRange& a, const CoreRange& b) {
+        return a.start_coord.x <= b.end_coord.x && b.start_coord.x <= a.end_coord.x &&
+               a.start_coord.y <= b.end_coord.y && b.start_coord.y <= a.end_coord.y;
+    };
+    std::vector<RangeAlloc> allocs;
     uint64_t cb_region_end = 0;
-    const CircularBuffer* last = nullptr;
     for (const CircularBuffer& cb : cbs_) {
-        if (!cb.globally_allocated && cb.address + cb.size > cb_region_end) {
-            cb_region_end = cb.address + cb.size;
-            last = &cb;
+        if (cb.globally_allocated) continue;
+        cb_region_end = std::max(cb_region_end, cb.address + cb.size);
+        for (const CoreRange& r : cb.core_ranges.ranges()) {
+            if (std::none_of(allocs.begin(), allocs.end(), [&](const RangeAlloc& a) { return same(a.r, r); })) {
+                allocs.push_back(RangeAlloc{r, 0});
+            }
         }
     }
-    if (last == nullptr) return;
+    if (allocs.empty()) return;
+    for (const CircularBuffer& cb : cbs_) {
+        if (cb.globally_allocated) continue;
+        for (const CoreRange& r : cb.core_ranges.ranges()) {
+            for (RangeAlloc& a : allocs) {
+                if (!meet(a.r, r) || (!same(a.r, r) && cb.address < a.end)) continue;
+                a.end = std::max(a.end, cb.address + cb.size);
+            }
+        }
+    }
     std::string first_error;
     for (const Device* chip : chips) {
         if (!chip->is_initialized()) continue;
-        const auto& blocks = chip->chip_allocator()->blocks(BufferType::L1);
-        if (blocks.empty() || blocks.begin()->first >= cb_region_end) continue;
+        const ChipAllocator& ca = *chip->chip_allocator();
+        const auto& blocks = ca.blocks(BufferType::L1);
+        const bool has_lock = !blocks.empty();
+        const uint64_t lock_low = has_lock ? blocks.begin()->first : 0;
+        // HYBRID: each bank's lowest per-core block.
+        std::map<uint32_t, uint64_t> pc_low;
+        if (ca.config().hybrid) {
+            for (const auto& [buf, pc] : ca.per_core()) {
+                for (const auto& [bank, addr] : pc.cores) {
+                    auto it = pc_low.find(bank);
+                    if (it == pc_low.end() || addr < it->second) pc_low[bank] = addr;
+                }
+            }
+        }
         replica::L1Clash clash;
+        bool lock_clash = false;
+        uint64_t lowest = UINT64_MAX;
+        for (const RangeAlloc& a : allocs) {
+            if (a.end == 0) continue;
+            bool has = has_lock;
+            uint64_t low = lock_low;
+            for (std::size_t x = a.r.start_coord.x; x <= a.r.end_coord.x && !pc_low.empty(); ++x) {
+                for (std::size_t y = a.r.start_coord.y; y <= a.r.end_coord.y; ++y) {
+                    const int64_t bank = ca.l1_bank_of_core(x, y);
+                    auto it = bank < 0 ? pc_low.end() : pc_low.find(static_cast<uint32_t>(bank));
+                    if (it != pc_low.end() && (!has || it->second < low)) {
+                        low = it->second;
+                        has = true;
+                    }
+                }
+            }
+            if (!has || low >= a.end) continue;
+            lock_clash = lock_clash || (has_lock && lock_low < a.end);
+            lowest = std::min(lowest, low);
+            clash.ranges.push_back({a.r.start_coord.x, a.r.start_coord.y, a.r.end_coord.x, a.r.end_coord.y, a.end, low});
+            if (first_error.empty()) {
+                first_error = "Statically allocated circular buffers in program " + std::to_string(id_) +
+                              " clash with L1 buffers on core range [(x=" + std::to_string(a.r.start_coord.x) +
+                              ",y=" + std::to_string(a.r.start_coord.y) + ") - (x=" + std::to_string(a.r.end_coord.x) +
+                              ",y=" + std::to_string(a.r.end_coord.y) + ")]. L1 buffer allocated at " +
+                              std::to_string(low) + " and static circular buffer region ends at " + std::to_string(a.end);
+            }
+        }
+        if (clash.ranges.empty()) continue;
         clash.program = this;
         clash.program_id = id_;
         clash.chip = chip->id();
         clash.cb_region_end = cb_region_end;
-        clash.lowest_l1_address = blocks.begin()->first;
+        clash.per_core = !lock_clash;
+        clash.lowest_l1_address = lock_clash ? lock_low : lowest;
         for (const auto& [addr, block] : blocks) {
             if (addr >= cb_region_end) break;
             clash.l1_buffers.push_back({block.owner, addr, block.size});
@@ -154,18 +226,6 @@ void ProgramImpl::validate_circular_buffer_region_locked(const std::vector<const
         clock_gettime(CLOCK_MONOTONIC, &ts);
         clash.throw_ts_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
         replica::note_l1_clash(clash);
-        if (first_error.empty()) {
-            std::string range;
-            for (const CoreRange& r : last->core_ranges.ranges()) {
-                range += (range.empty() ? "" : ", ") + std::string("[(x=") + std::to_string(r.start_coord.x) +
-                         ",y=" + std::to_string(r.start_coord.y) + ") - (x=" + std::to_string(r.end_coord.x) +
-                         ",y=" + std::to_string(r.end_coord.y) + ")]";
-            }
-            first_error = "Statically allocated circular buffers in program " + std::to_string(id_) +
-                          " clash with L1 buffers on core range {" + range + "}. L1 buffer allocated at " +
-                          std::to_string(clash.lowest_l1_address) + " and static circular buffer region ends at " +
-                          std::to_string(cb_region_end);
-        }
     }
     if (!first_error.empty()) throw std::runtime_error(first_error);
 }

@@ -322,6 +322,36 @@ extern "C" int tt_replica_write_truth(const char* path) {
                 return open_chip->chip_allocator()->bank(bt);
             }, open_chip->chip_allocator());
             out += "}";
+            // Per-core (HYBRID) buffers per bank: the bank's core, the spans its list holds for
+            // them, the lowest of their blocks (README "Ground truth", per_core_banks).
+            const ChipAllocator& ca = *open_chip->chip_allocator();
+            struct BankUse {
+                uint64_t bytes = 0, lowest = UINT64_MAX;
+                std::size_t blocks = 0;
+            };
+            std::map<uint32_t, BankUse> banks;
+            for (const auto& [pbuf, pc] : ca.per_core()) {
+                for (const auto& [bank, addr] : pc.cores) {
+                    BankUse& u = banks[bank];
+                    u.bytes += pc.span;
+                    u.lowest = std::min<uint64_t>(u.lowest, addr);
+                    u.blocks++;
+                }
+            }
+            out += ",\"per_core_banks\":[";
+            bool fb = true;
+            for (const auto& [bank, u] : banks) {
+                std::size_t x = 0, y = 0;
+                const bool has_core = ca.l1_core_of_bank(bank, &x, &y);
+                std::snprintf(buf, sizeof buf,
+                              "%s{\"bank\":%u,\"core\":%s,\"bytes\":%" PRIu64 ",\"blocks\":%zu,\"lowest\":%" PRIu64 "}",
+                              fb ? "" : ",", bank,
+                              has_core ? ("[" + std::to_string(x) + "," + std::to_string(y) + "]").c_str() : "null",
+                              u.bytes, u.blocks, u.lowest);
+                out += buf;
+                fb = false;
+            }
+            out += "]";
         }
         out += "}";
     }
@@ -369,6 +399,15 @@ extern "C" int tt_replica_write_truth(const char* path) {
             const auto& b = c.l1_buffers[j];
             std::snprintf(buf, sizeof buf, "%s{\"buffer\":\"%p\",\"address\":%" PRIu64 ",\"size\":%" PRIu64 "}",
                           j ? "," : "", b.buffer, b.address, b.size);
+            out += buf;
+        }
+        out += std::string("],\"per_core\":") + (c.per_core ? "true" : "false") + ",\"core_ranges\":[";
+        for (std::size_t j = 0; j < c.ranges.size(); ++j) {
+            const auto& r = c.ranges[j];
+            std::snprintf(buf, sizeof buf,
+                          "%s{\"range\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"cb_region_end\":%" PRIu64
+                          ",\"lowest_l1_address\":%" PRIu64 "}",
+                          j ? "," : "", r.x0, r.y0, r.x1, r.y1, r.cb_region_end, r.lowest_l1_address);
             out += buf;
         }
         out += "]}";

@@ -1365,7 +1365,8 @@ int scenario_trace_mesh(Ctx& ctx) {
 // two disjoint core groups (tt-metal#39524); a trace captured with a large program, displaced by
 // a small one, then replayed twice (residency back to the capture's per-core peak); a mesh over
 // chips 91-92 dispatching a mesh program; chip 93 (HYBRID): per-core buffers whose cores got
-// different addresses.
+// different addresses, and CBs above a per-core buffer on a core of their range (a throw) and on
+// none (none); chip 94: lockstep L1 buffers beside resident CBs, a clash on one core range of two.
 int scenario_cb_cache(Ctx& ctx) {
     go_point(ctx);
     using experimental::enqueue_program;
@@ -1429,13 +1430,56 @@ int scenario_cb_cache(Ctx& ctx) {
     BufferPtr one = create_per_core_buffer(h, 4096, 1024, 1);  // core 0 only
     BufferPtr four = create_per_core_buffer(h, 4 * 2048, 2048, 4);  // core 0 lower than cores 1-3
 
+    // Clashes per core range (docs/ttmetal.md §12). On chip 93, a per-core buffer of 1 MiB per
+    // core on banks 0 and 1 (the replica's cores (0,0) and (7,6)): a program whose CBs on
+    // (4,0)-(7,7) pass it on core (7,6) throws; one whose CBs on (1,1)-(3,3) pass its address on
+    // none of their cores is compiled without a throw (tttrace, which does not know the banks'
+    // cores, says "possible" for both).
+    BufferPtr wide = create_per_core_buffer(h, 2u << 20, 1024, 2);
+    auto q1 = std::make_unique<ProgramImpl>();
+    q1->add_circular_buffer(cores(4, 0, 7, 7), 512u << 10);
+    bool threw = false;
+    try {
+        enqueue_program(h, *q1);
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    CHECK(threw);
+    auto q2 = std::make_unique<ProgramImpl>();
+    q2->add_circular_buffer(cores(1, 1, 3, 3), 512u << 10);
+    q2->allocate_circular_buffers(h);  // compiled, not dispatched: TT-Metal throws nothing
+    wide.reset();
+
+    // Chip 94: lockstep L1 buffers beside resident CBs, and a clash on one core range of two.
+    Device* k = open_chips({94}, cfg).at(0);
+    BufferPtr lock = Buffer::create(k, 64 * 4096, 4096, BufferType::L1);  // 4 KiB per bank, at the top
+    auto r1 = std::make_unique<ProgramImpl>();
+    r1->add_circular_buffer(cores(0, 0, 7, 7), 32768);
+    r1->add_circular_buffer(cores(2, 2, 3, 3), 8192);
+    enqueue_program(k, *r1);
+    BufferPtr low = Buffer::create(k, 64ull << 20, 1u << 20, BufferType::L1);  // 1 MiB per bank below it
+    auto r2 = std::make_unique<ProgramImpl>();
+    r2->add_circular_buffer(cores(0, 0, 3, 7), 65536);     // ends below `low`
+    r2->add_circular_buffer(cores(4, 0, 7, 7), 512u << 10);  // ends above it: this range clashes
+    threw = false;
+    try {
+        enqueue_program(k, *r2);
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    CHECK(threw);
+    low.reset();
+    enqueue_program(k, *r2);  // fits now, resident beside `lock`
+
     std::printf("cb_cache: %zu cached programs, %" PRIu64 " B of CBs per core registered\n", cache.size(), registered);
     if (ctx.opt.leak) {
         keep_forever(std::move(split));
         keep_forever(four);
+        keep_forever(lock);
     }
     one.reset();
     four.reset();
+    lock.reset();
     return 0;
 }
 

@@ -357,12 +357,19 @@ public:
     allocator::FreeList& list(BufferType type);
     DeviceAddr span_for(BufferType type, const Request& r) const;
 
-    // Per-core (HYBRID) buffers: the address each shard core (bank) got, the buffer's size.
+    // Per-core (HYBRID) buffers: the address each shard core (bank) got, the span its bank's
+    // list reserves there (the same on each), the buffer's size.
     struct PerCore {
         std::vector<std::pair<uint32_t, DeviceAddr>> cores;
+        DeviceAddr span = 0;
         DeviceAddr size = 0;
         uint64_t epoch = 0;
     };
+    // The L1 bank of a logical worker core, and the core of a bank (upstream shuffles the bank
+    // ids over the cores walked row by row, l1_banking_allocator.cpp; the replica permutes them
+    // by a stride coprime with the bank count). -1 / false: not a worker core / no such bank.
+    int64_t l1_bank_of_core(std::size_t x, std::size_t y) const;
+    bool l1_core_of_bank(uint32_t bank, std::size_t* x, std::size_t* y) const;
     const std::map<const Buffer*, PerCore>& per_core() const { return per_core_; }
     DeviceAddr per_core_bytes() const;
 
