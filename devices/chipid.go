@@ -26,6 +26,14 @@ type ChipIdentity struct {
 	PCI string `json:"pci,omitempty"`
 	Dev string `json:"dev,omitempty"`
 	Why string `json:"chip_uid_why,omitempty"`
+	// Tray and AsicLocation: the chip's place as TT-Metal's system
+	// descriptor gives it (the tray, 0 where the host has none, and the
+	// chip's place on it or on its board: tt-telemetry's tray and chip
+	// labels), from the process's UMD cluster descriptor; nil, with
+	// PlaceWhy, when not known. Only a chip named by its unique id has one.
+	Tray         *uint32 `json:"tray,omitempty"`
+	AsicLocation *uint32 `json:"asic_location,omitempty"`
+	PlaceWhy     string  `json:"place_why,omitempty"`
 }
 
 // PCIChip is one /dev/tenstorrent/N of a process's view, with its PCI
@@ -60,11 +68,20 @@ type ChipMap struct {
 }
 
 // ChipUID is a chip's UMD unique id as the process holds it (its Device's
-// SHM provider, corroborated by the counters file it maps), or why not.
+// SHM provider, corroborated by the counters file it maps), or why not,
+// and its place (its cluster descriptor's entry of that unique id).
 type ChipUID struct {
 	ID    uint64
 	Known bool
 	Why   string
+	Place ChipPlace
+}
+
+// ChipPlace is a chip's tray and ASIC location, or why not.
+type ChipPlace struct {
+	Tray, AsicLocation uint32
+	Known              bool
+	Why                string
 }
 
 // WithUIDs is m with what the process's memory said of its chips' unique
@@ -76,8 +93,12 @@ func (m ChipMap) WithUIDs(u map[int32]ChipUID, rest string) ChipMap {
 		out[c] = v
 	}
 	for c, v := range u {
-		if old, ok := out[c]; !ok || !old.Known {
+		switch old, ok := out[c]; {
+		case !ok || !old.Known:
 			out[c] = v
+		case !old.Place.Known && v.Known && v.ID == old.ID:
+			old.Place = v.Place
+			out[c] = old
 		}
 	}
 	m.uids, m.uidWhy = out, rest
@@ -260,6 +281,12 @@ func (m *ChipMap) Identity(chip int32) ChipIdentity {
 	case ok && u.Known:
 		s := strconv.FormatUint(u.ID, 10)
 		id.UID, id.UniqueID, id.Why = &s, s, ""
+		if p := u.Place; p.Known {
+			tray, loc := p.Tray, p.AsicLocation
+			id.Tray, id.AsicLocation = &tray, &loc
+		} else {
+			id.PlaceWhy = p.Why
+		}
 	case id.UID == nil && ok && u.Why != "":
 		id.Why += "; its UMD unique id was not read: " + u.Why
 	}

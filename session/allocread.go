@@ -26,6 +26,10 @@ type memReads struct {
 	log    io.Writer
 	be     Backend
 	procs  map[uint32]*procState // the session's (never replaced)
+	// sys: the host's /sys ("" for /sys); board: its motherboard's name
+	// (chipuid.go).
+	sys   string
+	board hostBoard
 }
 
 // MemReader is a Backend that can read a traced process's allocators from

@@ -20,13 +20,14 @@ type uidBackend struct {
 	Backend
 	devs  []ttmetal.MemDevice
 	shm   map[uint64]bool
+	descs []map[int32]*ttmetal.DescChip
 	err   error
 	reads int
 }
 
-func (b *uidBackend) ChipUIDs(pid uint32, m *procfs.MemBudget) ([]ttmetal.MemDevice, map[uint64]bool, error) {
+func (b *uidBackend) ChipUIDs(pid uint32, m *procfs.MemBudget) (ChipRead, error) {
 	b.reads++
-	return b.devs, b.shm, b.err
+	return ChipRead{Devices: b.devs, SHM: b.shm, Descs: b.descs}, b.err
 }
 
 // A process's chips are named by the unique ids its Devices hold only
@@ -49,6 +50,12 @@ func TestCheckUIDs(t *testing.T) {
 			{Chip: 2, UID: ttmetal.ChipUID{ID: 333, Known: true}}, // its file is not mapped
 		},
 		shm: map[uint64]bool{111: true, 222: true, 999: true},
+		// Chip 0 on a Wormhole UBB tray (bus 0x83: tray 2, place 3); the
+		// descriptor's chip 1 is another chip than its Device's.
+		descs: []map[int32]*ttmetal.DescChip{{
+			0: {UniqueID: 111, HasUniqueID: true, BoardNames: []string{"UBB", "UBB_WORMHOLE"}, HasBoard: true, Bus: 0x83, HasBus: true},
+			1: {UniqueID: 223, HasUniqueID: true, BoardNames: []string{"P150"}, HasBoard: true, AsicLocation: 1, HasAsicLocation: true},
+		}},
 	}
 	mr := &memReads{ledger: l, log: io.Discard, be: be, procs: map[uint32]*procState{pid: st}}
 	now := time.Unix(1000, 0)
@@ -62,7 +69,11 @@ func TestCheckUIDs(t *testing.T) {
 	if u := ids[0].UID; u == nil || *u != "111" || ids[0].UniqueID != "111" {
 		t.Errorf("chip 0: %+v", ids[0])
 	}
-	if u := ids[1].UID; u == nil || *u != "222" {
+	if p := ids[0]; p.Tray == nil || *p.Tray != 2 || p.AsicLocation == nil || *p.AsicLocation != 3 || p.PlaceWhy != "" {
+		t.Errorf("chip 0's place: %+v", p)
+	}
+	if u := ids[1].UID; u == nil || *u != "222" || ids[1].Tray != nil || ids[1].AsicLocation != nil ||
+		!strings.Contains(ids[1].PlaceWhy, "names unique id 222 for chip 1") {
 		t.Errorf("chip 1: %+v", ids[1])
 	}
 	if ids[2].UID != nil || !strings.Contains(ids[2].Why, "maps no /dev/shm/tt_device_333_memory") {

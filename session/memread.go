@@ -2,6 +2,7 @@ package session
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 
 	"github.com/tttrace/tttrace/elfx"
@@ -135,46 +136,53 @@ func (a *procAllocMem) ReadDevices() ([]ttmetal.MemDevice, error) {
 func (a *procAllocMem) Close() error { return a.mem.Close() }
 
 // ChipUIDs reads pid's open Devices with their unique ids (the layouts of
-// its library, never waited for) and the chip counters files it maps
-// (chipuid.go), every read of its memory charged to b.
-func (r *memReader) ChipUIDs(pid uint32, b *procfs.MemBudget) ([]ttmetal.MemDevice, map[uint64]bool, error) {
+// its library, never waited for), the chip counters files it maps and its
+// cluster descriptors (chipuid.go), every read of its memory charged to b.
+func (r *memReader) ChipUIDs(pid uint32, b *procfs.MemBudget) (ChipRead, error) {
 	p, err := r.libraryOf(int(pid))
 	if err != nil {
-		return nil, nil, err
+		return ChipRead{}, err
 	}
 	if p.symErr != nil {
-		return nil, nil, p.symErr
+		return ChipRead{}, p.symErr
 	}
 	select {
 	case <-p.ready:
 	default:
-		return nil, nil, ErrLayoutsPending
+		return ChipRead{}, ErrLayoutsPending
 	}
 	ls := &p.layouts
 	if ls.RootErr != nil {
-		return nil, nil, ls.RootErr
+		return ChipRead{}, ls.RootErr
 	}
 	if ls.Root.UID == nil {
-		return nil, nil, ls.Root.UIDErr
+		return ChipRead{}, ls.Root.UIDErr
 	}
 	bias, err := loadBias(int(pid), p.path)
 	if err != nil {
-		return nil, nil, err
+		return ChipRead{}, err
 	}
 	mem, err := procfs.OpenMem(int(pid), b)
 	if err != nil {
-		return nil, nil, err
+		return ChipRead{}, err
 	}
 	defer mem.Close()
-	devs, err := ttmetal.ReadDevices(mem, ls.Root.Contexts+bias, ls.Root)
+	var cr ChipRead
+	cr.Devices, err = ttmetal.ReadDevices(mem, ls.Root.Contexts+bias, ls.Root)
 	if err != nil {
-		return nil, nil, err
+		return ChipRead{}, err
 	}
-	shm, err := procfs.SHMChips(int(pid))
+	cr.SHM, err = procfs.SHMChips(int(pid))
 	if err != nil {
-		return nil, nil, err
+		return ChipRead{}, err
 	}
-	return devs, shm, nil
+	// The descriptors' failure costs the chips their places, not their
+	// unique ids; over the budget, the whole read is refused.
+	cr.Descs, cr.DescErr = ttmetal.ReadClusterDescriptors(mem, ls.Root.Contexts+bias, ls.Root)
+	if errors.Is(cr.DescErr, procfs.ErrMemBudget) {
+		return ChipRead{}, cr.DescErr
+	}
+	return cr, nil
 }
 
 // loadBias is what pid added to the link-time addresses of the library at

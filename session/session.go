@@ -327,6 +327,9 @@ func newSession(cfg Config, be Backend, host Host, out []sinks.Sink, child Child
 		KeepEndedTotals: cfg.KeepEndedTotals,
 	})
 	s.mem = memReads{ledger: s.ledger, log: s.log, be: s.be, procs: s.procs}
+	if cfg.DevRoot != "" {
+		s.mem.sys = cfg.DevRoot + "/sys"
+	}
 	s.facts = procFacts{ledger: s.ledger, procs: s.procs, pods: cfg.Pods}
 	s.sites = newAllocSites(s)
 	oa, _ := be.(opsAttacher)

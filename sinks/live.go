@@ -100,6 +100,14 @@ func (v *Live) frame(view *View, width int) []string {
 	}
 	var all []chipTot
 	at := map[string]int{}
+	// A chip named by its PCI address in one process and by its unique
+	// id in another is one chip (devices.ChipJoin).
+	join := devices.NewChipJoin()
+	for _, p := range view.Procs {
+		for _, d := range l.Devices(p.Pid) {
+			join.Add(&d.ChipIdentity)
+		}
+	}
 	for _, p := range view.Procs {
 		// The placement before the command, which may be long and cut.
 		head := fmt.Sprintf("pid %d", p.Pid)
@@ -154,9 +162,13 @@ func (v *Live) frame(view *View, width int) []string {
 			lines = append(lines, allocatorLines(d.Allocator, d.AllocatorWhy)...)
 			name := fmt.Sprintf("pid %d chip %d (physical chip unknown)", p.Pid, d.Device)
 			key := name
-			if d.UID != nil {
+			if id := join.Resolve(d.ChipIdentity); id.UID != nil {
 				// One physical chip, one total, however each process names it.
-				name, key = PhysicalName(&d.ChipIdentity), *d.UID
+				name, key = PhysicalName(&id), *id.UID
+				if id.UniqueID != "" {
+					id.PCI = join.PCIOf(id.UniqueID)
+					name = PhysicalName(&id)
+				}
 			}
 			i, ok := at[key]
 			if !ok {

@@ -51,6 +51,10 @@ type RootLayout struct {
 	// UIDErr saying why it cannot be read.
 	UID    *UIDLayout
 	UIDErr error
+	// Desc: where UMD's cluster descriptor is (clusterdesc.go); nil with
+	// DescErr saying why it cannot be read.
+	Desc    *DescLayout
+	DescErr error
 }
 
 // RootSymbol is g_instances' link-time address and its pointer slots in
@@ -102,6 +106,7 @@ func rootLayout(d *dwarf.Data) (*RootLayout, error) {
 	}
 	l.Allocator = name
 	l.UID, l.UIDErr = uidLayout(d, prov, provFound)
+	l.Desc, l.DescErr = descLayout(d)
 	alloc := &bmClass{name: name, all: func(d *dwarf.Data, m dwarfMember) {
 		l.Managers = append(l.Managers, bankManagerSlots(d, m)...)
 	}}

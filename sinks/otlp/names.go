@@ -104,6 +104,8 @@ var attrKeys = map[string]attrKey{
 	"chip":           {"tttrace.chip.id", false}, // "other", "unknown" on counters
 	"chip_uid":       {semconv.HwIDKey, false},
 	"pci":            {"tttrace.chip.pci", false},
+	"tray":           {"tttrace.chip.tray", true},
+	"asic_location":  {"tttrace.chip.asic_location", true},
 	"type":           {"tttrace.memory.type", false},
 	"pid":            {semconv.ProcessPIDKey, true},
 	"command":        {semconv.ProcessCommandLineKey, false},

@@ -79,18 +79,21 @@ func newFamilies(procLabels []string) families {
 		return f
 	}
 	with := func(ls ...string) []string { return append(ls, procLabels...) }
-	// A host-wide series is one physical chip (chip_uid, pci), or, when
-	// its identity is not known, one process's chip (chip, pid).
-	phys := func(ls ...string) []string { return append([]string{"host", "chip_uid", "pci", "chip", "pid"}, ls...) }
+	// A host-wide series is one physical chip (chip_uid, pci, and its
+	// place: tray, asic_location), or, when its identity is not known, one
+	// process's chip (chip, pid).
+	phys := func(ls ...string) []string {
+		return append([]string{"host", "chip_uid", "pci", "tray", "asic_location", "chip", "pid"}, ls...)
+	}
 	fs.mem = fam(Gauge, "tttrace_device_memory_bytes",
 		"Device memory a traced process holds on a chip now, by type (dram, l1, l1_small, trace, system_memory, cb: the circular buffers resident on the chip's busiest core).",
-		with("chip", "chip_uid", "pci", "type")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location", "type")...)
 	fs.peak = fam(Gauge, "tttrace_device_memory_peak_bytes",
 		"Highest device memory a traced process held on a chip since tracing began, by type.",
-		with("chip", "chip_uid", "pci", "type")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location", "type")...)
 	fs.live = fam(Gauge, "tttrace_live_buffers",
 		"Buffers a traced process holds on a chip now (a mesh buffer counts on each chip it holds memory on).",
-		with("chip", "chip_uid", "pci")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 	fs.chip = fam(Gauge, "tttrace_chip_memory_bytes",
 		"Device memory all traced processes of this host hold on a physical chip now (chip_uid), by type; a chip of unknown identity has its own series per process (chip, pid).",
 		phys("type")...)
@@ -101,23 +104,23 @@ func newFamilies(procLabels []string) families {
 	for i, m := range cbMeasures {
 		fs.cbMem[i] = fam(Gauge, "tttrace_device_"+m+"_bytes",
 			"A traced process's chip now: "+cbHelp[i]+".",
-			with("chip", "chip_uid", "pci")...)
+			with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 		fs.cbPeak[i] = fam(Gauge, "tttrace_device_"+m+"_peak_bytes",
 			"The highest, since tracing began, of "+cbHelp[i]+".",
-			with("chip", "chip_uid", "pci")...)
+			with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 		fs.cbChip[i] = fam(Gauge, "tttrace_chip_"+m+"_bytes",
 			"All traced processes of this host on a physical chip now (chip_uid; a chip of unknown identity: per process, chip and pid): "+cbHelp[i]+".",
 			phys()...)
 	}
 	fs.l1Core = fam(Gauge, "tttrace_l1_core_bytes",
 		"What the busiest worker core of a traced process's chip holds in L1 now: its L1 buffers (the lockstep ones' span per bank, which every core holds, and the per-core ones of its bank) and its resident circular buffers (l1_busiest_core.total_bytes; an upper bound when the busiest per-core bank and the busiest CB core may be two cores); absent while nothing is known.",
-		with("chip", "chip_uid", "pci")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 	fs.l1CorePeak = fam(Gauge, "tttrace_l1_core_peak_bytes",
 		"The highest, since tracing began, of what the busiest worker core of a traced process's chip held in L1 (peak_l1_busiest_core.total_bytes).",
-		with("chip", "chip_uid", "pci")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 	fs.l1CoreSize = fam(Gauge, "tttrace_l1_core_size_bytes",
 		"A worker core's L1 on a traced process's chip: the L1 allocator's base and bank size and the L1_SMALL region above (l1_size); absent while the chip's L1 bank manager was not seen made.",
-		with("chip", "chip_uid", "pci")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location")...)
 	fs.leaked = fam(Counter, "tttrace_leaked_bytes_total",
 		"Device memory buffers still held when their process ended, summed over ended processes, by chip (the processes' id, and the physical chip when known: chip_uid, pci) and buffer type (0 from a chip's first sight).",
 		"chip", "chip_uid", "pci", "type")
@@ -131,10 +134,10 @@ func newFamilies(procLabels []string) families {
 		phys("type")...)
 	fs.free = fam(Gauge, "tttrace_device_free_bytes",
 		"Bytes free in a traced process's allocator of a chip, by type: banks x free bytes per bank (get_statistics' total_free_bytes); absent while not known.",
-		with("chip", "chip_uid", "pci", "type")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location", "type")...)
 	fs.largest = fam(Gauge, "tttrace_device_largest_free_block_bytes",
 		"The largest interleaved allocation that fits now in a traced process's allocator of a chip, by type: banks x the largest free block per bank; absent while not known.",
-		with("chip", "chip_uid", "pci", "type")...)
+		with("chip", "chip_uid", "pci", "tray", "asic_location", "type")...)
 	fs.failures = fam(Counter, "tttrace_alloc_failures_total",
 		"Failed device allocations (TT-Metal's Out of Memory) by chip, type and cause (exhausted, fragmented, larger_than_bank, unknown); 0 from a chip's first allocator.",
 		"chip", "chip_uid", "pci", "type", "cause")
@@ -198,10 +201,18 @@ func (e *Exporter) Collect(ch chan<- prom.Metric) {
 func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 	s := e.snap.Load()
 	fs := &e.fams
-	// Host-wide sums go by physical chip (chip_uid); a chip whose identity
-	// is not known is never added to another process's: it has its own
-	// series, named by pid and chip id.
-	type physKey struct{ uid, pci, chip, pid string }
+	// Host-wide sums go by physical chip (chip_uid), joined across
+	// processes (devices.ChipJoin: a chip named by its PCI address in one
+	// process and by its unique id in another is one chip); a chip whose
+	// identity is not known is never added to another process's: it has
+	// its own series, named by pid and chip id.
+	type physKey struct{ uid, pci, tray, loc, chip, pid string }
+	join := devices.NewChipJoin()
+	for _, p := range s.procs {
+		for i := range p.devs {
+			join.Add(&p.devs[i].ChipIdentity)
+		}
+	}
 	type chipTotals struct {
 		k   physKey
 		sum [len(memTypes)]uint64
@@ -215,7 +226,7 @@ func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 	}
 	capacity := map[capKey]uint64{} // the most any process's allocator has
 	var capOrder []capKey
-	labels := make([]string, 0, 6+len(e.opt.Labels))
+	labels := make([]string, 0, 8+len(e.opt.Labels))
 	for _, p := range s.procs {
 		procLabels := func(ls ...string) []string {
 			labels = append(append(labels[:0], ls...), p.labels...)
@@ -224,32 +235,37 @@ func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 		for i := range p.devs {
 			d := &p.devs[i]
 			chip := strconv.FormatInt(int64(d.Device), 10)
+			id := join.Resolve(d.ChipIdentity)
+			tray, loc := devices.PlaceLabels(&id)
 			pk := physKey{pci: d.PCI, chip: chip, pid: p.pid}
-			if d.UID != nil {
-				pk = physKey{uid: *d.UID, pci: d.PCI}
+			switch {
+			case id.UniqueID != "":
+				pk = physKey{uid: id.UniqueID, pci: join.PCIOf(id.UniqueID), tray: tray, loc: loc}
+			case id.UID != nil:
+				pk = physKey{uid: *id.UID, pci: d.PCI}
 			}
 			cur, peak := values(d)
 			for t, name := range memTypes {
-				emit(fs.mem, cur[t], procLabels(chip, pk.uid, d.PCI, name))
-				emit(fs.peak, peak[t], procLabels(chip, pk.uid, d.PCI, name))
+				emit(fs.mem, cur[t], procLabels(chip, pk.uid, d.PCI, tray, loc, name))
+				emit(fs.peak, peak[t], procLabels(chip, pk.uid, d.PCI, tray, loc, name))
 			}
-			emit(fs.live, d.LiveBuffers, procLabels(chip, pk.uid, d.PCI))
+			emit(fs.live, d.LiveBuffers, procLabels(chip, pk.uid, d.PCI, tray, loc))
 			cbCur, cbPeak := cbValues(d)
 			for t := range cbMeasures {
-				emit(fs.cbMem[t], cbCur[t], procLabels(chip, pk.uid, d.PCI))
-				emit(fs.cbPeak[t], cbPeak[t], procLabels(chip, pk.uid, d.PCI))
+				emit(fs.cbMem[t], cbCur[t], procLabels(chip, pk.uid, d.PCI, tray, loc))
+				emit(fs.cbPeak[t], cbPeak[t], procLabels(chip, pk.uid, d.PCI, tray, loc))
 			}
 			// Absent while nothing is known held (only buffers whose span
 			// per bank is unknown).
 			if c := d.L1BusiestCore; c != nil && c.TotalBytes > 0 {
-				emit(fs.l1Core, c.TotalBytes, procLabels(chip, pk.uid, d.PCI))
+				emit(fs.l1Core, c.TotalBytes, procLabels(chip, pk.uid, d.PCI, tray, loc))
 			}
 			if c := d.PeakL1BusiestCore; c != nil {
-				emit(fs.l1CorePeak, c.TotalBytes, procLabels(chip, pk.uid, d.PCI))
+				emit(fs.l1CorePeak, c.TotalBytes, procLabels(chip, pk.uid, d.PCI, tray, loc))
 			}
 			for _, c := range [...]*devices.L1Core{d.L1BusiestCore, d.PeakL1BusiestCore} {
 				if c != nil && c.L1Size != nil {
-					emit(fs.l1CoreSize, *c.L1Size, procLabels(chip, pk.uid, d.PCI))
+					emit(fs.l1CoreSize, *c.L1Size, procLabels(chip, pk.uid, d.PCI, tray, loc))
 					break
 				}
 			}
@@ -268,8 +284,8 @@ func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 				if !ok {
 					continue
 				}
-				emit(fs.free, devices.SatMul(uint64(at.Banks), st.TotalFree), procLabels(chip, pk.uid, d.PCI, typ))
-				emit(fs.largest, devices.SatMul(uint64(at.Banks), st.LargestFreeBlock), procLabels(chip, pk.uid, d.PCI, typ))
+				emit(fs.free, devices.SatMul(uint64(at.Banks), st.TotalFree), procLabels(chip, pk.uid, d.PCI, tray, loc, typ))
+				emit(fs.largest, devices.SatMul(uint64(at.Banks), st.LargestFreeBlock), procLabels(chip, pk.uid, d.PCI, tray, loc, typ))
 			}
 			j, ok := index[pk]
 			if !ok {
@@ -331,17 +347,17 @@ func (e *Exporter) Walk(emit func(f *Family, v uint64, labels []string)) {
 	host := e.opt.Host
 	for _, c := range chips {
 		for t, name := range memTypes {
-			emit(fs.chip, c.sum[t], append(labels[:0], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid, name))
+			emit(fs.chip, c.sum[t], append(labels[:0], host, c.k.uid, c.k.pci, c.k.tray, c.k.loc, c.k.chip, c.k.pid, name))
 		}
 		for t := range cbMeasures {
-			emit(fs.cbChip[t], c.cb[t], append(labels[:0], host, c.k.uid, c.k.pci, c.k.chip, c.k.pid))
+			emit(fs.cbChip[t], c.cb[t], append(labels[:0], host, c.k.uid, c.k.pci, c.k.tray, c.k.loc, c.k.chip, c.k.pid))
 		}
 	}
 	for k, v := range s.leaked {
 		emit(fs.leaked, v, append(labels[:0], k.chip, k.uid, k.pci, k.typ))
 	}
 	for _, k := range capOrder {
-		emit(fs.capacity, capacity[k], append(labels[:0], host, k.k.uid, k.k.pci, k.k.chip, k.k.pid, k.typ))
+		emit(fs.capacity, capacity[k], append(labels[:0], host, k.k.uid, k.k.pci, k.k.tray, k.k.loc, k.k.chip, k.k.pid, k.typ))
 	}
 	for k, v := range s.failed {
 		emit(fs.failures, v, append(labels[:0], k.chip, k.uid, k.pci, k.typ, k.cause))

@@ -1,7 +1,9 @@
 // MetalContext / DeviceManager: the root of the open chips (include/tt_metal/metal_context.hpp).
 #include "tt_metal/metal_context.hpp"
 
+#include "internal.hpp"
 #include "tt_metal/device.hpp"
+#include "tt_metal/metal_env.hpp"
 
 namespace tt::tt_metal {
 
@@ -15,7 +17,17 @@ void DeviceManager::add_device(Device* device) {
     devices_.emplace_back(device);
 }
 
-MetalContext::MetalContext() : device_manager_(std::make_unique<DeviceManager>()) {}
+MetalEnvImpl::MetalEnvImpl()
+    : rtoptions_(std::make_unique<int>(0)),
+      cluster_(std::make_unique<Cluster>(replica::cluster_descriptor())),
+      hal_(std::make_unique<int>(0)) {}
+MetalEnvImpl::~MetalEnvImpl() = default;
+
+MetalEnv::MetalEnv() : impl_(std::make_unique<MetalEnvImpl>()) {}
+MetalEnv::~MetalEnv() = default;
+
+MetalContext::MetalContext()
+    : env_(new MetalEnv()), env_owned_(true), device_manager_(std::make_unique<DeviceManager>()) {}
 
 // Callers hold replica::mem_mutex() (CreateDevice), as upstream's hold g_instance_mutex.
 MetalContext& MetalContext::instance() {

@@ -1,10 +1,13 @@
-// The replica's UMD: a cluster topology with PCIe-local and Ethernet-remote chips and their
-// unique ids (tt::umd::ClusterDescriptor), and the per-chip SHM files each Device attaches to by
-// its chip's unique id (SharedMemoryStatsProvider), as 2026 TT-Metal does
-// (docs/ttmetal.md §11). Off unless TT_REPLICA_UMD_TOPOLOGY names a topology:
-//   n300    2 chips: chip 0 on PCIe, chip 1 behind it over Ethernet (one board)
-//   galaxy  32 chips on 4 trays of 8 (UBB): chips 0-3 on PCIe (the first chip of each tray),
-//           chips 4-31 over Ethernet
+// The replica's UMD: a cluster topology with its chips' unique ids, board types, PCI bus ids and
+// places (tt::umd::ClusterDescriptor, which the MetalContext's tt::Cluster points to:
+// metal_env.hpp), and the per-chip SHM files each Device attaches to by its chip's unique id
+// (SharedMemoryStatsProvider), as 2026 TT-Metal does (docs/ttmetal.md §11). Off unless
+// TT_REPLICA_UMD_TOPOLOGY names a topology:
+//   n300    Wormhole, 2 chips on one board: chip 0 on PCIe, chip 1 behind it over Ethernet
+//   galaxy  Wormhole 6U Galaxy (UBB): 32 chips on 4 trays of 8, every one on PCIe (UMD reaches no
+//           chip over Ethernet on 6U), each with the PCI bus id UMD keeps to pin its tray (the
+//           tray's bus id | its place 1-8 on the tray)
+//   p300    Blackhole P300: 2 chips on one board, both on PCIe, at ASIC locations 0 and 1
 // TT_REPLICA_UMD_BOARD (a number, default 1) seeds the unique ids: processes given the same
 // topology and board share physical chips, as processes of one host do.
 #include <fcntl.h>
@@ -40,7 +43,10 @@ uint64_t mix(uint64_t x) {
 struct Umd {
     std::string topology;  // "" when off
     umd::ClusterDescriptor desc;
-    std::map<int, uint8_t> tray;  // UBB chips' tray (UMD derives it from the PCI bus id)
+    // The truth's places: where the replica put each chip, for the chips whose place upstream's
+    // system descriptor takes from the cluster descriptor (UBB: tray and place on it; Blackhole:
+    // the ASIC location; no tray off UBB, which is the host's to say).
+    std::map<int, int> tray, place;
 };
 
 // unique_id: a 63-bit non-zero id per (board, slot), as UMD reads a chip's from its firmware.
@@ -55,7 +61,16 @@ void add_chip(Umd& u, int id, uint64_t uid, bool local, umd::BoardType bt, uint8
     u.desc.chip_board_type[id] = bt;
     u.desc.asic_locations[id] = asic_location;
     u.desc.chip_to_board_id[id] = board;
+    u.desc.board_to_chips[board].insert(id);
+    u.desc.noc_translation_enabled[id] = true;
     if (local) u.desc.chips_with_mmio[id] = id;
+}
+
+void add_pci(Umd& u, int id, uint16_t bus) {
+    char bdf[16];
+    std::snprintf(bdf, sizeof bdf, "0000:%02x:00.0", bus);
+    u.desc.chip_pci_bdfs[id] = bdf;
+    u.desc.chip_to_bus_id[id] = bus;
 }
 
 void connect(Umd& u, int a, int ca, int b, int cb) {
@@ -73,40 +88,51 @@ Umd* build() {
     if (const char* b = std::getenv("TT_REPLICA_UMD_BOARD")) board = std::strtoull(b, nullptr, 0);
     u->topology = t;
     if (u->topology == "n300") {
-        add_chip(*u, 0, unique_id(board, 0), true, umd::BoardType::N300, 0, board);
-        add_chip(*u, 1, unique_id(board, 1), false, umd::BoardType::N300, 1, board);
-        u->desc.chip_pci_bdfs[0] = "0000:02:00.0";
-        u->desc.chip_to_bus_id[0] = 0x02;
+        add_chip(*u, 0, unique_id(board, 0), true, tt::BoardType::N300, 0, board);
+        add_chip(*u, 1, unique_id(board, 1), false, tt::BoardType::N300, 1, board);
+        add_pci(*u, 0, 0x02);
         connect(*u, 0, 8, 1, 0);
         connect(*u, 0, 9, 1, 1);
     } else if (u->topology == "galaxy") {
-        // UMD numbers the PCIe chips first: chip k < 4 is tray k+1's first chip.
-        static const uint16_t tray_bus[4] = {0xC0, 0x80, 0x00, 0x40};  // Wormhole UBB trays 1-4
-        int next = 4;
+        // Wormhole UBB trays 1-4 sit behind these bus ids (upstream's ubb_bus_ids); a chip's bus
+        // id is its tray's | its place on the tray. UMD numbers PCIe chips in PCI address order,
+        // so tray 3 (bus 0x0N) comes first, then trays 4, 2, 1.
+        static const uint16_t tray_bus[4] = {0xC0, 0x80, 0x00, 0x40};
+        static const int order[4] = {2, 3, 1, 0};
         int ids[4][8];
-        for (int tr = 0; tr < 4; ++tr) {
+        int next = 0;
+        for (int tr : order) {
             for (int n = 0; n < 8; ++n) {
-                int id = n == 0 ? tr : next++;
+                int id = next++;
                 ids[tr][n] = id;
-                add_chip(*u, id, unique_id(board, tr * 8 + n), n == 0, umd::BoardType::UBB, static_cast<uint8_t>(n + 1),
-                         board + static_cast<uint64_t>(tr));
-                u->tray[id] = static_cast<uint8_t>(tr + 1);
-                if (n == 0) {
-                    char bdf[16];
-                    std::snprintf(bdf, sizeof bdf, "0000:%02x:00.0", tray_bus[tr]);
-                    u->desc.chip_pci_bdfs[id] = bdf;
-                    u->desc.chip_to_bus_id[id] = tray_bus[tr];
-                }
+                add_chip(*u, id, unique_id(board, tr * 8 + n), true, tt::BoardType::UBB_WORMHOLE,
+                         static_cast<uint8_t>(n + 1), board + static_cast<uint64_t>(tr));
+                add_pci(*u, id, static_cast<uint16_t>(tray_bus[tr] | (n + 1)));
+                u->tray[id] = tr + 1;
+                u->place[id] = n + 1;
                 u->desc.chip_locations[id] = umd::EthCoord{0, n % 4, n / 4 + tr * 2, 0, 0};
             }
+        }
+        for (int tr = 0; tr < 4; ++tr) {
             for (int n = 0; n + 1 < 8; ++n) connect(*u, ids[tr][n], 0, ids[tr][n + 1], 1);
         }
         for (int tr = 0; tr + 1 < 4; ++tr) connect(*u, ids[tr][7], 2, ids[tr + 1][0], 3);
+    } else if (u->topology == "p300") {
+        for (int n = 0; n < 2; ++n) {
+            add_chip(*u, n, unique_id(board, n), true, tt::BoardType::P300, static_cast<uint8_t>(n), board);
+            add_pci(*u, n, static_cast<uint16_t>(0x05 + n));
+            u->place[n] = n;
+        }
+        connect(*u, 0, 0, 1, 1);
     } else {
-        std::fprintf(stderr, "tt_replica: TT_REPLICA_UMD_TOPOLOGY=%s: not n300 or galaxy\n", t);
+        std::fprintf(stderr, "tt_replica: TT_REPLICA_UMD_TOPOLOGY=%s: not n300, galaxy or p300\n", t);
         std::abort();
     }
     for (const auto& [id, uid] : u->desc.chip_unique_ids) (void)uid, u->desc.chip_locations.emplace(id, umd::EthCoord{});
+    for (const auto& [id, mmio] : u->desc.chips_with_mmio) {
+        (void)mmio;
+        for (int c : u->desc.board_to_chips[u->desc.chip_to_board_id[id]]) u->desc.chips_grouped_by_closest_mmio[id].insert(c);
+    }
     return u;
 }
 
@@ -188,8 +214,10 @@ std::unique_ptr<SharedMemoryStatsProvider> make_shm_provider(int device_id) {
 }
 
 // ,"umd":{"topology":...,"chips":[...]}: every chip of the topology with its unique id, whether
-// it is reached over Ethernet, its position and whether a Device of this process attached to its
-// SHM file (null topology: off).
+// it is reached over Ethernet, its board type, its place where the replica gave it one (tray: the
+// UBB tray, null off UBB; asic_location: the place on the tray or board, null where upstream's
+// system descriptor does not take it from the cluster descriptor, a Wormhole chip off UBB) and
+// whether a Device of this process attached to its SHM file (null topology: off).
 void umd_truth_json(std::string& out) {
     Umd& u = umd_state();
     if (u.topology.empty()) {
@@ -200,17 +228,18 @@ void umd_truth_json(std::string& out) {
     out += ",\n \"umd\":{\"topology\":\"" + u.topology + "\",\"chips\":[";
     std::map<int, uint64_t> sorted(u.desc.chip_unique_ids.begin(), u.desc.chip_unique_ids.end());
     bool first = true;
+    auto opt = [](const std::map<int, int>& m, int id) {
+        auto it = m.find(id);
+        return it == m.end() ? std::string("null") : std::to_string(it->second);
+    };
     for (const auto& [id, uid] : sorted) {
         char buf[512];
-        auto tr = u.tray.find(id);
-        char tray[16] = "null";
-        if (tr != u.tray.end()) std::snprintf(tray, sizeof tray, "%u", tr->second);
         auto pci = u.desc.chip_pci_bdfs.find(id);
         std::snprintf(buf, sizeof buf,
                       "%s\n  {\"device\":%d,\"unique_id\":\"%" PRIu64 "\",\"remote\":%s,\"board_type\":%u,"
-                      "\"asic_location\":%u,\"tray\":%s,\"pci\":\"%s\",\"attached\":%s,\"shm\":\"/dev/shm%s\"}",
+                      "\"tray\":%s,\"asic_location\":%s,\"pci\":\"%s\",\"attached\":%s,\"shm\":\"/dev/shm%s\"}",
                       first ? "" : ",", id, uid, u.desc.is_chip_remote(id) ? "true" : "false",
-                      static_cast<unsigned>(u.desc.get_board_type(id)), u.desc.get_asic_location(id), tray,
+                      static_cast<unsigned>(u.desc.get_board_type(id)), opt(u.tray, id).c_str(), opt(u.place, id).c_str(),
                       pci == u.desc.chip_pci_bdfs.end() ? "" : pci->second.c_str(),
                       attached().count(id) ? "true" : "false", shm_name(uid).c_str());
         out += buf;
@@ -219,12 +248,11 @@ void umd_truth_json(std::string& out) {
     out += "]}";
 }
 
-}  // namespace replica
-
-// The process's cluster descriptor (upstream: held by tt::Cluster, which MetalContext owns).
-TT_REPLICA_HIDDEN const umd::ClusterDescriptor* replica_cluster_descriptor() {
+umd::ClusterDescriptor* cluster_descriptor() {
     Umd& u = umd_state();
     return u.topology.empty() ? nullptr : &u.desc;
 }
+
+}  // namespace replica
 
 }  // namespace tt::tt_metal

@@ -3,7 +3,8 @@
 // MetalContext in the namespace-scope array `g_instances` (slot 0 the silicon context); a
 // MetalContext owns its DeviceManager (`device_manager_`), whose `devices_` own the chips'
 // Device objects (tt_metal/impl/device/device_manager.hpp). A tracer that attaches after the
-// chips opened finds their allocators from here. The replica keeps only these members.
+// chips opened finds their allocators from here, and UMD's cluster descriptor through the
+// context's MetalEnv (env_, metal_env.hpp). The replica keeps only these members.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 namespace tt::tt_metal {
 
 class Device;
+class MetalEnv;
 
 // Upstream context_types.hpp.
 constexpr std::size_t MAX_CONTEXT_COUNT = 32;
@@ -42,6 +44,10 @@ public:
 private:
     MetalContext();
     bool initialized_ = false;
+    // Upstream: the MetalEnv the context uses; the default (silicon) context makes its own and
+    // owns it.
+    MetalEnv* env_ = nullptr;
+    bool env_owned_ = false;
     std::unique_ptr<DeviceManager> device_manager_;
 };
 

@@ -1,8 +1,10 @@
 // tt::umd::ClusterDescriptor: what UMD's topology discovery learns of a cluster, with the members
-// tttrace may read from a process's memory in upstream's names and container types
-// (tenstorrent/tt-umd device/api/umd/device/cluster_descriptor.hpp; docs/ttmetal.md §11). Every
-// map is keyed by the logical chip id (ChipId): PCIe-reachable chips take the ids 0..n-1, chips
-// reached over Ethernet come after them.
+// tttrace may read from a process's memory in upstream's names, container types and order
+// (tenstorrent/tt-umd device/api/umd/device/cluster_descriptor.hpp; BoardType from
+// device/api/umd/device/types/cluster_descriptor_types.hpp; docs/ttmetal.md §11). Every map is
+// keyed by the logical chip id (ChipId): PCIe-reachable chips take the ids 0..n-1, chips reached
+// over Ethernet come after them. Upstream members the replica leaves out: chip_arch,
+// harvesting_masks_map, health_errors and the firmware versions.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +14,38 @@
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
+
+namespace tt {
+
+// Upstream's BoardType: a plain enum in namespace tt ("types in this file can be used without
+// using the driver"), UBB_WORMHOLE an alias of UBB.
+enum BoardType : uint32_t {
+    E75,
+    E150,
+    E300,
+    N150,
+    N300,
+    P100,
+    P150,
+    P300,
+    GALAXY,
+    UBB,
+    UBB_WORMHOLE = UBB,
+    UBB_BLACKHOLE,
+    QUASAR,
+    UNKNOWN,
+};
+
+}  // namespace tt
 
 namespace tt::umd {
 
 using ChipId = int;
 using EthernetChannel = int;
+using BoardType = tt::BoardType;
 
-// UMD's BoardType (types/cluster_descriptor_types.hpp), the values the replica uses.
-enum class BoardType : uint32_t { N150 = 0, N300 = 1, P100 = 2, P150 = 3, P300 = 4, GALAXY = 5, UBB = 6, UNKNOWN = 7 };
+enum class IODeviceType { PCIe, JTAG, UNDEFINED };
 
 // The routing firmware's Ethernet coordinates of a chip (EthCoord).
 struct EthCoord {
@@ -52,18 +78,29 @@ public:
         return it == chip_to_bus_id.end() ? 0 : it->second;
     }
 
-    // Upstream's members (a subset, in upstream's order), public here: the replica fills them.
+    // Upstream's members, in upstream's order, public here: the replica fills them.
     std::unordered_map<ChipId, std::unordered_map<EthernetChannel, std::tuple<ChipId, EthernetChannel>>>
         ethernet_connections;
+    std::unordered_map<ChipId, std::unordered_map<EthernetChannel, std::tuple<uint64_t, EthernetChannel>>>
+        ethernet_connections_to_remote_devices;
     std::unordered_map<ChipId, EthCoord> chip_locations;
+    std::map<int, std::map<int, std::map<int, std::map<int, ChipId>>>> coords_to_chip_ids;
     std::unordered_map<ChipId, ChipId> chips_with_mmio;
     std::unordered_set<ChipId> all_chips;
+    std::unordered_map<ChipId, bool> noc_translation_enabled;
+    std::unordered_map<ChipId, ChipId> closest_mmio_chip_cache;
     std::unordered_map<ChipId, BoardType> chip_board_type;
+    std::unordered_map<ChipId, std::unordered_set<ChipId>> chips_grouped_by_closest_mmio;
     std::unordered_map<ChipId, uint64_t> chip_unique_ids;
     std::map<ChipId, std::set<uint32_t>> active_eth_channels;
+    std::map<ChipId, std::set<uint32_t>> idle_eth_channels;
+    std::map<uint64_t, std::unordered_set<ChipId>> board_to_chips;
     std::map<ChipId, uint8_t> asic_locations;
     std::unordered_map<ChipId, uint64_t> chip_to_board_id;
     std::unordered_map<ChipId, std::string> chip_pci_bdfs;
+    std::vector<ChipId> unhealthy_devices;
+    IODeviceType io_device_type = IODeviceType::PCIe;
+    // Bus ID cached "to pin chip location for UBB trays" (upstream's comment).
     std::unordered_map<ChipId, uint16_t> chip_to_bus_id;
 };
 
