@@ -116,16 +116,15 @@ static __always_inline void op_pop(struct op_pop_ctx *c)
 	bpf_loop(OP_MAX_FRAMES, op_pop_one, c, 0);
 }
 
-/* record_header.op_frames for a record of kind made at sp: the frames of
- * this thread still live there. */
-static __always_inline __u8 op_check(enum event_kind kind, __u64 sp)
+/* record_header.op_frames for a record of kind made at sp by thread id
+ * (bpf_get_current_pid_tgid, which the caller has: a helper call less per
+ * record): the frames of this thread still live there. */
+static __always_inline __u8 op_check(enum event_kind kind, __u64 sp, __u64 id)
 {
-	__u64 id;
 	struct op_pop_ctx c = {};
 
 	if (!ops_on || !((1ULL << (kind & 63)) & OP_KINDS) || !sp)
 		return OP_FRAMES_UNCHECKED;
-	id = bpf_get_current_pid_tgid();
 	c.st = bpf_map_lookup_elem(&op_stacks, &id);
 	if (!c.st)
 		return 0;

@@ -234,7 +234,7 @@ static __always_inline void *start_record(enum event_kind kind, __u32 size, __u6
 	h->pid = tgid;
 	h->tid = (__u32)id;
 	h->kind = kind;
-	h->op_frames = op_check(kind, sp);
+	h->op_frames = op_check(kind, sp, id);
 	if (lc) {
 		*lost_before = lc->pending;
 		lc->pending = 0;
@@ -336,18 +336,32 @@ static __always_inline __u64 span_field(const __u8 *span, __s64 off, __u32 lo, _
 	return v;
 }
 
-/* Say what an IDevice* is, by its vptr. */
+#include "devcache.h"
+
+/* Say what an IDevice* is, by its vptr (or what the cache kept of it for
+ * process e->hdr.pid: devcache.h). */
 static __always_inline void classify_device(struct event *e, __u64 dev,
 					    struct site *site)
 {
 	__u64 vptr = 0, vt_device = 0, vt_mesh = 0;
 	__s64 id_off = site->lib ? site->lib->off[LF_DEVICE_ID] : -1;
+	__u32 tgid = e->hdr.pid, kind = 0;
 	__s32 id = -1;
 	int have_id = 0;
 
 	e->device = dev;
 	if (!dev) {
 		e->device_kind = DEV_NONE;
+		return;
+	}
+	if (site->lib && tgid && dev_cache_get(tgid, dev, site->bias, &kind, &id)) {
+		e->device_kind = kind;
+		if (kind == DEV_CHIP) {
+			e->device_vptr = site->bias + site->lib->vtable_device;
+			e->chip = id;
+		} else {
+			e->device_vptr = site->bias + site->lib->vtable_mesh;
+		}
 		return;
 	}
 	if (id_off >= 8 && id_off + 4 <= SPAN_MAX) {
@@ -374,11 +388,17 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 	}
 	if (vt_device && vptr == site->bias + vt_device) {
 		e->device_kind = DEV_CHIP;
-		if (!have_id)
-			read_field(e, &id, sizeof(id), dev, site->lib->off[LF_DEVICE_ID]);
+		if (!have_id && site->lib->off[LF_DEVICE_ID] >= 0 &&
+		    bpf_probe_read_user(&id, sizeof(id), (void *)(dev + site->lib->off[LF_DEVICE_ID])) < 0) {
+			e->read_error = 1; /* id zeroed, as read_field leaves it */
+		} else if (tgid && site->lib->off[LF_DEVICE_ID] >= 0) {
+			dev_cache_put(tgid, dev, site->bias, DEV_CHIP, id);
+		}
 		e->chip = id;
 	} else if (vt_mesh && vptr == site->bias + vt_mesh) {
 		e->device_kind = DEV_MESH;
+		if (tgid)
+			dev_cache_put(tgid, dev, site->bias, DEV_MESH, -1);
 	} else {
 		e->device_kind = DEV_UNKNOWN;
 	}
@@ -392,6 +412,7 @@ static __always_inline void classify_device(struct event *e, __u64 dev,
 		struct event probe_;                             \
 								 \
 		__builtin_memset(&probe_, 0, sizeof(probe_));    \
+		probe_.hdr.pid = (r)->hdr.pid;                   \
 		probe_.chip = -1;                                \
 		classify_device(&probe_, (dev), (site));         \
 		(r)->device = probe_.device;                     \
@@ -754,10 +775,15 @@ int program_destroy(struct pt_regs *ctx)
 
 /* ---- devices --------------------------------------------------------- */
 
-/* bool Device::close() */
+/* bool Device::close(); its process's device pointers are classified
+ * again from now on (devcache.h). */
 SEC("uprobe.multi")
 int device_close(struct pt_regs *ctx)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (traced(tgid))
+		dev_cache_drop(tgid);
 	return on_device(ctx, EV_DEVICE_CLOSE, PT_REGS_PARM1(ctx), 0);
 }
 
@@ -765,6 +791,10 @@ int device_close(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int mesh_device_close(struct pt_regs *ctx)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (traced(tgid))
+		dev_cache_drop(tgid);
 	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
 }
 
@@ -1181,7 +1211,10 @@ int dl_debug_state(struct pt_regs *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct event *e;
 
-	if (!traced(tgid) || !dl_allow(tgid))
+	if (!traced(tgid))
+		return 0;
+	dev_cache_drop(tgid); /* an exec, or a library gone (devcache.h) */
+	if (!dl_allow(tgid))
 		return 0;
 	e = start(EV_LINK_MAP, PT_REGS_SP(ctx));
 	if (!e)
@@ -1256,6 +1289,8 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	}
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
+	if (traced(tgid))
+		dev_cache_drop(tgid); /* its pid may be reused (devcache.h) */
 	e = start(EV_GROUP_EXIT, 0);
 	if (e)
 		finish_now(e);

@@ -20,6 +20,16 @@ type tttraceAllocOwner struct {
 	Pad    uint32
 }
 
+type tttraceDevSlot struct {
+	_    structs.HostLayout
+	Seq  uint32
+	Tgid uint32
+	Dev  uint64
+	Bias uint64
+	Chip int32
+	Kind uint32
+}
+
 type tttraceDlBudget struct {
 	_      structs.HostLayout
 	LastNs uint64
@@ -376,6 +386,7 @@ type tttraceMapSpecs struct {
 type tttraceVariableSpecs struct {
 	CaptureStacks             *ebpf.VariableSpec `ebpf:"capture_stacks"`
 	CheckKnownStacks          *ebpf.VariableSpec `ebpf:"check_known_stacks"`
+	DevCache                  *ebpf.VariableSpec `ebpf:"dev_cache"`
 	DlDropped                 *ebpf.VariableSpec `ebpf:"dl_dropped"`
 	FilterPids                *ebpf.VariableSpec `ebpf:"filter_pids"`
 	FollowChildren            *ebpf.VariableSpec `ebpf:"follow_children"`
@@ -476,6 +487,7 @@ func (m *tttraceMaps) Close() error {
 type tttraceVariables struct {
 	CaptureStacks             *ebpf.Variable `ebpf:"capture_stacks"`
 	CheckKnownStacks          *ebpf.Variable `ebpf:"check_known_stacks"`
+	DevCache                  *ebpf.Variable `ebpf:"dev_cache"`
 	DlDropped                 *ebpf.Variable `ebpf:"dl_dropped"`
 	FilterPids                *ebpf.Variable `ebpf:"filter_pids"`
 	FollowChildren            *ebpf.Variable `ebpf:"follow_children"`
