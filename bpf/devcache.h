@@ -22,7 +22,7 @@
  * of a process is dropped when one of its devices or meshes closes (its
  * Device objects can go after that), when its link map changes (an exec
  * starts with the loader's first call; a library unloaded), and when it
- * ends (its pid can be reused).
+ * ends (its pid can be reused); a slot being written then stays (a race).
  */
 #ifndef TTTRACE_DEVCACHE_H
 #define TTTRACE_DEVCACHE_H
@@ -98,7 +98,7 @@ static long dev_cache_drop_one(__u64 i, void *arg)
 		return 0;
 	seq = *(volatile __u32 *)&s->seq;
 	if (seq & 1) {
-		/* Being written: wait for it, it may be this process's. */
+		/* Being written (left: a slot written at a close's moment). */
 		return 0;
 	}
 	if (__sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
