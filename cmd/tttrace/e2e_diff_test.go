@@ -135,111 +135,7 @@ func TestE2EDiff(t *testing.T) {
 		t.Errorf("process: %+v", p)
 	}
 
-	// Chips: the counters the truths differ in, with their numbers.
-	chips := map[int32]bool{}
-	for _, tr := range []*diffTruth{trA, trB} {
-		for _, d := range tr.Devices {
-			chips[d.Device] = true
-		}
-	}
-	got := map[string]diff.CounterDiff{}
-	leaks := map[string]diff.LeakDiff{}
-	allocs := map[string]diff.AllocDiff{}
-	for _, c := range p.Chips {
-		if !chips[c.Device] || c.Status != "changed" || c.MinL1Headroom != nil {
-			t.Errorf("chip %+v", c)
-		}
-		for _, cd := range c.Counters {
-			got[fmt.Sprintf("%d %s", c.Device, cd.Counter)] = cd
-		}
-		for _, l := range c.Leaks {
-			leaks[fmt.Sprintf("%d %s", c.Device, l.Type)] = l
-		}
-		for _, ad := range c.Allocator {
-			allocs[fmt.Sprintf("%d %s", c.Device, ad.Type)] = ad
-		}
-	}
-	wantGrowth := map[string]uint64{}
-	var most uint64
-	for dev := range chips {
-		for _, name := range diffCounters {
-			ea, pa := trA.fig(dev, name)
-			eb, pb := trB.fig(dev, name)
-			k := fmt.Sprintf("%d %s", dev, name)
-			cd, ok := got[k]
-			delete(got, k)
-			if ea == eb && pa == pb {
-				if ok {
-					t.Errorf("%s unchanged in the truths, in the diff: %+v", k, cd)
-				}
-				continue
-			}
-			if !ok || cd.End.A != ea || cd.End.B != eb || cd.Peak.A != pa || cd.Peak.B != pb || cd.PeakAtA == nil || cd.PeakAtB == nil {
-				t.Errorf("%s: diff %+v, truths: end %d -> %d, peak %d -> %d", k, cd, ea, eb, pa, pb)
-			}
-			if name == "live_buffers" || name == "cb_registered_bytes" || name == "cb_resident_total_bytes" {
-				continue // not what --fail-on-growth judges
-			}
-			for _, v := range [][3]any{{"end", ea, eb}, {"peak", pa, pb}} {
-				if x, y := v[1].(uint64), v[2].(uint64); y > x {
-					wantGrowth[fmt.Sprintf("%s %s", k, v[0])] = y - x
-					most = max(most, y-x)
-				}
-			}
-		}
-		// Leaks and the allocator's numbers.
-		lk := func(tr *diffTruth, typ string) (n, bytes uint64) {
-			for _, l := range tr.Leaks {
-				if l.Device == dev && l.Type == typ {
-					n, bytes = n+1, bytes+l.Size
-				}
-			}
-			return n, bytes
-		}
-		for _, typ := range []string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSTEM_MEMORY"} {
-			na, ba := lk(trA, typ)
-			nb, bb := lk(trB, typ)
-			k := fmt.Sprintf("%d %s", dev, typ)
-			l, ok := leaks[k]
-			delete(leaks, k)
-			if (na != nb || ba != bb) != ok || l.Count.A != na || l.Count.B != nb || l.Bytes.A != ba || l.Bytes.B != bb {
-				t.Errorf("leaks %s: diff %+v, truths %d (%d B) -> %d (%d B)", k, l, na, ba, nb, bb)
-			}
-			al := func(tr *diffTruth) (x, y, z uint64) {
-				for _, d := range tr.Devices {
-					if d.Device == dev {
-						s := d.Allocator[typ]
-						return s.Allocated, s.Free, s.LargestFree
-					}
-				}
-				return 0, 0, 0
-			}
-			if typ == "SYSTEM_MEMORY" {
-				continue // upstream has no bank manager for it
-			}
-			xa, ya, za := al(trA)
-			xb, yb, zb := al(trB)
-			k = fmt.Sprintf("%d %s", dev, strings.ToLower(typ))
-			ad, ok := allocs[k]
-			delete(allocs, k)
-			if changed := xa != xb || ya != yb || za != zb; changed != ok {
-				t.Errorf("allocator %s: in the diff %v, truths %d/%d/%d -> %d/%d/%d", k, ok, xa, ya, za, xb, yb, zb)
-				continue
-			}
-			if ok && (*ad.Allocated.A != xa || *ad.Allocated.B != xb || *ad.Free.A != ya || *ad.Free.B != yb || *ad.LargestFree.A != za || *ad.LargestFree.B != zb) {
-				t.Errorf("allocator %s: diff %+v, truths %d/%d/%d -> %d/%d/%d", k, ad, xa, ya, za, xb, yb, zb)
-			}
-		}
-	}
-	for k, cd := range got {
-		t.Errorf("%s in the diff, not in the truths: %+v", k, cd)
-	}
-	for k, l := range leaks {
-		t.Errorf("leaks %s in the diff, not in the truths: %+v", k, l)
-	}
-	for k := range allocs {
-		t.Errorf("allocator %s in the diff only", k)
-	}
+	wantGrowth, most := checkDiffChips(t, p, trA, trB, true)
 
 	// Sites: the three statements that leak appeared, by their lines; the
 	// changes of all sites sum to the truths' differences.
@@ -334,4 +230,118 @@ func siteLine(s *diff.SiteRef) int {
 		}
 	}
 	return 0
+}
+
+// checkDiffChips checks p's chips against two runs' truths: exactly the
+// counters, leaks and (withAllocs) allocator numbers the truths differ
+// in, with their values. It returns the growth the truths make ("chip
+// counter at" to bytes) and the most of it.
+func checkDiffChips(t *testing.T, p *diff.ProcessDiff, trA, trB *diffTruth, withAllocs bool) (map[string]uint64, uint64) {
+	t.Helper()
+	// Chips: the counters the truths differ in, with their numbers.
+	chips := map[int32]bool{}
+	for _, tr := range []*diffTruth{trA, trB} {
+		for _, d := range tr.Devices {
+			chips[d.Device] = true
+		}
+	}
+	got := map[string]diff.CounterDiff{}
+	leaks := map[string]diff.LeakDiff{}
+	allocs := map[string]diff.AllocDiff{}
+	for _, c := range p.Chips {
+		if !chips[c.Device] || c.Status != "changed" || c.MinL1Headroom != nil {
+			t.Errorf("chip %+v", c)
+		}
+		for _, cd := range c.Counters {
+			got[fmt.Sprintf("%d %s", c.Device, cd.Counter)] = cd
+		}
+		for _, l := range c.Leaks {
+			leaks[fmt.Sprintf("%d %s", c.Device, l.Type)] = l
+		}
+		for _, ad := range c.Allocator {
+			allocs[fmt.Sprintf("%d %s", c.Device, ad.Type)] = ad
+		}
+	}
+	wantGrowth := map[string]uint64{}
+	var most uint64
+	for dev := range chips {
+		for _, name := range diffCounters {
+			ea, pa := trA.fig(dev, name)
+			eb, pb := trB.fig(dev, name)
+			k := fmt.Sprintf("%d %s", dev, name)
+			cd, ok := got[k]
+			delete(got, k)
+			if ea == eb && pa == pb {
+				if ok {
+					t.Errorf("%s unchanged in the truths, in the diff: %+v", k, cd)
+				}
+				continue
+			}
+			if !ok || cd.End.A != ea || cd.End.B != eb || cd.Peak.A != pa || cd.Peak.B != pb || cd.PeakAtA == nil || cd.PeakAtB == nil {
+				t.Errorf("%s: diff %+v, truths: end %d -> %d, peak %d -> %d", k, cd, ea, eb, pa, pb)
+			}
+			if name == "live_buffers" || name == "cb_registered_bytes" || name == "cb_resident_total_bytes" {
+				continue // not what --fail-on-growth judges
+			}
+			for _, v := range [][3]any{{"end", ea, eb}, {"peak", pa, pb}} {
+				if x, y := v[1].(uint64), v[2].(uint64); y > x {
+					wantGrowth[fmt.Sprintf("%s %s", k, v[0])] = y - x
+					most = max(most, y-x)
+				}
+			}
+		}
+		// Leaks and the allocator's numbers.
+		lk := func(tr *diffTruth, typ string) (n, bytes uint64) {
+			for _, l := range tr.Leaks {
+				if l.Device == dev && l.Type == typ {
+					n, bytes = n+1, bytes+l.Size
+				}
+			}
+			return n, bytes
+		}
+		for _, typ := range []string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSTEM_MEMORY"} {
+			na, ba := lk(trA, typ)
+			nb, bb := lk(trB, typ)
+			k := fmt.Sprintf("%d %s", dev, typ)
+			l, ok := leaks[k]
+			delete(leaks, k)
+			if (na != nb || ba != bb) != ok || l.Count.A != na || l.Count.B != nb || l.Bytes.A != ba || l.Bytes.B != bb {
+				t.Errorf("leaks %s: diff %+v, truths %d (%d B) -> %d (%d B)", k, l, na, ba, nb, bb)
+			}
+			al := func(tr *diffTruth) (x, y, z uint64) {
+				for _, d := range tr.Devices {
+					if d.Device == dev {
+						s := d.Allocator[typ]
+						return s.Allocated, s.Free, s.LargestFree
+					}
+				}
+				return 0, 0, 0
+			}
+			if typ == "SYSTEM_MEMORY" || !withAllocs {
+				continue // upstream has no bank manager for it
+			}
+			xa, ya, za := al(trA)
+			xb, yb, zb := al(trB)
+			k = fmt.Sprintf("%d %s", dev, strings.ToLower(typ))
+			ad, ok := allocs[k]
+			delete(allocs, k)
+			if changed := xa != xb || ya != yb || za != zb; changed != ok {
+				t.Errorf("allocator %s: in the diff %v, truths %d/%d/%d -> %d/%d/%d", k, ok, xa, ya, za, xb, yb, zb)
+				continue
+			}
+			if ok && (*ad.Allocated.A != xa || *ad.Allocated.B != xb || *ad.Free.A != ya || *ad.Free.B != yb || *ad.LargestFree.A != za || *ad.LargestFree.B != zb) {
+				t.Errorf("allocator %s: diff %+v, truths %d/%d/%d -> %d/%d/%d", k, ad, xa, ya, za, xb, yb, zb)
+			}
+		}
+	}
+	for k, cd := range got {
+		t.Errorf("%s in the diff, not in the truths: %+v", k, cd)
+	}
+	for k, l := range leaks {
+		t.Errorf("leaks %s in the diff, not in the truths: %+v", k, l)
+	}
+	for k := range allocs {
+		t.Errorf("allocator %s in the diff only", k)
+	}
+	return wantGrowth, most
 }

@@ -64,6 +64,9 @@ func TestE2EReport(t *testing.T) {
 		{"l1-clash", []string{filepath.Join(dir, "ttwork"), "--scenario", "l1", "--leak"}},
 		{"trace-hazards", []string{filepath.Join(dir, "ttwork"), "--scenario", "traces"}},
 		{"python", []string{"python3", filepath.Join(dir, "ttwork.py"), "--scenario", "mesh", "--leak"}},
+		// TT-NN ops (the report's ops section, op_enter and runtime_id
+		// lines, each record's op), an OOM inside a device op.
+		{"ops", []string{filepath.Join(dir, "ttwork"), "--scenario", "ops", "--leak"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tmp := t.TempDir()

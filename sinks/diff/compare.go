@@ -29,8 +29,9 @@ type Result struct {
 	// (only in A), in A's order, then B's new ones.
 	Processes []ProcessDiff `json:"processes"`
 	// Growth: every memory counter (a type's bytes, the CB bytes of the
-	// busiest core) of a chip of a process that is higher in B, at the end
-	// or at its peak, most bytes first: what --fail-on-growth judges.
+	// busiest core) of a chip of a process that is higher in B, at the end,
+	// at its peak or at its peak in a window of both runs, most bytes
+	// first: what --fail-on-growth judges.
 	Growth []Growth `json:"growth"`
 }
 
@@ -67,6 +68,16 @@ type ProcessDiff struct {
 	Meshes  []MeshDiff   `json:"meshes"`
 	Sites   []SiteDiff   `json:"sites"`
 	Records []RecordDiff `json:"records"`
+	// Windows: the windows (tttrace mark) whose peaks or memory_stats
+	// differ; Ops: the TT-NN ops rows whose figures differ.
+	Windows []WindowDiff `json:"windows"`
+	Ops     []OpDiff     `json:"ops"`
+	// WindowsDropped, OpsDropped: when a run kept not all of the
+	// process's windows (past 64) or ops rows (past 4096), how many each
+	// dropped (ended windows; records of rows): what one lacks may be
+	// among them.
+	WindowsDropped *Num `json:"windows_dropped,omitempty"`
+	OpsDropped     *Num `json:"ops_dropped,omitempty"`
 	// Counts: all the failed allocations, clashes and trace problems of
 	// each (the records above are matched among the first 100 of each
 	// kind the summaries keep), when they differ.
@@ -213,10 +224,12 @@ type Growth struct {
 	PidB    *uint32 `json:"pid_b"`
 	Device  int32   `json:"device"`
 	Counter string  `json:"counter"`
-	At      string  `json:"at"` // "end" or "peak"
-	A       uint64  `json:"a"`
-	B       uint64  `json:"b"`
-	Bytes   uint64  `json:"bytes"` // B - A
+	At      string  `json:"at"` // "end", "peak" or "window_peak"
+	// Window: B's window whose peak grew (At "window_peak").
+	Window *WindowRef `json:"window,omitempty"`
+	A      uint64     `json:"a"`
+	B      uint64     `json:"b"`
+	Bytes  uint64     `json:"bytes"` // B - A
 	// Pct: the growth in percent of A (null when A is 0: without bound).
 	Pct *float64 `json:"pct"`
 }
@@ -298,13 +311,14 @@ func match(as, bs []*Process) []pair {
 
 func (d *ProcessDiff) changed() bool {
 	return d.Status != "changed" || d.Exit != nil || len(d.Chips) > 0 || len(d.Meshes) > 0 || len(d.Sites) > 0 ||
-		len(d.Records) > 0 || d.Counts != nil
+		len(d.Records) > 0 || d.Counts != nil || len(d.Windows) > 0 || len(d.Ops) > 0
 }
 
-var empty = &Process{Sites: map[SiteRow]*SiteFig{}, Descs: map[string]*SiteRef{}, Records: map[string]*Record{}}
+var empty = &Process{Sites: map[SiteRow]*SiteFig{}, Descs: map[string]*SiteRef{}, Records: map[string]*Record{}, Ops: map[OpKey]*OpFig{}}
 
 func compareProcess(a, b *Process, usage bool) *ProcessDiff {
-	d := &ProcessDiff{Status: "changed", Chips: []ChipDiff{}, Meshes: []MeshDiff{}, Sites: []SiteDiff{}, Records: []RecordDiff{}}
+	d := &ProcessDiff{Status: "changed", Chips: []ChipDiff{}, Meshes: []MeshDiff{}, Sites: []SiteDiff{}, Records: []RecordDiff{},
+		Windows: []WindowDiff{}, Ops: []OpDiff{}}
 	switch {
 	case a == nil:
 		d.Status, a = "appeared", empty
@@ -337,6 +351,16 @@ func compareProcess(a, b *Process, usage bool) *ProcessDiff {
 	} else {
 		d.Sites = compareSites(a, b, usage)
 		d.Records = compareRecords(a.Records, b.Records)
+		d.Windows = compareWindows(a, b)
+		d.Ops = compareOps(a.Ops, b.Ops)
+		if a.WindowsDropped+b.WindowsDropped > 0 {
+			n := num(a.WindowsDropped, b.WindowsDropped)
+			d.WindowsDropped = &n
+		}
+		if a.OpsDropped+b.OpsDropped > 0 {
+			n := num(a.OpsDropped, b.OpsDropped)
+			d.OpsDropped = &n
+		}
 	}
 	if a.Counts != b.Counts {
 		d.Counts = &CountsDiff{a.Counts, b.Counts}
@@ -613,8 +637,8 @@ func compareRecords(a, b map[string]*Record) []RecordDiff {
 	return out
 }
 
-// growth lists d's gated counters that are higher in B, at the end or at
-// the peak.
+// growth lists d's gated counters that are higher in B, at the end, at
+// the peak or at the peak in a window.
 func (d *ProcessDiff) growth() []Growth {
 	var out []Growth
 	for i := range d.Chips {
@@ -631,17 +655,22 @@ func (d *ProcessDiff) growth() []Growth {
 				if v.n.B <= v.n.A {
 					continue
 				}
-				g := Growth{Command: d.Command, PidA: d.PidA, PidB: d.PidB, Device: c.Device, Counter: cd.Counter, At: v.at,
-					A: v.n.A, B: v.n.B, Bytes: v.n.B - v.n.A}
-				if v.n.A > 0 {
-					pct := float64(g.Bytes) * 100 / float64(v.n.A)
-					g.Pct = &pct
-				}
-				out = append(out, g)
+				out = append(out, newGrowth(d, c.Device, cd.Counter, v.at, v.n.A, v.n.B, nil))
 			}
 		}
 	}
-	return out
+	return append(out, d.windowGrowth()...)
+}
+
+// newGrowth is a counter of d's chip dev grown from a to b (b > a).
+func newGrowth(d *ProcessDiff, dev int32, counter, at string, a, b uint64, w *WindowRef) Growth {
+	g := Growth{Command: d.Command, PidA: d.PidA, PidB: d.PidB, Device: dev, Counter: counter, At: at, Window: w,
+		A: a, B: b, Bytes: b - a}
+	if a > 0 {
+		pct := float64(g.Bytes) * 100 / float64(a)
+		g.Pct = &pct
+	}
+	return g
 }
 
 func counterIndex(name string) int {

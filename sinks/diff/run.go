@@ -109,6 +109,14 @@ type Process struct {
 	// each), keyed by their description; Counts: all of them.
 	Records map[string]*Record
 	Counts  Counts
+	// Windows: its windows (tttrace mark), in the summary's order;
+	// WindowsDropped: its ended windows the run did not keep (past 64).
+	Windows        []Window
+	WindowsDropped uint64
+	// Ops: its TT-NN ops rows by (name, device op); OpsDropped: records of
+	// rows the run did not keep (past 4096).
+	Ops        map[OpKey]*OpFig
+	OpsDropped uint64
 }
 
 // Counts are a process's problem counts, all of them (the summary keeps
@@ -351,7 +359,8 @@ func FromSummary(s *devices.Summary, usage bool) (*Run, error) {
 // than leaks.
 func (c *Collector) process(ps *devices.ProcessSummary, usage bool) (*Process, error) {
 	p := &Process{Pid: ps.Pid, Command: ps.Command, Exited: ps.Exited, ExitCode: ps.ExitCode, ExitSignal: ps.ExitSignal,
-		Trimmed: ps.Trimmed != nil, Sites: map[SiteRow]*SiteFig{}, Descs: map[string]*SiteRef{}, Records: map[string]*Record{}}
+		Trimmed: ps.Trimmed != nil, Sites: map[SiteRow]*SiteFig{}, Descs: map[string]*SiteRef{}, Records: map[string]*Record{},
+		WindowsDropped: ps.WindowsDropped, OpsDropped: ps.OpsDropped}
 	p.Counts = Counts{AllocFailures: ps.Stats.AllocFailures, L1Clashes: ps.Stats.L1Clashes, TraceProblems: ps.Traces.Problems()}
 	for i := range ps.Devices {
 		d := &ps.Devices[i]
@@ -384,6 +393,9 @@ func (c *Collector) process(ps *devices.ProcessSummary, usage bool) (*Process, e
 	}
 	if p.Trimmed {
 		return p, nil
+	}
+	if err := c.windowsAndOps(p, ps); err != nil {
+		return nil, err
 	}
 	descs := make(map[uint32]*devices.Site, len(ps.Sites))
 	for i := range ps.Sites {

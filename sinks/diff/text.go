@@ -14,6 +14,7 @@ const (
 	textSites   = 10 // sites listed per process
 	textFrames  = 6  // native frames shown per site
 	textRecords = 10 // records listed per process and status
+	textOps     = 10 // ops rows listed per process
 )
 
 // counterLabels name the counters in the table as the report does.
@@ -85,8 +86,24 @@ func (t *text) result(r *Result) {
 		return
 	}
 	g := &r.Growth[0]
-	t.Printf("growth: %d memory counter(s) higher in B; the most: %s chip %d %s at the %s %s -> %s (+%s%s)\n",
-		len(r.Growth), procName(g.PidA, g.PidB), g.Device, label(g.Counter), g.At, human(g.A), human(g.B), human(g.Bytes), pct(g.Pct))
+	t.Printf("growth: %d memory counter(s) higher in B; the most: %s chip %d %s at %s %s -> %s (+%s%s)\n",
+		len(r.Growth), procName(g.PidA, g.PidB), g.Device, label(g.Counter), GrowthAt(g), human(g.A), human(g.B), human(g.Bytes), pct(g.Pct))
+}
+
+// GrowthAt says where g grew: "the end", "the peak", or "the peak of
+// window N (NAME)".
+func GrowthAt(g *Growth) string {
+	if w := g.Window; w != nil {
+		return "the peak of " + windowName(w.Index, w.Name)
+	}
+	return "the " + g.At
+}
+
+func windowName(index int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("window %d", index)
+	}
+	return fmt.Sprintf("window %d (%s)", index, name)
 }
 
 func pct(p *float64) string {
@@ -131,6 +148,8 @@ func (t *text) process(d *ProcessDiff) {
 	}
 	t.sites(d)
 	t.records(d)
+	t.windows(d)
+	t.ops(d)
 }
 
 func exitText(e ExitFig) string {
@@ -417,3 +436,115 @@ func (t *text) records(d *ProcessDiff) {
 
 // human formats a byte count as the report does.
 func human(n uint64) string { return sinks.HumanBytes(n) }
+
+func (t *text) windows(d *ProcessDiff) {
+	if n := d.WindowsDropped; n != nil {
+		t.Printf("  windows dropped by the runs (past 64): %d in A, %d in B; a window one lacks may be among them\n", n.A, n.B)
+	}
+	if len(d.Windows) == 0 {
+		return
+	}
+	t.Printf("  windows (peaks in the window; memory_stats at its end):\n")
+	idx := func(i *int) string {
+		if i == nil {
+			return "-"
+		}
+		return fmt.Sprint(*i)
+	}
+	for i := range d.Windows {
+		w := &d.Windows[i]
+		var where string
+		switch w.Status {
+		case "appeared":
+			where = windowName(*w.IndexB, w.Name) + ": only in B"
+		case "vanished":
+			where = windowName(*w.IndexA, w.Name) + ": only in A"
+		default:
+			where = windowName(*w.IndexA, w.Name)
+			if *w.IndexB != *w.IndexA || w.NameB != "" {
+				where += ", in B " + windowName(*w.IndexB, w.NameB)
+			}
+		}
+		t.Printf("    %s (index A %s, B %s)\n", where, idx(w.IndexA), idx(w.IndexB))
+		for j := range w.Chips {
+			c := &w.Chips[j]
+			chip := fmt.Sprintf("chip %d", c.Device)
+			if c.Status != "changed" {
+				chip += " (" + map[string]string{"appeared": "B only", "vanished": "A only"}[c.Status] + ")"
+			}
+			for _, p := range c.Peaks {
+				f := human
+				if p.Counter == counterNames[cLiveBuffers] {
+					f = func(v uint64) string { return fmt.Sprint(v) }
+				}
+				t.Printf("      %s %s peak %s -> %s (%s), at %s / %s\n", chip, label(p.Counter), f(p.Peak.A), f(p.Peak.B),
+					signed(p.Peak.Delta, f), since(p.PeakAtA), since(p.PeakAtB))
+			}
+			for k := range c.MemoryStats {
+				m := &c.MemoryStats[k]
+				opt := func(v *uint64) string {
+					if v == nil {
+						return "none"
+					}
+					return human(*v)
+				}
+				parts := []string{}
+				for _, f := range []struct {
+					name string
+					n    OptNum
+				}{{"bytes_in_use", m.BytesInUse}, {"peak_bytes_in_use", m.PeakBytesInUse}, {"bytes_limit", m.BytesLimit},
+					{"largest_free_block_bytes", m.LargestFreeBlockBytes}} {
+					if !f.n.same() {
+						parts = append(parts, fmt.Sprintf("%s %s -> %s", f.name, opt(f.n.A), opt(f.n.B)))
+					}
+				}
+				t.Printf("      %s memory_stats %s: %s\n", chip, m.Type, strings.Join(parts, ", "))
+			}
+		}
+	}
+}
+
+// opFigs name an ops row's figures as the summary does, with whether
+// each is bytes.
+var opFigs = [9]struct {
+	name  string
+	bytes bool
+}{{"calls", false}, {"allocs", false}, {"bytes", true}, {"peak_dram_bytes", true}, {"peak_l1_bytes", true}, {"cb_bytes", true},
+	{"alloc_failures", false}, {"leaked_buffers", false}, {"leaked_bytes", true}}
+
+func (t *text) ops(d *ProcessDiff) {
+	if n := d.OpsDropped; n != nil {
+		t.Printf("  records of TT-NN ops rows dropped by the runs (past 4096 rows): %d in A, %d in B; a row one lacks may be among them\n", n.A, n.B)
+	}
+	if len(d.Ops) == 0 {
+		return
+	}
+	t.Printf("  TT-NN ops (by op and device op):\n")
+	for i := range d.Ops {
+		if i == textOps {
+			t.Printf("    … %d more (--json lists them all)\n", len(d.Ops)-i)
+			break
+		}
+		o := &d.Ops[i]
+		name := o.Name
+		if name == "" {
+			name = "(no op)"
+		}
+		if o.DeviceOp != "" {
+			name += " > " + o.DeviceOp
+		}
+		xa, xb := o.A.figures(), o.B.figures()
+		parts := []string{}
+		for k, f := range opFigs {
+			if xa[k] == xb[k] {
+				continue
+			}
+			if f.bytes {
+				parts = append(parts, fmt.Sprintf("%s %s -> %s", f.name, human(xa[k]), human(xb[k])))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %d -> %d", f.name, xa[k], xb[k]))
+			}
+		}
+		t.Printf("    %-9s %s: %s\n", o.Status, name, strings.Join(parts, ", "))
+	}
+}

@@ -19,6 +19,7 @@ import (
 const (
 	MaxDiffGrowth = 200
 	MaxDiffSites  = 300
+	MaxDiffOps    = 300
 )
 
 type diffView struct {
@@ -51,6 +52,40 @@ type procDiffView struct {
 	SitesMore int
 	Records   []recordRow
 	Counts    []labeled
+	Windows   []windowDiffView
+	Ops       []opDiffRow
+	OpsMore   int
+	Dropped   []labeled
+}
+
+// windowDiffView is a window whose peaks or memory_stats differ.
+type windowDiffView struct {
+	Heading, Status string
+	Chips           []windowChipView
+}
+
+type windowChipView struct {
+	Device int32
+	Status string
+	Peaks  []windowPeakRow
+	Stats  []allocDiffRow // memory_stats per type, as the allocator's cells
+}
+
+type windowPeakRow struct {
+	Counter       string
+	PkA, PkB, PkD Num
+	AtA, AtB      string
+}
+
+// opDiffRow is a TT-NN ops row: its figures in A and in B.
+type opDiffRow struct {
+	Status, Op string
+	Cells      []opCell
+}
+
+type opCell struct {
+	Label string
+	A, B  Num
 }
 
 type chipDiffView struct {
@@ -125,7 +160,7 @@ func diffPage(res *diff.Result) *page {
 		}
 		g := &res.Growth[i]
 		p := fmt.Sprintf("growth.%d.", i)
-		row := growthRow{Who: sinks.Printable(g.Command) + " " + pids(g.PidA, g.PidB), Chip: strconv.Itoa(int(g.Device)), Counter: g.Counter, At: g.At,
+		row := growthRow{Who: sinks.Printable(g.Command) + " " + pids(g.PidA, g.PidB), Chip: strconv.Itoa(int(g.Device)), Counter: g.Counter, At: sinks.Printable(diff.GrowthAt(g)),
 			A: ctx.bytes(p+"a", "", g.A), B: ctx.bytes(p+"b", "", g.B), Bytes: ctx.bytes(p+"bytes", "", g.Bytes), Pct: "from 0"}
 		if g.Pct != nil {
 			row.Pct = fmt.Sprintf("+%.1f%%", *g.Pct)
@@ -190,6 +225,24 @@ func procDiff(ctx numCtx, i int, d *diff.ProcessDiff) procDiffView {
 		rp := fmt.Sprintf("%srecords.%d.", p, j)
 		pv.Records = append(pv.Records, recordRow{Status: r.Status, Kind: r.Kind, Detail: recordText(r.Record),
 			A: ctx.count(rp+"count_a", "", r.CountA), B: ctx.count(rp+"count_b", "", r.CountB)})
+	}
+	for j := range d.Windows {
+		pv.Windows = append(pv.Windows, windowDiff(ctx, fmt.Sprintf("%swindows.%d.", p, j), &d.Windows[j]))
+	}
+	for j := range d.Ops {
+		if j == MaxDiffOps {
+			pv.OpsMore = len(d.Ops) - j
+			break
+		}
+		pv.Ops = append(pv.Ops, opDiff(ctx, fmt.Sprintf("%sops.%d.", p, j), &d.Ops[j]))
+	}
+	for _, x := range []struct {
+		label, field string
+		n            *diff.Num
+	}{{"ended windows dropped (past 64)", "windows_dropped", d.WindowsDropped}, {"records of ops rows dropped (past 4096)", "ops_dropped", d.OpsDropped}} {
+		if x.n != nil {
+			pv.Dropped = append(pv.Dropped, labeled{x.label + " in A", ctx.count(p+x.field+".a", "", x.n.A)}, labeled{"in B", ctx.count(p+x.field+".b", "", x.n.B)})
+		}
 	}
 	if c := d.Counts; c != nil {
 		cp := p + "counts."
@@ -368,4 +421,111 @@ func recordText(r *diff.Record) string {
 		parts = append(parts, "overlapping "+refText(r.Other))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func windowDiff(ctx numCtx, p string, w *diff.WindowDiff) windowDiffView {
+	name := func(i *int, n string) string {
+		if i == nil {
+			return "-"
+		}
+		if n == "" {
+			return fmt.Sprintf("window %d", *i)
+		}
+		return sinks.Printable(fmt.Sprintf("window %d (%s)", *i, n))
+	}
+	nameB := w.Name
+	if w.NameB != "" {
+		nameB = w.NameB
+	}
+	wv := windowDiffView{Heading: name(w.IndexA, w.Name) + " in A, " + name(w.IndexB, nameB) + " in B", Status: w.Status}
+	for j := range w.Chips {
+		c := &w.Chips[j]
+		cp := fmt.Sprintf("%schips.%d.", p, j)
+		cv := windowChipView{Device: c.Device, Status: c.Status}
+		for k := range c.Peaks {
+			x := &c.Peaks[k]
+			kp := fmt.Sprintf("%speaks.%d.peak.", cp, k)
+			mk := ctx.bytes
+			if x.Counter == "live_buffers" {
+				mk = ctx.count
+			}
+			row := windowPeakRow{Counter: x.Counter, PkA: mk(kp+"a", "", x.Peak.A), PkB: mk(kp+"b", "", x.Peak.B), PkD: ctx.signed(kp+"delta", "", x.Peak.Delta)}
+			if x.Counter == "live_buffers" {
+				row.PkD.Text = row.PkD.Value
+			}
+			if x.PeakAtA != nil {
+				row.AtA = fmt.Sprintf("+%.3f s", float64(*x.PeakAtA)/1e9)
+			}
+			if x.PeakAtB != nil {
+				row.AtB = fmt.Sprintf("+%.3f s", float64(*x.PeakAtB)/1e9)
+			}
+			cv.Peaks = append(cv.Peaks, row)
+		}
+		for k := range c.MemoryStats {
+			m := &c.MemoryStats[k]
+			mp := fmt.Sprintf("%smemory_stats.%d.", cp, k)
+			row := allocDiffRow{Type: m.Type}
+			for _, f := range []struct {
+				field string
+				o     diff.OptNum
+			}{{"bytes_in_use", m.BytesInUse}, {"peak_bytes_in_use", m.PeakBytesInUse}, {"bytes_limit", m.BytesLimit},
+				{"largest_free_block_bytes", m.LargestFreeBlockBytes}} {
+				row.Cells = append(row.Cells, optBytes(ctx, mp+f.field+".", f.field, m.Type, f.o))
+			}
+			cv.Stats = append(cv.Stats, row)
+		}
+		wv.Chips = append(wv.Chips, cv)
+	}
+	return wv
+}
+
+// optBytes is a cell of a number of bytes that may be unknown in a run.
+func optBytes(ctx numCtx, f, label, typ string, o diff.OptNum) optCell {
+	cell := optCell{Label: label}
+	if o.A != nil {
+		n := ctx.bytes(f+"a", typ, *o.A)
+		cell.A = &n
+	}
+	if o.B != nil {
+		n := ctx.bytes(f+"b", typ, *o.B)
+		cell.B = &n
+	}
+	if o.Delta != nil {
+		n := ctx.signed(f+"delta", typ, *o.Delta)
+		cell.D = &n
+	}
+	return cell
+}
+
+func opDiff(ctx numCtx, p string, o *diff.OpDiff) opDiffRow {
+	name := o.Name
+	if name == "" {
+		name = "(no op)"
+	}
+	if o.DeviceOp != "" {
+		name += " > " + o.DeviceOp
+	}
+	row := opDiffRow{Status: o.Status, Op: sinks.Printable(name)}
+	for _, f := range []struct {
+		label, field string
+		a, b         uint64
+		bytes        bool
+	}{
+		{"calls", "calls", o.A.Calls, o.B.Calls, false}, {"allocs", "allocs", o.A.Allocs, o.B.Allocs, false},
+		{"bytes", "bytes", o.A.Bytes, o.B.Bytes, true}, {"DRAM peak", "peak_dram_bytes", o.A.PeakDRAM, o.B.PeakDRAM, true},
+		{"L1 peak", "peak_l1_bytes", o.A.PeakL1, o.B.PeakL1, true}, {"CB bytes", "cb_bytes", o.A.CBBytes, o.B.CBBytes, true},
+		{"failed", "alloc_failures", o.A.AllocFailures, o.B.AllocFailures, false},
+		{"leaked", "leaked_buffers", o.A.LeakedBuffers, o.B.LeakedBuffers, false},
+		{"leaked bytes", "leaked_bytes", o.A.LeakedBytes, o.B.LeakedBytes, true},
+	} {
+		if f.a == f.b {
+			continue
+		}
+		mk := ctx.count
+		if f.bytes {
+			mk = ctx.bytes
+		}
+		row.Cells = append(row.Cells, opCell{Label: f.label, A: mk(p+"a."+f.field, "", f.a), B: mk(p+"b."+f.field, "", f.b)})
+	}
+	return row
 }

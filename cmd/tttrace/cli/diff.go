@@ -29,16 +29,19 @@ command in A with the n-th in B, and the runs' only unmatched processes with
 each other), chip and type, it says what changed: the totals at the end, the
 peaks and when they came (after the process's first event), the allocator's
 numbers, the leaks, CB bytes and the minimum L1 headroom, the allocation sites
-that grew, appeared or vanished, and the failed allocations, L1 clashes and
-Metal trace problems one run has more of than the other. Sites are matched by
+that grew, appeared or vanished, the failed allocations, L1 clashes and
+Metal trace problems one run has more of than the other, the windows
+(tttrace mark; matched by name, else index) whose peaks or memory_stats
+differ per chip, and the TT-NN ops (by op and device op) whose bytes, peaks,
+calls, failures or leaks differ. Sites are matched by
 their Python lines and symbolized native frames (function, module, DWARF
 line), never by address: without DWARF, two calls in one native function with
 the same Python stack are one site. With a summary alone, sites compare by
 what they hold at the end (their leaks). Needs no root.
 
 Exit status: 0; 13 with --fail-on-growth when a memory counter (a type's
-bytes or the CB bytes of a chip of a process, at the end or at its peak) is
-higher in B by more than it allows; with --fail-on-growth, 7 when a run lost
+bytes or the CB bytes of a chip of a process, at the end, at its peak, or at
+its peak in a window both runs have) is higher in B by more than it allows; with --fail-on-growth, 7 when a run lost
 events and 12 when its layout did not fit the library come first (a ledger
 incomplete or untrusted cannot judge growth); 1 a file that cannot be read to
 its end (the line it stopped at is said), 2 usage.
@@ -62,7 +65,7 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&jsonOut, "json", false, "write the comparison as one JSON object (docs/ndjson.md) instead of the table")
 	fs.StringVarP(&output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.StringVar(&htmlOut, "html", "", "also write the comparison as one self-contained HTML page to `FILE` (opens from disk, fetches nothing)")
-	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process is higher in B, at the end or at its peak, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
+	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process is higher in B, at the end, at its peak or at its peak in a window, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
 	fs.IntVar(&maxChips, "max-chips", devices.DefaultMaxChips, "as the runs' --max-chips")
 	fs.BoolVarP(&help, "help", "h", false, "show this help")
 	fs.Usage = func() {
@@ -129,8 +132,8 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 	}
 	if over := res.Exceeding(limit.l); len(over) > 0 {
 		g := &over[0]
-		fmt.Fprintf(stderr, "tttrace diff: %d memory counter(s) grew more than --fail-on-growth %s allows; the most: %s chip %d %s at the %s, %d -> %d bytes\n",
-			len(over), limit.String(), pids(g.PidA, g.PidB), g.Device, g.Counter, g.At, g.A, g.B)
+		fmt.Fprintf(stderr, "tttrace diff: %d memory counter(s) grew more than --fail-on-growth %s allows; the most: %s chip %d %s at %s, %d -> %d bytes\n",
+			len(over), limit.String(), pids(g.PidA, g.PidB), g.Device, g.Counter, sinks.Printable(diff.GrowthAt(g)), g.A, g.B)
 		return ExitGrowth
 	}
 	return ExitOK

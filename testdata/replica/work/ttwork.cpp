@@ -66,6 +66,7 @@ struct Options {
     bool mesh = false;    // alloc scenario: a MeshDevice over the chips, its buffers and its OOMs
     int settle_ms = 3000;
     std::string window_file;  // windows scenario: wait for PATH.N before marking window N
+    bool spike = false;       // windows scenario: one more 32 KiB DRAM buffer in window 1, freed there
 };
 
 struct Ctx {
@@ -1527,6 +1528,11 @@ int scenario_windows(Ctx& ctx) {
     Device* b = CreateDevice(93);
     held.push_back(Buffer::create(a, 16 << 10, 2048, BufferType::DRAM));
     BufferPtr extra = Buffer::create(a, 16 << 10, 2048, BufferType::DRAM);
+    if (ctx.opt.spike) {
+        // --spike: window 1's DRAM peak on chip 92 up by 32 KiB (96 -> 128 KiB, under the run's 192), and
+        // nothing else: freed at once, the allocator as it was.
+        BufferPtr spike = Buffer::create(a, 32 << 10, 2048, BufferType::DRAM);
+    }
     std::vector<BufferPtr> small;
     for (int i = 0; i < 3; ++i) small.push_back(Buffer::create(b, 8 << 10, 2048, BufferType::L1));
     small.clear();
@@ -1782,7 +1788,7 @@ const char* const kAllOrder[] = {"basic", "mesh",    "galaxy",     "sparse",  "c
 void usage(FILE* f) {
     std::fprintf(f,
                  "usage: ttwork [--scenario NAME] [--truth PATH] [--seed N] [--threads N] [--events N]\n"
-                 "              [--go-file PATH] [--hold-file PATH] [--window-file PATH] [--leak]\n"
+                 "              [--go-file PATH] [--hold-file PATH] [--window-file PATH] [--spike] [--leak]\n"
                  "              [--shape n150|n300|galaxy|blackhole] [--uncaught] [--open-before-go] [--alloc-before-go] [--idle-chip] [--hybrid] [--mesh]\n"
                  "scenarios:");
     for (const auto& s : kScenarios) std::fprintf(f, " %s", s.name);
@@ -1847,6 +1853,8 @@ extern "C" int ttwork_main(int argc, char** argv) {
             ctx.opt.alloc_before_go = true;
         } else if (a == "--window-file") {
             ctx.opt.window_file = value();
+        } else if (a == "--spike") {
+            ctx.opt.spike = true;
         } else if (a == "--idle-chip") {
             ctx.opt.idle_chip = true;
         } else if (a == "--seed" || a == "--threads" || a == "--events") {
