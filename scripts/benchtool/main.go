@@ -50,6 +50,11 @@ type config struct {
 	hold    int // live buffers for the memory figure
 	only    map[string]bool
 	out     string // results JSON
+
+	// ttnn: build dir of the replica with the TT-NN stand-in
+	// (TTNN_ERA=2026); opsEvents: the op calls of ops_loop (rows 9).
+	ttnn      string
+	opsEvents int
 }
 
 func main() {
@@ -66,7 +71,9 @@ func main() {
 	flag.IntVar(&c.events, "events", 1_000_000, "events of the burst (alloc + free)")
 	flag.IntVar(&c.threads, "threads", 0, "threads of the burst (0: ttwork's default, two; 1 has no contention on the replica's lock to amplify the probes' cost)")
 	flag.IntVar(&c.hold, "hold", 1_000_000, "live buffers for the memory figure")
-	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator,python", "parts to run")
+	flag.StringVar(&c.ttnn, "ttnn", "build/bench/replica-ttnn", "replica build directory with the TT-NN stand-in (TTNN_ERA=2026)")
+	flag.IntVar(&c.opsEvents, "ops-events", 50_000, "TT-NN op calls of the ops figure (ttwork --scenario ops_loop)")
+	flag.StringVar(&only, "only", "cost,placement,loss,consumer,attach,memory,fixed,allocator,python,ops", "parts to run")
 	flag.StringVar(&c.out, "json", "build/bench/results.json", "write every run's raw results here")
 	flag.StringVar(&floorLib, "floor-lib", "", "floor mode: count hits at the sites tttrace attaches in this library while running the command after --")
 	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
@@ -85,7 +92,7 @@ func main() {
 	for _, p := range strings.Split(only, ",") {
 		c.only[strings.TrimSpace(p)] = true
 	}
-	for _, p := range []*string{&c.tttrace, &c.replica, &c.socket, &c.cet, &c.big, &c.work, &c.out} {
+	for _, p := range []*string{&c.tttrace, &c.replica, &c.socket, &c.cet, &c.big, &c.work, &c.out, &c.ttnn} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			fatalf("%v", err)
@@ -139,6 +146,10 @@ func main() {
 	}
 	if c.only["python"] {
 		r.Python = runPython(&c)
+	}
+	if c.only["ops"] {
+		r.Ops = runOpsCost(&c)
+		r.OpsAttach = runOpsAttach(&c)
 	}
 	r.Machine.LoadEnd = loadAvg()
 	r.Machine.OtherDuring = quiet.end()
@@ -232,6 +243,8 @@ type results struct {
 	Fixed     []fixedRun     `json:"fixed,omitempty"`
 	Allocator []costRun      `json:"allocator,omitempty"`
 	Python    []costRun      `json:"python,omitempty"`
+	Ops       []costRun      `json:"ops,omitempty"`
+	OpsAttach []opsAttachRun `json:"ops_attach,omitempty"`
 	Seconds   float64        `json:"seconds"`
 	Notes     map[string]any `json:"notes,omitempty"`
 }

@@ -45,6 +45,7 @@ func (r *results) print(w io.Writer, c *config) {
 	rows = append(rows, r.fixedRows()...)
 	rows = append(rows, r.allocatorRows(c)...)
 	rows = append(rows, r.pythonRows()...)
+	rows = append(rows, r.opsRows(c)...)
 	fmt.Fprintln(w, "| # | figure | measured | goal | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	noisy := 0
