@@ -729,6 +729,44 @@ func windowsAnswer(c *cutter, info RunInfo, s *devices.Summary, f *Filter) (*Win
 	return a, nil
 }
 
+// OpsAnswer is ops' answer.
+type OpsAnswer struct {
+	Envelope
+	Processes []OpsProcess `json:"processes"`
+}
+
+// OpsProcess is one process's TT-NN ops rows.
+type OpsProcess struct {
+	ProcessHead
+	Ops        []devices.OpRow `json:"ops" jsonschema:"a row per TT-NN op (name, the Python name: ttnn.matmul; \"\" for a device op launched where no op is live) and device op (device_op, absent for the op's own records outside a device op), most bytes first: calls (of the op, or launches of the device op in it), allocs and bytes (buffers allocated in it), peak_dram_bytes and peak_l1_bytes (the process's DRAM / L1 bytes over its chips right after one of its allocations), cb_bytes (per-core sizes of the CBs laid out in it), alloc_failures, leaked_buffers and leaked_bytes (its buffers still live at the end, or now in a snapshot)"`
+	OpsCount   uint64          `json:"ops_count" jsonschema:"rows the summary has (the list may be cut to limit)"`
+	OpsDropped uint64          `json:"ops_dropped" jsonschema:"records of rows past the ledger's bound (4096 rows), not in any row"`
+	TrimmedOps uint64          `json:"trimmed_ops" jsonschema:"rows the run folded away (a process kept as totals keeps its 10 rows that allocated most)"`
+}
+
+func opsAnswer(c *cutter, info RunInfo, s *devices.Summary, f *Filter) (*OpsAnswer, error) {
+	a := &OpsAnswer{Processes: []OpsProcess{}}
+	ps := processes(c, s, f)
+	for _, p := range ps {
+		op := OpsProcess{ProcessHead: head(p), OpsCount: uint64(len(p.Ops)), OpsDropped: p.OpsDropped}
+		if p.Trimmed != nil {
+			op.TrimmedOps = p.Trimmed.Ops
+		}
+		rows := make([]devices.OpRow, len(p.Ops))
+		copy(rows, p.Ops)
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Bytes > rows[j].Bytes })
+		rows = keep(c, fmt.Sprintf("pid %d ops", p.Pid), rows, 0)
+		op.Ops = make([]devices.OpRow, len(rows))
+		for i, r := range rows {
+			r.Name, r.DeviceOp = str(r.Name), str(r.DeviceOp)
+			op.Ops[i] = r
+		}
+		a.Processes = append(a.Processes, op)
+	}
+	a.Run, a.Caveats = info, caveats(&info, s, ps, f)
+	return a, nil
+}
+
 // topK keeps the k first of what it is given in less's order.
 type topK[T any] struct {
 	k    int

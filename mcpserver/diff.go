@@ -13,7 +13,7 @@ type DiffAnswer struct {
 	B       RunInfo      `json:"b"`
 	Caveats []string     `json:"caveats" jsonschema:"what limits the comparison (each run's caveats, prefixed A: or B:)"`
 	Cut     []Cut        `json:"cut"`
-	Diff    *diff.Result `json:"diff" jsonschema:"as tttrace diff --json: processes matched by command (changed, appeared, vanished) with per chip the counters at the end and at their peak (a, b, delta; peak_at_ns after the process's first event), leaks per type, the allocator's numbers, the min L1 headroom; the sites that grew, shrank, appeared or vanished (matched by Python lines and symbolized native frames, never addresses); the failed allocations, clashes and trace problems one run has more of; growth: every counter higher in B, most bytes first"`
+	Diff    *diff.Result `json:"diff" jsonschema:"as tttrace diff --json: processes matched by command (changed, appeared, vanished) with per chip the counters at the end and at their peak (a, b, delta; peak_at_ns after the process's first event), leaks per type, the allocator's numbers, the min L1 headroom; the sites that grew, shrank, appeared or vanished (matched by Python lines and symbolized native frames, never addresses); the failed allocations, clashes and trace problems one run has more of; windows (matched by name, else index) whose per-chip peaks or memory_stats differ; TT-NN ops rows whose figures differ; growth: every counter higher in B (at the end, its peak, or its peak in a window: at window_peak), most bytes first"`
 }
 
 func diffAnswer(c *cutter, ia, ib RunInfo, ra, rb *run) (*DiffAnswer, error) {
@@ -51,6 +51,21 @@ func diffAnswer(c *cutter, ia, ib RunInfo, ra, rb *run) (*DiffAnswer, error) {
 			recs[j] = r
 		}
 		p.Records = recs
+		p.Windows = keep(c, who+" windows", p.Windows, 0)
+		wins := make([]diff.WindowDiff, len(p.Windows))
+		for j, w := range p.Windows {
+			w.Name, w.NameB = str(w.Name), str(w.NameB)
+			w.Chips = keep(c, fmt.Sprintf("%s window %d chips", who, j), w.Chips, 0)
+			wins[j] = w
+		}
+		p.Windows = wins
+		p.Ops = keep(c, who+" ops", p.Ops, 0)
+		ops := make([]diff.OpDiff, len(p.Ops))
+		for j, o := range p.Ops {
+			o.Name, o.DeviceOp = str(o.Name), str(o.DeviceOp)
+			ops[j] = o
+		}
+		p.Ops = ops
 		procs[i] = p
 	}
 	res.Processes = procs
@@ -58,6 +73,9 @@ func diffAnswer(c *cutter, ia, ib RunInfo, ra, rb *run) (*DiffAnswer, error) {
 	growth := make([]diff.Growth, len(res.Growth))
 	for i, g := range res.Growth {
 		g.Command = str(g.Command)
+		if w := g.Window; w != nil {
+			g.Window = &diff.WindowRef{Index: w.Index, Name: str(w.Name)}
+		}
 		growth[i] = g
 	}
 	res.Growth = growth

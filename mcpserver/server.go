@@ -5,9 +5,10 @@
 // and running tttraces, through a snapshot (SIGUSR1, as tttrace snapshot;
 // the Live the command line gives). Its tools give the chips' state, what
 // holds the memory, the failed allocations explained, the hazards, the
-// leaks by site, the windows' memory_stats and the diff of two runs; every
-// answer is bounded (bound.go) and carries its caveats (answers.go). It
-// reads only the files and directories it was given (runs.go).
+// leaks by site, the windows' memory_stats, the TT-NN ops and the diff of
+// two runs; every answer is bounded (bound.go) and carries its caveats
+// (answers.go). It reads only the files and directories it was given
+// (runs.go).
 package mcpserver
 
 import (
@@ -196,6 +197,9 @@ func (s *server) register(srv *mcp.Server) error {
 		addRunTool(s, srv, "windows", "windows' peaks and memory_stats",
 			`The windows of each process (tttrace mark PID NAME starts one; window 0 runs from the start): per window and chip the peak of each counter in the window with when it was reached, and per allocator type memory_stats as PJRT/JAX give them (bytes_in_use, peak_bytes_in_use, bytes_limit, largest_free_block_bytes). The last window is the current one (end_ts_ns null). A process with no mark has no windows.`,
 			windowsAnswer),
+		addRunTool(s, srv, "ops", "TT-NN ops: what each op allocated, failed and leaked",
+			`What each process did per TT-NN op (the Python name, ttnn.matmul, ttnn.conv2d) and device operation launched in it (MatmulDeviceOperation), as tttrace's summary has it: calls or launches, the buffers allocated in it and their bytes, the process's DRAM and L1 bytes at their highest right after one of its allocations, the CB bytes laid out in it, its failed allocations, and its buffers still live at the end (leaked) or now (a snapshot); most bytes first. An op is known when tttrace found the process's TT-NN library (not with --no-ops); a process that ran no op has no rows.`,
+			opsAnswer),
 	}
 	if err := errors.Join(tools...); err != nil {
 		return err
@@ -205,7 +209,7 @@ func (s *server) register(srv *mcp.Server) error {
 		return err
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "diff_runs", Title: "what changed between two runs", Annotations: readOnly, OutputSchema: ds,
-		Description: `Compares run a (the baseline) with run b, as tttrace diff a b --json does: processes matched by command; per process and chip the counters at the end and at their peak in each run with the difference (and when the peak came after the process's first event), the leaks per type, the allocator's numbers, the lowest L1 headroom; the allocation sites that grew, shrank, appeared or vanished (matched by Python lines and symbolized native frames, never by address); failed allocations, L1 clashes and trace problems one run has more of; and growth: every counter higher in b, most bytes first. b may instead be b_tttrace_pid, a tttrace tracing now (compared as of now). Caveats of each run are prefixed A: and B:.`},
+		Description: `Compares run a (the baseline) with run b, as tttrace diff a b --json does: processes matched by command; per process and chip the counters at the end and at their peak in each run with the difference (and when the peak came after the process's first event), the leaks per type, the allocator's numbers, the lowest L1 headroom; the allocation sites that grew, shrank, appeared or vanished (matched by Python lines and symbolized native frames, never by address); failed allocations, L1 clashes and trace problems one run has more of; the windows (tttrace mark; matched by name, else index) whose per-chip peaks or memory_stats differ; the TT-NN ops rows (by op and device op) whose calls, bytes, peaks, failures or leaks differ; and growth: every counter higher in b at the end, at its peak or at its peak in a window, most bytes first. b may instead be b_tttrace_pid, a tttrace tracing now (compared as of now). Caveats of each run are prefixed A: and B:.`},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in DiffArgs) (*mcp.CallToolResult, *DiffAnswer, error) {
 			ra, ia, err := s.source(ctx, in.A, 0)
 			if err != nil {

@@ -339,3 +339,47 @@ func TestRunsStayInside(t *testing.T) {
 		t.Errorf("listed a file outside: %v", kinds)
 	}
 }
+
+// The ops tool: each process's TT-NN ops rows, most bytes first, cut to
+// the limit and said so, names made printable.
+func TestOpsTool(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	l := devices.NewLedger(devices.Options{})
+	l.SetProcessInfo(7, devices.ProcessInfo{Command: "python3 work.py"})
+	ev := devicestest.Alloc(7, 1, 0, events.DRAM, 0x1000, 4096)
+	ev.Pid, ev.Tid, ev.TsNs, ev.Seq = 7, 7, 1, 1
+	l.Apply(&ev)
+	sum := l.Summary()
+	rows := []devices.OpRow{
+		{Name: "ttnn.add", Calls: 3, Allocs: 3, Bytes: 6144},
+		{Name: "ttnn.matmul", DeviceOp: "MatmulDeviceOperation", Calls: 2, Allocs: 2, Bytes: 65536, PeakDRAM: 1 << 20, LeakedBuffers: 1, LeakedBytes: 32768},
+		{Name: "ttnn.\x1b[2Jevil", Calls: 1, Allocs: 1, Bytes: 100},
+	}
+	sum.Processes[0].Ops, sum.Processes[0].OpsDropped = rows, 5
+	if err := sinks.NewNDJSON(&out, false).Summary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ops.ndjson"), out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := client(t, Options{Dirs: []string{dir}})
+	var a OpsAnswer
+	if msg := call(t, cs, "ops", map[string]any{"run": "ops.ndjson", "limit": 2}, &a); msg != "" {
+		t.Fatal(msg)
+	}
+	if len(a.Processes) != 1 {
+		t.Fatalf("%+v", a)
+	}
+	p := a.Processes[0]
+	if p.OpsCount != 3 || p.OpsDropped != 5 || len(p.Ops) != 2 || p.Ops[0] != rows[1] || p.Ops[1] != rows[0] {
+		t.Errorf("ops %+v", p)
+	}
+	if len(a.Cut) != 1 || a.Cut[0] != (Cut{What: "pid 7 ops", Shown: 2, Total: 3}) {
+		t.Errorf("cut %+v", a.Cut)
+	}
+	call(t, cs, "ops", map[string]any{"run": "ops.ndjson"}, &a)
+	if p := a.Processes[0]; len(p.Ops) != 3 || p.Ops[2].Name != `ttnn.\x1b[2Jevil` {
+		t.Errorf("ops %+v", p.Ops)
+	}
+}

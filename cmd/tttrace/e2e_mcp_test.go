@@ -188,6 +188,7 @@ func TestE2EMCP(t *testing.T) {
 	oomTruth := mcpWork(t, bin, variant, runs, "oom", "--scenario", "oom")
 	hazardTruth := mcpWork(t, bin, variant, runs, "hazard", "--scenario", "trace_hazard")
 	windowsRun, windowsTruth := mcpWindows(t, bin, variant, runs)
+	opsTruth := mcpWork(t, bin, variant, runs, "ops", "--scenario", "ops", "--leak")
 
 	in := &inspector{t: t, prefix: prefix, pkg: pkg, server: []string{bin, "mcp", "--runs", runs}}
 
@@ -215,7 +216,7 @@ func TestE2EMCP(t *testing.T) {
 			}
 		}
 		sort.Strings(names)
-		want := []string{"chips", "diff_runs", "failed_allocations", "hazards", "leaks_by_site", "list_runs", "top_holders", "windows"}
+		want := []string{"chips", "diff_runs", "failed_allocations", "hazards", "leaks_by_site", "list_runs", "ops", "top_holders", "windows"}
 		if strings.Join(names, " ") != strings.Join(want, " ") {
 			t.Errorf("tools %v, want %v", names, want)
 		}
@@ -228,7 +229,7 @@ func TestE2EMCP(t *testing.T) {
 		for _, f := range l.Files {
 			kinds[f.Path] = f.Kind
 		}
-		for _, p := range []string{a, b, filepath.Join(runs, "oom.ndjson"), filepath.Join(runs, "hazard.ndjson"), windowsRun} {
+		for _, p := range []string{a, b, filepath.Join(runs, "oom.ndjson"), filepath.Join(runs, "hazard.ndjson"), windowsRun, filepath.Join(runs, "ops.ndjson")} {
 			if kinds[p] != "ndjson" {
 				t.Errorf("%s: kind %q in %+v", p, kinds[p], l.Files)
 			}
@@ -448,6 +449,46 @@ func TestE2EMCP(t *testing.T) {
 					}
 				}
 			}
+		}
+	})
+
+	t.Run("ops", func(t *testing.T) {
+		var tr struct {
+			Ops []devices.OpRow `json:"ops"`
+		}
+		if err := json.Unmarshal(opsTruth, &tr); err != nil || len(tr.Ops) < 3 {
+			t.Fatalf("truth: %v %s", err, opsTruth)
+		}
+		var o mcpserver.OpsAnswer
+		in.call("ops", &o, "run=ops.ndjson", "limit=500")
+		if len(o.Processes) != 1 || o.Processes[0].OpsCount != uint64(len(tr.Ops)) || len(o.Processes[0].Ops) != len(tr.Ops) {
+			t.Fatalf("%+v; truth %d rows", o.Processes, len(tr.Ops))
+		}
+		// The rows are the truth's (the replica's own op frames), most
+		// bytes first.
+		rows := func(rs []devices.OpRow) string {
+			var out []string
+			for _, r := range rs {
+				out = append(out, fmt.Sprintf("%+v", r))
+			}
+			sort.Strings(out)
+			return strings.Join(out, "\n")
+		}
+		got := o.Processes[0].Ops
+		if rows(got) != rows(tr.Ops) {
+			t.Errorf("ops rows:\n%s\ntruth:\n%s", rows(got), rows(tr.Ops))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Bytes > got[i-1].Bytes {
+				t.Errorf("row %d (%d bytes) after one of %d", i, got[i].Bytes, got[i-1].Bytes)
+			}
+		}
+		// Cut to the limit, and said.
+		var two mcpserver.OpsAnswer
+		in.call("ops", &two, "run=ops.ndjson", "limit=2")
+		want := mcpserver.Cut{What: fmt.Sprintf("pid %d ops", o.Processes[0].Pid), Shown: 2, Total: uint64(len(tr.Ops))}
+		if len(two.Processes[0].Ops) != 2 || len(two.Cut) != 1 || two.Cut[0] != want || two.Processes[0].Ops[0] != got[0] {
+			t.Errorf("limit=2: %+v, cut %+v", two.Processes[0].Ops, two.Cut)
 		}
 	})
 
