@@ -13,7 +13,10 @@ package main
 //     replays byte for byte (windows included).
 //   - ops: the TT-NN ops scenario, then with --leak: the ops rows that
 //     differ are those the truths' rows differ in, with their figures;
-//     chips, leaks and allocator numbers as the truths say.
+//     chips, leaks and the mesh's allocator as the truths say.
+//
+// In both, the --html comparison page shows the changes in Chromium, every
+// number the --json object's.
 
 import (
 	"bytes"
@@ -334,6 +337,7 @@ func TestE2EDiffWindows(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", s, text)
 		}
 	}
+	diffPage(t, bin, a, b, "processes.0.windows.0.chips.0.peaks.0.peak.b", "processes.0.windows.0.chips.0.memory_stats.0.peak_bytes_in_use.b")
 	t.Logf("%d window peak(s) and %d memory_stats changed as the truths say; growth %v", len(want), len(wantStats), gotGrowth)
 }
 
@@ -452,7 +456,31 @@ func TestE2EDiffOps(t *testing.T) {
 	if !bytes.Contains(text, []byte("  TT-NN ops (by op and device op):\n")) || !bytes.Contains(text, []byte("ttnn.matmul > ")) {
 		t.Errorf("the table names no op:\n%s", text)
 	}
+	diffPage(t, bin, a, b, "processes.0.ops.0.b.leaked_bytes", "processes.0.ops.0.a.leaked_buffers")
 	t.Logf("%d ops rows changed as the truths say", len(want))
+}
+
+// diffPage opens tttrace diff a b --html in Chromium: no console error or
+// request, every number the --json object's, and the fields named shown.
+func diffPage(t *testing.T, bin, a, b string, fields ...string) {
+	t.Run("html", func(t *testing.T) {
+		browser := chromium(t)
+		dir := t.TempDir()
+		page, js := filepath.Join(dir, "diff.html"), filepath.Join(dir, "diff.json")
+		if code := runTool(t, bin, "diff", a, b, "--json", "-o", js, "--html", page); code != 0 {
+			t.Fatalf("tttrace diff --html: exit %d", code)
+		}
+		bp := openPage(t, browser, page)
+		for _, e := range bp.Errors {
+			t.Errorf("the diff page in the browser: %s", e)
+		}
+		seen := checkDOM(t, bp.Numbers, lastLine(t, js))
+		for _, f := range fields {
+			if seen[f] == 0 {
+				t.Errorf("the diff page shows no %s", f)
+			}
+		}
+	})
 }
 
 // siteLineIn is the line of a site's frame in fn (0: none).
