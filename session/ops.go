@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tttrace/tttrace/events"
+	"github.com/tttrace/tttrace/internal/gcgoal"
 	"github.com/tttrace/tttrace/probes"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -460,6 +461,10 @@ func (l *opLibs) now(paths []string) {
 // readOpTables opens each path and reads its op table, with the registered
 // operations of all of them. A crafted file's panic refuses that file.
 func readOpTables(paths []string) []opLibRead {
+	// A library's symbol tables make garbage by the megabyte: collected
+	// at the tracer's usual target, thousands of op functions took 70-80
+	// collections (seconds) before a command could start.
+	defer gcgoal.Relax()()
 	out := make([]opLibRead, len(paths))
 	regs := make([]*ttmetal.OpRegistrations, len(paths))
 	for i, p := range paths {

@@ -116,9 +116,9 @@ func apply() {
 	}
 }
 
-// Relax raises the target while BPF objects load (never lowers it, never
-// turns a disabled collector on) until the function it returns is
-// called; loads at the same time share one raise.
+// Relax raises the target while BPF objects load or TT-NN op tables are
+// read (never lowers it, never turns a disabled collector on) until the
+// function it returns is called; loads at the same time share one raise.
 func Relax() (restore func()) {
 	mu.Lock()
 	defer mu.Unlock()
