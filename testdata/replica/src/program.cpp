@@ -270,6 +270,9 @@ struct Dispatch {
     int32_t replay_trace = -1;  // >= 0: not a dispatch but a trace replay re-applying its peak
     std::vector<DispatchChip> chips;
     OpRef op;  // the op of the launch that dispatched it
+    // The program's CBs on these chips were laid out before the attach point (a cached program):
+    // a tracer attached there never saw them laid out.
+    bool laid_out_before_attach = false;
 };
 struct CbAlloc {
     const void* program;
@@ -381,6 +384,7 @@ void cb_truth_json(std::string& out) {
                ",\"mesh_device\":";
         json_ptr(out, d.mesh_device);
         out += std::string(",\"captured\":") + (d.captured ? "true" : "false") +
+               ",\"laid_out_before_attach\":" + (d.laid_out_before_attach ? "true" : "false") +
                ",\"replay_trace\":" + std::to_string(d.replay_trace) + ",\"chips\":";
         json_chips(out, d.chips);
         out += ops_json(d.op) + "}";
@@ -472,8 +476,12 @@ TT_PROBED void ProgramImpl::generate_dispatch_commands(IDevice* device, bool use
     } else {
         d.chip = device->id();
     }
+    const uint64_t epoch = replica::attach_epoch();
     for (const Device* chip : replica::chips_of(device)) {
         if (!chip->is_initialized()) continue;
+        for (const Hold& h : holds_) {
+            if (h.chip == chip && h.epoch < epoch) d.laid_out_before_attach = true;
+        }
         for (const auto& [core, res] : per_core) {
             if (replica::trace_note_cb_dispatch(chip->id(), core.first, core.second, res)) {
                 d.captured = true;

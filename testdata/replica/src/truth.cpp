@@ -180,7 +180,11 @@ extern "C" void tt_replica_mark_attach(void) {
     GraphTracker::instance().reset_counts();
     for (auto& [id, t] : l.chips) {
         for (int f = 0; f < replica::kNumFields; ++f) {
-            t.pre[f] = t.cur[f];
+            // Resident CBs are a state (set_field), not a sum of charges: none of it is "made
+            // before"; its peak restarts from the states set from here on, which a tracer
+            // attached now sees (the residency of a dispatch it saw, docs/ttmetal.md §12).
+            const bool state = f == replica::kCb || f == replica::kCbResidentTotal;
+            t.pre[f] = state ? 0 : t.cur[f];
             t.peak[f] = 0;
             t.wpeak[f] = 0;
         }
