@@ -48,6 +48,9 @@ const struct alloc_capacity_record *unused_alloc_capacity_record __attribute__((
 const struct alloc_request_record *unused_alloc_request_record __attribute__((unused));
 const struct trace_record *unused_trace_record __attribute__((unused));
 const struct cb_alloc_record *unused_cb_alloc_record __attribute__((unused));
+const struct link_object_record *unused_link_object_record __attribute__((unused));
+const enum link_object_flags *unused_link_object_flags __attribute__((unused));
+const enum link_limits *unused_link_limits __attribute__((unused));
 const struct op_enter_record *unused_op_enter_record __attribute__((unused));
 const struct runtime_id_record *unused_runtime_id_record __attribute__((unused));
 const enum runtime_id_flags *unused_runtime_id_flags __attribute__((unused));
@@ -1202,9 +1205,13 @@ static __always_inline int dl_allow(__u32 tgid)
 	return 0;
 }
 
-/* void _dl_debug_state(void) in ld.so: called after each change of the link
- * map (dlopen/dlclose and the start-up load). User space looks for a newly
- * mapped TT-Metal library and attaches to it. */
+/* The link map's objects, sent at RT_CONSISTENT (stacks only). */
+#include "linkmap.h"
+
+/* void _dl_debug_state(void) in ld.so: called before and after each change
+ * of the link map (dlopen/dlclose and the start-up load). User space looks
+ * for a newly mapped TT-Metal library and attaches to it; with stacks, the
+ * objects of a consistent link map come first (linkmap.h). */
 SEC("uprobe.multi")
 int dl_debug_state(struct pt_regs *ctx)
 {
@@ -1216,6 +1223,8 @@ int dl_debug_state(struct pt_regs *ctx)
 	dev_cache_drop(tgid); /* an exec, or a library gone (devcache.h) */
 	if (!dl_allow(tgid))
 		return 0;
+	if (capture_stacks)
+		link_map_send(ctx);
 	e = start(EV_LINK_MAP, PT_REGS_SP(ctx));
 	if (!e)
 		return 0;

@@ -65,6 +65,8 @@ enum event_kind : __u8 {
 	EV_OP_ENTER = 23,         /* struct op_enter_record: a TT-NN op function entered (bpf/ops.h) */
 	EV_RUNTIME_ID = 24,       /* struct runtime_id_record: Program::set_runtime_id(id), the
 				   * device operation's id given to the program of a launch */
+	EV_LINK_OBJECT = 30,      /* struct link_object_record: one object of ld.so's link map,
+				   * sent before the EV_LINK_MAP of a consistent link map */
 	EV_TRACE = 40,            /* struct trace_record: Metal trace begin/end/replay/release
 				   * (Device and MeshDevice forms) */
 	EV_LOST = 64,             /* user space: records the ring buffer could not take */
@@ -433,6 +435,60 @@ struct runtime_id_record {
 	__u8 flags;        /* enum runtime_id_flags */
 	__u8 read_error;   /* the ProgramImpl* could not be read */
 	__u8 _pad[6];
+};
+
+/* ---- the dynamic loader's link map (bpf/linkmap.h, docs/stacks.md) ------ */
+
+/* The bounds of a walk of a link map. */
+enum link_limits {
+	LINK_OBJECTS_MAX = 512, /* objects one walk sends at most: a longer list is cut
+				 * (LINK_OBJECTS_CUT) */
+	LINK_NAME_MAX = 512,    /* room for an object's name (l_name): at most one byte less
+				 * is copied. A power of two */
+};
+
+/* link_object_record.flags */
+enum link_object_flags : __u8 {
+	LINK_OBJECT_LAST = 1,      /* the walk's last record: the records of the walk with
+				    * indexes 0..index are the whole list (unless LINK_OBJECTS_CUT) */
+	LINK_OBJECTS_CUT = 2,      /* with LAST: the list is not whole (longer than
+				    * LINK_OBJECTS_MAX, or a read of it failed) */
+	LINK_OBJECT_NONE = 4,      /* the record names no object (a walk whose next node
+				    * could not be read ends with one) */
+	LINK_OBJECT_NO_FILE = 8,   /* ld is in no file's mapping (the vDSO): dev, ino 0 */
+	LINK_OBJECT_VMA_BUSY = 16, /* the mapping at ld could not be looked up (the mmap
+				    * lock was taken): dev, ino 0 */
+	LINK_OBJECT_NAME_CUT = 32, /* the name did not fit (LINK_NAME_MAX - 1 bytes kept), or
+				    * could not be read (size 0) */
+	LINK_OBJECT_EXECFN = 64,   /* the main program's name, which ld.so leaves empty, is the
+				    * path the process was executed by (AT_EXECFN): relative
+				    * to its working directory then if not absolute */
+};
+
+/* One object of the dynamic loader's link map (struct link_map of
+ * <link.h>: l_addr, l_name, l_ld), with the identity of its file, as it
+ * stands when ld.so calls _dl_debug_state() with r_debug.r_state ==
+ * RT_CONSISTENT. The records of one walk come, in list order, before the
+ * EV_LINK_MAP record of that call; user space places the stacks of the
+ * process in these objects when its /proc/PID/maps can no longer be read
+ * (it ended). The process writes the list: addr and the name are its word,
+ * dev and ino the kernel's. */
+struct link_object_record {
+	struct record_header hdr; /* seq: one taken for the walk, shared by its records */
+	__u64 addr;  /* l_addr: the object's load bias (run-time address - ELF address) */
+	__u64 ld;    /* l_ld: the run-time address of its dynamic section */
+	__u64 dev;   /* the device of the file mapped at ld, as the kernel encodes a
+		      * dev_t (major << 20 | minor) */
+	__u64 ino;   /* its inode */
+	__u32 index; /* position in the list: 0 is the main program (its name "", or
+		      * with LINK_OBJECT_EXECFN the path it was executed by) */
+	__u32 size;  /* bytes of the name in data (no NUL); the record is at least
+		      * offsetof(struct link_object_record, data) + size bytes long */
+	__u8 flags;  /* enum link_object_flags */
+	__u8 _pad[7];
+	__u8 data[LINK_NAME_MAX]; /* l_name: the path ld.so opened, in the process's mount
+				   * namespace (relative to its working directory when
+				   * dlopen was given a relative path) */
 };
 
 #endif /* TTTRACE_WIRE_H */

@@ -217,7 +217,8 @@ func TestWireTables(t *testing.T) {
 		(*PyStackWire)(nil).wireID(): PyStackWireSize, (*PyCodeWire)(nil).wireID(): PyCodeWireSize,
 		(*AllocCapacityWire)(nil).wireID(): AllocCapacityWireSize, (*AllocRequestWire)(nil).wireID(): AllocRequestWireSize,
 		(*TraceWire)(nil).wireID(): TraceWireSize, (*CBAllocWire)(nil).wireID(): CBAllocWireSize,
-		(*OpEnterWire)(nil).wireID(): OpEnterWireSize, (*RuntimeIDWire)(nil).wireID(): RuntimeIDWireSize}
+		(*OpEnterWire)(nil).wireID(): OpEnterWireSize, (*RuntimeIDWire)(nil).wireID(): RuntimeIDWireSize,
+		(*LinkObjectWire)(nil).wireID(): LinkObjectWireSize}
 	for k := KindAlloc; k <= KindGroupExit; k++ {
 		if wireOf[k] != (*Wire)(nil).wireID() && k != KindCBAlloc {
 			t.Errorf("%s: not a struct event", k)
@@ -229,7 +230,7 @@ func TestWireTables(t *testing.T) {
 		}
 	}
 	for _, k := range []Kind{KindCBAlloc, KindStack, KindPyStack, KindPyCode, KindAllocCapacity, KindAllocRequest, KindTrace,
-		KindOpEnter, KindRuntimeID} {
+		KindOpEnter, KindRuntimeID, KindLinkObject} {
 		if wireOf[k] == 0 || wireOf[k] == (*Wire)(nil).wireID() {
 			t.Errorf("%s: record type %d", k, wireOf[k])
 		}

@@ -32,6 +32,7 @@ const (
 	KindProgramDispatch Kind = 22
 	KindOpEnter         Kind = 23
 	KindRuntimeID       Kind = 24
+	KindLinkObject      Kind = 30
 	KindTrace           Kind = 40
 	KindLost            Kind = 64
 	KindExit            Kind = 65
@@ -100,6 +101,23 @@ const (
 const (
 	CBRangesKnown     = 1
 	CBRangesTruncated = 2
+)
+
+// enum link_object_flags of bpf/wire.h.
+const (
+	LinkObjectLast    = 1
+	LinkObjectsCut    = 2
+	LinkObjectNone    = 4
+	LinkObjectNoFile  = 8
+	LinkObjectVmaBusy = 16
+	LinkObjectNameCut = 32
+	LinkObjectExecfn  = 64
+)
+
+// enum link_limits of bpf/wire.h.
+const (
+	LinkObjectsMax = 512
+	LinkNameMax    = 512
 )
 
 // enum runtime_id_flags of bpf/wire.h.
@@ -322,6 +340,27 @@ const RuntimeIDWireSize = 72
 
 func (*RuntimeIDWire) wireID() uint8 { return 9 }
 
+// LinkObjectWire is struct link_object_record of bpf/wire.h without its tail
+// (Size bytes of data, at most 512, follow it): the records of kind
+// KindLinkObject.
+type LinkObjectWire struct {
+	_     structs.HostLayout
+	Hdr   Header
+	Addr  uint64
+	Ld    uint64
+	Dev   uint64
+	Ino   uint64
+	Index uint32
+	Size  uint32
+	Flags uint8
+	_     [7]uint8
+}
+
+// LinkObjectWireSize is the size of LinkObjectWire in bytes.
+const LinkObjectWireSize = 80
+
+func (*LinkObjectWire) wireID() uint8 { return 10 }
+
 // TraceWire is struct trace_record of bpf/wire.h: the records of kind
 // KindTrace.
 type TraceWire struct {
@@ -343,7 +382,7 @@ type TraceWire struct {
 // TraceWireSize is the size of TraceWire in bytes.
 const TraceWireSize = 72
 
-func (*TraceWire) wireID() uint8 { return 10 }
+func (*TraceWire) wireID() uint8 { return 11 }
 
 // CoreRange is struct core_range of bpf/wire.h.
 type CoreRange struct {
@@ -426,7 +465,8 @@ var wireOf = [64]uint8{
 	KindAllocRequest:    7,
 	KindOpEnter:         8,
 	KindRuntimeID:       9,
-	KindTrace:           10,
+	KindLinkObject:      10,
+	KindTrace:           11,
 }
 
 // wireSize is, per kind BPF writes, the size of its records' type: the
@@ -456,6 +496,7 @@ var wireSize = [64]uint32{
 	KindAllocRequest:    80,
 	KindOpEnter:         64,
 	KindRuntimeID:       72,
+	KindLinkObject:      80,
 	KindTrace:           72,
 }
 
@@ -485,6 +526,7 @@ var kindNames = [66]string{
 	22: "program_dispatch",
 	23: "op_enter",
 	24: "runtime_id",
+	30: "link_object",
 	40: "trace",
 	64: "lost",
 	65: "exit",

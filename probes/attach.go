@@ -160,6 +160,8 @@ func (t *Tracer) attachPoints(exe *link.Executable, points []ttmetal.AttachPoint
 // calls after every change of a process's link map: the tracer hears of each
 // dlopen and can attach to a TT-Metal library the moment it is mapped. The
 // probe is on the file: every process started with that loader traps there.
+// With stacks, each call that finds the link map consistent first sends its
+// objects (events.LinkObject), found through ld.so's _r_debug.
 func (t *Tracer) AttachLoader(ldso string) error {
 	return t.AttachLoaderTo(ldso, 0)
 }
@@ -177,10 +179,13 @@ func (t *Tracer) AttachLoaderTo(ldso string, pid int) error {
 		return err
 	}
 	defer lib.Close()
-	var addr uint64
-	err = lib.ScanSymbols([]string{"_dl_debug_state"}, func(s ttmetal.Symbol) {
-		if s.Name == "_dl_debug_state" && s.Type == elf.STT_FUNC {
+	var addr, rdebug uint64
+	err = lib.ScanSymbols([]string{"_dl_debug_state", "_r_debug"}, func(s ttmetal.Symbol) {
+		switch {
+		case s.Name == "_dl_debug_state" && s.Type == elf.STT_FUNC:
 			addr = s.Value
+		case s.Name == "_r_debug" && s.Type == elf.STT_OBJECT:
+			rdebug = s.Value
 		}
 	})
 	if err != nil {
@@ -197,21 +202,34 @@ func (t *Tracer) AttachLoaderTo(ldso string, pid int) error {
 	if err != nil {
 		return err
 	}
+	cookie := loaderCookie(addr, rdebug)
 	var l link.Link
 	if t.multi {
 		only := uint32(pid)
 		if !multiPidFilterWholeProcess() {
 			only = 0
 		}
-		l, err = exe.UprobeMulti(nil, t.progs[progDlDebugState], &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: only})
+		l, err = exe.UprobeMulti(nil, t.progs[progDlDebugState], &link.UprobeMultiOptions{Addresses: []uint64{off}, Cookies: []uint64{cookie}, PID: only})
 	} else {
-		l, err = exe.Uprobe("", t.progs[progDlDebugState], &link.UprobeOptions{Address: off, PID: pid})
+		l, err = exe.Uprobe("", t.progs[progDlDebugState], &link.UprobeOptions{Address: off, Cookie: cookie, PID: pid})
 	}
 	if err != nil {
 		return fmt.Errorf("attach to %s _dl_debug_state: %w", ldso, err)
 	}
 	t.links = append(t.links, l)
 	return nil
+}
+
+// loaderCookie is the cookie of the probe on _dl_debug_state (at ELF
+// address state): the distance from it to ld.so's _r_debug (at rdebug), as
+// bpf/linkmap.h finds r_debug in the process (the probe's address plus
+// the cookie, modulo 2^64); 0 when ld.so has no _r_debug: the link map is
+// then not sent.
+func loaderCookie(state, rdebug uint64) uint64 {
+	if rdebug == 0 || rdebug == state {
+		return 0
+	}
+	return rdebug - state
 }
 
 // AttachProcessEvents follows forks (when FollowChildren) and reports how

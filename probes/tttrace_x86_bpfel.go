@@ -402,6 +402,9 @@ type tttraceVariableSpecs struct {
 	UnusedCbRangeFlags        *ebpf.VariableSpec `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.VariableSpec `ebpf:"unused_layout_field"`
+	UnusedLinkLimits          *ebpf.VariableSpec `ebpf:"unused_link_limits"`
+	UnusedLinkObjectFlags     *ebpf.VariableSpec `ebpf:"unused_link_object_flags"`
+	UnusedLinkObjectRecord    *ebpf.VariableSpec `ebpf:"unused_link_object_record"`
 	UnusedOpEnterFlags        *ebpf.VariableSpec `ebpf:"unused_op_enter_flags"`
 	UnusedOpEnterRecord       *ebpf.VariableSpec `ebpf:"unused_op_enter_record"`
 	UnusedOpLimits            *ebpf.VariableSpec `ebpf:"unused_op_limits"`
@@ -503,6 +506,9 @@ type tttraceVariables struct {
 	UnusedCbRangeFlags        *ebpf.Variable `ebpf:"unused_cb_range_flags"`
 	UnusedEvent               *ebpf.Variable `ebpf:"unused_event"`
 	UnusedLayoutField         *ebpf.Variable `ebpf:"unused_layout_field"`
+	UnusedLinkLimits          *ebpf.Variable `ebpf:"unused_link_limits"`
+	UnusedLinkObjectFlags     *ebpf.Variable `ebpf:"unused_link_object_flags"`
+	UnusedLinkObjectRecord    *ebpf.Variable `ebpf:"unused_link_object_record"`
 	UnusedOpEnterFlags        *ebpf.Variable `ebpf:"unused_op_enter_flags"`
 	UnusedOpEnterRecord       *ebpf.Variable `ebpf:"unused_op_enter_record"`
 	UnusedOpLimits            *ebpf.Variable `ebpf:"unused_op_limits"`

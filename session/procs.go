@@ -383,6 +383,9 @@ func (s *session) onCall(ev *events.Event) {
 // onLinkMap looks for a TT-Metal library newly mapped in pid.
 func (s *session) onLinkMap(pid uint32) {
 	defer func() {
+		// The objects BPF sent before this record, kept for when pid's
+		// maps can no longer be read (linkwalk.go).
+		s.sites.takeWalk(pid, s.procs[pid] != nil)
 		// A library mapped or unmapped in a process using TT-Metal: retake
 		// its maps now, while it is surely alive (its stacks may be read
 		// after it ended). Processes that do not use TT-Metal (the shells

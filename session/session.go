@@ -627,6 +627,9 @@ func (s *session) handle(raw []byte) {
 	case events.KindPyCode:
 		s.sites.onPyCode(raw)
 		return
+	case events.KindLinkObject:
+		s.sites.onLinkObject(raw)
+		return
 	}
 	// The session's one Event: nothing keeps its pointer past the call
 	// (the sinks' contract; hold copies it), so no record allocates one.

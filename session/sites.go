@@ -38,6 +38,11 @@ type procStacks struct {
 	// modsMiss: why its maps could not be read at the last try (a site
 	// without modules says so); 0: they were.
 	modsMiss events.SiteMissing
+	// walk: the objects of its link map BPF sent at the last consistent
+	// state it was read in (linkwalk.go), for when its maps cannot be
+	// read; parent: the process it was forked from (0: not known).
+	walk   *linkWalk
+	parent uint32
 	// inherited: mods are its parent's at its fork (the same mappings
 	// until it maps or execs something); dropped if they cannot be read
 	// again after a link-map change (it may have exec'ed).
@@ -97,6 +102,7 @@ type allocSites struct {
 
 	cache *stacks.Cache
 	procs map[uint32]*procStacks // by pid: the current incarnation's
+	walks linkWalks              // link maps being received (linkwalk.go)
 	// warmed: the files given to a warm-up (warmFiles); ttMetal says
 	// whether a file is a probed TT-Metal library.
 	warmed     map[*stacks.File]bool
@@ -198,6 +204,10 @@ func (a *allocSites) snapshotMaps(pid uint32) {
 		a.forgetKnown(pid, ps)
 		return
 	}
+	if a.fromWalk(pid, ps) {
+		// It ended: its link map as BPF read it last places its stacks.
+		return
+	}
 	ps.modsMiss = events.MissingMapsUnreadable
 	if errors.Is(err, errProcessEnded) || errors.Is(err, procfs.ErrNoProcess) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		ps.modsMiss = events.MissingProcessEnded
@@ -280,11 +290,12 @@ func (a *allocSites) inherit(child, parent uint32) {
 	if !a.on {
 		return
 	}
+	ps := a.procStacksOf(child)
+	ps.parent = parent
 	pp := a.procs[parent]
 	if pp == nil {
 		return
 	}
-	ps := a.procStacksOf(child)
 	if ps.mods == nil && pp.mods != nil {
 		ps.mods, ps.inherited = pp.mods, true
 	}

@@ -81,8 +81,12 @@ type Cache struct {
 
 	mu    sync.Mutex
 	files map[fileKey]*File
+	byID  map[fileID]*File // the last file cached with a device and inode
 	next  uint32
 }
+
+// fileID is a file's device and inode.
+type fileID struct{ dev, ino uint64 }
 
 // NewCache returns an empty cache.
 func NewCache() *Cache { return &Cache{files: map[fileKey]*File{}} }
@@ -122,7 +126,20 @@ func (c *Cache) open(f *os.File, path string) (*File, error) {
 	c.next++
 	nf.ID = c.next
 	c.files[key] = nf
+	if c.byID == nil {
+		c.byID = map[fileID]*File{}
+	}
+	c.byID[fileID{st.Dev, st.Ino}] = nf
 	return nf, nil
+}
+
+// byIdentity is the file last cached with device dev and inode ino, or nil.
+// Its size or mtime may differ from the inode's now (rewritten in place):
+// it reads the same inode as a new descriptor would.
+func (c *Cache) byIdentity(dev, ino uint64) *File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID[fileID{dev, ino}]
 }
 
 // OpenFile opens an ELF file by path into the cache (for files that are

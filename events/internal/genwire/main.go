@@ -47,6 +47,8 @@ var enums = []struct {
 	{"trace_op", "TraceOp", "TRACE_", "Trace", true},
 	{"trace_flags", "", "TRACE_", "Trace", false},
 	{"cb_range_flags", "", "CB_", "CB", false},
+	{"link_object_flags", "", "LINK_", "Link", false},
+	{"link_limits", "", "LINK_", "Link", false},
 	{"runtime_id_flags", "", "RUNTIME_ID_", "RuntimeID", false},
 	{"op_enter_flags", "", "OP_", "Op", false},
 	{"op_limits", "", "OP_", "Op", false},
