@@ -590,6 +590,8 @@ DeviceAddr ChipAllocator::allocate_buffer(Buffer* buffer) {
             }
         }
         const DeviceAddr address = pc.cores.front().second;
+        for (const auto& [core, a] : pc.cores) replica::l1_per_core(device_->id(), core, static_cast<int64_t>(pc.span));
+        replica::l1_settle(device_->id());
         per_core_.emplace(buffer, std::move(pc));
         replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(buffer->size()), false);
         replica::charge(device_->id(), replica::kLive, 1, false);
@@ -618,7 +620,9 @@ void ChipAllocator::deallocate_buffer(Buffer* buffer) {
     BankManager& bank = *banks_[static_cast<int>(BufferType::L1)];
     for (const auto& [core, addr] : it->second.cores) {
         bank.deallocate_buffer(addr, BankManager::AllocatorDependencies::AllocatorID{core + 1});
+        replica::l1_per_core(device_->id(), core, -static_cast<int64_t>(it->second.span));
     }
+    replica::l1_settle(device_->id());
     const bool pre = it->second.epoch < replica::attach_epoch();
     replica::charge(device_->id(), static_cast<int>(BufferType::L1), -static_cast<int64_t>(it->second.size), pre);
     replica::charge(device_->id(), replica::kLive, -1, pre);
@@ -689,6 +693,10 @@ void ChipAllocator::reserve(BufferType type, DeviceAddr addr, DeviceAddr span, c
     const uint64_t epoch = replica::attach_epoch();
     const uint64_t serial = replica::trace_note_alloc(device_->id(), type, addr, span, owner, size);
     held_[static_cast<int>(type)].emplace(addr, AllocatorBlock{span, size, owner, epoch, serial, mesh});
+    if (type == BufferType::L1 || type == BufferType::L1_SMALL) {
+        replica::l1_lock(device_->id(), static_cast<int64_t>(span));
+        replica::l1_settle(device_->id());
+    }
     replica::charge(device_->id(), static_cast<int>(type), static_cast<int64_t>(size), false);
     replica::charge(device_->id(), replica::kLive, 1, false);
 }
@@ -710,6 +718,10 @@ bool ChipAllocator::release(BufferType type, DeviceAddr addr, const Buffer* owne
     const bool pre = b.epoch < replica::attach_epoch();
     replica::charge(device_->id(), static_cast<int>(type), -static_cast<int64_t>(b.size), pre);
     replica::charge(device_->id(), replica::kLive, -1, pre);
+    if (type == BufferType::L1 || type == BufferType::L1_SMALL) {
+        replica::l1_lock(device_->id(), -static_cast<int64_t>(b.aligned_size));
+        replica::l1_settle(device_->id());
+    }
     return true;
 }
 

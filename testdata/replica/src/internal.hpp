@@ -235,6 +235,21 @@ TT_REPLICA_HIDDEN void cb_mark_attach();
 // the capture's per-core peak and nothing becomes resident. Returns whether a capture is active.
 TT_REPLICA_HIDDEN bool trace_note_cb_dispatch(int chip, uint64_t x, uint64_t y, const CbResident& r);
 
+// L1 per core (truth.cpp, docs/ttmetal.md §12), as the summary's l1_busiest_core defines it:
+// per chip, the lockstep L1 and L1_SMALL spans per bank (every core holds them), the per-core
+// spans per bank, the resident CBs per core (program.cpp). l1_lock / l1_per_core change a chip's
+// spans; l1_settle, after each change as a tracer sees it (an allocation, a free, a per-core
+// buffer with all its cores, a dispatch or replay on the chip, a close), keeps its peak.
+// Require mem_mutex() held.
+TT_REPLICA_HIDDEN void l1_lock(int chip, int64_t span);
+TT_REPLICA_HIDDEN void l1_per_core(int chip, uint32_t bank, int64_t span);
+TT_REPLICA_HIDDEN void l1_settle(int chip);
+// The core holding the most resident CBs on chip (the lowest x, then y, among ties) and its
+// bytes; false when none holds any (program.cpp).
+TT_REPLICA_HIDDEN bool cb_busiest(int chip, uint64_t* x, uint64_t* y, uint64_t* bytes);
+// A core's resident CB bytes on chip (program.cpp).
+TT_REPLICA_HIDDEN uint64_t cb_on_core(int chip, uint64_t x, uint64_t y);
+
 // Device registry (device.cpp). Require mem_mutex() held.
 TT_REPLICA_HIDDEN std::vector<Device*> open_devices_locked();
 TT_REPLICA_HIDDEN void device_closed_locked(Device* device);

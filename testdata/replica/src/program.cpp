@@ -341,6 +341,27 @@ void cb_set_resident(int chip, uint64_t x, uint64_t y, const CbResident& r) {
 
 void cb_chip_closed(int chip) { residency().chips.erase(chip); }
 
+bool cb_busiest(int chip, uint64_t* x, uint64_t* y, uint64_t* bytes) {
+    *bytes = 0;
+    auto it = residency().chips.find(chip);
+    if (it == residency().chips.end()) return false;
+    for (const auto& [core, r] : it->second) {  // by x, then y: the first of the most
+        if (const uint64_t b = r.bytes(); b > *bytes) {
+            *bytes = b;
+            *x = core.first;
+            *y = core.second;
+        }
+    }
+    return *bytes > 0;
+}
+
+uint64_t cb_on_core(int chip, uint64_t x, uint64_t y) {
+    auto it = residency().chips.find(chip);
+    if (it == residency().chips.end()) return 0;
+    auto c = it->second.find({x, y});
+    return c == it->second.end() ? 0 : c->second.bytes();
+}
+
 void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<const Device*>& chips) {
     Dispatch d{nullptr, 0, -1, nullptr, false, static_cast<int32_t>(trace_id), {}, {}};
     if (dynamic_cast<const distributed::MeshDevice*>(device) != nullptr) {
@@ -348,7 +369,10 @@ void cb_note_replay(const IDevice* device, uint32_t trace_id, const std::vector<
     } else {
         d.chip = device->id();
     }
-    for (const Device* chip : chips) d.chips.push_back(summary(chip->id()));
+    for (const Device* chip : chips) {
+        d.chips.push_back(summary(chip->id()));
+        l1_settle(chip->id());
+    }
     residency().dispatches.push_back(std::move(d));
 }
 
@@ -490,6 +514,7 @@ TT_PROBED void ProgramImpl::generate_dispatch_commands(IDevice* device, bool use
             }
         }
         d.chips.push_back(replica::summary(chip->id()));
+        replica::l1_settle(chip->id());
     }
     replica::residency().dispatches.push_back(std::move(d));
 }

@@ -42,8 +42,31 @@ struct WindowTruth {
     std::map<int, std::pair<std::vector<int64_t>, std::vector<int64_t>>> chips;  // peaks, levels
 };
 
+// L1 per core of a chip at one moment, as the summary's l1_busiest_core defines it (docs/ndjson.md):
+// lock, the lockstep spans per bank (on every core); pc at bank, the per-core spans of the bank
+// holding the most (the lowest id among ties); cb at (x, y), the resident CBs of the core holding
+// the most (the lowest x, then y). With both pc and cb, bank and core may be two cores: the total
+// is an upper bound. real: what the chip's busiest core really holds (the replica knows each
+// bank's core), at (rx, ry).
+struct L1Snap {
+    uint64_t lock = 0, pc = 0, cb = 0, real = 0;
+    uint32_t bank = 0;
+    uint64_t x = 0, y = 0, rx = 0, ry = 0;
+    bool has_real_core = false;
+    uint64_t total() const { return lock + pc + cb; }
+};
+
+struct L1Chip {
+    uint64_t lock = 0;
+    std::map<uint32_t, uint64_t> pc;  // bank -> per-core spans
+    L1Snap peak;                      // when total() was first highest
+    bool has_peak = false;
+    uint64_t real_peak = 0;  // the most any core really held
+};
+
 struct Ledger {
     std::map<int, ChipTruth> chips;
+    std::map<int, L1Chip> l1;
     uint64_t epoch = 0;
     uint64_t unknown_frees = 0;
     uint64_t unknown_free_bytes = 0;
@@ -103,8 +126,82 @@ void charge(int chip, int field, int64_t delta, bool pre) {
 
 void set_field(int chip, int field, int64_t value) { charge(chip, field, value - ledger().chips[chip].cur[field], false); }
 
+namespace {
+// Chip id's L1 per core now.
+L1Snap l1_now(int chip) {
+    L1Snap s;
+    const L1Chip& c = ledger().l1[chip];
+    s.lock = c.lock;
+    for (const auto& [bank, bytes] : c.pc) {
+        if (bytes > s.pc) {
+            s.pc = bytes;
+            s.bank = bank;
+        }
+    }
+    cb_busiest(chip, &s.x, &s.y, &s.cb);
+    // What each core really holds: every core with CBs or per-core spans (its bank's core where
+    // the chip's allocator says it; a bank whose core is not known counts as a core of its own).
+    const ChipAllocator* ca = nullptr;
+    for (Device* d : open_devices_locked()) {
+        if (d->id() == chip) ca = d->chip_allocator();
+    }
+    s.real = s.lock;
+    auto consider = [&](uint64_t bytes, bool has_core, uint64_t x, uint64_t y) {
+        if (bytes + s.lock > s.real || (bytes + s.lock == s.real && !s.has_real_core && has_core)) {
+            s.real = bytes + s.lock;
+            s.rx = x;
+            s.ry = y;
+            s.has_real_core = has_core;
+        }
+    };
+    for (const auto& [bank, bytes] : c.pc) {
+        std::size_t x = 0, y = 0;
+        if (ca != nullptr && ca->l1_core_of_bank(bank, &x, &y)) {
+            consider(bytes + cb_on_core(chip, x, y), true, x, y);
+        } else {
+            consider(bytes, false, 0, 0);
+        }
+    }
+    if (s.cb > 0) {
+        // The busiest CB core, and any core whose CBs and per-core spans together pass it, is
+        // among the cores above or this one.
+        const int64_t bank = ca == nullptr ? -1 : ca->l1_bank_of_core(s.x, s.y);
+        auto it = bank < 0 ? c.pc.end() : c.pc.find(static_cast<uint32_t>(bank));
+        consider(s.cb + (it == c.pc.end() ? 0 : it->second), true, s.x, s.y);
+    }
+    return s;
+}
+}  // namespace
+
+void l1_lock(int chip, int64_t span) {
+    L1Chip& c = ledger().l1[chip];
+    c.lock = span < 0 && c.lock < static_cast<uint64_t>(-span) ? 0 : c.lock + span;
+}
+
+void l1_per_core(int chip, uint32_t bank, int64_t span) {
+    L1Chip& c = ledger().l1[chip];
+    uint64_t& v = c.pc[bank];
+    v = span < 0 && v < static_cast<uint64_t>(-span) ? 0 : v + span;
+    if (v == 0) c.pc.erase(bank);
+}
+
+void l1_settle(int chip) {
+    const L1Snap s = l1_now(chip);
+    L1Chip& c = ledger().l1[chip];
+    if (s.total() > 0 && (!c.has_peak || s.total() > c.peak.total())) {
+        c.peak = s;
+        c.has_peak = true;
+    }
+    c.real_peak = std::max(c.real_peak, s.real);
+}
+
 void chip_closed(int chip) {
     cb_chip_closed(chip);
+    {
+        L1Chip& c = ledger().l1[chip];  // its buffers and CBs are gone; the peaks stay
+        c.lock = 0;
+        c.pc.clear();
+    }
     ChipTruth& t = ledger().chips[chip];
     for (int f = 0; f < kNumFields; ++f) {
         t.cur[f] = 0;
@@ -178,6 +275,10 @@ extern "C" void tt_replica_mark_attach(void) {
     // Calls are counted from here on: they are what a tracer attached now sees.
     for (auto& c : replica::g_calls) c.store(0, std::memory_order_relaxed);
     GraphTracker::instance().reset_counts();
+    for (auto& [id, c] : l.l1) {
+        c.has_peak = false;  // L1 per core's peaks restart too (what the chip holds, not what a
+        c.real_peak = 0;     // tracer attached now knows of it)
+    }
     for (auto& [id, t] : l.chips) {
         for (int f = 0; f < replica::kNumFields; ++f) {
             // Resident CBs are a state (set_field), not a sum of charges: none of it is "made
@@ -314,6 +415,27 @@ extern "C" int tt_replica_write_truth(const char* path) {
             out += buf;
         }
         out += "}";
+        {
+            // L1 per core now and at its peak (README "Ground truth", l1_busiest_core).
+            // real_total_bytes: what the busiest core really holds (at the peak: the most any
+            // core held since the attach point); real_core: that core now, null when no core
+            // is known or at the peak.
+            auto snap = [&](const L1Snap& v, uint64_t real, bool now) {
+                std::string o = "{\"core\":";
+                o += v.cb > 0 ? "[" + std::to_string(v.x) + "," + std::to_string(v.y) + "]" : "null";
+                if (v.pc > 0) o += ",\"bank\":" + std::to_string(v.bank);
+                o += ",\"l1_buffer_bytes\":" + std::to_string(v.lock + v.pc) + ",\"cb_bytes\":" + std::to_string(v.cb) +
+                     ",\"total_bytes\":" + std::to_string(v.total()) +
+                     ",\"upper_bound\":" + (v.pc > 0 && v.cb > 0 ? "true" : "false") +
+                     ",\"real_total_bytes\":" + std::to_string(real) + ",\"real_core\":" +
+                      (now && v.has_real_core ? "[" + std::to_string(v.rx) + "," + std::to_string(v.ry) + "]" : std::string("null")) + "}";
+                return o;
+            };
+            const L1Snap now = l1_now(id);
+            const L1Chip& c = l.l1[id];
+            out += ",\"l1_busiest_core\":" + (now.total() > 0 ? snap(now, now.real, true) : std::string("null"));
+            out += ",\"peak_l1_busiest_core\":" + (c.has_peak ? snap(c.peak, c.real_peak, false) : std::string("null"));
+        }
         const Device* open_chip = nullptr;
         for (Device* d : open) {
             if (d->id() == id) open_chip = d;

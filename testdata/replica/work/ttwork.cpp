@@ -1370,7 +1370,8 @@ int scenario_trace_mesh(Ctx& ctx) {
 // a small one, then replayed twice (residency back to the capture's per-core peak); a mesh over
 // chips 91-92 dispatching a mesh program; chip 93 (HYBRID): per-core buffers whose cores got
 // different addresses, and CBs above a per-core buffer on a core of their range (a throw) and on
-// none (none); chip 94: lockstep L1 buffers beside resident CBs, a clash on one core range of two.
+// none (none), then CBs resident beside per-core buffers; chip 94: lockstep L1 buffers beside
+// resident CBs, a clash on one core range of two.
 // --cache-before-go: the go point comes once the cache's 320 programs are laid out and dispatched
 // (what a tracer attached to a warm TT-NN process meets), and 3 cache hits end the run on chip 90.
 int scenario_cb_cache(Ctx& ctx) {
@@ -1456,6 +1457,12 @@ int scenario_cb_cache(Ctx& ctx) {
     q2->add_circular_buffer(cores(1, 1, 3, 3), 512u << 10);
     q2->allocate_circular_buffers(h);  // compiled, not dispatched: TT-Metal throws nothing
     wide.reset();
+    // CBs resident beside per-core buffers (below them): one core holds the most per-core bytes
+    // (bank 0's, core (0,0)), another the most CBs ((1,0)), which a tracer cannot tell apart.
+    auto q3 = std::make_unique<ProgramImpl>();
+    q3->add_circular_buffer(cores(0, 0, 7, 7), 8192);
+    q3->add_circular_buffer(cores(1, 0, 1, 0), 4096);
+    enqueue_program(h, *q3);
 
     // Chip 94: lockstep L1 buffers beside resident CBs, and a clash on one core range of two.
     Device* k = open_chips({94}, cfg).at(0);
