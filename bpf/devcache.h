@@ -18,11 +18,16 @@
  * is never used (x86's stores and loads are not reordered with their own
  * kind; the accesses are volatile).
  *
- * A pointer can name another device once its object is freed. Every slot
- * of a process is dropped when one of its devices or meshes closes (its
- * Device objects can go after that), when its link map changes (an exec
- * starts with the loader's first call; a library unloaded), and when it
- * ends (its pid can be reused); a slot being written then stays (a race).
+ * A pointer can name another device once its object is freed. Once one
+ * of a process's devices or meshes closes, its Device and MeshDevice
+ * objects can be freed and others made at their addresses with no further
+ * close seen, and a slot written while it closed (its classification read
+ * before) could outlive the drop: the process's pointers are then never
+ * taken from the cache again (PID_DEV_CLOSED in its pid flags, which go
+ * with the process: the exit hook clears them). Every slot of a process is
+ * also dropped when its link map changes (an exec starts with the loader's
+ * first call; a library unloaded: the library's bias then differs) and
+ * when it ends (its pid can be reused).
  */
 #ifndef TTTRACE_DEVCACHE_H
 #define TTTRACE_DEVCACHE_H
@@ -47,6 +52,15 @@ static __always_inline struct dev_slot *dev_slot_of(__u32 tgid, __u64 dev)
 	return &dev_cache[(h >> 56) & (DEV_CACHE_SLOTS - 1)];
 }
 
+/* Whether process tgid's device pointers may be cached: none of its
+ * devices or meshes has closed. */
+static __always_inline int dev_cache_on(__u32 tgid)
+{
+	__u8 *f = pid_flags(tgid);
+
+	return f && !(*f & PID_DEV_CLOSED);
+}
+
 /* The kind and chip of dev in process tgid, classified against a library
  * at bias: 1 if the cache has them. */
 static __always_inline int dev_cache_get(__u32 tgid, __u64 dev, __u64 bias, __u32 *kind, __s32 *chip)
@@ -56,7 +70,7 @@ static __always_inline int dev_cache_get(__u32 tgid, __u64 dev, __u64 bias, __u3
 	__u32 k;
 	__s32 c;
 
-	if (seq & 1)
+	if ((seq & 1) || !dev_cache_on(tgid))
 		return 0;
 	if (*(volatile __u64 *)&s->dev != dev || *(volatile __u32 *)&s->tgid != tgid ||
 	    *(volatile __u64 *)&s->bias != bias)
@@ -75,7 +89,7 @@ static __always_inline void dev_cache_put(__u32 tgid, __u64 dev, __u64 bias, __u
 	struct dev_slot *s = dev_slot_of(tgid, dev);
 	__u32 seq = *(volatile __u32 *)&s->seq;
 
-	if ((seq & 1) || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+	if ((seq & 1) || !dev_cache_on(tgid) || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
 		return; /* another CPU writes it: this one is read again next time */
 	*(volatile __u32 *)&s->tgid = tgid;
 	*(volatile __u64 *)&s->dev = dev;
@@ -112,6 +126,19 @@ static long dev_cache_drop_one(__u64 i, void *arg)
 static __always_inline void dev_cache_drop(__u32 tgid)
 {
 	bpf_loop(DEV_CACHE_SLOTS, dev_cache_drop_one, &tgid, 0);
+}
+
+/* A device or mesh of process tgid closes: never cache its pointers again
+ * (the flag set with an atomic OR on the byte's word, as user space
+ * changes the table), and forget those cached. */
+static __always_inline void dev_cache_closed(__u32 tgid)
+{
+	__u32 zero = 0, i = tgid & (PID_SPACE - 1);
+	struct pid_table *t = bpf_map_lookup_elem(&traced_pids, &zero);
+
+	if (t)
+		__sync_fetch_and_or((__u32 *)&t->flags[i & ~3U], (__u32)PID_DEV_CLOSED << ((i & 3) * 8));
+	dev_cache_drop(tgid);
 }
 
 #endif /* TTTRACE_DEVCACHE_H */

@@ -134,6 +134,8 @@ struct {
 enum pid_flag {
 	PID_TRACED = 1, /* with filter_pids: the process is traced */
 	PID_PYTHON = 2, /* it has a py_procs entry (its Python stacks are walked) */
+	PID_DEV_CLOSED = 4, /* a device or mesh of it closed: its device pointers are no
+			     * longer cached (devcache.h); set by the close probes */
 };
 struct pid_table {
 	__u8 flags[PID_SPACE];
@@ -786,7 +788,7 @@ int device_close(struct pt_regs *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (traced(tgid))
-		dev_cache_drop(tgid);
+		dev_cache_closed(tgid);
 	return on_device(ctx, EV_DEVICE_CLOSE, PT_REGS_PARM1(ctx), 0);
 }
 
@@ -797,7 +799,7 @@ int mesh_device_close(struct pt_regs *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (traced(tgid))
-		dev_cache_drop(tgid);
+		dev_cache_closed(tgid);
 	return on_device(ctx, EV_MESH_CLOSE, PT_REGS_PARM1(ctx), 0);
 }
 

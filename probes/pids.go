@@ -4,7 +4,8 @@ package probes
 // byte per possible tgid in an mmapable array, which the tracer maps and
 // changes with atomic operations on the byte's 32-bit word (the programs
 // store whole bytes: the fork hook a followed child's, the exit hook an
-// ended process's).
+// ended process's; the close probes OR PID_DEV_CLOSED into the word, as
+// the tracer does, when a process's device closes: bpf/devcache.h).
 
 import (
 	"fmt"
