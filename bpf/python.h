@@ -96,7 +96,9 @@ struct py_proc {
 
 /* Per traced process, keyed by tgid; user space writes an entry when it
  * finds a supported interpreter in the process and deletes it when the
- * process is gone. Not LRU: an entry must not vanish while it is in use. */
+ * process is gone; the fork hook copies a registered parent's to its child
+ * (py_fork), the exit hook deletes the entry of a process that ended. Not
+ * LRU: an entry must not vanish while it is in use. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -454,6 +456,26 @@ static long py_frame_step(__u64 i, void *arg)
 fault:
 	w->flags |= PY_READ_ERROR;
 	return 1;
+}
+
+/* A child forked by process parent, a registered interpreter, runs the
+ * same interpreter at the same addresses (until it execs): give it a copy
+ * of its parent's entry, so that its Python stacks are walked from its
+ * first instruction, not from when user space reads its fork record (a
+ * worker may allocate and end before that). The copy does not take the
+ * parent's code generation (code_gen 0): the deallocation of the child's
+ * code objects is not counted on, each frame's code object is identified
+ * again. 1 when the child has one. */
+static __always_inline int py_fork(__u32 parent, __u32 child)
+{
+	struct py_proc *p = bpf_map_lookup_elem(&py_procs, &parent);
+	struct py_proc c;
+
+	if (!p)
+		return 0;
+	__builtin_memcpy(&c, p, sizeof(c));
+	c.code_gen = 0;
+	return bpf_map_update_elem(&py_procs, &child, &c, BPF_ANY) == 0;
 }
 
 /* The py_procs entry of a process, NULL when it has none. */

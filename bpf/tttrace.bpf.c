@@ -1256,17 +1256,23 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	struct event *e;
-	__u8 *f = pid_flags(ptgid);
+	__u8 *f = pid_flags(ptgid), python;
 
 	if (!follow_children || ptgid == ctgid)
 		return 0; /* not following, or a new thread */
 	/* The parent's own flag, whatever filter_pids says: under --all the
 	 * table traces no one, and forks are not followed. */
-	if (!f || !(*f & PID_TRACED) || !(f = pid_flags(ctgid)))
+	if (!f || !(*f & PID_TRACED))
+		return 0;
+	python = *f & PID_PYTHON;
+	if (!(f = pid_flags(ctgid)))
 		return 0;
 	/* The child is traced from its first instruction: it is added before
-	 * it can run. Its interpreter, if any, is registered by user space. */
+	 * it can run. A registered parent's interpreter is its own until user
+	 * space registers it (python.h, py_fork). */
 	*f = PID_TRACED;
+	if (python && py_fork(ptgid, ctgid))
+		*f = PID_TRACED | PID_PYTHON;
 	e = start(EV_FORK, 0);
 	if (!e)
 		return 0;
@@ -1309,8 +1315,11 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	 * later process given the same pid is not traced (nor its Python
 	 * walked) by mistake. */
 	f = pid_flags(tgid);
-	if (f)
+	if (f) {
+		if (*f & PID_PYTHON) /* a child's copy user space may never clear */
+			bpf_map_delete_elem(&py_procs, &tgid);
 		*f = 0;
+	}
 	return 0;
 }
 

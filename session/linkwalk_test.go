@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/procfs"
+	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/stacks"
 )
@@ -276,4 +278,32 @@ func TestRunSiteMainFromLinkMap(t *testing.T) {
 		return
 	}
 	t.Fatalf("no summary of the child: %+v", r.summary.Processes)
+}
+
+// A child that ends before its fork record is read, of a parent
+// registered before the fork, has its Python stacks read with its
+// parent's interpreter (BPF walked them with a copy of the parent's
+// registration); not closed with the child. Forked before the parent's
+// registration, it has none.
+func TestInheritPython(t *testing.T) {
+	be := newFakeBackend()
+	a := &allocSites{on: true, log: io.Discard, be: be, cache: stacks.NewCache(), procs: map[uint32]*procStacks{}}
+	parent := uint32(goneP + 1)
+	pp := a.procStacksOf(parent)
+	pp.py, pp.pyAt = &pyframes.Process{}, 1000
+	pp.pyInfo = &devices.PythonInfo{Version: "3.11", Supported: true}
+
+	a.inherit(goneP, parent, 2000)
+	ps := a.procs[goneP]
+	if ps.py != pp.py || !ps.pyShared || ps.pyAt != 2000 || ps.pyInfo == pp.pyInfo || ps.pyInfo.Version != "3.11" {
+		t.Fatalf("forked after the registration: py %p shared %v at %d info %+v", ps.py, ps.pyShared, ps.pyAt, ps.pyInfo)
+	}
+	if py := a.ended(goneP); py != nil {
+		t.Error("the parent's interpreter was handed back to be closed with the child")
+	}
+
+	a.inherit(goneP+2, parent, 500)
+	if ps := a.procs[goneP+2]; ps.py != nil || ps.pyShared {
+		t.Errorf("forked before the registration: py %p shared %v", ps.py, ps.pyShared)
+	}
 }

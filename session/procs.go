@@ -350,7 +350,7 @@ func (s *session) onFork(ev *events.Event) {
 		// A fork inherits the parent's mappings.
 		st.hasLib = ps.hasLib
 	}
-	s.sites.inherit(ev.Pid, ev.ParentPid)
+	s.sites.inherit(ev.Pid, ev.ParentPid, ev.TsNs)
 }
 
 // onCall notes a TT-Metal call of ev.Pid before it is applied.

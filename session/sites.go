@@ -54,9 +54,12 @@ type procStacks struct {
 	tab     *stacks.Table
 	sent    []bool // sent[id]: the site was described to the site sinks
 
-	py     *pyframes.Process // its interpreter, nil when none (or unsupported)
-	pyAt   uint64            // monotonic ns when py was registered in BPF
-	pyInfo *devices.PythonInfo
+	py *pyframes.Process // its interpreter, nil when none (or unsupported)
+	// pyShared: py is its parent's (a fork that ended before it could be
+	// read, walked in BPF with its parent's registration): not closed here.
+	pyShared bool
+	pyAt     uint64 // monotonic ns when py was registered in BPF
+	pyInfo   *devices.PythonInfo
 	// pyWait: its interpreter's file is being read in the background
 	// (pyframes.Prefetch); pythonOf is called again when it is read.
 	pyWait  bool
@@ -283,10 +286,10 @@ func (a *allocSites) warmWorthy(f *stacks.File) bool {
 // errProcessEnded: a process's maps list nothing (it ended).
 var errProcessEnded = errors.New("the process has ended")
 
-// inherit gives child, just forked, its parent's module snapshot: the
-// same mappings until its next link-map change, so the stacks of a child
-// that allocates and ends before its maps are read are still placed.
-func (a *allocSites) inherit(child, parent uint32) {
+// inherit gives child, just forked at ts, its parent's module snapshot:
+// the same mappings until its next link-map change, so the stacks of a
+// child that allocates and ends before its maps are read are still placed.
+func (a *allocSites) inherit(child, parent uint32, ts uint64) {
 	if !a.on {
 		return
 	}
@@ -304,6 +307,14 @@ func (a *allocSites) inherit(child, parent uint32) {
 		// it now, before it imports and allocates (pytest-xdist's workers,
 		// multiprocessing), not at its next link-map change.
 		a.pythonOf(child)
+		if ps.py == nil && ps.pyInfo == nil && pp.pyAt != 0 && pp.pyAt <= ts {
+			// It could not be read (it ended already), but its parent was
+			// registered before the fork: BPF walked its Python stacks with
+			// a copy of its parent's registration (bpf/python.h, py_fork).
+			// They are its parent's interpreter's, at the same addresses.
+			info := *pp.pyInfo
+			ps.py, ps.pyShared, ps.pyInfo, ps.pyAt = pp.py, true, &info, ts
+		}
 	}
 }
 
@@ -623,6 +634,9 @@ func (a *allocSites) ended(pid uint32) *pyframes.Process {
 		return nil
 	}
 	a.be.ClearPython(pid)
+	if ps.pyShared {
+		return nil // its parent's, closed with it
+	}
 	return ps.py
 }
 
