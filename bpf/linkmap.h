@@ -223,6 +223,7 @@ static __always_inline void link_map_send(struct pt_regs *ctx)
 	w.hdr.pid = id >> 32;
 	w.hdr.tid = (__u32)id;
 	w.hdr.kind = EV_LINK_OBJECT;
+	w.hdr.op_frames = OP_FRAMES_UNCHECKED; /* carries no op */
 	w.node = rd.r_map;
 	w.execfn = link_execfn();
 	bpf_loop(LINK_OBJECTS_MAX, link_step, &w, 0);

@@ -119,6 +119,9 @@ func linkRecords(t *testing.T, tr *Tracer, pid uint32) (walks [][]events.LinkObj
 		case events.KindLinkMap:
 			linkMaps++
 		case events.KindLinkObject:
+			if h.OpFrames != events.OpFramesUnchecked {
+				t.Errorf("a link object says %d op frames: it carries no op", h.OpFrames)
+			}
 			var o events.LinkObject
 			if err := events.DecodeLinkObject(rec, &o); err != nil {
 				t.Fatal(err)
