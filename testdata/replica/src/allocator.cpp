@@ -236,10 +236,8 @@ std::vector<std::pair<DeviceAddr, DeviceAddr>> FreeListOpt::allocated_ranges() c
     return out;
 }
 
-std::optional<DeviceAddr> FreeListOpt::allocate_avoiding(DeviceAddr size, bool bottom_up,
-                                                         std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked) {
-    const DeviceAddr span = alloc_size(size);
-    std::sort(blocked.begin(), blocked.end());
+std::vector<std::pair<DeviceAddr, DeviceAddr>> FreeListOpt::free_rooms(
+    const std::vector<std::pair<DeviceAddr, DeviceAddr>>& blocked) const {
     // Free space of this list minus the blocked ranges, in address order.
     std::vector<std::pair<DeviceAddr, DeviceAddr>> room;
     for (const auto& [rel, b] : blocks_) {
@@ -254,6 +252,14 @@ std::optional<DeviceAddr> FreeListOpt::allocate_avoiding(DeviceAddr size, bool b
         }
         if (start < end) room.emplace_back(start, end);
     }
+    return room;
+}
+
+std::optional<DeviceAddr> FreeListOpt::allocate_avoiding(DeviceAddr size, bool bottom_up,
+                                                         std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked) {
+    const DeviceAddr span = alloc_size(size);
+    std::sort(blocked.begin(), blocked.end());
+    const std::vector<std::pair<DeviceAddr, DeviceAddr>> room = free_rooms(blocked);
     std::optional<DeviceAddr> at;
     if (bottom_up) {
         for (const auto& [s, e] : room) {
@@ -438,6 +444,12 @@ TT_ALLOCATOR_INLINE DeviceAddr BankManager::allocate_buffer(DeviceAddr size,
         f.bottom_up = bottom_up;
         f.bank_size = bank_size();
         f.cause = cause_of(s, f.span);
+        f.allocator_id = id;
+        if (id != 0) {
+            // A per-core request: the core's own numbers and cause (its bank through both lists).
+            f.core = dependent_statistics(id);
+            f.cause = cause_of(f.core, f.span);
+        }
         f.message = message;
         f.before = s;
         f.after = mutable_free_list().get_statistics();  // unchanged: nothing was reserved
@@ -453,13 +465,31 @@ __attribute__((noinline)) std::optional<DeviceAddr> BankManager::allocate_depend
                                                                                     bool bottom_up) {
     // Dependent allocators (HYBRID): lockstep (0) avoids every per-core list's blocks, a
     // per-core list (bank + 1) avoids the lockstep list's.
+    return static_cast<allocator::FreeListOpt&>(*allocators_[id]).allocate_avoiding(size_per_bank, bottom_up,
+                                                                                     blocked_for(id));
+}
+
+std::vector<std::pair<DeviceAddr, DeviceAddr>> BankManager::blocked_for(uint32_t id) const {
     std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked;
     for (uint32_t k = 0; k < allocators_.size(); ++k) {
         if ((id == 0) == (k == 0)) continue;
         const auto r = static_cast<const allocator::FreeListOpt&>(*allocators_[k]).allocated_ranges();
         blocked.insert(blocked.end(), r.begin(), r.end());
     }
-    return static_cast<allocator::FreeListOpt&>(*allocators_[id]).allocate_avoiding(size_per_bank, bottom_up, blocked);
+    std::sort(blocked.begin(), blocked.end());
+    return blocked;
+}
+
+Statistics BankManager::dependent_statistics(uint32_t id) const {
+    const auto& own = static_cast<const allocator::FreeListOpt&>(*allocators_[id]);
+    Statistics s;
+    s.total_allocatable_size_bytes = own.max_size();
+    for (const auto& [start, end] : own.free_rooms(blocked_for(id))) {
+        s.total_free_bytes += end - start;
+        s.largest_free_block_bytes = std::max<uint64_t>(s.largest_free_block_bytes, end - start);
+    }
+    s.total_allocated_bytes = s.total_allocatable_size_bytes - s.total_free_bytes;
+    return s;
 }
 
 void BankManager::deallocate_buffer(DeviceAddr address, AllocatorDependencies::AllocatorID allocator_id) {

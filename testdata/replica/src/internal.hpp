@@ -167,6 +167,10 @@ struct AllocFailure {
     const char* cause = "";  // larger_than_bank | exhausted | fragmented
     std::string message;
     Statistics before, after;
+    // The allocator asked (0: lockstep; HYBRID per-core: bank + 1) and, for a per-core one,
+    // its bank seen through both lists (cause is then of these numbers).
+    uint32_t allocator_id = 0;
+    Statistics core;
     // Where it was asked for: the return addresses of the frames above
     // BankManager::allocate_buffer (its caller's first), from libgcc's unwinder.
     std::vector<uint64_t> callers;

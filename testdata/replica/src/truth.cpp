@@ -560,7 +560,14 @@ extern "C" int tt_replica_write_truth(const char* path) {
                       i ? ",\n  " : "\n  ", f.tid, f.chip, f.mesh, mesh_device, buffer_type_name(f.type), f.size, f.page_size,
                       f.banks, f.size_per_bank, f.span, f.bottom_up ? "true" : "false", f.bank_size, f.cause);
         out += buf;
-        out += stats_json(f.before) + ",\"after\":" + stats_json(f.after) + ",\"message\":\"" + f.message + "\",\"callers\":[";
+        out += stats_json(f.before) + ",\"after\":" + stats_json(f.after);
+        std::snprintf(buf, sizeof buf, ",\"allocator_id\":%u", f.allocator_id);
+        out += buf;
+        if (f.allocator_id != 0) {
+            std::snprintf(buf, sizeof buf, ",\"bank\":%u,\"core\":", f.allocator_id - 1);
+            out += buf + stats_json(f.core);
+        }
+        out += ",\"message\":\"" + f.message + "\",\"callers\":[";
         for (std::size_t j = 0; j < f.callers.size(); ++j) {
             std::snprintf(buf, sizeof buf, "%s%" PRIu64, j ? "," : "", f.callers[j]);
             out += buf;

@@ -1444,6 +1444,12 @@ int scenario_cb_cache(Ctx& ctx) {
     // none of their cores is compiled without a throw (tttrace, which does not know the banks'
     // cores, says "possible" for both).
     BufferPtr wide = create_per_core_buffer(h, 2u << 20, 1024, 2);
+    // A per-core request its first core (bank 0, under `wide` and a lockstep buffer of 16 KiB
+    // per bank below it) cannot hold: refused with that core's numbers, its bank through both
+    // lists (exhausted), though the lockstep list alone has room for it.
+    BufferPtr lk = Buffer::create(h, 64 * 16384, 16384, BufferType::L1);
+    CHECK(caught_oom("per-core exhausted", [&] { create_per_core_buffer(h, 2 * (400u << 10), 1024, 2); }));
+    lk.reset();
     auto q1 = std::make_unique<ProgramImpl>();
     q1->add_circular_buffer(cores(4, 0, 7, 7), 512u << 10);
     bool threw = false;

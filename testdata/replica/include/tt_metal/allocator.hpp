@@ -175,6 +175,10 @@ public:
                                                 std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked);
     // The allocated blocks, absolute [start, end).
     std::vector<std::pair<DeviceAddr, DeviceAddr>> allocated_ranges() const;
+    // The free space not overlapping `blocked` (sorted, absolute [start, end)), in address
+    // order: what allocate_avoiding chooses from.
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> free_rooms(
+        const std::vector<std::pair<DeviceAddr, DeviceAddr>>& blocked) const;
     // Free the block at absolute `addr` and merge it with free neighbours; false if unknown.
     bool deallocate(DeviceAddr addr);
     void clear();
@@ -278,6 +282,11 @@ private:
     void init_allocators(DeviceAddr size_bytes, uint32_t alignment_bytes, DeviceAddr offset);
     // HYBRID: first fit in allocator `id`'s list, avoiding its dependent lists' blocks.
     std::optional<DeviceAddr> allocate_dependent(uint32_t id, DeviceAddr size_per_bank, bool bottom_up);
+    // HYBRID: the blocks of the lists allocator `id` avoids (sorted, absolute).
+    std::vector<std::pair<DeviceAddr, DeviceAddr>> blocked_for(uint32_t id) const;
+    // HYBRID: one bank as per-core allocator `id` (bank id - 1) sees it through the lockstep
+    // list: allocated = both lists' blocks, free and largest free block = the room neither holds.
+    Statistics dependent_statistics(uint32_t id) const;
 
     // Upstream's members (bank_manager.hpp), in its order; the bank count is the map's size.
     BufferType buffer_type_ = BufferType::DRAM;
