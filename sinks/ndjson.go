@@ -21,11 +21,35 @@ type NDJSON struct {
 	noEvents bool
 	buf      []byte
 	snap     OpenFunc // snapshots' own files (nil: in the stream)
+	first    *runFirst
 }
 
 // NewNDJSON writes to w. noEvents leaves out the event lines.
 func NewNDJSON(w io.Writer, noEvents bool) *NDJSON {
-	return &NDJSON{w: bufio.NewWriterSize(&c1Escaper{w: w}, 1<<20), noEvents: noEvents}
+	first := &runFirst{w: &c1Escaper{w: w}}
+	return &NDJSON{w: bufio.NewWriterSize(first, 1<<20), noEvents: noEvents, first: first}
+}
+
+// runFirst writes the run line, when there is one, before the stream's
+// first bytes: a run that writes nothing else (it could not start) leaves
+// its output untouched.
+type runFirst struct {
+	w       io.Writer
+	pending []byte
+	started bool
+}
+
+func (r *runFirst) Write(p []byte) (int, error) {
+	if !r.started {
+		r.started = true
+		if len(r.pending) > 0 {
+			if _, err := r.w.Write(r.pending); err != nil {
+				return 0, err
+			}
+			r.pending = nil
+		}
+	}
+	return r.w.Write(p)
 }
 
 // C1Escaped is w with the C1 control characters of the JSON texts written
@@ -81,18 +105,18 @@ func (c *c1Escaper) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Run writes the run line, the stream's first (not with NoEvents: a
-// summary-only file is its summary line alone).
+// Run gives the stream its run line, written before its first line (not
+// with NoEvents: a summary-only file is its summary line alone).
 func (n *NDJSON) Run(r *Run) error {
-	if n.noEvents {
+	if n.noEvents || n.first.started || n.w.Buffered() > 0 {
 		return nil
 	}
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	_, err = n.w.Write(append(line, '\n'))
-	return err
+	n.first.pending = append(line, '\n')
+	return nil
 }
 
 // Event writes the event's line.

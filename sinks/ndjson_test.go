@@ -308,3 +308,30 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.last = append(w.last[:0], p...)
 	return len(p), nil
 }
+
+// The run line comes before the stream's first line, and only if there is
+// one: a run that could not start leaves its output untouched.
+func TestNDJSONRunLineFirst(t *testing.T) {
+	run := NewRun(4096, 0, 0, 0)
+	var none bytes.Buffer
+	n := NewNDJSON(&none, false)
+	if err := n.Run(&run); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil || none.Len() != 0 {
+		t.Fatalf("nothing traced, yet %q (%v)", none.String(), err)
+	}
+	var out bytes.Buffer
+	n = NewNDJSON(&out, false)
+	if err := n.Run(&run); err != nil {
+		t.Fatal(err)
+	}
+	n.Event(&events.Event{Kind: events.KindLost, LostBefore: 3, Chip: -1})
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"run","l1_warn":4096,"max_chips":256,"keep_ended":100,"keep_ended_totals":10000}` + "\n" + `{"type":"lost","ts_ns":0,"pid":0,"count":3}` + "\n"
+	if out.String() != want {
+		t.Fatalf("stream %q, want %q", out.String(), want)
+	}
+}

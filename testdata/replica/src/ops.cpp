@@ -34,7 +34,17 @@ struct Frame {
     std::shared_ptr<OpLaunch> launch;  // device frames: the launch (shared by a chain of the same op)
 };
 
-thread_local std::vector<Frame> t_frames;
+// Each thread's frames, made at its first op: a thread_local object with a
+// destructor would register it at the thread's exit (__cxa_thread_atexit),
+// which keeps the library loaded for good, and a clang build must unload
+// at dlclose (TestE2EReload). A pointer has no destructor: a thread's
+// frames stay allocated when it exits.
+thread_local std::vector<Frame>* t_frames_p = nullptr;
+
+std::vector<Frame>& frames() {
+    if (t_frames_p == nullptr) t_frames_p = new std::vector<Frame>();
+    return *t_frames_p;
+}
 thread_local std::size_t t_overflow = 0;  // entries past kMaxFrames not yet left
 
 struct AllocRecord {
@@ -112,17 +122,17 @@ void json_string(std::string& out, const std::string& s) {
 OpRef ops_current() {
     OpRef r;
     int top = -1;
-    for (std::size_t i = 0; i < t_frames.size(); ++i) {
-        if (!t_frames[i].device) {
+    for (std::size_t i = 0; i < frames().size(); ++i) {
+        if (!frames()[i].device) {
             top = static_cast<int>(i);
             r.depth += 1;
         }
     }
-    if (top >= 0) r.name = t_frames[top].name;
-    for (int i = static_cast<int>(t_frames.size()) - 1; i > top; --i) {
-        if (t_frames[i].device) {
-            r.device_op = t_frames[i].name;
-            r.launch = t_frames[i].launch;
+    if (top >= 0) r.name = frames()[top].name;
+    for (int i = static_cast<int>(frames().size()) - 1; i > top; --i) {
+        if (frames()[i].device) {
+            r.device_op = frames()[i].name;
+            r.launch = frames()[i].launch;
             break;
         }
     }
@@ -191,7 +201,7 @@ void ops_note_cb(const OpRef& op, uint64_t size, bool global) {
 void ops_set_runtime_id(const void* program, uint64_t id) {
     std::lock_guard<std::mutex> lock(mem_mutex());
     // The innermost device-op frame of this thread is the launch the id belongs to.
-    for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+    for (auto it = frames().rbegin(); it != frames().rend(); ++it) {
         if (it->device) {
             it->launch->has_runtime_id = true;
             it->launch->runtime_id = id;
@@ -311,7 +321,7 @@ extern "C" void tt_replica_ops_record(int on) {
 }
 
 extern "C" int tt_replica_op_enter(const char* name, int kind) {
-    if (t_frames.size() >= kMaxFrames || t_overflow > 0) {
+    if (frames().size() >= kMaxFrames || t_overflow > 0) {
         std::lock_guard<std::mutex> lock(tt::tt_metal::replica::mem_mutex());
         ++t_overflow;
         ++ops().too_deep;
@@ -320,21 +330,21 @@ extern "C" int tt_replica_op_enter(const char* name, int kind) {
     std::lock_guard<std::mutex> lock(tt::tt_metal::replica::mem_mutex());
     const int32_t id = intern(name);
     if (kind == TT_REPLICA_OP_TOP) {
-        t_frames.push_back(Frame{id, false, nullptr});
+        frames().push_back(Frame{id, false, nullptr});
         ops().rows[{id, -1}].calls += 1;
     } else {
         std::shared_ptr<OpLaunch> launch;
-        if (!t_frames.empty() && t_frames.back().device && t_frames.back().name == id) {
-            launch = t_frames.back().launch;  // the same launch, one function further in
+        if (!frames().empty() && frames().back().device && frames().back().name == id) {
+            launch = frames().back().launch;  // the same launch, one function further in
         } else {
             launch = std::make_shared<OpLaunch>();
-            t_frames.push_back(Frame{id, true, launch});
+            frames().push_back(Frame{id, true, launch});
             ops().rows[{ops_current().name, id}].calls += 1;
-            return static_cast<int>(t_frames.size());
+            return static_cast<int>(frames().size());
         }
-        t_frames.push_back(Frame{id, true, std::move(launch)});
+        frames().push_back(Frame{id, true, std::move(launch)});
     }
-    return static_cast<int>(t_frames.size());
+    return static_cast<int>(frames().size());
 }
 
 extern "C" void tt_replica_op_leave(void) {
@@ -342,5 +352,5 @@ extern "C" void tt_replica_op_leave(void) {
         --t_overflow;
         return;
     }
-    if (!t_frames.empty()) t_frames.pop_back();
+    if (!frames().empty()) frames().pop_back();
 }
