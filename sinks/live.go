@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +34,7 @@ import (
 // process ends and at the summary.
 type Live struct {
 	Base
+	mu    sync.Mutex // the terminal: the frame and the log lines (Log)
 	w     io.Writer
 	every time.Duration
 	width func() int // the terminal's width now
@@ -64,6 +66,8 @@ func (v *Live) Tick(view *View) {
 	if view.Now.Sub(v.last) < v.every {
 		return
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.last = view.Now
 	width := max(v.width(), 40)
 	lines := v.frame(view, width)
@@ -322,6 +326,24 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// Log is w for tttrace's own lines (its log) while the view draws on the
+// same terminal: each write erases the frame first and goes above it; the
+// next tick draws the frame again below. Without it a line written while
+// a frame is up would land inside the frame and be overwritten.
+func (v *Live) Log(w io.Writer) io.Writer { return liveLog{v, w} }
+
+type liveLog struct {
+	v *Live
+	w io.Writer
+}
+
+func (l liveLog) Write(p []byte) (int, error) {
+	l.v.mu.Lock()
+	defer l.v.mu.Unlock()
+	l.v.eraseLocked()
+	return l.w.Write(p)
+}
+
 // ProcessEnded erases the view: a report follows.
 func (v *Live) ProcessEnded(*devices.Summary, bool) { v.erase() }
 
@@ -339,6 +361,12 @@ func (v *Live) Close() error {
 
 // erase removes the last frame.
 func (v *Live) erase() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.eraseLocked()
+}
+
+func (v *Live) eraseLocked() {
 	if v.lines == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"fmt"
 	"errors"
 	"regexp"
 	"strings"
@@ -226,5 +227,33 @@ func TestLiveLastOp(t *testing.T) {
 	l.Apply(chipEv(events.KindAlloc, 10, 0xb, 0, events.DRAM, 64))
 	if f := frame(); strings.Contains(f, "last allocation") {
 		t.Fatalf("frame %q", f)
+	}
+}
+
+// tttrace's own lines written while the view is up go above the frame:
+// the frame is erased first, and the next tick draws it again below the
+// line instead of moving up over it.
+func TestLiveLog(t *testing.T) {
+	l := devices.NewLedger(devices.Options{})
+	var out bytes.Buffer
+	v := NewLive(&out, time.Millisecond, nil)
+	view := &View{Now: time.Unix(1700000000, 0), Ledger: l}
+	v.Tick(view)
+	n := v.lines
+	if n == 0 {
+		t.Fatal("no frame drawn")
+	}
+	out.Reset()
+	if _, err := v.Log(&out).Write([]byte("tttrace: a note\n")); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("\x1b[%dA\r\x1b[J", n) + "tttrace: a note\n"; out.String() != want {
+		t.Fatalf("log line written as %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	view.Now = view.Now.Add(time.Second)
+	v.Tick(view)
+	if strings.HasPrefix(out.String(), "\x1b[") && strings.Contains(out.String()[:8], "A\r") {
+		t.Fatalf("the frame after a log line moved up over it: %q", out.String())
 	}
 }

@@ -61,7 +61,7 @@ func liveView(t *testing.T, scenario string) {
 	const width = 96
 	session := fmt.Sprintf("tttrace-live-%d", os.Getpid())
 	cmd := fmt.Sprintf("%s -p %d -o %s --interval 100ms --ready-file %s", bin, w.Process.Pid, report, ready)
-	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", "80", cmd).CombinedOutput(); err != nil {
+	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", "120", cmd).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}
 	defer exec.Command("tmux", "kill-session", "-t", session).Run()

@@ -343,7 +343,14 @@ func Run(ctx context.Context, f *Flags, stdout, stderr io.Writer) (int, error) {
 			ks = append(ks, k)
 		}
 	}
-	cfg := f.config(stderr)
+	log := stderr
+	for _, k := range ks {
+		if lv, ok := k.(*sinks.Live); ok {
+			// tttrace's own lines go above the live view's frame.
+			log = lv.Log(stderr)
+		}
+	}
+	cfg := f.config(log)
 	if f.PodResources != "" {
 		// Pods are named in the background (kube.Resolver): the kubelet
 		// is asked only for processes found in a pod's cgroup.

@@ -269,8 +269,8 @@ void BufferImpl::allocate_impl(Buffer& self) {
     }
     alloc_epoch_ = replica::attach_epoch();
     allocation_status_ = AllocationStatus::ALLOCATED;
-    TT_TRACK_ALLOCATE(tracker, &self);
     replica::ops_note_alloc(&self);
+    TT_TRACK_ALLOCATE(tracker, &self);
     notify_buffer_allocated(&self);
 }
 
@@ -319,8 +319,11 @@ TT_PROBED TT_LIFECYCLE void Buffer::allocate_impl() {
     }
     m.alloc_epoch_ = replica::attach_epoch();
     m.allocation_status_ = AllocationStatus::ALLOCATED;
-    TT_TRACK_ALLOCATE(tracker, this);
+    // Before the tracker's call: the function keeps the shape of
+    // upstream's, whose end is the tracker's (an inlined tracker: two
+    // exits, which the lifecycle plan probes with one program).
     replica::ops_note_alloc(this);
+    TT_TRACK_ALLOCATE(tracker, this);
 }
 
 TT_PROBED TT_LIFECYCLE void Buffer::deallocate() {
