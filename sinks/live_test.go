@@ -2,8 +2,8 @@ package sinks
 
 import (
 	"bytes"
-	"fmt"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
