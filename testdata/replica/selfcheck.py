@@ -37,8 +37,8 @@ SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy"
                    "capture", "sametype", "midrun", "alloc:n300", "alloc:n300+mesh", "cb_cache"]
 # Chips whose CBs stay resident without --leak, by design: a core holds the CB configuration of
 # the program last dispatched on it until another program's is written or the chip closes, and
-# cb_cache leaves chips 90-92 open (docs/ttmetal.md §12).
-RESIDENT_LEFT = {"cb_cache": [90, 91, 92]}
+# cb_cache leaves chips 90-94 open (docs/ttmetal.md §12).
+RESIDENT_LEFT = {"cb_cache": [90, 91, 92, 93, 94]}
 RESIDENT_FIELDS = ["cb_bytes", "cb_resident_total_bytes"]
 BYTE_FIELDS = {"DRAM": "dram_bytes", "L1": "l1_bytes", "SYSTEM_MEMORY": "system_memory_bytes",
                "L1_SMALL": "l1_small_bytes", "TRACE": "trace_bytes"}
@@ -188,14 +188,18 @@ def check_allocator(name, scenario, t, leak):
         spb = 0 if pages == 0 else (1 + (pages - 1) // f["banks"]) * round_up(f["page_size"], a["alignment"])
         span = round_up(max(spb, a["freelist_alignment"]), a["freelist_alignment"])
         b = f["before"]
+        # A per-core request's cause is its core's (its bank seen through the
+        # lockstep list and its own); the message keeps the lockstep numbers,
+        # as upstream prints them.
+        s = f["core"] if f.get("allocator_id", 0) != 0 and "core" in f else b
         cause = "larger_than_bank" if span > a["bank_size"] else \
-            "exhausted" if b["total_free_bytes"] < span else "fragmented"
+            "exhausted" if s["total_free_bytes"] < span else "fragmented"
         msg = ("Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank "
                "needs to store %d B, but bank size is %d B (allocated: %d B, free: %d B, largest free block: %d B)"
                % (f["size"], f["type"], f["banks"], spb, a["bank_size"], b["total_allocated_bytes"],
                   b["total_free_bytes"], b["largest_free_block_bytes"]))
         if (f["size_per_bank"], f["span"], f["cause"], f["message"]) != (spb, span, cause, msg) or \
-                f["before"] != f["after"] or b["largest_free_block_bytes"] >= span:
+                f["before"] != f["after"] or s["largest_free_block_bytes"] >= span:
             fail("%s: failure %s (want size_per_bank %d span %d cause %s)" % (name, f, spb, span, cause))
 
 
@@ -216,7 +220,7 @@ def cb_cache_facts(name, t):
              % (name, len(disp) - len(runs), sum(d["captured"] for d in runs)))
     for a in allocs:
         rs = a["core_ranges"]
-        if a["device"] not in (90, 91, 92) or a["mesh_device"] is not None or not rs or \
+        if a["device"] not in (90, 91, 92, 93, 94) or a["mesh_device"] is not None or not rs or \
                 any(len(r) != 4 or not 0 <= r[0] <= r[2] <= 7 or not 0 <= r[1] <= r[3] <= 7 for r in rs):
             fail("%s: cb_alloc %s" % (name, a))
             break
@@ -388,6 +392,19 @@ def scenario_facts(scenario, t, leak, out, secs, go):
             if not k["l1_buffers"] or k["l1_buffers"][0]["address"] != k["lowest_l1_address"] \
                     or any(b["address"] >= k["cb_region_end"] for b in k["l1_buffers"]):
                 fail("%s: clash %s" % (name, k))
+    elif scenario == "cb_cache":
+        # A HYBRID program whose range covers a per-core block's core (chip 93:
+        # per-core, no lockstep buffer in the way) and a clash on one of two
+        # ranges over lockstep L1 buffers (chip 94).
+        got = sorted((k["device"], k["per_core"]) for k in t.get("l1_clashes", []))
+        if got != [(93, True), (94, False)]:
+            fail("%s: l1 clashes %s, want per-core on 93 and lockstep on 94" % (name, got))
+        for k in t.get("l1_clashes", []):
+            bs = k["l1_buffers"]
+            if k["per_core"] != (not bs) or (bs and bs[0]["address"] != k["lowest_l1_address"]) or \
+                    any(b["address"] >= k["cb_region_end"] for b in bs) or \
+                    not k["core_ranges"] or any(r["cb_region_end"] <= r["lowest_l1_address"] for r in k["core_ranges"]):
+                fail("%s: clash %s" % (name, k))
     elif t.get("l1_clashes"):
         fail("%s: unexpected l1 clashes %s" % (name, t["l1_clashes"][:2]))
     if scenario == "traces":
@@ -529,6 +546,11 @@ def main():
                 for l in t.get("op_layouts", []):
                     l.pop("tid")
                     l.pop("program")
+                for k in t.get("l1_clashes", []):
+                    k.pop("program", None)
+                    k.pop("throw_ts_ns", None)  # a clock
+                    for b in k.get("l1_buffers", []):
+                        b.pop("buffer", None)
                 for f in t.get("alloc_failures", []):
                     f.pop("tid")
                     f.pop("mesh_device", None)
