@@ -25,6 +25,9 @@ import (
 // core): on every chip, now and at the peak, the core, bank, buffer and CB
 // bytes and upper_bound are the truth's, the total too where it is not an
 // upper bound, and at least what the busiest core really holds where it is.
+// A per-core request refused on its first core (chip 93, bank 0) is an
+// alloc_failed with that core's allocator, bank, numbers and cause as the
+// replica's two lists give them.
 func TestE2EL1PerCore(t *testing.T) {
 	for _, r := range []run{
 		{variant: "gcc-O2", mode: "cmd", scenario: "cb_cache", args: []string{"--leak"}, peaks: true},
@@ -35,8 +38,102 @@ func TestE2EL1PerCore(t *testing.T) {
 			for _, d := range checkL1PerCore(t, sum, tr, nil) {
 				t.Error(d)
 			}
+			for _, d := range checkPerCoreFailures(t, sum, tr) {
+				t.Error(d)
+			}
 		})
 	}
+}
+
+// checkPerCoreFailures compares tttrace's alloc_failed records of per-core
+// (HYBRID, allocator_id != 0) requests with the replica's failures of
+// them, in order: the allocator and its bank, the span, and the core's own
+// numbers and cause (its bank seen through the lockstep list and its own,
+// which the truth computes from the replica's two lists; not the lockstep
+// list's statistics TT-Metal's message prints).
+func checkPerCoreFailures(t *testing.T, sum *devices.Summary, tr *truth) (diffs []string) {
+	t.Helper()
+	b, err := os.ReadFile(tr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ft struct {
+		Failures []struct {
+			Device      int32           `json:"device"`
+			Span        uint64          `json:"span"`
+			Cause       string          `json:"cause"`
+			AllocatorID uint32          `json:"allocator_id"`
+			Bank        uint32          `json:"bank"`
+			Before      allocTruthStats `json:"before"`
+			Core        allocTruthStats `json:"core"`
+		} `json:"alloc_failures"`
+	}
+	if err := json.Unmarshal(b, &ft); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	var want []int
+	for i, f := range ft.Failures {
+		if f.AllocatorID != 0 {
+			want = append(want, i)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("truth: no failed per-core request: the test proves nothing")
+	}
+	var got []devices.AllocFailure
+	for _, p := range sum.Processes {
+		if p.Pid != tr.Pid {
+			continue
+		}
+		for _, f := range p.AllocFailures {
+			if f.AllocatorID != nil && *f.AllocatorID != 0 {
+				got = append(got, f)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		return []string{fmt.Sprintf("%d failed per-core requests, the replica failed %d", len(got), len(want))}
+	}
+	u := func(p *uint64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	for k, i := range want {
+		w, g := ft.Failures[i], got[k]
+		if w.Core == w.Before {
+			t.Fatalf("truth: failure %d: the core's numbers are the lockstep list's: the test proves nothing", i)
+		}
+		label := fmt.Sprintf("per-core failure %d (chip %d, allocator %d)", k, w.Device, w.AllocatorID)
+		if g.Device == nil || *g.Device != w.Device {
+			diffs = append(diffs, fmt.Sprintf("%s: device %v", label, g.Device))
+		}
+		if *g.AllocatorID != w.AllocatorID {
+			diffs = append(diffs, fmt.Sprintf("%s: allocator_id %d", label, *g.AllocatorID))
+		}
+		if g.Bank == nil || *g.Bank != w.Bank {
+			diffs = append(diffs, fmt.Sprintf("%s: bank %v, want %d", label, g.Bank, w.Bank))
+		}
+		for _, c := range []struct {
+			key  string
+			got  *uint64
+			want uint64
+		}{
+			{"span", g.Span, w.Span},
+			{"total_allocated_bytes", g.TotalAllocated, w.Core.Allocated},
+			{"total_free_bytes", g.TotalFree, w.Core.Free},
+			{"largest_free_block_bytes", g.LargestFree, w.Core.LargestBlock},
+		} {
+			if c.got == nil || *c.got != c.want {
+				diffs = append(diffs, fmt.Sprintf("%s: %s = %v, want %d (why: %q)", label, c.key, u(c.got), c.want, g.Why))
+			}
+		}
+		if g.Cause != w.Cause {
+			diffs = append(diffs, fmt.Sprintf("%s: cause %q, want %q (why: %q)", label, g.Cause, w.Cause, g.Why))
+		}
+	}
+	return diffs
 }
 
 // TestE2EL1PerCoreAll: the same with tttrace --all, the workload started
