@@ -336,8 +336,10 @@ func TestE2ERingFilled(t *testing.T) {
 			// The tracer's own records of the process that did not fit.
 			events += n
 			own += n
-		case "stack", "py_stack", "py_code":
-			// They describe an alloc: not in lost_events.
+		case "stack", "py_stack", "py_code", "link_object":
+			// They describe an alloc, or a process's link map (sent at
+			// its loader's calls when the ring is under half full, so a
+			// burst may lose one): not in lost_events.
 		default:
 			t.Errorf("lost_records.%s %d: the burst makes no such record", k, n)
 			events += n

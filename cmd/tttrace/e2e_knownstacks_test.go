@@ -83,9 +83,12 @@ func TestE2EKnownStacks(t *testing.T) {
 		// Tracker calls inlined: the stack is taken at the lifecycle
 		// plan's probes (lc_alloc_exit, lc_create_exit), not track_allocate.
 		{"threads-inline", "inline-gcc-O2", []string{"ttwork", "--scenario", "threads", "--events", "20000"}},
-		{"cet", "cet-gcc-O2", []string{"ttwork", "--scenario", "burst", "--events", "4000"}},
+		// Bursts long enough that the first stacks are learnt while they
+		// run, also when tttrace starts slowly (a loaded CI machine: with
+		// 4000 events, a run once learnt none).
+		{"cet", "cet-gcc-O2", []string{"ttwork", "--scenario", "burst", "--events", "20000"}},
 		{"python", "gcc-O2", []string{"python3", script}},
-		{"hold", "gcc-O2", []string{"ttwork", "--scenario", "hold", "--events", "4000", "--leak"}},
+		{"hold", "gcc-O2", []string{"ttwork", "--scenario", "hold", "--events", "20000", "--leak"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(replica, c.variant)
