@@ -571,36 +571,17 @@ type LeakSite struct {
 // and sums the leaks per site in LeakSites, most bytes
 // first (then by site).
 func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
-	by := map[uint32]*LeakSite{}
-	var order, named []uint32 // leak sites; sites only clashes name
-	add := func(lk *Leak) {
-		if lk.Site == 0 {
-			return
-		}
-		ls := by[lk.Site]
-		if ls == nil {
-			ls = &LeakSite{Site: lk.Site, Devices: []int32{}}
-			by[lk.Site] = ls
-			order = append(order, lk.Site)
-		}
-		ls.Count++
-		ls.Bytes += lk.Size
-		for _, d := range ls.Devices {
-			if d == lk.Device {
-				return
-			}
-		}
-		ls.Devices = append(ls.Devices, lk.Device)
-	}
+	var sums LeakSiteSums
+	var named []uint32 // sites only clashes, failures and hazards name
 	for lk := range ps.AllLeaks() {
-		add(lk)
+		sums.Add(lk)
 	}
 	for lk := range ps.AllUnplacedLeaks() {
-		add(lk)
+		sums.Add(lk)
 	}
 	seen := map[uint32]bool{}
 	name := func(b *L1Buffer) {
-		if b.Site != 0 && by[b.Site] == nil && !seen[b.Site] {
+		if b.Site != 0 && !sums.Has(b.Site) && !seen[b.Site] {
 			seen[b.Site] = true
 			named = append(named, b.Site)
 		}
@@ -643,9 +624,7 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 			}
 		}
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	ps.Sites = ps.Sites[:0]
-	ps.LeakSites = ps.LeakSites[:0]
 	described := func(id uint32) (Site, bool) {
 		s, ok := describe(id)
 		if ok {
@@ -659,19 +638,63 @@ func (ps *ProcessSummary) addSites(describe func(site uint32) (Site, bool)) {
 		}
 		return s, ok
 	}
-	for _, id := range order {
-		ls := by[id]
-		sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
-		if s, ok := described(id); ok {
-			ls.Test = TestOf(s.Python)
+	ps.LeakSites = append(ps.LeakSites[:0], sums.Sites()...)
+	for i := range ps.LeakSites {
+		if s, ok := described(ps.LeakSites[i].Site); ok {
+			ps.LeakSites[i].Test = TestOf(s.Python)
 		}
-		ps.LeakSites = append(ps.LeakSites, *ls)
 	}
 	for _, id := range named {
 		described(id)
 	}
 	sort.Slice(ps.Sites, func(i, j int) bool { return ps.Sites[i].Site < ps.Sites[j].Site })
-	sort.SliceStable(ps.LeakSites, func(i, j int) bool { return ps.LeakSites[i].Bytes > ps.LeakSites[j].Bytes })
+}
+
+// LeakSiteSums sums leaks per allocation site, as the summary's
+// leak_sites do.
+type LeakSiteSums struct {
+	by    map[uint32]*LeakSite
+	order []uint32
+}
+
+// Add counts lk in its site's sum (its chip once); false when lk has no
+// site.
+func (s *LeakSiteSums) Add(lk *Leak) bool {
+	if lk.Site == 0 {
+		return false
+	}
+	ls := s.by[lk.Site]
+	if ls == nil {
+		if s.by == nil {
+			s.by = map[uint32]*LeakSite{}
+		}
+		ls = &LeakSite{Site: lk.Site, Devices: []int32{}}
+		s.by[lk.Site] = ls
+		s.order = append(s.order, lk.Site)
+	}
+	ls.Count++
+	ls.Bytes += lk.Size
+	if !slices.Contains(ls.Devices, lk.Device) {
+		ls.Devices = append(ls.Devices, lk.Device)
+	}
+	return true
+}
+
+// Has says whether some leak was counted at site.
+func (s *LeakSiteSums) Has(site uint32) bool { return s.by[site] != nil }
+
+// Sites is the sums, most bytes first, then by site; each one's chips in
+// ascending order.
+func (s *LeakSiteSums) Sites() []LeakSite {
+	out := make([]LeakSite, 0, len(s.order))
+	for _, id := range s.order {
+		ls := *s.by[id]
+		slices.Sort(ls.Devices)
+		out = append(out, ls)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Site < out[j].Site })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out
 }
 
 // TestOf names the pytest test of a Python stack (innermost first): the

@@ -450,28 +450,12 @@ func leaksAnswer(c *cutter, info RunInfo, s *devices.Summary, f *Filter) (*Leaks
 			}
 		}
 		lp.LeakGroups = keep(c, fmt.Sprintf("pid %d leak_groups", p.Pid), lp.LeakGroups, 0)
-		by := map[uint32]*LeakSite{}
-		var order []uint32
+		var sums devices.LeakSiteSums
 		add := func(lk *devices.Leak) {
-			if lk.Site == 0 {
+			if !sums.Add(lk) {
 				lp.WithoutSite.Count++
 				lp.WithoutSite.Bytes += lk.Size
-				return
 			}
-			ls := by[lk.Site]
-			if ls == nil {
-				ls = &LeakSite{Site: lk.Site, Devices: []int32{}}
-				by[lk.Site] = ls
-				order = append(order, lk.Site)
-			}
-			ls.Count++
-			ls.Bytes += lk.Size
-			for _, d := range ls.Devices {
-				if d == lk.Device {
-					return
-				}
-			}
-			ls.Devices = append(ls.Devices, lk.Device)
 		}
 		for lk := range p.AllLeaks() {
 			if f.chip(lk.Device) {
@@ -487,13 +471,9 @@ func leaksAnswer(c *cutter, info RunInfo, s *devices.Summary, f *Filter) (*Leaks
 				add(lk)
 			}
 		}
-		sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
-		for _, id := range order {
-			ls := by[id]
-			sort.Slice(ls.Devices, func(i, j int) bool { return ls.Devices[i] < ls.Devices[j] })
-			lp.Sites = append(lp.Sites, *ls)
+		for _, ls := range sums.Sites() {
+			lp.Sites = append(lp.Sites, LeakSite{Site: ls.Site, Count: ls.Count, Bytes: ls.Bytes, Devices: ls.Devices})
 		}
-		sort.SliceStable(lp.Sites, func(i, j int) bool { return lp.Sites[i].Bytes > lp.Sites[j].Bytes })
 		lp.Sites = keep(c, fmt.Sprintf("pid %d sites", p.Pid), lp.Sites, 0)
 		ids := map[uint32]bool{}
 		for i := range lp.Sites {
