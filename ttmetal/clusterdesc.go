@@ -302,25 +302,8 @@ func scanPathClasses(d *dwarf.Data, classes []*pathClass) error {
 		}
 		return nil
 	}
-	for remaining > 0 {
-		e, err := r.Next()
-		if err != nil {
-			return err
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
-			if e.Children {
-				r.SkipChildren()
-			}
-			continue
-		}
-		if e.Children {
-			if err := walk(""); err != nil {
-				return err
-			}
-		}
+	if err := eachUnit(r, func() bool { return remaining > 0 }, func() error { return walk("") }); err != nil {
+		return err
 	}
 	var problems []string
 	for _, c := range classes {

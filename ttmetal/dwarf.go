@@ -415,29 +415,40 @@ type dwarfScan struct {
 	t *dwarfTypes
 }
 
+// eachUnit reads r's top-level entries while more says go on, skipping
+// all but compile (and partial) units, and calls walk at each unit with
+// children, r on its first child (walk reads them to the unit's end).
+func eachUnit(r *dwarf.Reader, more func() bool, walk func() error) error {
+	for more() {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			return nil
+		}
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
+			if e.Children {
+				r.SkipChildren()
+			}
+			continue
+		}
+		if e.Children {
+			if err := walk(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // scanDWARF walks the compile units' namespaces tt::tt_metal (and ::v0)
 // for the full definitions of Buffer, BufferImpl, Device and
 // AllocationStatus, skipping everything else, and stops when it has them.
 func scanDWARF(d *dwarf.Data, want dwarfWants) (*dwarfTypes, error) {
 	sc := &dwarfScan{r: d.Reader(), t: &dwarfTypes{allocated: -1, wantMeshCQ: want.meshCQ, wantCoreRanges: want.coreRanges}}
-	for !sc.t.done() {
-		e, err := sc.r.Next()
-		if err != nil {
-			return nil, err
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
-			sc.skip(e)
-			continue
-		}
-		if !e.Children {
-			continue
-		}
-		if err := sc.walk(nil); err != nil {
-			return nil, err
-		}
+	if err := eachUnit(sc.r, func() bool { return !sc.t.done() }, func() error { return sc.walk(nil) }); err != nil {
+		return nil, err
 	}
 	if sc.t.buffer == nil {
 		return nil, errors.New("DWARF has no definition of tt::tt_metal::Buffer")

@@ -271,25 +271,8 @@ func scanClasses(d *dwarf.Data, classes []*bmClass) error {
 		}
 		return nil
 	}
-	for remaining > 0 {
-		e, err := r.Next()
-		if err != nil {
-			return err
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
-			if e.Children {
-				r.SkipChildren()
-			}
-			continue
-		}
-		if e.Children {
-			if err := walk(nil); err != nil {
-				return err
-			}
-		}
+	if err := eachUnit(r, func() bool { return remaining > 0 }, func() error { return walk(nil) }); err != nil {
+		return err
 	}
 	for _, c := range classes {
 		if !c.found {
