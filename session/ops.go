@@ -397,29 +397,32 @@ type opLibs struct {
 }
 
 // scan looks for TT-NN libraries not seen yet among objs (a process's
-// shared objects) and reads their op tables together in the background
-// (the Python module names, in its typeinfo, the ops another of them
-// defines: ttmetal.FindOpsWith); the loop attaches them (takeReady).
-func (l *opLibs) scan(objs []string) {
+// shared objects) and reads their op tables together (the Python module
+// names, in its typeinfo, the ops another of them defines:
+// ttmetal.FindOpsWith). With wait (-p: the process's libraries are all
+// probed before tttrace says it is ready, so its first op after is
+// named) they are attached before scan returns; otherwise they are read
+// in the background and the loop attaches them (takeReady), so a
+// process found by --all or a library loaded mid-run does not hold the
+// loop while its records wait.
+func (l *opLibs) scan(objs []string, wait bool) {
 	if !l.on || l.be == nil {
 		return
 	}
 	var batch []string
 	for _, o := range objs {
-		if !isTTNNLibrary(o) {
-			continue
+		if isTTNNLibrary(o) {
+			batch = append(batch, o)
 		}
-		k, err := l.key(o)
-		if err != nil || l.seen[k] {
-			continue
-		}
-		if l.seen == nil {
-			l.seen = map[procfs.FileKey]bool{}
-		}
-		l.seen[k] = true
-		batch = append(batch, o)
 	}
+	batch = l.unseen(batch)
 	if len(batch) == 0 {
+		return
+	}
+	if wait {
+		for _, r := range readOpTables(batch) {
+			l.attach(r)
+		}
 		return
 	}
 	go func() {
@@ -441,7 +444,15 @@ func (l *opLibs) now(paths []string) {
 	if !l.on || l.be == nil {
 		return
 	}
-	var batch []string
+	for _, r := range readOpTables(l.unseen(paths)) {
+		l.attach(r)
+	}
+}
+
+// unseen marks paths seen and returns those that were not (by file, so a
+// library reached by two paths is read once).
+func (l *opLibs) unseen(paths []string) []string {
+	var out []string
 	for _, p := range paths {
 		k, err := l.key(p)
 		if err != nil || l.seen[k] {
@@ -451,11 +462,9 @@ func (l *opLibs) now(paths []string) {
 			l.seen = map[procfs.FileKey]bool{}
 		}
 		l.seen[k] = true
-		batch = append(batch, p)
+		out = append(out, p)
 	}
-	for _, r := range readOpTables(batch) {
-		l.attach(r)
-	}
+	return out
 }
 
 // readOpTables opens each path and reads its op table, with the registered

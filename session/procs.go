@@ -44,7 +44,7 @@ func (s *session) adopt(pid int, explicit, alive bool) error {
 		found = found || v == LibAttached
 	}
 	if found || explicit {
-		s.ops.scan(objs)
+		s.ops.scan(objs, explicit)
 	}
 	if !explicit && !found {
 		return nil
@@ -429,7 +429,7 @@ func (s *session) onLinkMap(pid uint32) {
 		// A TT-NN library loaded after TT-Metal's first call.
 		if s.ops.on {
 			if objs, _, err := s.host.Objects(int(pid)); err == nil {
-				s.ops.scan(objs)
+				s.ops.scan(objs, false)
 			}
 		}
 		return
@@ -454,7 +454,7 @@ func (s *session) checkLate(pid uint32, st *procState) {
 	if err != nil {
 		return
 	}
-	defer s.ops.scan(objs)
+	defer s.ops.scan(objs, false)
 	for _, o := range objs {
 		key, err := s.host.Key(o)
 		if err != nil {
