@@ -3,15 +3,12 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/spf13/pflag"
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/session"
@@ -56,38 +53,18 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 		output   string
 		limit    growthLimit
 		maxChips int
-		help     bool
 		htmlOut  string
 	)
-	fs := pflag.NewFlagSet("tttrace diff", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
+	fs := newSubcommand("diff", diffUsage, stdout, stderr)
 	fs.BoolVar(&jsonOut, "json", false, "write the comparison as one JSON object (docs/ndjson.md) instead of the table")
 	fs.StringVarP(&output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.StringVar(&htmlOut, "html", "", "also write the comparison as one self-contained HTML page to `FILE` (opens from disk, fetches nothing)")
 	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process is higher in B, at the end, at its peak or at its peak in a window, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
 	fs.IntVar(&maxChips, "max-chips", devices.DefaultMaxChips, "as the runs' --max-chips")
-	fs.BoolVarP(&help, "help", "h", false, "show this help")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, diffUsage)
-		fmt.Fprint(stderr, fs.FlagUsages())
+	if status, done := fs.parse(args); done {
+		return status
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "tttrace diff: %s\n", sinks.Printable(fmt.Sprintf(format, a...)))
-		return ExitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return usage("%v", err)
-	}
-	if help {
-		fmt.Fprint(stdout, diffUsage)
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, fs.FlagUsages())
-		return ExitOK
-	}
+	usage := fs.usage
 	switch {
 	case fs.NArg() != 2:
 		fs.Usage()

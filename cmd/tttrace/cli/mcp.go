@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/mcpserver"
@@ -60,37 +59,17 @@ func MCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		maxRun    = ByteSize{n: mcpserver.DefaultMaxRunBytes}
 		maxAnswer = ByteSize{n: mcpserver.DefaultMaxAnswerBytes}
 		wait      time.Duration
-		help      bool
 	)
-	fs := pflag.NewFlagSet("tttrace mcp", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
+	fs := newSubcommand("mcp", mcpUsage, stdout, stderr)
 	fs.StringArrayVar(&dirs, "runs", nil, "read the runs beneath `DIR` (repeatable): the tools list them and take their paths")
 	fs.BoolVar(&live, "live", false, "let the tools ask a tttrace tracing now for a snapshot (SIGUSR1, as tttrace snapshot); it must write --json -o FILE beneath a --runs DIR")
 	fs.Var(&maxRun, "max-run-bytes", "read no run file larger than `BYTES` (K, M, G suffixes)")
 	fs.Var(&maxAnswer, "max-answer-bytes", "answer with at most `BYTES` of JSON: lists are cut further to fit, and the answer says so")
 	fs.DurationVar(&wait, "snapshot-timeout", 30*time.Second, "with --live, wait at most `DURATION` for a snapshot")
-	fs.BoolVarP(&help, "help", "h", false, "show this help")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, mcpUsage)
-		fmt.Fprint(stderr, fs.FlagUsages())
+	if status, done := fs.parse(args); done {
+		return status
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "tttrace mcp: %s\n", sinks.Printable(fmt.Sprintf(format, a...)))
-		return ExitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return usage("%v", err)
-	}
-	if help {
-		fmt.Fprint(stdout, mcpUsage)
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, fs.FlagUsages())
-		return ExitOK
-	}
+	usage := fs.usage
 	switch {
 	case len(dirs) == 0 && fs.NArg() == 0:
 		fs.Usage()

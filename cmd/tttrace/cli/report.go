@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/session"
 	"github.com/tttrace/tttrace/sinks"
@@ -42,9 +40,7 @@ Flags:
 // Report is `tttrace report FILE`.
 func Report(args []string, stdout, stderr io.Writer) int {
 	f := &Flags{}
-	fs := pflag.NewFlagSet("tttrace report", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
+	fs := newSubcommand("report", reportUsage, stdout, stderr)
 	fs.BoolVar(&f.JSON, "json", false, "write the NDJSON (events and summary) instead of the human report")
 	fs.StringVarP(&f.Output, "output", "o", "", "write the report or NDJSON to `FILE` instead of standard output")
 	fs.BoolVar(&f.NoEvents, "no-events", false, "with --json, write only the summary line")
@@ -62,27 +58,10 @@ func Report(args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("fail-on-leak").NoOptDefVal = "0"
 	fs.BoolVar(&f.FailOnOOM, "fail-on-oom", false, "exit 9 when an allocation failed")
 	fs.BoolVar(&f.FailOnTraceHazard, "fail-on-trace-hazard", false, "exit 10 on a trace hazard")
-	fs.BoolVarP(&f.ShowHelp, "help", "h", false, "show this help")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, reportUsage)
-		fmt.Fprint(stderr, fs.FlagUsages())
+	if status, done := fs.parse(args); done {
+		return status
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "tttrace report: %s\n", sinks.Printable(fmt.Sprintf(format, a...)))
-		return ExitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return usage("%v", err)
-	}
-	if f.ShowHelp {
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, reportUsage)
-		fmt.Fprint(stdout, fs.FlagUsages())
-		return ExitOK
-	}
+	usage := fs.usage
 	switch {
 	case fs.NArg() != 1:
 		fs.Usage()
