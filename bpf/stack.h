@@ -50,8 +50,8 @@
  * change.
  *
  * Both tables are arrays that user space maps and writes itself
- * (probes/known.go), not hash maps: a lookup in an array is an index the
- * verifier inlines, where a hash map's lookup is a helper call of ~40 ns
+ * (probes/tables/known.go), not hash maps: a lookup in an array is an index
+ * the verifier inlines, where a hash map's lookup is a helper call of ~40 ns
  * on Linux 6.18 (docs/bench.md), once per frame. A key's slot is one of
  * the STACK_WAYS slots of the set its hash names (stack_step_set,
  * stack_site_set: user space computes the same); when all are taken, user

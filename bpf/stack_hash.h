@@ -2,8 +2,8 @@
 /*
  * Where a key goes in the known-stack tables (bpf/stack.h): the slot sets
  * of stack_steps and stack_sites. Plain C on fixed-width types, so that a
- * host compiler builds it too: probes/known.go computes the same sets,
- * and its test compares the two.
+ * host compiler builds it too: probes/tables/known.go computes the same
+ * sets, and its test compares the two.
  */
 #ifndef TTTRACE_STACK_HASH_H
 #define TTTRACE_STACK_HASH_H

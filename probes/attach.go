@@ -421,7 +421,7 @@ func (t *Tracer) TracesNone() bool {
 	if t == nil || t.all {
 		return false
 	}
-	return !t.pids.anyTraced()
+	return !t.pids.AnyTraced()
 }
 
 // DetachLater hands the uprobe_multi links to another process, which

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/internal/gcgoal"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/ring"
 	"github.com/tttrace/tttrace/ttmetal"
 )
@@ -106,9 +107,9 @@ type Tracer struct {
 	dlMu   sync.Mutex
 	dlSeen map[uint32]uint64
 	// known: the known-stack tables, mapped at the first LearnStack.
-	known knownTables
+	known *tables.Known
 	// pids: the programs' per-process flags (traced, Python), mapped.
-	pids *pidTable
+	pids *tables.Pids
 	// pyMu and pyDealloc: the CPython files whose code-object deallocation
 	// is probed (AttachCodeDealloc).
 	pyMu      sync.Mutex
@@ -237,8 +238,8 @@ func Load(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, err
 	}
-	t.known.stepMap, t.known.siteMap = t.objs.StackSteps, t.objs.StackSites
-	if t.pids, err = mapPidTable(t.objs.TracedPids); err != nil {
+	t.known = tables.NewKnown(t.objs.StackSteps, t.objs.StackSites)
+	if t.pids, err = tables.MapPids(t.objs.TracedPids); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -525,7 +526,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, p.Close())
 		delete(t.progs, n)
 	}
-	errs = append(errs, t.known.close(), t.pids.close(), t.objs.Close())
+	errs = append(errs, t.known.Close(), t.pids.Close(), t.objs.Close())
 	if t.coll != nil {
 		t.coll.Close() // the maps not in objs (.rodata, .bss)
 		t.coll, t.maps = nil, nil

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/tttrace/tttrace/probes/probestest"
+	"github.com/tttrace/tttrace/probes/tables"
 )
 
 // A child forked by a registered interpreter is walked from its first
@@ -69,7 +70,7 @@ func TestPythonFork(t *testing.T) {
 	if !bytes.Equal(got, value) {
 		t.Errorf("the child's registration:\n%x\nwant its parent's without its code generation:\n%x", got, value)
 	}
-	if !tr.pids.has(child, pidPython) || !tr.Traced(child) {
+	if !tr.pids.Has(child, tables.PidPython) || !tr.Traced(child) {
 		t.Error("the child is not flagged as traced and registered")
 	}
 	if err := sh.Wait(); err != nil {
@@ -78,7 +79,7 @@ func TestPythonFork(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Second); tr.Traced(child) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := tr.objs.PyProcs.Lookup(child, got); err == nil || tr.pids.has(child, pidPython) {
+	if err := tr.objs.PyProcs.Lookup(child, got); err == nil || tr.pids.Has(child, tables.PidPython) {
 		t.Error("the child's copy outlived it")
 	}
 
@@ -89,7 +90,7 @@ func TestPythonFork(t *testing.T) {
 	}
 	fork()
 	child = childOf(out)
-	if err := tr.objs.PyProcs.Lookup(child, got); err == nil || tr.pids.has(child, pidPython) || !tr.Traced(child) {
+	if err := tr.objs.PyProcs.Lookup(child, got); err == nil || tr.pids.Has(child, tables.PidPython) || !tr.Traced(child) {
 		t.Error("a child of an unregistered process was registered, or not traced")
 	}
 	_ = sh.Wait()

@@ -1,8 +1,9 @@
 package probes
 
 // The tables the programs read per process, written by the tracer: the
-// pid filter and its flags, the CPython registrations, the known stacks;
-// and the counters the programs keep for it (losses, loader drops).
+// pid filter and its flags, the CPython registrations, the known stacks
+// (the mapped ones held by probes/tables); and the counters the programs
+// keep for it (losses, loader drops).
 
 import (
 	"fmt"
@@ -10,12 +11,13 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/ring"
 )
 
 // AddPID starts tracing process pid (tgid).
 func (t *Tracer) AddPID(pid uint32) error {
-	return t.pids.set(pid, pidTraced)
+	return t.pids.Set(pid, tables.PidTraced)
 }
 
 // SetPython registers the CPython interpreter of process pid for Python
@@ -24,49 +26,36 @@ func (t *Tracer) SetPython(pid uint32, value []byte) error {
 	if err := t.objs.PyProcs.Update(pid, value, ebpf.UpdateAny); err != nil {
 		return err
 	}
-	return t.pids.set(pid, pidPython)
-}
-
-// KnownStackFrames is the most return addresses a known stack may have
-// (STACK_KEY_FRAMES in bpf/wire.h).
-const KnownStackFrames = len(tttraceStackSiteSlot{}.Pcs)
-
-// StackStep is how a stack of a process goes from the frame at PC to its
-// caller (struct stack_step_slot in bpf/stack.h, stacks.Step).
-type StackStep struct {
-	PC                 uint64
-	First, End         bool
-	CFAFromBP, BPSaved bool
-	CFA, RA, BP        int32
+	return t.pids.Set(pid, tables.PidPython)
 }
 
 // LearnStack makes a stack of process pid known to the BPF side: the steps
 // of its frames, and its chain (ip, the probe's pc, then every return
-// address up to the outermost frame) with token. A later capture whose
-// walk finds the same chain sends only the token (STACK_KNOWN). The
-// chain must be fixed by its pcs (stacks.UnwindSteps). A stack learnt
-// again costs only the comparison of its slots (known.go): call it again
-// when a stack made known comes copied (another stack took one of its
-// slots).
-func (t *Tracer) LearnStack(pid uint32, ip uint64, steps []StackStep, chain []uint64, token uint64) error {
-	return t.known.learn(pid, ip, steps, chain, token)
+// address up to the outermost frame, at most tables.KnownStackFrames)
+// with token. A later capture whose walk finds the same chain sends only
+// the token (STACK_KNOWN). The chain must be fixed by its pcs
+// (stacks.UnwindSteps). A stack learnt again costs only the comparison of
+// its slots (tables.Known): call it again when a stack made known comes
+// copied (another stack took one of its slots).
+func (t *Tracer) LearnStack(pid uint32, ip uint64, steps []tables.StackStep, chain []uint64, token uint64) error {
+	return t.known.Learn(pid, ip, steps, chain, token)
 }
 
 // ForgetStacks clears what LearnStack told of process pid: it ended, or
 // its mappings changed (a pc may name other code now).
 func (t *Tracer) ForgetStacks(pid uint32) {
-	t.known.forget(pid)
+	t.known.Forget(pid)
 }
 
 // ClearPython forgets the interpreter of process pid (it ended).
 func (t *Tracer) ClearPython(pid uint32) {
-	t.pids.clear(pid, pidPython)
+	t.pids.Clear(pid, tables.PidPython)
 	_ = t.objs.PyProcs.Delete(pid)
 }
 
 // RemovePID stops tracing process pid.
 func (t *Tracer) RemovePID(pid uint32) error {
-	t.pids.clear(pid, pidTraced)
+	t.pids.Clear(pid, tables.PidTraced)
 	return nil
 }
 
@@ -74,7 +63,7 @@ func (t *Tracer) RemovePID(pid uint32) error {
 // clears a process when its last thread exits, so false for a pid that
 // was added means the process has ended.
 func (t *Tracer) Traced(pid uint32) bool {
-	return t.pids.has(pid, pidTraced)
+	return t.pids.Has(pid, tables.PidTraced)
 }
 
 // Reader is the ring buffer's reader. Only one goroutine may read.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tttrace/tttrace/probes/probestest"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/ttmetal"
 )
 
@@ -308,9 +309,9 @@ func TestPidTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := flagsOf()
-	want := map[int]byte{4: pidTraced, 5: pidTraced | pidPython, last: pidTraced}
+	want := map[int]tables.PidFlag{4: tables.PidTraced, 5: tables.PidTraced | tables.PidPython, last: tables.PidTraced}
 	for pid, b := range f {
-		if b != want[pid] {
+		if tables.PidFlag(b) != want[pid] {
 			t.Errorf("pid %d: flags %#x in the map, want %#x", pid, b, want[pid])
 		}
 	}

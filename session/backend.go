@@ -11,6 +11,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/ring"
 	"github.com/tttrace/tttrace/ttmetal"
@@ -48,7 +49,7 @@ type Backend interface {
 	AttachCodeDealloc(f *os.File, off uint64) error
 	// LearnStack makes a stack of pid known in the kernel under token
 	// (probes.Tracer.LearnStack); ForgetStacks forgets pid's.
-	LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error
+	LearnStack(pid uint32, ip uint64, steps []tables.StackStep, chain []uint64, token uint64) error
 	ForgetStacks(pid uint32)
 	// Traced reports whether pid is still in the BPF filter: the kernel
 	// takes a process out when its last thread exits.
@@ -177,7 +178,7 @@ func (b *bpfBackend) ClearPython(pid uint32) { b.t.ClearPython(pid) }
 func (b *bpfBackend) AttachCodeDealloc(f *os.File, off uint64) error {
 	return b.t.AttachCodeDealloc(f, off)
 }
-func (b *bpfBackend) LearnStack(pid uint32, ip uint64, steps []probes.StackStep, chain []uint64, token uint64) error {
+func (b *bpfBackend) LearnStack(pid uint32, ip uint64, steps []tables.StackStep, chain []uint64, token uint64) error {
 	return b.t.LearnStack(pid, ip, steps, chain, token)
 }
 func (b *bpfBackend) ForgetStacks(pid uint32)      { b.t.ForgetStacks(pid) }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/sinks"
 )
@@ -70,7 +70,7 @@ type learnBackend struct {
 	tokens []uint64
 }
 
-func (b *learnBackend) LearnStack(_ uint32, _ uint64, _ []probes.StackStep, _ []uint64, token uint64) error {
+func (b *learnBackend) LearnStack(_ uint32, _ uint64, _ []tables.StackStep, _ []uint64, token uint64) error {
 	b.tokens = append(b.tokens, token)
 	return nil
 }

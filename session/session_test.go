@@ -19,6 +19,7 @@ import (
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/sinks"
 )
@@ -90,7 +91,7 @@ func (b *fakeBackend) ClearPython(uint32)             {}
 func (b *fakeBackend) AttachCodeDealloc(*os.File, uint64) error {
 	return nil
 }
-func (b *fakeBackend) LearnStack(uint32, uint64, []probes.StackStep, []uint64, uint64) error {
+func (b *fakeBackend) LearnStack(uint32, uint64, []tables.StackStep, []uint64, uint64) error {
 	return nil
 }
 func (b *fakeBackend) ForgetStacks(uint32) {}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tttrace/tttrace/devices"
 	"github.com/tttrace/tttrace/events"
-	"github.com/tttrace/tttrace/probes"
+	"github.com/tttrace/tttrace/probes/tables"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/pyframes"
 	"github.com/tttrace/tttrace/sinks"
@@ -127,7 +127,7 @@ type allocSites struct {
 	lastToken  uint64 // the last token given (tokens never repeat)
 	steps      []stacks.Step
 	chain      []uint64
-	pSteps     []probes.StackStep
+	pSteps     []tables.StackStep
 	timeline   *Timeline
 	copied     uint64 // stack records with the stack's bytes
 	known      uint64 // stack records with a token
@@ -653,11 +653,11 @@ func (a *allocSites) forgetKnown(pid uint32, ps *procStacks) {
 // learnStack makes the stack id of pid, just unwound into a.steps, known
 // to the kernel: the next captures of it come as its token. A stack
 // learnt before that comes copied again lost a slot of the kernel's
-// tables to another stack (probes, known.go): it is learnt again, under
+// tables to another stack (probes/tables, known.go): it is learnt again, under
 // its token.
 func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, ip uint64) {
 	st, ok := ps.tab.Stack(id)
-	if !ok || len(st.Locs) == 0 || len(st.Locs)-1 > probes.KnownStackFrames || len(a.steps) != len(st.Locs) {
+	if !ok || len(st.Locs) == 0 || len(st.Locs)-1 > tables.KnownStackFrames || len(a.steps) != len(st.Locs) {
 		return
 	}
 	a.chain = a.chain[:0]
@@ -666,7 +666,7 @@ func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, i
 	}
 	a.pSteps = a.pSteps[:0]
 	for _, s := range a.steps {
-		a.pSteps = append(a.pSteps, probes.StackStep{PC: s.PC, First: s.First, End: s.End, CFAFromBP: s.CFAFromBP, BPSaved: s.BPSaved, CFA: s.CFA, RA: s.RA, BP: s.BP})
+		a.pSteps = append(a.pSteps, tables.StackStep{PC: s.PC, First: s.First, End: s.End, CFAFromBP: s.CFAFromBP, BPSaved: s.BPSaved, CFA: s.CFA, RA: s.RA, BP: s.BP})
 	}
 	token, again := ps.learned[id]
 	if !again {

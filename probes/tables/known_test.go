@@ -1,4 +1,4 @@
-package probes
+package tables
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ func TestKnownSetsMatchC(t *testing.T) {
 		}
 		t.Skip("no gcc")
 	}
-	hdr, err := filepath.Abs("../bpf/stack_hash.h")
+	hdr, err := filepath.Abs("../../bpf/stack_hash.h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestKnownSetsMatchC(t *testing.T) {
 	}
 	// The maps' sizes are the header's (the Go side takes them from the
 	// maps).
-	spec, err := loadTttrace()
+	spec, err := bpfObject()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +119,15 @@ func TestKnownSetsMatchC(t *testing.T) {
 }
 
 // testTables are tables of 1<<bits slots each in Go memory, as mapped.
-func testTables(bits int) *knownTables {
-	return &knownTables{
-		steps: make([]tttraceStackStepSlot, 1<<bits), sites: make([]tttraceStackSiteSlot, 1<<bits),
+func testTables(bits int) *Known {
+	return &Known{
+		steps: make([]stepSlot, 1<<bits), sites: make([]siteSlot, 1<<bits),
 		stepBits: bits, siteBits: bits,
 	}
 }
 
 // findStep is the program's lookup (stack_step_get) of a step.
-func (k *knownTables) findStep(tgid uint32, first bool, pc uint64) *tttraceStackStepSlot {
+func (k *Known) findStep(tgid uint32, first bool, pc uint64) *stepSlot {
 	f := uint8(0)
 	if first {
 		f = 1
@@ -142,7 +142,7 @@ func (k *knownTables) findStep(tgid uint32, first bool, pc uint64) *tttraceStack
 }
 
 // findSite is the program's lookup (stack_site_token) of a chain.
-func (k *knownTables) findSite(tgid uint32, ip uint64, chain []uint64) uint64 {
+func (k *Known) findSite(tgid uint32, ip uint64, chain []uint64) uint64 {
 	var pcs [KnownStackFrames]uint64
 	copy(pcs[:], chain)
 	set := siteSet(tgid, ip, chain, k.siteBits)
@@ -162,7 +162,7 @@ func TestKnownTables(t *testing.T) {
 		{PC: 0x3000, End: true},
 	}
 	chain := []uint64{0x2000, 0x3000}
-	if err := k.learn(7, 0x1000, steps, chain, 42); err != nil {
+	if err := k.Learn(7, 0x1000, steps, chain, 42); err != nil {
 		t.Fatal(err)
 	}
 	if s := k.findStep(7, true, 0x1000); s == nil || s.Cfa != 8 || s.Ra != -8 {
@@ -198,7 +198,7 @@ func TestKnownTables(t *testing.T) {
 		return n
 	}
 	before := seqs()
-	if err := k.learn(7, 0x1000, steps, chain, 42); err != nil {
+	if err := k.Learn(7, 0x1000, steps, chain, 42); err != nil {
 		t.Fatal(err)
 	}
 	if after := seqs(); after != before {
@@ -210,7 +210,7 @@ func TestKnownTables(t *testing.T) {
 	for pid := uint32(100); pid < 300; pid++ {
 		c := []uint64{uint64(pid) << 12, 0x3000}
 		st := []StackStep{{PC: 0x1000, First: true, CFA: 8, RA: -8}, {PC: c[0], CFA: 8, RA: -8}, {PC: 0x3000, End: true}}
-		if err := k.learn(pid, 0x1000, st, c, uint64(pid)); err != nil {
+		if err := k.Learn(pid, 0x1000, st, c, uint64(pid)); err != nil {
 			t.Fatal(err)
 		}
 		if got := k.findSite(pid, 0x1000, c); got != uint64(pid) {
@@ -238,14 +238,14 @@ func TestKnownTables(t *testing.T) {
 		}
 	}
 
-	// forget clears one process's slots, and only those.
+	// Forget clears one process's slots, and only those.
 	var kept int
 	for i := range k.sites {
 		if k.sites[i].Tgid != 0 && k.sites[i].Tgid != 299 {
 			kept++
 		}
 	}
-	k.forget(299)
+	k.Forget(299)
 	var left int
 	for i := range k.steps {
 		if k.steps[i].Tgid == 299 {
@@ -265,10 +265,10 @@ func TestKnownTables(t *testing.T) {
 		t.Errorf("forget(299) cleared %d slots of other processes", kept-left)
 	}
 
-	if err := k.learn(7, 0x1000, steps, make([]uint64, KnownStackFrames+1), 1); err == nil {
+	if err := k.Learn(7, 0x1000, steps, make([]uint64, KnownStackFrames+1), 1); err == nil {
 		t.Error("a chain longer than the tables hold was learnt")
 	}
-	if err := k.learn(7, 0x1000, steps, chain, 0); err == nil {
+	if err := k.Learn(7, 0x1000, steps, chain, 0); err == nil {
 		t.Error("token 0 (no token) was learnt")
 	}
 }

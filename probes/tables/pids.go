@@ -1,4 +1,4 @@
-package probes
+package tables
 
 // The programs' per-process flags (traced_pids in bpf/tttrace.bpf.c): one
 // byte per possible tgid in an mmapable array, which the tracer maps and
@@ -16,19 +16,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// PidFlag is a flag of enum pid_flag (bpf/tttrace.h), as the byte of a
+// process holds it.
+type PidFlag uint8
+
+// The flags the tracer sets.
 const (
-	pidTraced = uint8(tttracePidFlagPID_TRACED)
-	pidPython = uint8(tttracePidFlagPID_PYTHON)
+	// PidTraced: the process is traced (AddPID, or a followed fork).
+	PidTraced PidFlag = 1
+	// PidPython: it runs a registered CPython (py_procs).
+	PidPython PidFlag = 2
 )
 
-// pidTable is the mapped array.
-type pidTable struct {
+// pidBytes is the size of struct pid_table: a byte for every pid up to
+// the kernel's limit (PID_MAX_LIMIT).
+const pidBytes = 1 << 22
+
+// Pids is the mapped array.
+type Pids struct {
 	mem   []byte
 	words []uint32
 }
 
-func mapPidTable(m *ebpf.Map) (*pidTable, error) {
-	size := int(unsafe.Sizeof(tttracePidTable{}))
+// MapPids maps traced_pids, the array of one struct pid_table.
+func MapPids(m *ebpf.Map) (*Pids, error) {
+	size := pidBytes
 	if m.MaxEntries() != 1 || int(m.ValueSize()) != size {
 		return nil, fmt.Errorf("traced_pids: %d entries of %d bytes, want one of %d: bpf/ and probes/ disagree, run make generate", m.MaxEntries(), m.ValueSize(), size)
 	}
@@ -36,19 +48,20 @@ func mapPidTable(m *ebpf.Map) (*pidTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map the BPF pid table: %w", err)
 	}
-	return &pidTable{mem: mem, words: unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), size/4)}, nil
+	return &Pids{mem: mem, words: unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), size/4)}, nil
 }
 
 // word is the word holding pid's byte, and the byte's shift in it; nil
 // for a pid past the table (none: the table covers the kernel's limit).
-func (p *pidTable) word(pid uint32) (*uint32, uint) {
+func (p *Pids) word(pid uint32) (*uint32, uint) {
 	if int(pid/4) >= len(p.words) {
 		return nil, 0
 	}
 	return &p.words[pid/4], uint(pid%4) * 8
 }
 
-func (p *pidTable) set(pid uint32, f uint8) error {
+// Set sets flag f of pid; a pid past the table is an error.
+func (p *Pids) Set(pid uint32, f PidFlag) error {
 	w, sh := p.word(pid)
 	if w == nil {
 		return fmt.Errorf("pid %d past the BPF pid table (%d pids)", pid, len(p.words)*4)
@@ -57,20 +70,22 @@ func (p *pidTable) set(pid uint32, f uint8) error {
 	return nil
 }
 
-func (p *pidTable) clear(pid uint32, f uint8) {
+// Clear clears flag f of pid.
+func (p *Pids) Clear(pid uint32, f PidFlag) {
 	if w, sh := p.word(pid); w != nil {
 		atomic.AndUint32(w, ^(uint32(f) << sh))
 	}
 }
 
-func (p *pidTable) has(pid uint32, f uint8) bool {
+// Has says whether pid has flag f.
+func (p *Pids) Has(pid uint32, f PidFlag) bool {
 	w, sh := p.word(pid)
-	return w != nil && uint8(atomic.LoadUint32(w)>>sh)&f != 0
+	return w != nil && PidFlag(atomic.LoadUint32(w)>>sh)&f != 0
 }
 
-// anyTraced says whether some process is traced.
-func (p *pidTable) anyTraced() bool {
-	const traced = uint32(pidTraced) * 0x01010101
+// AnyTraced says whether some process is traced.
+func (p *Pids) AnyTraced() bool {
+	const traced = uint32(PidTraced) * 0x01010101
 	for i := range p.words {
 		if atomic.LoadUint32(&p.words[i])&traced != 0 {
 			return true
@@ -79,7 +94,8 @@ func (p *pidTable) anyTraced() bool {
 	return false
 }
 
-func (p *pidTable) close() error {
+// Close unmaps the array. Safe on nil and more than once.
+func (p *Pids) Close() error {
 	if p == nil || p.mem == nil {
 		return nil
 	}
