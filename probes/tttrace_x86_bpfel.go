@@ -108,14 +108,6 @@ type tttraceOpStack struct {
 	}
 }
 
-type tttracePidFlag uint32
-
-const (
-	tttracePidFlagPID_TRACED     tttracePidFlag = 1
-	tttracePidFlagPID_PYTHON     tttracePidFlag = 2
-	tttracePidFlagPID_DEV_CLOSED tttracePidFlag = 4
-)
-
 type tttracePidTable struct {
 	_     structs.HostLayout
 	Flags [4194304]uint8
