@@ -93,6 +93,8 @@ vet:
 	@test -z "$$(gofmt -l $(GOFILES))" || { gofmt -l $(GOFILES); echo "gofmt needed"; exit 1; }
 	@# Imports in three groups: the standard library, others, this module.
 	@test -z "$$($(GOIMPORTS) -l $(GOFILES))" || { $(GOIMPORTS) -l $(GOFILES); echo "$(GOIMPORTS) -w needed"; exit 1; }
+	@# docs/architecture.md's package rows are the packages of go list.
+	@scripts/checkarch.sh
 
 # Everything but the privileged end-to-end tests of cmd/tttrace (no root,
 # no replica needed).
