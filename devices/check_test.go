@@ -235,6 +235,9 @@ func (c *checker) chips() {
 			c.bad("chip %d: resident max %d total %d, recomputed %d and %d", id, ch.cores.max, ch.cores.total, most, total)
 		}
 		w[CounterCB], w[CounterCBResidentTotal] = most, total
+		// L1 per core: its parts are checked from the buffers (l1PerCore).
+		now := ch.l1Now(0)
+		w[CounterL1Core] = now.total()
 		if ch.cur != w {
 			c.bad("chip %d: totals %v, recomputed %v", id, ch.cur, w)
 		}
@@ -594,6 +597,33 @@ func (c *checker) l1PerCore() {
 		}
 		if now := cs.l1Now(0); now.total() > 0 && (!cs.l1c.hasPeak || cs.l1c.peak.total() < now.total()) {
 			c.bad("chip %d: L1 per core %d now, peak %d", id, now.total(), cs.l1c.peak.total())
+		}
+		if cs.l1c.hasPeak && cs.peak[CounterL1Core] != cs.l1c.peak.total() {
+			c.bad("chip %d: L1 per core counter peaks at %d, its peak snapshot %d", id, cs.peak[CounterL1Core], cs.l1c.peak.total())
+		}
+		if cs.sites == nil {
+			continue
+		}
+		// Per site: the lockstep spans sum to the chip's, the per-core
+		// spans per bank to each bank's.
+		var spans uint64
+		for _, a := range cs.sites.accts {
+			spans += a.span
+		}
+		if spans != cs.l1c.lock {
+			c.bad("chip %d: sites' lockstep spans %d, the chip's %d", id, spans, cs.l1c.lock)
+		}
+		for bank, n := range cs.l1c.perCore {
+			var s uint64
+			for _, v := range cs.sites.l1core.banks[bank] {
+				s += v
+			}
+			if s != n {
+				c.bad("chip %d bank %d: sites' per-core spans %d, the bank's %d", id, bank, s, n)
+			}
+		}
+		if len(cs.sites.l1core.banks) != len(cs.l1c.perCore) {
+			c.bad("chip %d: sites' per-core banks %d, the chip's %d", id, len(cs.sites.l1core.banks), len(cs.l1c.perCore))
 		}
 	}
 }

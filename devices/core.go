@@ -280,7 +280,7 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 	sk := siteKey{b.site, b.btype, p.ops.bufOf(idx)}
 	if b.mesh == 0 {
 		c := p.chip(b.chip)
-		c.sites.uncharge(sk, b.size, 1)
+		c.sites.uncharge(sk, b.size, 1, lockSpan(b))
 		p.sub(c, t, b.size, e)
 		p.sub(c, CounterLiveBuffers, 1, e)
 		p.l1Span(c, b, false)
@@ -295,14 +295,14 @@ func (p *core) releaseBuffer(idx uint32, state uint32, e *events.Event) {
 		m.tot[CounterLiveBuffers]--
 		m.meshL1Span(b, false)
 		if p.sitesOn {
-			m.sites.add(sk, b.size, true)
+			m.sites.add(sk, b.size, lockSpan(b), true)
 		}
 		if t == CounterL1 {
 			m.l1.remove(&p.bufs.slots, idx)
 		}
 		for _, id := range m.chips {
 			c := p.chip(id)
-			c.sites.uncharge(sk, b.size, 1)
+			c.sites.uncharge(sk, b.size, 1, lockSpan(b))
 			p.sub(c, t, b.size, e)
 			p.sub(c, CounterLiveBuffers, 1, e)
 			p.l1Span(c, b, false)
@@ -489,7 +489,7 @@ func (p *core) charge(idx uint32, e *events.Event) {
 	sk := siteKey{e.Site, uint8(t), p.ops.bufOf(idx)}
 	if meshIndex == 0 {
 		c := p.chip(e.Chip)
-		c.sites.charge(sk, e.Size, 1)
+		c.sites.charge(sk, e.Size, 1, lockSpan(b))
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, CounterLiveBuffers, 1, e.TsNs)
 		p.l1Span(c, b, true)
@@ -508,14 +508,14 @@ func (p *core) charge(idx uint32, e *events.Event) {
 	m.tot[CounterLiveBuffers]++
 	m.meshL1Span(b, true)
 	if p.sitesOn {
-		m.sites.add(sk, e.Size, false)
+		m.sites.add(sk, e.Size, lockSpan(b), false)
 	}
 	if t == CounterL1 {
 		m.l1.push(&p.bufs.slots, idx)
 	}
 	for _, id := range m.chips {
 		c := p.chip(id)
-		c.sites.charge(sk, e.Size, 1)
+		c.sites.charge(sk, e.Size, 1, lockSpan(b))
 		p.add(c, t, e.Size, e.TsNs)
 		p.add(c, CounterLiveBuffers, 1, e.TsNs)
 		p.l1Span(c, b, true)
@@ -548,7 +548,7 @@ func (p *core) joinMesh(m *meshState, idx uint32, chip int32, e *events.Event) {
 	c.closed = false
 	p.touchL1(c)
 	for k, s := range m.sites {
-		c.sites.charge(k, s.bytes, s.objs)
+		c.sites.charge(k, s.bytes, s.objs, s.span)
 	}
 	for i, v := range m.tot {
 		if v != 0 {
@@ -568,7 +568,7 @@ func (p *core) leaveMesh(m *meshState, chip int32, e *events.Event) {
 		c := p.chip(chip)
 		p.touchL1(c)
 		for k, s := range m.sites {
-			c.sites.uncharge(k, s.bytes, s.objs)
+			c.sites.uncharge(k, s.bytes, s.objs, s.span)
 		}
 		for j, v := range m.tot {
 			p.sub(c, Counter(j), v, e)

@@ -30,7 +30,13 @@ const (
 	// summed over the chip's cores (TT-Metal's get_total_cb_allocated).
 	CounterCBRegistered    = Counter(7)
 	CounterCBResidentTotal = Counter(8)
-	NumCounters            = 9
+	// CounterL1Core: L1 per core, the chip's busiest core's total
+	// (l1_busiest_core.total_bytes: lockstep L1 and L1_SMALL spans per
+	// bank, the busiest bank's per-core spans, the busiest core's resident
+	// CBs; l1core.go), set as each event's L1 side settles; its peak is
+	// peak_l1_busiest_core's total.
+	CounterL1Core = Counter(9)
+	NumCounters   = 10
 )
 
 // String is the counter's summary field name ("dram_bytes", ...).
@@ -69,7 +75,7 @@ func SatAdd(a, b uint64) uint64 {
 }
 
 var counterNames = [NumCounters]string{"dram_bytes", "l1_bytes", "system_memory_bytes", "l1_small_bytes", "trace_bytes",
-	"cb_bytes", "live_buffers", "cb_registered_bytes", "cb_resident_total_bytes"}
+	"cb_bytes", "live_buffers", "cb_registered_bytes", "cb_resident_total_bytes", "l1_busiest_core_bytes"}
 
 // Stats counts what the ledger saw and deliberately did not count.
 type Stats struct {

@@ -14,7 +14,7 @@ func FuzzLedger(f *testing.F) {
 	f.Add([]byte{9, 4, 240, 0, 0, 0, 0, 0, 0, 7, 4, 0, 0, 0, 64, 4, 0, 0, 8, 4, 240, 0, 0, 0, 0, 0, 0, 12, 4, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0, 1, 3, 8, 2, 1, 40, 3, 0, 0, 1, 3, 8, 2, 1, 40, 3, 0, 14, 1, 3, 8, 0, 0, 0, 0, 0, 16, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := NewLedger(Options{L1Warn: 0x3000, Notices: NoticeFunc(func(n *Notice) {
+		l := NewLedger(Options{L1Warn: 0x3000, SiteUsage: true, Notices: NoticeFunc(func(n *Notice) {
 			if _, err := json.Marshal(n); err != nil {
 				t.Fatal(err)
 			}

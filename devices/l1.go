@@ -135,7 +135,7 @@ func (p *l1Rules) headrooms(h *settings, e *events.Event) {
 	noCBs := len(p.progs) == 0 // then no chip has a headroom: skip the lookups
 	for _, c := range p.l1dirty {
 		c.hr.dirty = false
-		c.l1Settle(e.TsNs)
+		p.l1Settle(c, e)
 		hr := &c.hr
 		var low uint32
 		var hasLow bool
@@ -364,6 +364,9 @@ type cbGroup struct {
 	// coresUnknown: some CB of it has no known ranges.
 	cbs          []cbRec
 	coresUnknown bool
+	// op: the op row + 1 its layout's first CB was made in (0: none), for
+	// the cores holding its CBs (L1 per core's peak).
+	op uint16
 	// ranges: its CB allocators per unique core range with their ends
 	// (l1range.go), valid while rangesFresh; rangesOK: known.
 	ranges                []rangeEnd
@@ -434,7 +437,9 @@ func (p *l1Rules) chargeCB(mesh uint32, chip int32, v uint64, add bool, e *event
 	}
 }
 
-func (p *l1Rules) cbAlloc(e *events.Event) {
+// cbAlloc handles a CB's cb_alloc record; op is the row + 1 of the op it
+// was made in (opCB).
+func (p *l1Rules) cbAlloc(e *events.Event, op uint16) {
 	p.stats.CBAllocs++
 	var prog, layout uint64
 	if t := p.threads[e.Tid]; t != nil && t.hasLayout {
@@ -492,6 +497,9 @@ func (p *l1Rules) cbAlloc(e *events.Event) {
 		p.stats.CBRelayouts++
 		g.layout, g.bytes, g.count, g.end = layout, 0, 0, 0
 		g.cbs, g.coresUnknown = g.cbs[:0], false
+	}
+	if g.count == 0 {
+		g.op = op
 	}
 	var known bool
 	if g.cbs, known = appendCB(g.cbs, e); !known {

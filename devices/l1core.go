@@ -58,6 +58,10 @@ type l1Snap struct {
 	hasCore      bool // cb > 0: xy is the busiest CB core
 	hasBank      bool // pc > 0: bank is the busiest per-core bank
 	ts           uint64
+	// prog, op: the program whose CBs xy holds and the op row + 1 they
+	// were laid out in (cbHolder; hasCore only).
+	prog uint64
+	op   uint16
 }
 
 func (s *l1Snap) total() uint64 { return s.lock + s.pc + s.cb }
@@ -67,6 +71,16 @@ func (s *l1Snap) total() uint64 { return s.lock + s.pc + s.cb }
 func l1Lockstep(b *bufEntry) bool {
 	t := events.BufferType(b.btype)
 	return (t == events.L1 || t == events.L1Small) && !b.perCore
+}
+
+// lockSpan is what live buffer b holds on each core of its chips as a
+// lockstep buffer: its span per bank; 0 for other buffers and for a span
+// not known (per-site accounting: sitetab.go).
+func lockSpan(b *bufEntry) uint64 {
+	if l1Lockstep(b) {
+		return b.span
+	}
+	return 0
 }
 
 // l1Span adds (or takes away) lockstep buffer b's span on chip c.
@@ -163,12 +177,25 @@ func (c *chipState) l1Now(ts uint64) l1Snap {
 	return s
 }
 
-// l1Settle keeps chip c's peak L1 per core (after an event changed its L1
-// side).
-func (c *chipState) l1Settle(ts uint64) {
-	s := c.l1Now(ts)
-	if t := s.total(); t > 0 && (!c.l1c.hasPeak || t > c.l1c.peak.total()) {
+// cbHolder fills in s the program whose CBs its busiest CB core holds.
+func (c *chipState) cbHolder(s *l1Snap) {
+	if s.hasCore {
+		r := c.cores.cores[s.xy]
+		s.prog, s.op = r.prog, r.op
+	}
+}
+
+// l1Settle sets chip c's L1 per core counter and keeps its peak, with
+// what each site and program held on the busiest core then (sitetab.go),
+// after event e changed its L1 side.
+func (p *core) l1Settle(c *chipState, e *events.Event) {
+	s := c.l1Now(e.TsNs)
+	t := s.total()
+	p.setTo(c, CounterL1Core, t, e)
+	if t > 0 && (!c.l1c.hasPeak || t > c.l1c.peak.total()) {
+		c.cbHolder(&s)
 		c.l1c.peak, c.l1c.hasPeak = s, true
+		c.sites.l1CorePeak(&s)
 	}
 }
 
@@ -177,6 +204,7 @@ func (c *chipState) l1Clear() {
 	c.l1c.lock, c.l1c.noSpan, c.l1c.pcMax, c.l1c.pcBank = 0, 0, 0, 0
 	clear(c.l1c.perCore)
 	c.l1c.pcLive, c.l1c.pcStale = 0, true
+	c.sites.l1CoreClear()
 }
 
 // l1Size is a core's L1 size, from the chip's L1 and L1_SMALL bank
@@ -225,14 +253,21 @@ type L1Core struct {
 	SpansUnknown uint64 `json:"spans_unknown,omitempty"`
 	// TsNs: when (peak_l1_busiest_core only).
 	TsNs uint64 `json:"ts_ns,omitempty"`
+	// Program: the ProgramImpl* (hex) whose CBs Core holds (the program
+	// last dispatched there, or the one a replayed trace's capture
+	// dispatched there); Op: the TT-NN op its CBs were laid out in.
+	// Absent without CBs (Op: or when laid out in no op).
+	Program string `json:"program,omitempty"`
+	Op      *OpRef `json:"op,omitempty"`
 }
 
-// l1CoreOf is s as the summary shows it.
-func (c *chipState) l1CoreOf(s l1Snap, peak bool) *L1Core {
+// l1CoreOf is s as the summary shows it (ops names its op).
+func (c *chipState) l1CoreOf(s l1Snap, peak bool, ops *opTab) *L1Core {
 	out := &L1Core{L1BufferBytes: s.lock + s.pc, CBBytes: s.cb, TotalBytes: s.total(),
 		UpperBound: s.hasCore && s.hasBank, SpansUnknown: s.noSpan}
 	if s.hasCore {
 		out.Core = &[2]uint16{s.xy.x, s.xy.y}
+		out.Program, out.Op = hex(s.prog), ops.ref(s.op)
 	}
 	if s.hasBank {
 		b := s.bank
@@ -248,13 +283,14 @@ func (c *chipState) l1CoreOf(s l1Snap, peak bool) *L1Core {
 }
 
 // l1Summary is chip c's l1_busiest_core and peak_l1_busiest_core (nil
-// while its L1 held nothing known).
-func (c *chipState) l1Summary() (now, peak *L1Core) {
+// while its L1 held nothing known), ops naming their programs' ops.
+func (c *chipState) l1Summary(ops *opTab) (now, peak *L1Core) {
 	if s := c.l1Now(0); s.total() > 0 || s.noSpan > 0 {
-		now = c.l1CoreOf(s, false)
+		c.cbHolder(&s)
+		now = c.l1CoreOf(s, false, ops)
 	}
 	if c.l1c.hasPeak {
-		peak = c.l1CoreOf(c.l1c.peak, true)
+		peak = c.l1CoreOf(c.l1c.peak, true, ops)
 	}
 	return now, peak
 }

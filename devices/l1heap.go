@@ -115,6 +115,7 @@ type coreXY struct{ x, y uint16 }
 type coreCBs struct {
 	prog  uint64 // ProgramImpl*
 	bytes uint64
+	op    uint16 // the op row + 1 its CBs were laid out in (cbGroup.op)
 }
 
 // chipCores is a chip's per-core CB residency (resident.go): what the
@@ -178,6 +179,7 @@ type coreSpan struct {
 type coreBytes struct {
 	xy    coreXY
 	bytes uint64
+	op    uint16 // its program's (cbGroup.op)
 }
 
 // appendCB adds CB e (locally allocated, on a group's target) to a

@@ -54,14 +54,17 @@ func (p *core) opPeak(r *OpRow) {
 	r.PeakL1 = max(r.PeakL1, l1)
 }
 
-// opCB adds a local CB laid out in an op (its per-core size).
-func (p *core) opCB(e *events.Event) {
+// opCB adds a local CB laid out in an op (its per-core size) and returns
+// its row + 1 (0: none).
+func (p *core) opCB(e *events.Event) uint16 {
 	if e.Global {
-		return
+		return 0
 	}
-	if r, _ := p.ops.row(&e.OpFields); r != nil {
+	r, n := p.ops.row(&e.OpFields)
+	if r != nil {
 		r.CBBytes = SatAdd(r.CBBytes, e.Size)
 	}
+	return n
 }
 
 // opFailed counts a failed allocation in the op of its request and names

@@ -277,6 +277,7 @@ func (p *allocView) perCoreRelease(idx uint32, c *chipState) {
 	if pb == nil {
 		return
 	}
+	p.perCoreSites(idx, false)
 	delete(p.pcBufs, idx)
 	c.l1c.pcLive = max(c.l1c.pcLive-1, 0)
 	c.l1c.pcStale = true

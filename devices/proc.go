@@ -98,8 +98,7 @@ func (p *proc) apply(e *events.Event) {
 		t.hasLayout, t.layoutProg, t.layoutID = true, e.Object, e.Seq
 		p.l1.rerunCheck(t, e)
 	case events.KindCBAlloc:
-		p.l1.cbAlloc(e)
-		p.opCB(e)
+		p.l1.cbAlloc(e, p.opCB(e))
 	case events.KindCBTeardown:
 		p.stats.CBTeardowns++
 		t := p.thread(e.Tid)
@@ -163,6 +162,7 @@ func (p *proc) alloc(e *events.Event) {
 	p.traces.traceAlloc(idx, e)
 	op := p.core.opAlloc(idx, e) // before the charge: its site is per op
 	p.core.charge(idx, e)
+	p.allocs.perCoreSites(idx, true) // its op known (l1coresites.go)
 	p.core.opPeak(op)
 }
 

@@ -87,7 +87,7 @@ func (p *l1Rules) programCores(prog uint64, mesh uint32, id int32) ([]coreBytes,
 			}
 		}
 		bytes += hi - lo
-		out = append(out, coreBytes{xy, bytes})
+		out = append(out, coreBytes{xy, bytes, g.op})
 	}
 	p.spans, p.resident = spans, out
 	return out, true
@@ -112,7 +112,7 @@ func (p *l1Rules) programChips(prog uint64) []int32 {
 // CBs).
 func (p *l1Rules) setResident(c *chipState, prog uint64, cores []coreBytes, e *events.Event) {
 	for _, cb := range cores {
-		c.cores.set(cb.xy, coreCBs{prog: prog, bytes: cb.bytes})
+		c.cores.set(cb.xy, coreCBs{prog: prog, bytes: cb.bytes, op: cb.op})
 	}
 	p.settle(c, e)
 }
@@ -135,10 +135,13 @@ func (p *l1Rules) applyPeak(peak map[chipCore]coreCBs, e *events.Event) {
 	p.peakChips = touched[:0]
 }
 
-// clearResidency empties chip c's cores (it closes).
+// clearResidency empties chip c's cores (it closes: its buffers are
+// released, l1Clear follows, so L1 per core is 0 before closedChip checks
+// the chip holds nothing).
 func (p *l1Rules) clearResidency(c *chipState, e *events.Event) {
 	c.cores = chipCores{}
 	p.settle(c, e)
+	p.setTo(c, CounterL1Core, 0, e)
 }
 
 // settle sets c's resident counters from its cores.

@@ -8,7 +8,8 @@ package devices
 // equal the chip's totals and peaks. Circular buffers have no site and are
 // not in it. The cost, only when on, is a map update per chip charged;
 // a new peak copies the sites changed since the previous one (amortized
-// once per change).
+// once per change). Beside them, what each site holds on the chip's
+// busiest core at the peak of L1 per core (l1coresites.go).
 
 // siteKey is one site's holdings of one buffer type.
 type siteKey struct {
@@ -25,6 +26,11 @@ type siteAcct struct {
 	allocBytes, allocObjs uint64 // charged here since tracing began
 	peakBytes             uint64 // at the chip's peak of this type
 	touched               bool   // in chipSites.touched
+	// span: its lockstep L1 / L1_SMALL buffers' spans per bank (on every
+	// core) now; spanPeak: at the chip's L1-per-core peak; spanTouched:
+	// in chipSites.spanTouched.
+	span, spanPeak uint64
+	spanTouched    bool
 }
 
 // chipSites is the per-site accounting of one chip; nil when off (every
@@ -33,6 +39,7 @@ type chipSites struct {
 	accts map[siteKey]*siteAcct
 	// touched[t]: accounts of type t changed since that type's last peak.
 	touched [CounterCB][]*siteAcct
+	l1core  coreSites // on the busiest core (l1coresites.go)
 }
 
 func newChipSites() *chipSites { return &chipSites{accts: map[siteKey]*siteAcct{}} }
@@ -53,9 +60,10 @@ func (cs *chipSites) touch(a *siteAcct, t uint8) {
 	}
 }
 
-// charge puts bytes and objs of site k on the chip: before the chip's
-// counters, so that a new peak sees them.
-func (cs *chipSites) charge(k siteKey, bytes, objs uint64) {
+// charge puts bytes and objs of site k on the chip, span of them on
+// each core (lockSpan): before the chip's counters, so that a new peak
+// sees them.
+func (cs *chipSites) charge(k siteKey, bytes, objs, span uint64) {
 	if cs == nil || Counter(k.btype) >= CounterCB {
 		return
 	}
@@ -65,10 +73,14 @@ func (cs *chipSites) charge(k siteKey, bytes, objs uint64) {
 	a.allocBytes += bytes
 	a.allocObjs += objs
 	cs.touch(a, k.btype)
+	if span != 0 {
+		a.span += span
+		cs.spanTouch(a)
+	}
 }
 
 // uncharge takes them off again.
-func (cs *chipSites) uncharge(k siteKey, bytes, objs uint64) {
+func (cs *chipSites) uncharge(k siteKey, bytes, objs, span uint64) {
 	if cs == nil || Counter(k.btype) >= CounterCB {
 		return
 	}
@@ -76,6 +88,10 @@ func (cs *chipSites) uncharge(k siteKey, bytes, objs uint64) {
 	a.bytes -= min(a.bytes, bytes)
 	a.objs -= min(a.objs, objs)
 	cs.touch(a, k.btype)
+	if span != 0 {
+		a.span -= min(a.span, span)
+		cs.spanTouch(a)
+	}
 }
 
 // peak is called when the chip's counter t reached a new peak: every site
@@ -100,17 +116,18 @@ func (cs *chipSites) clear() {
 		a.bytes, a.objs = 0, 0
 		cs.touch(a, k.btype)
 	}
+	cs.l1CoreClear()
 }
 
 // meshSite is what a mesh's buffers of one site and type hold (on each
-// of its chips).
-type meshSite struct{ bytes, objs uint64 }
+// of its chips): their bytes, count, and lockstep spans on each core.
+type meshSite struct{ bytes, objs, span uint64 }
 
 // meshSites is a mesh's holdings by site, made at its first buffer.
 type meshSites map[siteKey]*meshSite
 
-// add adds (or, with neg, takes) one buffer of site k.
-func (ms *meshSites) add(k siteKey, size uint64, neg bool) {
+// add adds (or, with neg, takes) one buffer of site k (span: lockSpan).
+func (ms *meshSites) add(k siteKey, size, span uint64, neg bool) {
 	if Counter(k.btype) >= CounterCB {
 		return
 	}
@@ -125,6 +142,7 @@ func (ms *meshSites) add(k siteKey, size uint64, neg bool) {
 	if neg {
 		s.bytes -= min(s.bytes, size)
 		s.objs -= min(s.objs, 1)
+		s.span -= min(s.span, span)
 		if s.bytes == 0 && s.objs == 0 {
 			delete(*ms, k)
 		}
@@ -132,4 +150,5 @@ func (ms *meshSites) add(k siteKey, size uint64, neg bool) {
 	}
 	s.bytes += size
 	s.objs++
+	s.span += span
 }

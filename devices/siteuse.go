@@ -25,6 +25,12 @@ type SiteUsage struct {
 	// PeakBytes: held when the chip's counter of this type first reached
 	// its peak (Peaks).
 	PeakBytes uint64
+	// L1CorePeakBytes: held on the chip's busiest core when L1 per core
+	// first reached its peak (peak_l1_busiest_core): its lockstep L1 /
+	// L1_SMALL buffers' spans per bank plus its per-core buffers' spans
+	// on the busiest bank. With the busiest core's CBs
+	// (PeakL1BusiestCore.CBBytes) the chip's rows sum to its TotalBytes.
+	L1CorePeakBytes uint64
 	// Op: the TT-NN op its buffers were allocated in; nil: none.
 	Op *OpRef
 	// Desc describes the site (from the process's SiteSource; nil:
@@ -48,14 +54,15 @@ func (p *proc) siteUsage() []SiteUsage {
 		// Sites changed since the last peak hold there what they held
 		// then: their peakBytes is already that.
 		for k, a := range c.sites.accts {
-			if a.bytes == 0 && a.objs == 0 && a.allocBytes == 0 && a.allocObjs == 0 && a.peakBytes == 0 {
+			l1c := c.sites.l1CorePeakOf(k, a)
+			if a.bytes == 0 && a.objs == 0 && a.allocBytes == 0 && a.allocObjs == 0 && a.peakBytes == 0 && l1c == 0 {
 				continue
 			}
 			out = append(out, SiteUsage{
 				Site: k.site, Device: id, Type: events.BufferType(k.btype).String(), btype: k.btype, op: k.op, Op: p.ops.ref(k.op),
 				InuseBytes: a.bytes, InuseObjects: a.objs,
 				AllocBytes: a.allocBytes, AllocObjects: a.allocObjs,
-				PeakBytes: a.peakBytes,
+				PeakBytes: a.peakBytes, L1CorePeakBytes: l1c,
 			})
 		}
 	}

@@ -405,7 +405,7 @@ func (p *proc) deviceSummaries() []DeviceSummary {
 			d.MinL1Headroom = &MinHeadroom{Value: c.hr.min, TsNs: c.hr.minTs, LowestL1Address: c.hr.minLow, CBRegionEnd: c.hr.minEnd}
 		}
 		d.Allocator, d.AllocatorWhy = p.allocs.allocatorView(c)
-		d.L1BusiestCore, d.PeakL1BusiestCore = c.l1Summary()
+		d.L1BusiestCore, d.PeakL1BusiestCore = c.l1Summary(&p.ops)
 	}
 	return out
 }

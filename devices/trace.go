@@ -1012,7 +1012,7 @@ func (p *traceRules) noteCBs(id int32, prog uint64, cores []coreBytes) {
 			case !ok && len(t.cbPeak) >= TraceMaxCBCores:
 				p.tr.sum.CBCoresLost++
 			case !ok || cb.bytes > old.bytes:
-				t.cbPeak[k] = coreCBs{prog: prog, bytes: cb.bytes}
+				t.cbPeak[k] = coreCBs{prog: prog, bytes: cb.bytes, op: cb.op}
 			}
 		}
 	}

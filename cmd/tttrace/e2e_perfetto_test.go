@@ -23,10 +23,47 @@ var truthFields = map[string]string{
 	"CB_REGISTERED": "cb_registered_bytes", "CB_RESIDENT_TOTAL": "cb_resident_total_bytes",
 }
 
+// l1CoreTrack is the track of L1 per core (the busiest core's total).
+const l1CoreTrack = "L1_BUSIEST_CORE"
+
+// l1CoreTotals reads, per chip, the truth's L1 per core: the busiest
+// core's total_bytes now and at its peak (l1_busiest_core,
+// peak_l1_busiest_core; 0 where null).
+func l1CoreTotals(t *testing.T, tr *truth) map[int32][2]uint64 {
+	t.Helper()
+	b, err := os.ReadFile(tr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lt struct {
+		Devices []struct {
+			Device int32        `json:"device"`
+			Now    *l1CoreTruth `json:"l1_busiest_core"`
+			Peak   *l1CoreTruth `json:"peak_l1_busiest_core"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal(b, &lt); err != nil {
+		t.Fatalf("truth: %v", err)
+	}
+	out := map[int32][2]uint64{}
+	for _, d := range lt.Devices {
+		var v [2]uint64
+		if d.Now != nil {
+			v[0] = d.Now.TotalBytes
+		}
+		if d.Peak != nil {
+			v[1] = d.Peak.TotalBytes
+		}
+		out[d.Device] = v
+	}
+	return out
+}
+
 // checkTimeline compares the counter tracks of the traced process with the
 // truth: for every chip and memory type, the track's last value (in time
-// order) is the final total and its maximum the peak. A type that never
-// held memory has no track (both 0).
+// order) is the final total and its maximum the peak; L1_BUSIEST_CORE's
+// are the truth's L1 per core (l1_busiest_core's total_bytes now and at
+// its peak). A type that never held memory has no track (both 0).
 func checkTimeline(t *testing.T, name, path string, tr *truth) *perfettotest.Trace {
 	t.Helper()
 	tl, err := perfettotest.ReadFile(path)
@@ -47,9 +84,14 @@ func checkTimeline(t *testing.T, name, path string, tr *truth) *perfettotest.Tra
 	}
 	seen := map[perfettotest.ChipType]bool{}
 	held := 0
+	l1c := l1CoreTotals(t, tr)
 	for i := range tr.Devices {
 		d := &tr.Devices[i]
+		want := map[string][2]uint64{l1CoreTrack: l1c[d.Device]}
 		for typ, field := range truthFields {
+			want[typ] = [2]uint64{d.total(field), d.Peaks[field]}
+		}
+		for typ, w := range want {
 			k := perfettotest.ChipType{Chip: d.Device, Type: typ}
 			seen[k] = true
 			var last, peak int64
@@ -57,9 +99,9 @@ func checkTimeline(t *testing.T, name, path string, tr *truth) *perfettotest.Tra
 				last, peak = c.Last(), c.Max()
 				held++
 			}
-			if uint64(last) != d.total(field) || uint64(peak) != d.Peaks[field] {
+			if uint64(last) != w[0] || uint64(peak) != w[1] {
 				t.Errorf("%s: chip %d %s: track ends at %d, peaks at %d; truth: total %d, peak %d",
-					name, d.Device, typ, last, peak, d.total(field), d.Peaks[field])
+					name, d.Device, typ, last, peak, w[0], w[1])
 			}
 		}
 	}
@@ -88,7 +130,8 @@ func countNamed(tl *perfettotest.Trace, prefix string) int {
 // of its mesh), leaving memory allocated so final totals are not all zero;
 // cb_cache (a program cache registering more CBs than any core holds):
 // the CB, CB_REGISTERED and CB_RESIDENT_TOTAL tracks each end at and peak
-// at the truth's.
+// at the truth's, and L1_BUSIEST_CORE (L1 buffers and resident CBs of the
+// busiest core) at the truth's L1 per core.
 func TestE2EPerfettoCmd(t *testing.T) {
 	for _, scenario := range []string{"mesh", "cb_cache"} {
 		t.Run(scenario, func(t *testing.T) {
@@ -113,6 +156,15 @@ func TestE2EPerfettoCmd(t *testing.T) {
 			}
 			if !apart {
 				t.Error("cb_cache: no chip whose truth tells the CB measures apart")
+			}
+			both := false
+			for dev, v := range l1CoreTotals(t, tr) {
+				for _, d := range tr.Devices {
+					both = both || d.Device == dev && d.Peaks["cb_bytes"] > 0 && v[1] > d.Peaks["cb_bytes"]
+				}
+			}
+			if !both {
+				t.Error("cb_cache: no chip whose L1 per core peak holds L1 buffers beside CBs")
 			}
 		})
 	}
@@ -142,6 +194,7 @@ func TestE2EPerfettoPid(t *testing.T) {
 	if err := json.Unmarshal(b, &tr); err != nil {
 		t.Fatal(err)
 	}
+	tr.path = truthPath
 	tl := checkTimeline(t, "pid/close", pf, &tr)
 	for _, kind := range []string{"device_close", "mesh_close"} {
 		if n, want := countNamed(tl, kind), int(tr.Calls[kind]); n != want || n == 0 {

@@ -136,7 +136,9 @@ func random64() uint64 {
 // Memory types: the counter tracks of a chip, in display order. CB is the
 // busiest core's resident CBs (cb_bytes); CB_REGISTERED and
 // CB_RESIDENT_TOTAL count the same CBs otherwise (cb_registered_bytes,
-// cb_resident_total_bytes), beside it.
+// cb_resident_total_bytes), beside it. L1_BUSIEST_CORE is L1 per core:
+// what the chip's busiest core holds, its L1 buffers and resident CBs
+// (l1_busiest_core.total_bytes).
 var memTypes = [...]struct {
 	counter devices.Counter
 	name    string
@@ -149,6 +151,7 @@ var memTypes = [...]struct {
 	{devices.CounterCB, "CB"},
 	{devices.CounterCBRegistered, "CB_REGISTERED"},
 	{devices.CounterCBResidentTotal, "CB_RESIDENT_TOTAL"},
+	{devices.CounterL1Core, "L1_BUSIEST_CORE"},
 }
 
 // allocRank is, by buffer type, the position of its memory type in

@@ -220,6 +220,13 @@ func TestCountersMatchLedger(t *testing.T) {
 // typeFields maps a track's memory type to a DeviceSummary's total and peak.
 func typeFields(d *devices.DeviceSummary) map[string][2]uint64 {
 	p := &d.Peaks
+	var l1c [2]uint64 // L1 per core: the busiest core's total now and at its peak
+	if c := d.L1BusiestCore; c != nil {
+		l1c[0] = c.TotalBytes
+	}
+	if c := d.PeakL1BusiestCore; c != nil {
+		l1c[1] = c.TotalBytes
+	}
 	return map[string][2]uint64{
 		"DRAM":          {d.DRAMBytes, p.DRAMBytes.Value},
 		"L1":            {d.L1Bytes, p.L1Bytes.Value},
@@ -230,6 +237,8 @@ func typeFields(d *devices.DeviceSummary) map[string][2]uint64 {
 		// The CB measures beside CB.
 		"CB_REGISTERED":     {d.CBRegisteredBytes, p.CBRegisteredBytes.Value},
 		"CB_RESIDENT_TOTAL": {d.CBResidentTotalBytes, p.CBResidentTotalBytes.Value},
+		// L1 per core.
+		"L1_BUSIEST_CORE": l1c,
 	}
 }
 

@@ -383,7 +383,7 @@ func (t *Trace) AllocCounters(p *Track) (map[ChipType]map[string]*Track, error) 
 // ChipType names a counter track: a chip and a memory type.
 type ChipType struct {
 	Chip int32
-	Type string // DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB, CB_REGISTERED, CB_RESIDENT_TOTAL
+	Type string // DRAM, L1, L1_SMALL, TRACE, SYSTEM_MEMORY, CB, CB_REGISTERED, CB_RESIDENT_TOTAL, L1_BUSIEST_CORE
 }
 
 // Under says track tr descends from track p.

@@ -93,20 +93,21 @@ var (
 	chipTrack     = regexp.MustCompile(`^"chip (-?\d+)"$`)
 	counterQuoted = regexp.MustCompile(`^"chip (-?\d+) (\S+)"$`)
 	allocQuoted   = regexp.MustCompile(`^"chip (-?\d+) (\S+) (free|largest free block)"$`)
-	typeOrder     = map[string]int{"DRAM": 0, "L1": 1, "L1_SMALL": 2, "TRACE": 3, "SYSTEM_MEMORY": 4, "CB": 5, "CB_REGISTERED": 6, "CB_RESIDENT_TOTAL": 7}
+	typeOrder     = map[string]int{"DRAM": 0, "L1": 1, "L1_SMALL": 2, "TRACE": 3, "SYSTEM_MEMORY": 4, "CB": 5, "CB_REGISTERED": 6, "CB_RESIDENT_TOTAL": 7, "L1_BUSIEST_CORE": 8}
 )
 
 // counterKey is where a counter track named name (quoted) belongs among
 // its chip's counters, and the chip its name gives: the memory types
 // first ("chip 3 DRAM", ... "chip 3 CB", "chip 3 CB_REGISTERED", "chip 3
-// CB_RESIDENT_TOTAL"), then for each buffer type in the same order its
-// allocator counters, "free" before "largest free block" ("chip 3 DRAM
-// free", "chip 3 DRAM largest free block", "chip 3 L1 free", ...). The CB
-// types have no allocator. ok is false for any other name.
+// CB_RESIDENT_TOTAL", "chip 3 L1_BUSIEST_CORE"), then for each buffer type
+// in the same order its allocator counters, "free" before "largest free
+// block" ("chip 3 DRAM free", "chip 3 DRAM largest free block", "chip 3 L1
+// free", ...). The CB types and L1_BUSIEST_CORE have no allocator. ok is
+// false for any other name.
 func counterKey(name string) (chip string, key int64, ok bool) {
 	if m := allocQuoted.FindStringSubmatch(name); m != nil {
 		o, known := typeOrder[m[2]]
-		if !known || strings.HasPrefix(m[2], "CB") {
+		if !known || strings.HasPrefix(m[2], "CB") || m[2] == "L1_BUSIEST_CORE" {
 			return "", 0, false
 		}
 		key = int64(len(typeOrder) + 2*o)
@@ -172,7 +173,7 @@ func Descriptors(packets []*Node) map[uint64]*Desc {
 // whose parent does not order them explicitly, or whose ranks do not give
 // tttrace's order (chips by id; under a chip, memory types DRAM, L1,
 // L1_SMALL, TRACE, SYSTEM_MEMORY, CB, CB_REGISTERED, CB_RESIDENT_TOTAL,
-// then the allocator's "free" and
+// L1_BUSIEST_CORE, then the allocator's "free" and
 // "largest free block" counters per buffer type in that order); a counter
 // track named after another chip than its parent's.
 func CheckSchema(packets []*Node) []string {
