@@ -5,17 +5,22 @@
 //
 // The rows are the ledger's per-site accounting (devices.SiteUsage: the
 // ledger needs devices.Options.SiteUsage), one sample per process, site,
-// chip and buffer type, with five values:
+// chip and buffer type, with six values:
 //
 //   - inuse_space, inuse_objects: held now; at the end of tracing, the leaks
 //   - alloc_space, alloc_objects: charged on the chip while traced
 //   - peak_space: held when the chip's counter of that type reached its peak
+//   - l1_core_peak_space: held on the chip's busiest core when L1 per core
+//     reached its peak (peak_l1_busiest_core)
 //
 // and the labels pid, chip, type and site (the site's id in the NDJSON
 // stream and summary; 0: its stack is unknown). A mesh buffer counts on every chip of
 // its mesh, as in the report; a live mesh buffer whose chips were never
 // learned is an inuse sample with chip "unplaced". Circular buffers have no
-// allocation site and are not in the profile. docs/pprof.md says more.
+// allocation site: the CBs resident on the busiest core at that peak are
+// one more l1_core_peak_space sample per chip, type CB, on a frame naming
+// their program and the op they were laid out in, so that sample type sums
+// per chip to peak_l1_busiest_core.total_bytes. docs/pprof.md says more.
 package pprof
 
 import (
@@ -36,7 +41,7 @@ import (
 
 // SampleTypes are the profile's sample types, in order; the first is the
 // default one.
-var SampleTypes = []string{"inuse_space", "inuse_objects", "alloc_space", "alloc_objects", "peak_space"}
+var SampleTypes = []string{"inuse_space", "inuse_objects", "alloc_space", "alloc_objects", "peak_space", "l1_core_peak_space"}
 
 const (
 	vInuseSpace = iota
@@ -44,6 +49,7 @@ const (
 	vAllocSpace
 	vAllocObjects
 	vPeakSpace
+	vL1CorePeakSpace
 	nValues
 )
 
@@ -52,6 +58,16 @@ const (
 	unknownSite = "(unknown allocation site)"
 	truncated   = "(stack truncated)"
 )
+
+// cbFrame names the CBs of program prog (hex) resident on a chip's
+// busiest core, laid out in op (its op label; "": none): the frame of
+// their l1_core_peak_space sample.
+func cbFrame(prog, op string) string {
+	if op == "" {
+		return "(circular buffers of program " + prog + ")"
+	}
+	return "(circular buffers of program " + prog + ", laid out in " + op + ")"
+}
 
 // Build makes the profile of s (a summary with SiteUsage and their
 // descriptions filled in) taken at now.
@@ -91,7 +107,22 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			v[vAllocSpace] = int64(u.AllocBytes)
 			v[vAllocObjects] = int64(u.AllocObjects)
 			v[vPeakSpace] = int64(u.PeakBytes)
-			b.sample(chain(u.Site, u.Desc), v, u.Site, pid, strconv.FormatInt(int64(u.Device), 10), chipUID(ps, u.Device), u.Type, opLabel(u.Op))
+			v[vL1CorePeakSpace] = int64(u.L1CorePeakBytes)
+			b.sample(chain(u.Site, u.Desc), v, siteLabel(u.Site), pid, strconv.FormatInt(int64(u.Device), 10), chipUID(ps, u.Device), u.Type, opLabel(u.Op), "")
+		}
+		// The CBs on each chip's busiest core at its L1-per-core peak (the
+		// sites' rows hold the rest of it; a trimmed process has none).
+		for j := range ps.Devices {
+			d := &ps.Devices[j]
+			pk := d.PeakL1BusiestCore
+			if ps.Trimmed != nil || pk == nil || pk.CBBytes == 0 {
+				continue
+			}
+			var v [nValues]int64
+			v[vL1CorePeakSpace] = int64(pk.CBBytes)
+			op := opLabel(pk.Op)
+			chain := []*profile.Location{b.marker(cbFrame(pk.Program, op))}
+			b.sample(chain, v, "", pid, strconv.FormatInt(int64(d.Device), 10), chipUID(ps, d.Device), "CB", op, pk.Program)
 		}
 		// Live mesh buffers of a mesh whose chips were never learned:
 		// held, but on no chip the ledger knows.
@@ -111,7 +142,7 @@ func Build(s *devices.Summary, now time.Time) *profile.Profile {
 			sums[k][vInuseObjects]++
 		}
 		for _, k := range order {
-			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], k.site, pid, "unplaced", "", k.typ, "")
+			b.sample(chain(k.site, siteDesc(ps, k.site)), *sums[k], siteLabel(k.site), pid, "unplaced", "", k.typ, "", "")
 		}
 	}
 	return p
@@ -169,13 +200,23 @@ func opLabel(o *devices.OpRef) string {
 	return o.Name + " > " + o.DeviceOp
 }
 
-// sample adds one sample; chipUID (the physical chip) labels it when
-// known, op (the TT-NN op) when made in one.
-func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site uint32, pid, chip, chipUID, typ, op string) {
+// siteLabel is the site label of a site's samples.
+func siteLabel(site uint32) string { return strconv.FormatUint(uint64(site), 10) }
+
+// sample adds one sample; site labels it unless "" (CBs have none),
+// chipUID (the physical chip) when known, op (the TT-NN op) when made in
+// one, program (a ProgramImpl*, hex) for CBs.
+func (b *builder) sample(chain []*profile.Location, v [nValues]int64, site, pid, chip, chipUID, typ, op, program string) {
 	if v == ([nValues]int64{}) {
 		return
 	}
-	label := map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}, "site": {strconv.FormatUint(uint64(site), 10)}}
+	label := map[string][]string{"pid": {pid}, "chip": {chip}, "type": {typ}}
+	if site != "" {
+		label["site"] = []string{site}
+	}
+	if program != "" {
+		label["program"] = []string{program}
+	}
 	if chipUID != "" {
 		label["chip_uid"] = []string{sinks.Printable(chipUID)}
 	}
@@ -202,6 +243,23 @@ func (b *builder) loc(fn, file string, line int) *profile.Location {
 		b.p.Function = append(b.p.Function, f)
 	}
 	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: f, Line: int64(line)}}}
+	b.locs[k] = l
+	b.p.Location = append(b.p.Location, l)
+	return l
+}
+
+// marker is the location of a frame that is no code (a CB's), named fn.
+// Its function has no system name: pprof takes it as demangled already
+// and shows it whole (it cuts "(...)" and "<...>" from a name that looks
+// like C++, which an op's name may).
+func (b *builder) marker(fn string) *profile.Location {
+	k := frameKey{fn: fn, line: -1}
+	if l := b.locs[k]; l != nil {
+		return l
+	}
+	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: sinks.Printable(fn)}
+	b.p.Function = append(b.p.Function, f)
+	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: f}}}
 	b.locs[k] = l
 	b.p.Location = append(b.p.Location, l)
 	return l

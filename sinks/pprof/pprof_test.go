@@ -2,6 +2,7 @@ package pprof
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/tttrace/tttrace/devices"
+	"github.com/tttrace/tttrace/devices/devicestest"
+	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/sinks"
 )
 
@@ -195,5 +198,88 @@ func TestOpLabel(t *testing.T) {
 	want := "pid 42;chip 0;DRAM;f 300\npid 42;chip 0;DRAM;ttnn.conv2d,x\\x1b > MatmulDeviceOperation;f 64\n"
 	if fb.String() != want {
 		t.Errorf("folded:\n%s\nwant:\n%s", fb.String(), want)
+	}
+}
+
+// l1_core_peak_space, from a real ledger: a chip with 64 L1 banks holds a
+// lockstep L1 buffer of site 5 (4096 B per bank), a per-core buffer of
+// site 6 (2048 B on bank 3), and, on core (1,1), the 12288 B of CBs of a
+// program laid out in ttnn.matmul; then site 5's buffer is freed (below
+// the peak). Per chip the sample type sums to 4096 + 2048 + 12288, the
+// peak_l1_busiest_core total; the CBs are a sample of type CB on a frame
+// naming their program and op (escaped), with program and op labels; the
+// other sample types leave them out.
+func TestL1CorePeakSpace(t *testing.T) {
+	l := devices.NewLedger(devices.Options{SiteUsage: true})
+	var seq uint64
+	apply := func(es ...events.Event) {
+		for _, e := range es {
+			seq++
+			e.Pid, e.Seq, e.TsNs = 7, seq, seq*10
+			l.Apply(&e)
+		}
+	}
+	const mgr, base, bank = 0xd2, 0x18000, 0xe8000
+	// The DRAM bank manager gives the free lists' alignment.
+	apply(devicestest.Capacity(2, events.DRAM, 0xd0, 12, 1<<20, 32, 0x40), devicestest.Capacity(2, events.L1, mgr, 64, bank, 16, base))
+	lock := devicestest.AllocPage(1, 0xa1, 2, events.L1, base+bank-4096, 64*4096, 4096)
+	lock.Site = 5
+	apply(devicestest.Request(1, mgr, 64*4096, 4096, false), lock)
+	pc := devicestest.Request(1, mgr, 2048, 2048, false)
+	pc.Shards, pc.AllocatorID = 1, 3+1
+	per := devicestest.AllocPage(1, 0xa2, 2, events.L1, base+bank-4096-2048, 2048, 2048)
+	per.Site = 6
+	apply(pc, per)
+	cb := devicestest.CBOn(1, 2, 0x1000, 12288, [4]uint16{1, 1, 1, 1})
+	cb.Op, cb.DeviceOp, cb.OpDepth = events.OpNames.Intern("ttnn.matmul\x1b[2J"), events.OpNames.Intern("Mm<f>(x)"), 1
+	apply(devicestest.CBLayout(1, 0x5000, 2), cb, devicestest.Dispatch(1, 0x5000, 2), devicestest.Free(1, 0xa1, 2))
+	s := l.Summary()
+	pk := s.Processes[0].Devices[0].PeakL1BusiestCore
+	if pk == nil || pk.TotalBytes != 4096+2048+12288 || pk.CBBytes != 12288 {
+		t.Fatalf("peak_l1_busiest_core %+v", pk)
+	}
+	var buf bytes.Buffer
+	if err := Build(&s, time.Unix(1, 0)).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	var sum int64
+	for _, smp := range p.Sample {
+		v := smp.Value[vL1CorePeakSpace]
+		sum += v
+		typ := smp.Label["type"][0]
+		if typ != "CB" {
+			got[typ+" site "+smp.Label["site"][0]] += v
+			continue
+		}
+		fn := smp.Location[0].Line[0].Function
+		if want := `(circular buffers of program 0x5000, laid out in ttnn.matmul\x1b[2J > Mm<f>(x))`; fn.Name != want || fn.SystemName != "" || len(smp.Location) != 1 {
+			t.Errorf("CB frame %q (system name %q), want %q", fn.Name, fn.SystemName, want)
+		}
+		if smp.Label["program"][0] != "0x5000" || smp.Label["op"][0] != `ttnn.matmul\x1b[2J > Mm<f>(x)` || len(smp.Label["site"]) != 0 {
+			t.Errorf("CB labels %v", smp.Label)
+		}
+		if smp.Value[vInuseSpace] != 0 || smp.Value[vPeakSpace] != 0 || smp.Value[vAllocSpace] != 0 {
+			t.Errorf("CB values %v: only l1_core_peak_space", smp.Value)
+		}
+		got["CB"] += v
+	}
+	want := map[string]int64{"L1 site 5": 4096, "L1 site 6": 2048, "CB": 12288}
+	if !maps.Equal(got, want) || sum != int64(pk.TotalBytes) {
+		t.Errorf("l1_core_peak_space %v (sum %d), want %v (sum %d)", got, sum, want, pk.TotalBytes)
+	}
+	var fb bytes.Buffer
+	if err := WriteFolded(&fb, p, "l1_core_peak_space"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fb.String(), "pid 7;chip 2;CB;ttnn.matmul\\x1b[2J > Mm<f>(x);(circular buffers of program 0x5000, laid out in ttnn.matmul\\x1b[2J > Mm<f>(x)) 12288\n") {
+		t.Errorf("folded:\n%s", fb.String())
 	}
 }
