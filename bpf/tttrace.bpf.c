@@ -136,6 +136,8 @@ enum pid_flag {
 	PID_PYTHON = 2, /* it has a py_procs entry (its Python stacks are walked) */
 	PID_DEV_CLOSED = 4, /* a device or mesh of it closed: its device pointers are no
 			     * longer cached (devcache.h); set by the close probes */
+	PID_HEIR = 8, /* forked by a traced process without a py_procs entry: it may take
+		       * its parent's once that has one (pyheir.h) */
 };
 struct pid_table {
 	__u8 flags[PID_SPACE];
@@ -599,6 +601,8 @@ static __always_inline int stack_room(void)
 	       bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2;
 }
 
+#include "pyheir.h"
+
 /* Give the alloc e (still reserved, so it stays ahead of its stacks in the
  * ring, and user space reading e knows whether one follows) its stack: the
  * token of a known stack in e itself (STACK_TOKEN) when no Python stack
@@ -613,6 +617,8 @@ static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 	struct stack_record *rec;
 	__u32 len = 0;
 
+	if (!py && f && (*f & PID_HEIR))
+		py = py_heir_adopt(e->hdr.pid);
 	e->stack = STACK_LOST;
 	if (py) {
 		if (!stack_room()) {
@@ -1273,6 +1279,8 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	*f = PID_TRACED;
 	if (python && py_fork(ptgid, ctgid))
 		*f = PID_TRACED | PID_PYTHON;
+	else if (py_heir_note((void *)parent, ptgid, (void *)child, ctgid))
+		*f = PID_TRACED | PID_HEIR; /* its parent may be registered later (pyheir.h) */
 	e = start(EV_FORK, 0);
 	if (!e)
 		return 0;
@@ -1318,6 +1326,8 @@ int BPF_PROG(process_exit, struct task_struct *p)
 	if (f) {
 		if (*f & PID_PYTHON) /* a child's copy user space may never clear */
 			bpf_map_delete_elem(&py_procs, &tgid);
+		if (*f & PID_HEIR)
+			bpf_map_delete_elem(&py_heirs, &tgid);
 		*f = 0;
 	}
 	return 0;

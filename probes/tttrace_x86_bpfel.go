@@ -128,6 +128,14 @@ type tttracePyCopy struct {
 	Win  [128]uint8
 }
 
+type tttracePyHeir struct {
+	_          structs.HostLayout
+	Parent     uint32
+	Pad        uint32
+	ParentExec uint64
+	SelfExec   uint64
+}
+
 type tttracePyProc struct {
 	_                 structs.HostLayout
 	Runtime           uint64
@@ -365,6 +373,7 @@ type tttraceMapSpecs struct {
 	OpStacks     *ebpf.MapSpec `ebpf:"op_stacks"`
 	PyCodes      *ebpf.MapSpec `ebpf:"py_codes"`
 	PyCopy       *ebpf.MapSpec `ebpf:"py_copy"`
+	PyHeirs      *ebpf.MapSpec `ebpf:"py_heirs"`
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
@@ -447,6 +456,7 @@ type tttraceMaps struct {
 	OpStacks     *ebpf.Map `ebpf:"op_stacks"`
 	PyCodes      *ebpf.Map `ebpf:"py_codes"`
 	PyCopy       *ebpf.Map `ebpf:"py_copy"`
+	PyHeirs      *ebpf.Map `ebpf:"py_heirs"`
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
@@ -468,6 +478,7 @@ func (m *tttraceMaps) Close() error {
 		m.OpStacks,
 		m.PyCodes,
 		m.PyCopy,
+		m.PyHeirs,
 		m.PyProcs,
 		m.PyScratch,
 		m.StackScratch,

@@ -80,7 +80,7 @@ func TestLayoutsMatchBPF(t *testing.T) {
 	if err := spec.Types.TypeByName("pid_flag", &flags); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]PidFlag{"PID_TRACED": PidTraced, "PID_PYTHON": PidPython}
+	want := map[string]PidFlag{"PID_TRACED": PidTraced, "PID_PYTHON": PidPython, "PID_HEIR": PidHeir}
 	for _, v := range flags.Values {
 		if f, ok := want[v.Name]; ok {
 			if uint64(f) != v.Value {

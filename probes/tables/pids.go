@@ -20,12 +20,15 @@ import (
 // process holds it.
 type PidFlag uint8
 
-// The flags the tracer sets.
+// The flags the tracer sets, and PidHeir, which only the programs set.
 const (
 	// PidTraced: the process is traced (AddPID, or a followed fork).
 	PidTraced PidFlag = 1
 	// PidPython: it runs a registered CPython (py_procs).
 	PidPython PidFlag = 2
+	// PidHeir: forked by a traced process not registered then, it may
+	// take its parent's registration later (bpf/pyheir.h).
+	PidHeir PidFlag = 8
 )
 
 // pidBytes is the size of struct pid_table: a byte for every pid up to
