@@ -43,6 +43,9 @@ type procStacks struct {
 	// read; parent: the process it was forked from (0: not known).
 	walk   *linkWalk
 	parent uint32
+	// forker: its parent's stack state at its fork (nil: not known), the
+	// incarnation it runs the interpreter of (python.go).
+	forker *procStacks
 	// inherited: mods are its parent's at its fork (the same mappings
 	// until it maps or execs something); dropped if they cannot be read
 	// again after a link-map change (it may have exec'ed).
@@ -299,22 +302,18 @@ func (a *allocSites) inherit(child, parent uint32, ts uint64) {
 	if pp == nil {
 		return
 	}
+	ps.forker = pp
 	if ps.mods == nil && pp.mods != nil {
 		ps.mods, ps.inherited = pp.mods, true
 	}
+	if ps.walk == nil {
+		// Its parent's link map as BPF last read it, before the fork (the
+		// records are in order): its own until it maps something, for when
+		// it ends before its maps are read (fromWalk).
+		ps.walk = pp.walk
+	}
 	if pp.py != nil {
-		// It runs its parent's interpreter, whose files are read: register
-		// it now, before it imports and allocates (pytest-xdist's workers,
-		// multiprocessing), not at its next link-map change.
-		a.pythonOf(child)
-		if ps.py == nil && ps.pyInfo == nil && pp.pyAt != 0 && pp.pyAt <= ts {
-			// It could not be read (it ended already), but its parent was
-			// registered before the fork: BPF walked its Python stacks with
-			// a copy of its parent's registration (bpf/python.h, py_fork).
-			// They are its parent's interpreter's, at the same addresses.
-			info := *pp.pyInfo
-			ps.py, ps.pyShared, ps.pyInfo, ps.pyAt = pp.py, true, &info, ts
-		}
+		a.heir(child, ps, pp, ts)
 	}
 }
 
@@ -410,6 +409,7 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	ps.pyInfo.Supported = true
 	ps.py = p
 	ps.pyAt = monotonicNow()
+	defer a.heirs(pid, ps)
 	if ps.mods == nil {
 		// Its maps now, while it surely lives (a program that imports
 		// TT-Metal later may end before they are read again), and the

@@ -6,7 +6,8 @@ package main
 // --hold-file, no waiting for the interpreter's registration): the replica
 // loaded by Python through ctypes after start (a late import), behind
 // pyenv's shim and without it, and in forked workers that end as soon as
-// they are done. Every leak must have its Python line and its native stack
+// they are done, also forked right after the parent's import, and before
+// tttrace registered their parent's interpreter. Every leak must have its Python line and its native stack
 // placed in modules, or say why not (site_missing): a leak with neither
 // fails the test. How many runs needed site_missing is logged; the claim
 // that sites are exact holds only when it is 0 (TTTRACE_SITES_EXACT=1
@@ -52,7 +53,15 @@ func TestE2ESitesStress(t *testing.T) {
 	shim, _ := exec.LookPath("python3") // pyenv's shim when pyenv is set up
 	cases = append(cases,
 		scenario{"late-import", []string{shim, script, "--scenario", "basic", "--leak"}, 1},
-		scenario{"fork-workers", []string{shim, script, "--workers", "2", "--scenario", "basic", "--leak"}, 2})
+		scenario{"fork-workers", []string{shim, script, "--workers", "2", "--scenario", "basic", "--leak"}, 2},
+		// A tight fork after the first import: the workers allocate at
+		// once and end, often before tttrace has read their fork.
+		scenario{"fork-tight", []string{shim, script, "--workers", "4", "--load-first", "--scenario", "basic", "--leak"}, 4},
+		// The same with an interpreter tttrace could not read before it
+		// started (run through env): its workers are forked before it is
+		// registered, and map nothing after (no link-map record of
+		// theirs); they allocate once it is.
+		scenario{"fork-cold", []string{"env", shim, script, "--workers", "4", "--load-first", "--worker-delay", "1", "--scenario", "basic", "--leak"}, 4})
 	if _, err := os.Stat("/usr/bin/python3"); err == nil && shim != "/usr/bin/python3" {
 		cases = append(cases, scenario{"no-shim", []string{"/usr/bin/python3", script, "--scenario", "basic", "--leak"}, 1})
 	}

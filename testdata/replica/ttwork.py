@@ -11,6 +11,11 @@ Python-only options (taken out before the rest reaches ttwork_main):
   --workers N        fork N worker processes before loading anything (pytest-xdist shape);
                      each loads the library and runs the scenario, writing its truth to
                      TRUTH.<worker pid>; the parent waits for all and fails if one failed
+  --load-first       with --workers: the parent loads libttwork.so, then forks the workers at
+                     once, each running the scenario with no load of its own (a tight fork
+                     after the first import: a worker may allocate and end before a tracer
+                     has read its fork)
+  --worker-delay S   with --workers: each worker sleeps S seconds before it runs the scenario
   --reload           run the scenario, dlclose libttwork.so (and with it libtt_metal.so), say
                      on stderr whether libtt_metal.so left the address space ("unloaded" or
                      "still-mapped"), load both again and run the scenario a second time,
@@ -49,10 +54,16 @@ def take(args, name, has_value=True):
     return None
 
 
-def run(args, keep=None) -> int:
-    """Loads libttwork.so and runs ttwork_main(args); keep, a list, receives the library."""
+def load():
+    """Loads libttwork.so (and through it libtt_metal.so)."""
     libdir = os.environ.get("TTWORK_LIBDIR") or os.path.dirname(os.path.abspath(__file__))
-    lib = ctypes.CDLL(os.path.join(libdir, "libttwork.so"))
+    return ctypes.CDLL(os.path.join(libdir, "libttwork.so"))
+
+
+def run(args, keep=None, lib=None) -> int:
+    """Runs ttwork_main(args) in libttwork.so, loaded now unless lib is given; keep, a list,
+    receives the library."""
+    lib = lib or load()
     lib.ttwork_main.restype = ctypes.c_int
     lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     enc = [os.fsencode(a) for a in args]
@@ -248,6 +259,8 @@ def main() -> int:
     preload = take(args, "--preload")
     workers = take(args, "--workers")
     reload = take(args, "--reload", has_value=False)
+    load_first = take(args, "--load-first", has_value=False)
+    worker_delay = take(args, "--worker-delay")
     if load_after:
         print("waiting-to-load", file=sys.stderr, flush=True)
         while not os.path.exists(load_after):
@@ -255,6 +268,7 @@ def main() -> int:
     if workers:
         truth = take(args, "--truth")
         pids = []
+        lib = load() if load_first else None
         for _ in range(int(workers)):
             pid = os.fork()
             if pid == 0:
@@ -263,7 +277,9 @@ def main() -> int:
                     mine += ["--truth", "%s.%d" % (truth, os.getpid())]
                 if preload:
                     ctypes.CDLL(preload, mode=ctypes.RTLD_GLOBAL)
-                code = run(mine)
+                if worker_delay:
+                    time.sleep(float(worker_delay))
+                code = run(mine, lib=lib)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
