@@ -102,6 +102,21 @@ func (p *core) l1Span(c *chipState, b *bufEntry, add bool) {
 	p.touchL1(c)
 }
 
+// setSpan gives live buffer idx (b), charged on chip c alone, the span
+// per bank its allocator's list, read from memory, holds for it: L1 per
+// core and its site's spans move from what was charged (l1dirty settles
+// them at the next event).
+func (p *core) setSpan(c *chipState, idx uint32, b *bufEntry, span uint64) {
+	if !l1Lockstep(b) || b.span == span {
+		b.span = span
+		return
+	}
+	p.l1Span(c, b, false)
+	c.sites.respan(siteKey{b.site, b.btype, p.ops.bufOf(idx)}, b.span, span)
+	b.span = span
+	p.l1Span(c, b, true)
+}
+
 // meshL1Span keeps mesh m's lockstep spans, which its chips carry.
 func (m *meshState) meshL1Span(b *bufEntry, add bool) {
 	if !l1Lockstep(b) {

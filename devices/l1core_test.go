@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/tttrace/tttrace/alloc"
 	"github.com/tttrace/tttrace/devices/devicestest"
 	"github.com/tttrace/tttrace/events"
 )
@@ -134,4 +135,45 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// An L1 buffer allocated while its chip's allocator was not known (a late
+// attach: its span per bank unknown, spans_unknown) gets the span the
+// list read from memory holds for it: L1 per core counts it from then on,
+// its site's bytes on the busiest core too, and its free takes exactly
+// that off (before, the span moved into the buffer only, the chip kept it
+// as unknown and its free took 256 B of spans never counted).
+func TestL1PerCoreSpanFromMemory(t *testing.T) {
+	r := newRecWith(t, Options{MemReads: true, SiteUsage: true})
+	r.l.SetProcessInfo(r.pid, ProcessInfo{AttachedMidRun: true})
+	a := at(evAllocPage(1, 0xa0, 0, events.L1, 0xf00, 0x100, 0x100), 1100)
+	a.Site = 9
+	r.apply(at(evReq(1, 0xd2, 0x100, 0x100, false), 1000), a)
+	if c := r.dev(0).L1BusiestCore; c == nil || c.SpansUnknown != 1 || c.TotalBytes != 0 {
+		t.Fatalf("before the read: %+v", c)
+	}
+	ws := r.l.TakeMemWants()
+	if len(ws) != 1 || ws[0].Type != events.L1 {
+		t.Fatalf("wants %+v", ws)
+	}
+	r.l.InstallMem(ws[0], &MemManager{BufferType: int32(events.L1), Banks: 1, Alignment: 32, BankSize: 0x1000, BlockAlign: 32,
+		Blocks: []alloc.Block{{Addr: 0, Size: 0xf00}, {Addr: 0xf00, Size: 0x100, Allocated: true}}, FromNs: 10_000_000, ToNs: 10_100_000}, nil)
+	r.apply(at(evReq(2, 0xd0, 0x40, 0x40, false), 20_000_000)) // any event: L1 per core settles
+	d := r.dev(0)
+	if c := d.L1BusiestCore; c == nil || c.SpansUnknown != 0 || c.L1BufferBytes != 0x100 || c.TotalBytes != 0x100 {
+		t.Fatalf("after the read: %+v", c)
+	}
+	var site uint64
+	for _, u := range r.proc().SiteUsage {
+		if u.Site == 9 {
+			site += u.L1CorePeakBytes
+		}
+	}
+	if pk := d.PeakL1BusiestCore; pk == nil || pk.TotalBytes != 0x100 || site != 0x100 {
+		t.Fatalf("peak %+v, site 9 held %d B on the busiest core then", pk, site)
+	}
+	r.apply(at(evFree(1, 0xa0, 0), 30_000_000))
+	if c := r.dev(0).L1BusiestCore; c != nil {
+		t.Fatalf("after the free: %+v", c)
+	}
 }

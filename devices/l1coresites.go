@@ -41,6 +41,18 @@ func (cs *chipSites) spanTouch(a *siteAcct) {
 	}
 }
 
+// respan makes one of site k's lockstep buffers hold span on each core
+// instead of old (setSpan).
+func (cs *chipSites) respan(k siteKey, old, span uint64) {
+	if cs == nil || Counter(k.btype) >= CounterCB || old == span {
+		return
+	}
+	a := cs.acct(k)
+	a.span -= min(a.span, old)
+	a.span += span
+	cs.spanTouch(a)
+}
+
 // perCoreSpan adds (or takes away) span bytes of site k's per-core
 // buffers on bank.
 func (cs *chipSites) perCoreSpan(bank uint32, k siteKey, span uint64, add bool) {

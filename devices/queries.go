@@ -248,7 +248,7 @@ func (l *Ledger) InstallMem(w MemWant, m *MemManager, err error) {
 			ta.lose(fmt.Sprintf("buffer %#x (seq %d) at %#x is not allocated in the list read from memory", b.key, b.seq, b.addr))
 			return
 		}
-		b.span = size
+		p.setSpan(c, uint32(i), b, size)
 	}
 }
 
