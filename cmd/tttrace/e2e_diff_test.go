@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -35,17 +36,67 @@ type diffTruth struct {
 		} `json:"allocator"`
 	} `json:"devices"`
 	Leaks []truthLeak `json:"leaks"`
+	// l1: per chip, L1 per core (l1_busiest_core_bytes) at the end and its
+	// peak: the totals of the truth's l1_busiest_core and
+	// peak_l1_busiest_core; perCore: per chip and type ("93 L1"), the
+	// allocator's per-core (HYBRID) buffer bytes (readL1).
+	l1      map[int32][2]uint64
+	perCore map[string]uint64
 }
 
+// readL1 reads tr's L1 per core and per-core buffer bytes from its truth b.
+func (tr *diffTruth) readL1(t *testing.T, b []byte) {
+	t.Helper()
+	var lt struct {
+		Devices []struct {
+			Device    int32        `json:"device"`
+			Now       *l1CoreTruth `json:"l1_busiest_core"`
+			Peak      *l1CoreTruth `json:"peak_l1_busiest_core"`
+			Allocator map[string]struct {
+				PerCore uint64 `json:"per_core_bytes"`
+			} `json:"allocator"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal(b, &lt); err != nil {
+		t.Fatal(err)
+	}
+	tr.l1, tr.perCore = map[int32][2]uint64{}, map[string]uint64{}
+	for _, d := range lt.Devices {
+		for typ, a := range d.Allocator {
+			tr.perCore[fmt.Sprintf("%d %s", d.Device, typ)] = a.PerCore
+		}
+		var v [2]uint64
+		if d.Now != nil {
+			v[0] = d.Now.TotalBytes
+		}
+		if d.Peak != nil {
+			v[1] = d.Peak.TotalBytes
+		}
+		tr.l1[d.Device] = v
+	}
+}
+
+// diffCounters are the summary's chip counters; tttrace diff compares
+// them and L1 per core (l1CoreCounter).
 var diffCounters = []string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers",
 	"cb_registered_bytes", "cb_resident_total_bytes"}
+
+// l1CoreCounter is L1 per core as tttrace diff names it (a window's peaks
+// too): l1_busiest_core.total_bytes, its peak peak_l1_busiest_core's.
+const l1CoreCounter = "l1_busiest_core_bytes"
 
 // diffFig is one counter of a chip in a truth: at the end and its peak.
 func (tr *diffTruth) fig(dev int32, counter string) (end, peak uint64) {
 	for i := range tr.Devices {
 		if d := &tr.Devices[i]; d.Device == dev {
-			if counter == "live_buffers" {
+			switch counter {
+			case "live_buffers":
 				return d.LiveBuffers, d.Peaks[counter]
+			case l1CoreCounter:
+				if tr.l1 == nil {
+					panic("L1 per core of a truth not read (readL1)")
+				}
+				return tr.l1[dev][0], tr.l1[dev][1]
 			}
 			return d.total(counter), d.Peaks[counter]
 		}
@@ -82,6 +133,7 @@ func diffWork(t *testing.T, bin, variant, dir string, extra ...string) (string, 
 	if err := json.Unmarshal(b, &tr); err != nil {
 		t.Fatal(err)
 	}
+	tr.readL1(t, b)
 	return out, &tr
 }
 
@@ -233,8 +285,9 @@ func siteLine(s *diff.SiteRef) int {
 }
 
 // checkDiffChips checks p's chips against two runs' truths: exactly the
-// counters, leaks and (withAllocs) allocator numbers the truths differ
-// in, with their values. It returns the growth the truths make ("chip
+// counters (L1 per core among them), leaks and (withAllocs) allocator
+// numbers (per-core buffer bytes too) the truths differ in, with their
+// values. It returns the growth the truths make ("chip
 // counter at" to bytes) and the most of it.
 func checkDiffChips(t *testing.T, p *diff.ProcessDiff, trA, trB *diffTruth, withAllocs bool) (map[string]uint64, uint64) {
 	t.Helper()
@@ -265,7 +318,7 @@ func checkDiffChips(t *testing.T, p *diff.ProcessDiff, trA, trB *diffTruth, with
 	wantGrowth := map[string]uint64{}
 	var most uint64
 	for dev := range chips {
-		for _, name := range diffCounters {
+		for _, name := range append(slices.Clone(diffCounters), l1CoreCounter) {
 			ea, pa := trA.fig(dev, name)
 			eb, pb := trB.fig(dev, name)
 			k := fmt.Sprintf("%d %s", dev, name)
@@ -322,15 +375,18 @@ func checkDiffChips(t *testing.T, p *diff.ProcessDiff, trA, trB *diffTruth, with
 			}
 			xa, ya, za := al(trA)
 			xb, yb, zb := al(trB)
+			// Per-core (HYBRID) buffer bytes, beside the lockstep numbers.
+			pca, pcb := trA.perCore[fmt.Sprintf("%d %s", dev, typ)], trB.perCore[fmt.Sprintf("%d %s", dev, typ)]
 			k = fmt.Sprintf("%d %s", dev, strings.ToLower(typ))
 			ad, ok := allocs[k]
 			delete(allocs, k)
-			if changed := xa != xb || ya != yb || za != zb; changed != ok {
-				t.Errorf("allocator %s: in the diff %v, truths %d/%d/%d -> %d/%d/%d", k, ok, xa, ya, za, xb, yb, zb)
+			if changed := xa != xb || ya != yb || za != zb || pca != pcb; changed != ok {
+				t.Errorf("allocator %s: in the diff %v, truths %d/%d/%d (per-core %d) -> %d/%d/%d (per-core %d)", k, ok, xa, ya, za, pca, xb, yb, zb, pcb)
 				continue
 			}
-			if ok && (*ad.Allocated.A != xa || *ad.Allocated.B != xb || *ad.Free.A != ya || *ad.Free.B != yb || *ad.LargestFree.A != za || *ad.LargestFree.B != zb) {
-				t.Errorf("allocator %s: diff %+v, truths %d/%d/%d -> %d/%d/%d", k, ad, xa, ya, za, xb, yb, zb)
+			if ok && (*ad.Allocated.A != xa || *ad.Allocated.B != xb || *ad.Free.A != ya || *ad.Free.B != yb || *ad.LargestFree.A != za || *ad.LargestFree.B != zb ||
+				ad.PerCoreBytes.A == nil || *ad.PerCoreBytes.A != pca || ad.PerCoreBytes.B == nil || *ad.PerCoreBytes.B != pcb) {
+				t.Errorf("allocator %s: diff %+v, truths %d/%d/%d (per-core %d) -> %d/%d/%d (per-core %d)", k, ad, xa, ya, za, pca, xb, yb, zb, pcb)
 			}
 		}
 	}

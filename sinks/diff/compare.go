@@ -29,9 +29,10 @@ type Result struct {
 	// (only in A), in A's order, then B's new ones.
 	Processes []ProcessDiff `json:"processes"`
 	// Growth: every memory counter (a type's bytes, the CB bytes of the
-	// busiest core) of a chip of a process that is higher in B, at the end,
-	// at its peak or at its peak in a window of both runs, most bytes
-	// first: what --fail-on-growth judges.
+	// busiest core, L1 per core: what the busiest core's L1 holds) of a
+	// chip of a process that is higher in B, at the end, at its peak or at
+	// its peak in a window of both runs, most bytes first: what
+	// --fail-on-growth judges.
 	Growth []Growth `json:"growth"`
 }
 
@@ -153,8 +154,9 @@ type ChipDiff struct {
 }
 
 // CounterDiff is one counter of a chip (dram_bytes, ..., cb_bytes,
-// live_buffers, cb_registered_bytes, cb_resident_total_bytes) at the end
-// and at its peak.
+// live_buffers, cb_registered_bytes, cb_resident_total_bytes,
+// l1_busiest_core_bytes: l1_busiest_core.total_bytes and its peak
+// peak_l1_busiest_core.total_bytes) at the end and at its peak.
 type CounterDiff struct {
 	Counter string `json:"counter"`
 	End     Num    `json:"end"`

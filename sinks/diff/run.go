@@ -4,7 +4,7 @@
 // its summary (a Run); Compare matches the runs' processes by command and
 // lists, per process, chip and type, what changed: end totals, peaks (and
 // when, from the process's first event), the allocator's numbers, leaks, CB
-// figures, the allocation sites that grew, appeared or vanished, and the
+// figures, L1 per core (the busiest core's total), the allocation sites that grew, appeared or vanished, and the
 // failed allocations, L1 clashes and Metal trace problems one run has and
 // the other not. Sites and records are matched by what describes them (the
 // symbolized native frames and the Python lines, never a site id, a pc or a
@@ -46,16 +46,20 @@ const (
 	cLiveBuffers
 	cCBRegistered
 	cCBResidentTotal
+	// cL1Core: L1 per core, the busiest core's total (at the end
+	// l1_busiest_core.total_bytes, its peak peak_l1_busiest_core's; a
+	// window's peaks name it l1_busiest_core_bytes, as devices does).
+	cL1Core
 	nCounters
 )
 
 var counterNames = [nCounters]string{"dram_bytes", "l1_bytes", "l1_small_bytes", "trace_bytes", "system_memory_bytes", "cb_bytes", "live_buffers",
-	"cb_registered_bytes", "cb_resident_total_bytes"}
+	"cb_registered_bytes", "cb_resident_total_bytes", "l1_busiest_core_bytes"}
 
 // gated: the counters --fail-on-growth judges: the memory a chip holds (a
-// type's bytes, the CBs resident on its busiest core), not counts or sums
-// over programs or cores.
-func gated(i int) bool { return i <= cCB }
+// type's bytes, the CBs resident on its busiest core, what its busiest
+// core's L1 holds), not counts or sums over programs or cores.
+func gated(i int) bool { return i <= cCB || i == cL1Core }
 
 // counterTypes are the buffer types of the first five counters.
 var counterTypes = [cCB]string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSTEM_MEMORY"}
@@ -64,9 +68,16 @@ func counters(d *devices.DeviceSummary) (end, peak, peakTs [nCounters]uint64) {
 	end = [nCounters]uint64{d.DRAMBytes, d.L1Bytes, d.L1SmallBytes, d.TraceBytes, d.SystemMemoryBytes, d.CBBytes, d.LiveBuffers,
 		d.CBRegisteredBytes, d.CBResidentTotalBytes}
 	p := &d.Peaks
-	for i, pk := range [nCounters]devices.Peak{p.DRAMBytes, p.L1Bytes, p.L1SmallBytes, p.TraceBytes, p.SystemMemoryBytes, p.CBBytes, p.LiveBuffers,
+	for i, pk := range [cL1Core]devices.Peak{p.DRAMBytes, p.L1Bytes, p.L1SmallBytes, p.TraceBytes, p.SystemMemoryBytes, p.CBBytes, p.LiveBuffers,
 		p.CBRegisteredBytes, p.CBResidentTotalBytes} {
 		peak[i], peakTs[i] = pk.Value, pk.TsNs
+	}
+	// L1 per core: absent while the chip's L1 held nothing known (0).
+	if c := d.L1BusiestCore; c != nil {
+		end[cL1Core] = c.TotalBytes
+	}
+	if c := d.PeakL1BusiestCore; c != nil {
+		peak[cL1Core], peakTs[cL1Core] = c.TotalBytes, c.TsNs
 	}
 	return end, peak, peakTs
 }

@@ -18,7 +18,7 @@ const (
 )
 
 // counterLabels name the counters in the table as the report does.
-var counterLabels = [nCounters]string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS", "CB_REG", "CB_TOTAL"}
+var counterLabels = [nCounters]string{"DRAM", "L1", "L1_SMALL", "TRACE", "SYSMEM", "CB", "BUFFERS", "CB_REG", "CB_TOTAL", "L1/CORE"}
 
 func label(counter string) string {
 	for i, n := range counterNames {

@@ -25,7 +25,8 @@ replays it; then, per process (matched by command: the n-th process of a
 command in A with the n-th in B, and the runs' only unmatched processes with
 each other), chip and type, it says what changed: the totals at the end, the
 peaks and when they came (after the process's first event), the allocator's
-numbers, the leaks, CB bytes and the minimum L1 headroom, the allocation sites
+numbers, the leaks, CB bytes, L1 per core (what the busiest core's L1
+holds: l1_busiest_core_bytes) and the minimum L1 headroom, the allocation sites
 that grew, appeared or vanished, the failed allocations, L1 clashes and
 Metal trace problems one run has more of than the other, the windows
 (tttrace mark; matched by name, else index) whose peaks or memory_stats
@@ -37,8 +38,8 @@ the same Python stack are one site. With a summary alone, sites compare by
 what they hold at the end (their leaks). Needs no root.
 
 Exit status: 0; 13 with --fail-on-growth when a memory counter (a type's
-bytes or the CB bytes of a chip of a process, at the end, at its peak, or at
-its peak in a window both runs have) is higher in B by more than it allows; with --fail-on-growth, 7 when a run lost
+bytes, the CB bytes or L1 per core of a chip of a process, at the end, at its
+peak, or at its peak in a window both runs have) is higher in B by more than it allows; with --fail-on-growth, 7 when a run lost
 events and 12 when its layout did not fit the library come first (a ledger
 incomplete or untrusted cannot judge growth); 1 a file that cannot be read to
 its end (the line it stopped at is said), 2 usage.
@@ -59,7 +60,7 @@ func Diff(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&jsonOut, "json", false, "write the comparison as one JSON object (docs/ndjson.md) instead of the table")
 	fs.StringVarP(&output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.StringVar(&htmlOut, "html", "", "also write the comparison as one self-contained HTML page to `FILE` (opens from disk, fetches nothing)")
-	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process is higher in B, at the end, at its peak or at its peak in a window, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
+	fs.Var(&limit, "fail-on-growth", "exit 13 when a memory counter of a chip of a process (a type's bytes, CBs, L1 per core) is higher in B, at the end, at its peak or at its peak in a window, by more than `BYTES|PCT%`: bytes (K, M, G suffixes) or a percentage of A's (a counter that was 0 in A grows past any percentage); a CI gate")
 	fs.IntVar(&maxChips, "max-chips", devices.DefaultMaxChips, "as the runs' --max-chips")
 	if status, done := fs.parse(args); done {
 		return status
