@@ -13,6 +13,10 @@
  * program, unnamed in the list, named by AT_EXECFN): user
  * space can then place the process's stacks in its objects even when the
  * process has ended before it could read /proc/PID/maps (docs/stacks.md).
+ * The objects of other link-map namespaces (dlmopen) follow, from glibc
+ * 2.35's r_debug_extended chain (r_version 2): ld.so keeps an r_debug per
+ * namespace and changes the state of the one it loads into, so the walk
+ * is made only when every namespace is consistent.
  *
  * Bounds: at most LINK_OBJECTS_MAX objects a walk (a bpf_loop), each name
  * read with bpf_probe_read_user_str into LINK_NAME_MAX bytes; one
@@ -37,6 +41,11 @@ struct ld_r_debug {
 	__s32 _pad2;
 };
 #define LD_RT_CONSISTENT 0
+/* struct r_debug_extended (glibc 2.35+, r_version 2): after r_debug's
+ * r_ldbase, the next link-map namespace's (dlmopen) r_debug_extended. */
+#define LD_R_NEXT_OFF 40
+/* Namespaces looked at, at most (glibc's DL_NNS). */
+#define LINK_NAMESPACES_MAX 16
 
 /* The public head of struct link_map of <link.h>. */
 struct ld_link_map {
@@ -114,7 +123,48 @@ struct link_walk {
 	struct record_header hdr; /* the header every record of the walk has */
 	__u64 node;               /* the struct link_map to read next */
 	__u64 execfn;             /* AT_EXECFN: the main program's name, 0 if unknown */
+	__u64 ns_next;            /* the next namespace's r_debug_extended, 0: none */
 };
+
+/* The first object of the next link-map namespace that has one (its
+ * r_debug_extended at w->ns_next, or after), w->ns_next moved past it; 0
+ * when none. A namespace emptied by dlclose keeps its r_debug, r_map 0. */
+static __always_inline __u64 link_next_ns(struct link_walk *w)
+{
+	struct ld_r_debug rd;
+	__u64 next;
+	int k;
+
+	for (k = 0; k < LINK_NAMESPACES_MAX && w->ns_next; k++) {
+		if (bpf_probe_read_user(&rd, sizeof(rd), (void *)w->ns_next) ||
+		    bpf_probe_read_user(&next, sizeof(next), (void *)(w->ns_next + LD_R_NEXT_OFF)))
+			break;
+		w->ns_next = next;
+		if (rd.r_map)
+			return rd.r_map;
+	}
+	w->ns_next = 0;
+	return 0;
+}
+
+/* Whether every namespace after the default one is consistent: ld.so
+ * changes the state of the namespace it loads into (dlmopen), the default
+ * one's stays RT_CONSISTENT meanwhile. r_next is the chain's first link
+ * (from the default namespace's r_debug_extended). */
+static __always_inline int link_namespaces_consistent(__u64 r_next)
+{
+	struct ld_r_debug rd;
+	int k;
+
+	for (k = 0; k < LINK_NAMESPACES_MAX && r_next; k++) {
+		if (bpf_probe_read_user(&rd, sizeof(rd), (void *)r_next) ||
+		    bpf_probe_read_user(&r_next, sizeof(r_next), (void *)(r_next + LD_R_NEXT_OFF)))
+			return 0;
+		if (rd.r_state != LD_RT_CONSISTENT)
+			return 0;
+	}
+	return r_next == 0;
+}
 
 /* What link_file_of finds (on the BPF stack: bpf_find_vma's context). */
 struct link_file {
@@ -168,11 +218,11 @@ static long link_step(__u64 i, void *ctx)
 	} else {
 		rec->addr = lm.l_addr;
 		rec->ld = lm.l_ld;
-		if (!lm.l_next)
+		w->node = lm.l_next ? lm.l_next : link_next_ns(w);
+		if (!w->node)
 			flags = LINK_OBJECT_LAST;
 		else if (i + 1 >= LINK_OBJECTS_MAX)
 			flags = LINK_OBJECT_LAST | LINK_OBJECTS_CUT;
-		w->node = lm.l_next;
 		err = bpf_find_vma(bpf_get_current_task_btf(), lm.l_ld, link_file_of, &lf, 0);
 		if (err == -16) { /* EBUSY: the mmap lock is taken */
 			flags |= LINK_OBJECT_VMA_BUSY;
@@ -207,11 +257,18 @@ static __always_inline void link_map_send(struct pt_regs *ctx)
 	__u64 cookie = bpf_get_attach_cookie(ctx), id = bpf_get_current_pid_tgid();
 	struct link_walk w = {};
 	struct ld_r_debug rd;
+	__u64 at = PT_REGS_IP(ctx) + cookie;
 
 	if (!cookie)
 		return;
-	if (bpf_probe_read_user(&rd, sizeof(rd), (void *)(PT_REGS_IP(ctx) + cookie)) ||
-	    rd.r_state != LD_RT_CONSISTENT || rd.r_version < 1 || !rd.r_map)
+	if (bpf_probe_read_user(&rd, sizeof(rd), (void *)at) || rd.r_state != LD_RT_CONSISTENT ||
+	    rd.r_version < 1 || !rd.r_map)
+		return;
+	/* Other namespaces (dlmopen) follow the default one's objects, when
+	 * they are all consistent too. */
+	if (rd.r_version >= 2 &&
+	    (bpf_probe_read_user(&w.ns_next, sizeof(w.ns_next), (void *)(at + LD_R_NEXT_OFF)) ||
+	     !link_namespaces_consistent(w.ns_next)))
 		return;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + LINK_WALK_ROOM >
 	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {

@@ -29,9 +29,11 @@ import (
 // puts its first segment where the kernel mapped it, and every executable
 // file mapping of the process is one of the objects. A list longer than
 // the bound is cut and says so, a name longer than its room is cut and
-// says so; nothing is sent at RT_ADD, nor without stacks.
+// says so; nothing is sent at RT_ADD, nor without stacks. The objects of
+// another namespace (dlmopen) follow the default one's.
 
-const linkTarget = `#include <dlfcn.h>
+const linkTarget = `#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 int main(void) {
@@ -40,7 +42,7 @@ int main(void) {
 	fflush(stdout);
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
-		if (!dlopen(line, RTLD_NOW | RTLD_GLOBAL))
+		if (strncmp(line, "ns ", 3) == 0 ? !dlmopen(LM_ID_NEWLM, line + 3, RTLD_NOW) : !dlopen(line, RTLD_NOW | RTLD_GLOBAL))
 			printf("error %s\n", dlerror());
 		else
 			printf("loaded\n");
@@ -50,7 +52,8 @@ int main(void) {
 }
 `
 
-// linkProc is the target process: it dlopens each line it reads.
+// linkProc is the target process: it dlopens each line it reads (a line
+// "ns PATH": dlmopen in a new namespace).
 type linkProc struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
@@ -220,14 +223,17 @@ func checkWalk(t *testing.T, walk []events.LinkObject, pid uint32, exe string) {
 			}
 		}
 		ef.Close()
+		// (A file loaded in two namespaces is mapped twice: its copy's
+		// lowest mapping is its highest at file offset 0 below its
+		// dynamic section.)
 		low := ^uint64(0)
 		for _, m := range maps {
-			if m.Inode == o.Ino && mapsID(t, m) == o.Dev && m.Start < low {
+			if m.Inode == o.Ino && mapsID(t, m) == o.Dev && m.Offset == 0 && m.Start <= o.Ld && (low == ^uint64(0) || m.Start > low) {
 				low = m.Start
 			}
 		}
 		if o.Addr+first != low {
-			t.Errorf("object %d %q: bias %#x + first segment %#x, the file's lowest mapping at %#x", i, name, o.Addr, first, low)
+			t.Errorf("object %d %q: bias %#x + first segment %#x, the file's mapping below its dynamic section at %#x", i, name, o.Addr, first, low)
 		}
 	}
 	for _, m := range maps {
@@ -261,6 +267,8 @@ func TestLinkMapObjects(t *testing.T) {
 	}
 	small := filepath.Join(dir, "libsmall.so")
 	build("-shared", "-fPIC", "-O2", "-o", small, one)
+	nsLib := filepath.Join(dir, "libns.so")
+	build("-shared", "-fPIC", "-O2", "-o", nsLib, one)
 
 	// Many objects in one dlopen (the per-process budget of link-map
 	// records would drop hundreds of dlopens): a library needing more
@@ -324,12 +332,34 @@ func TestLinkMapObjects(t *testing.T) {
 			}
 			cost(tr, "a dlopen, a walk of 5 objects")
 			checkWalk(t, walks[0], p.pid, target)
+			walk0 := walks[0]
 			found := false
 			for _, o := range walks[0] {
 				found = found || string(o.Name) == small
 			}
 			if !found {
 				t.Errorf("the library dlopen'ed is not in the walk")
+			}
+
+			// A copy of it in a namespace of its own, after the default
+			// namespace's objects; its walk only at RT_CONSISTENT.
+			if _, err := fmt.Fprintln(p.in, "ns "+nsLib); err != nil {
+				t.Fatal(err)
+			}
+			p.expect(t, "loaded")
+			walks, linkMaps = linkRecords(t, tr, p.pid)
+			if len(walks) != 1 || linkMaps != 2 {
+				t.Fatalf("dlmopen: %d walks, %d link-map records; want 1, 2", len(walks), linkMaps)
+			}
+			checkWalk(t, walks[0], p.pid, target)
+			nsAt := -1
+			for i, o := range walks[0] {
+				if string(o.Name) == nsLib {
+					nsAt = i
+				}
+			}
+			if nsAt < len(walk0) {
+				t.Errorf("the library dlmopen'ed is object %d of the walk, want one after the %d of the default namespace", nsAt, len(walk0))
 			}
 
 			p.dlopen(t, filepath.Join(dir, "libmany.so"))
