@@ -111,6 +111,11 @@ func (a *allocSites) onLinkObject(raw []byte) {
 // last walk otherwise.
 func (a *allocSites) takeWalk(pid uint32, tracked bool) {
 	w := a.walks.take(pid)
+	if ps := a.procs[pid]; ps != nil && ps.forkWalk {
+		// Its link map changed since its fork: its parent's no longer
+		// describes it.
+		ps.walk, ps.forkWalk = nil, false
+	}
 	if w == nil || !tracked || !a.on {
 		return
 	}

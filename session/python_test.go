@@ -46,3 +46,32 @@ func TestPythonHeirs(t *testing.T) {
 		t.Error("a child of an earlier process with the parent's pid got the new one's interpreter")
 	}
 }
+
+// A child takes its parent's last link-map walk at its fork, and keeps it
+// only until its own link map changes: its next link-map record brings its
+// own walk, or, if that one did not come whole, leaves it none.
+func TestForkWalk(t *testing.T) {
+	const parent, child, other = goneP, goneP + 1, goneP + 2
+	a := &allocSites{on: true, log: io.Discard, cache: stacks.NewCache(), procs: map[uint32]*procStacks{}}
+	pw := &linkWalk{done: true}
+	a.procStacksOf(parent).walk = pw
+	a.inherit(child, parent, 10)
+	a.inherit(other, parent, 20)
+	if a.procs[child].walk != pw || a.procs[other].walk != pw {
+		t.Fatal("a child has not its parent's walk")
+	}
+	a.takeWalk(child, true) // a link-map record without a whole walk
+	if a.procs[child].walk != nil {
+		t.Error("a child whose link map changed kept its parent's walk")
+	}
+	a.walks.pending = map[uint32]*linkWalk{other: {done: true}}
+	own := a.walks.pending[other]
+	a.takeWalk(other, true)
+	if a.procs[other].walk != own {
+		t.Error("a child's own walk did not replace its parent's")
+	}
+	a.takeWalk(parent, true)
+	if a.procs[parent].walk != pw {
+		t.Error("the parent lost its walk to a record without one")
+	}
+}

@@ -44,8 +44,10 @@ type procStacks struct {
 	walk   *linkWalk
 	parent uint32
 	// forker: its parent's stack state at its fork (nil: not known), the
-	// incarnation it runs the interpreter of (python.go).
-	forker *procStacks
+	// incarnation it runs the interpreter of (python.go). forkWalk: walk
+	// is its parent's at the fork, until its own link map changes.
+	forker   *procStacks
+	forkWalk bool
 	// inherited: mods are its parent's at its fork (the same mappings
 	// until it maps or execs something); dropped if they cannot be read
 	// again after a link-map change (it may have exec'ed).
@@ -310,7 +312,7 @@ func (a *allocSites) inherit(child, parent uint32, ts uint64) {
 		// Its parent's link map as BPF last read it, before the fork (the
 		// records are in order): its own until it maps something, for when
 		// it ends before its maps are read (fromWalk).
-		ps.walk = pp.walk
+		ps.walk, ps.forkWalk = pp.walk, pp.walk != nil
 	}
 	if pp.py != nil {
 		a.heir(child, ps, pp, ts)
