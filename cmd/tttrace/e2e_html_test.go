@@ -7,7 +7,8 @@ package main
 // the DevTools protocol, the test sees no console message of level error, no
 // exception and no request but the page's own; every number in the DOM
 // (data-field, data-value: sinks/html) equals the run's summary line,
-// including the peaks the charts' script marks on the series it drew; a
+// including the peaks the charts' script marks on the series it drew (L1
+// per core's: peak_l1_busiest_core's total, on cb_cache's chips); a
 // screenshot of the page shows the charts (their regions hold the series'
 // colours, not a blank). The diff page of two of the runs is checked the
 // same way against `tttrace diff --json`.
@@ -189,7 +190,7 @@ func near(px map[[3]uint8]int, c [3]uint8) int {
 // seriesColour is each drawn type's line colour (page.js).
 var seriesColour = map[string][3]uint8{
 	"DRAM": {0x4e, 0x79, 0xa7}, "L1": {0xf2, 0x8e, 0x2b}, "L1_SMALL": {0xe1, 0x57, 0x59}, "TRACE": {0x76, 0xb7, 0xb2},
-	"SYSTEM_MEMORY": {0x59, 0xa1, 0x4f}, "CB": {0xb0, 0x7a, 0xa1},
+	"SYSTEM_MEMORY": {0x59, 0xa1, 0x4f}, "CB": {0xb0, 0x7a, 0xa1}, "L1_CORE": {0x9c, 0x75, 0x5f},
 	"dram": {0x4e, 0x79, 0xa7}, "l1": {0xf2, 0x8e, 0x2b}, "l1_small": {0xe1, 0x57, 0x59}, "trace": {0x76, 0xb7, 0xb2},
 }
 
@@ -280,16 +281,23 @@ func TestE2EHTML(t *testing.T) {
 	tmp := t.TempDir()
 	saved := map[string]string{}
 	for _, c := range []struct {
-		name string
-		work []string
-		want []string // fields the page must show
+		name  string
+		work  []string
+		want  []string // fields the page must show
+		drawn string   // the peak a chart must mark ("": DRAM's)
 	}{
 		{"oom", []string{filepath.Join(dir, "ttwork"), "--scenario", "alloc", "--shape", "n150", "--leak"},
-			[]string{"alloc_failures.0.size", "alloc_failures.0.holders_count", "allocator.dram.total_allocated_bytes", "leak_groups.0.bytes"}},
+			[]string{"alloc_failures.0.size", "alloc_failures.0.holders_count", "allocator.dram.total_allocated_bytes", "leak_groups.0.bytes"}, ""},
 		{"l1-clash", []string{filepath.Join(dir, "ttwork"), "--scenario", "l1", "--leak"},
-			[]string{"l1_clashes.0.headroom", "min_l1_headroom.value", "peaks.l1_bytes.value"}},
+			[]string{"l1_clashes.0.headroom", "min_l1_headroom.value", "peaks.l1_bytes.value"}, ""},
 		{"trace-hazards", []string{filepath.Join(dir, "ttwork"), "--scenario", "traces"},
-			[]string{"traces.hazard_count", "traces.hazards.0.seq", "peaks.trace_bytes.value"}},
+			[]string{"traces.hazard_count", "traces.hazards.0.seq", "peaks.trace_bytes.value"}, ""},
+		// L1 per core: the busiest core now and at its peak (core, L1
+		// buffers, resident CBs, total, L1 size, when), its series drawn.
+		{"l1-per-core", []string{filepath.Join(dir, "ttwork"), "--scenario", "cb_cache", "--leak"},
+			[]string{"l1_busiest_core.total_bytes", "l1_busiest_core.l1_buffer_bytes", "l1_busiest_core.cb_bytes", "l1_busiest_core.l1_size",
+				"l1_busiest_core.core.0", "peak_l1_busiest_core.total_bytes", "peak_l1_busiest_core.core.1", "peak_l1_busiest_core.ts_ns",
+				"peaks.cb_bytes.value"}, "peak_l1_busiest_core.total_bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run, live, again := filepath.Join(tmp, c.name+".ndjson"), filepath.Join(tmp, c.name+".html"), filepath.Join(tmp, c.name+".replay.html")
@@ -311,15 +319,37 @@ func TestE2EHTML(t *testing.T) {
 				t.Errorf("in the browser: %s", e)
 			}
 			seen := checkDOM(t, bp.Numbers, sum)
-			for _, f := range append(c.want, "dram_bytes", "peaks.dram_bytes.value", "peaks.dram_bytes.ts_ns", "events") {
+			for _, f := range append(c.want, "dram_bytes", "peaks.dram_bytes.value", "events") {
 				if seen[f] == 0 {
 					t.Errorf("the page shows no %s", f)
 				}
 			}
-			// Each chip's drawn DRAM peak is the summary's (checked above
-			// with every number): the chart drew it.
-			if seen["drawn peaks.dram_bytes.value"] == 0 {
-				t.Errorf("no DRAM peak marked on a chart: %v", seen)
+			// Each chip's drawn peak is the summary's (checked above with
+			// every number): the chart drew it.
+			drawn := c.drawn
+			if drawn == "" {
+				drawn = "peaks.dram_bytes.value"
+				if seen["peaks.dram_bytes.ts_ns"] == 0 {
+					t.Errorf("the page shows no peaks.dram_bytes.ts_ns")
+				}
+			}
+			if seen["drawn "+drawn] == 0 {
+				t.Errorf("no %s marked on a chart: %v", drawn, seen)
+			}
+			if c.drawn != "" {
+				// Every chip whose L1 per core peaked has it drawn, its
+				// marker the summary's (checkDOM).
+				chips := 0
+				for _, p := range sum.(map[string]any)["processes"].([]any) {
+					for _, d := range p.(map[string]any)["devices"].([]any) {
+						if pk, ok := d.(map[string]any)["peak_l1_busiest_core"]; ok && pk.(map[string]any)["total_bytes"].(json.Number).String() != "0" {
+							chips++
+						}
+					}
+				}
+				if seen["drawn "+drawn] != chips || chips < 3 {
+					t.Errorf("%s drawn on %d chip(s); the summary has %d", drawn, seen["drawn "+drawn], chips)
+				}
 			}
 			// The charts are drawn: each region holds its series' colour,
 			// and more than a blank.

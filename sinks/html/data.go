@@ -35,10 +35,16 @@ type jsChip struct {
 }
 
 type jsSeries struct {
-	Type  string   `json:"type"`
-	Field string   `json:"field"` // the summary's counter
-	Pts   []uint64 `json:"pts"`
-	s     *Series
+	Type  string `json:"type"`
+	Label string `json:"label"` // its legend
+	Field string `json:"field"` // the counter (devices.Counter's name)
+	// Peak: the summary's field of its peak, which the drawn peak's
+	// marker names ("" : none, no marker); Cap: a line at that value (L1
+	// per core: a core's L1 size), 0 for none.
+	Peak string   `json:"peak"`
+	Cap  uint64   `json:"cap,omitempty"`
+	Pts  []uint64 `json:"pts"`
+	s    *Series
 }
 
 // jsAlloc is one bank manager of a chip: its capacity (banks x allocatable

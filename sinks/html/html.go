@@ -6,7 +6,8 @@
 // air-gapped machine.
 //
 // Per process the page shows, per chip: memory over time per buffer type
-// with each peak marked, the allocator's used bytes against its capacity
+// and L1 per core (the busiest core's L1 against its size) with each peak
+// marked, the busiest core now and at the peak, the allocator's used bytes against its capacity
 // and its largest free block over time, its numbers at the end; each failed
 // allocation with its cause and the buffers that held the memory; L1
 // headroom and clashes; Metal trace hazards; leaks with their sites; and
@@ -65,7 +66,7 @@ const (
 // memTypes are the counters drawn per chip, in the report's order.
 var memTypes = [...]struct {
 	counter devices.Counter
-	name    string // the buffer type, as the report names it
+	name    string // the buffer type, as the report names it; L1_CORE: L1 per core
 }{
 	{devices.CounterDRAM, "DRAM"},
 	{devices.CounterL1, "L1"},
@@ -73,6 +74,9 @@ var memTypes = [...]struct {
 	{devices.CounterTrace, "TRACE"},
 	{devices.CounterSystemMemory, "SYSTEM_MEMORY"},
 	{devices.CounterCB, "CB"},
+	// The busiest core's L1 (its L1 buffers' spans and resident CBs):
+	// peak_l1_busiest_core is its peak.
+	{devices.CounterL1Core, "L1_CORE"},
 }
 
 const nMem = len(memTypes)

@@ -122,6 +122,26 @@ type chipView struct {
 	AllocCharts []string
 	Headroom    *Num
 	MinHeadroom *minHeadroomView
+	// L1Cores: L1 per core, the busiest core now and at the peak (those
+	// the summary has).
+	L1Cores []l1CoreRow
+}
+
+// l1CoreRow is a chip's busiest core (l1_busiest_core or
+// peak_l1_busiest_core): where, what its L1 holds, of what.
+type l1CoreRow struct {
+	When         string // "now", "peak"
+	Core         []Num  // x, y; nil: no CB resident (every core alike)
+	Bank         *Num
+	Buffers, CBs Num
+	Total        Num
+	Size         *Num
+	Pct          string // Total of Size, "" when Size is unknown
+	Over         bool   // Total above Size
+	At           *Num   // the peak's time
+	Program, Op  string
+	Upper        bool
+	SpansUnknown *Num
 }
 
 type counterRow struct {
@@ -312,6 +332,9 @@ func firstPeak(s *devices.Summary) uint64 {
 					t = ts
 				}
 			}
+			if pk := d.PeakL1BusiestCore; pk != nil && pk.TsNs != 0 && (t == 0 || pk.TsNs < t) {
+				t = pk.TsNs
+			}
 		}
 	}
 	return t
@@ -483,6 +506,7 @@ func chipPage(pctx numCtx, d *devices.DeviceSummary, tc *chip, t0 uint64) (*chip
 			CBEnd:  ctx.hex("min_l1_headroom.cb_region_end", "L1", m.CBRegionEnd),
 		}
 	}
+	cv.L1Cores = l1CoreRows(ctx, d, t0)
 	if tc == nil {
 		return cv, nil
 	}
@@ -495,7 +519,30 @@ func chipPage(pctx numCtx, d *devices.DeviceSummary, tc *chip, t0 uint64) (*chip
 		if p, _ := s.Peak(); p.Value == 0 {
 			continue // never held anything: not drawn
 		}
-		jc.Mem = append(jc.Mem, jsSeries{Type: memTypes[i].name, Field: memTypes[i].counter.String(), s: s})
+		m := memTypes[i]
+		js := jsSeries{Type: m.name, Label: m.name, Field: m.counter.String(), Peak: "peaks." + m.counter.String() + ".value", s: s}
+		if m.counter == devices.CounterL1Core {
+			// Its peak is peak_l1_busiest_core's total. A core's L1 is a
+			// line on it when the peak came within half of it (below, the
+			// line would flatten the series: the legend says it).
+			js.Label, js.Peak = "L1 per core (the busiest core: L1 buffers + resident CBs)", ""
+			var size uint64
+			if pk := d.PeakL1BusiestCore; pk != nil {
+				js.Peak = "peak_l1_busiest_core.total_bytes"
+				if pk.L1Size != nil {
+					size = *pk.L1Size
+				}
+			}
+			if now := d.L1BusiestCore; now != nil && now.L1Size != nil {
+				size = *now.L1Size
+			}
+			if p, _ := s.Peak(); size > 0 && p.Value >= size/2 {
+				js.Cap = size
+			} else if size > 0 {
+				js.Label += " of " + sinks.HumanBytes(size)
+			}
+		}
+		jc.Mem = append(jc.Mem, js)
 		jc.series = append(jc.series, s)
 	}
 	cv.Timeline = len(jc.Mem) > 0
@@ -510,6 +557,59 @@ func chipPage(pctx numCtx, d *devices.DeviceSummary, tc *chip, t0 uint64) (*chip
 		cv.AllocCharts = append(cv.AllocCharts, key)
 	}
 	return cv, jc
+}
+
+// l1CoreRows are chip d's busiest core now and at the peak, as the
+// summary has them (each absent while the chip's L1 held nothing known).
+func l1CoreRows(ctx numCtx, d *devices.DeviceSummary, t0 uint64) []l1CoreRow {
+	var out []l1CoreRow
+	for _, x := range []struct {
+		when, field string
+		c           *devices.L1Core
+	}{{"now", "l1_busiest_core", d.L1BusiestCore}, {"at the peak", "peak_l1_busiest_core", d.PeakL1BusiestCore}} {
+		c := x.c
+		if c == nil {
+			continue
+		}
+		f := x.field + "."
+		r := l1CoreRow{When: x.when, Buffers: ctx.bytes(f+"l1_buffer_bytes", "L1", c.L1BufferBytes), CBs: ctx.bytes(f+"cb_bytes", "CB", c.CBBytes),
+			Total: ctx.bytes(f+"total_bytes", "L1", c.TotalBytes), Program: sinks.Printable(c.Program), Upper: c.UpperBound}
+		if c.Core != nil {
+			r.Core = []Num{ctx.count(f+"core.0", "", uint64(c.Core[0])), ctx.count(f+"core.1", "", uint64(c.Core[1]))}
+		}
+		if c.Bank != nil {
+			n := ctx.count(f+"bank", "", uint64(*c.Bank))
+			r.Bank = &n
+		}
+		if c.L1Size != nil {
+			n := ctx.bytes(f+"l1_size", "L1", *c.L1Size)
+			r.Size = &n
+			if *c.L1Size > 0 {
+				r.Pct = fmt.Sprintf("%.1f%%", 100*float64(c.TotalBytes)/float64(*c.L1Size))
+				r.Over = c.TotalBytes > *c.L1Size
+			}
+		}
+		if c.SpansUnknown > 0 {
+			n := ctx.count(f+"spans_unknown", "L1", c.SpansUnknown)
+			r.SpansUnknown = &n
+		}
+		if x.field == "peak_l1_busiest_core" {
+			n := ctx.at(f+"ts_ns", "", c.TsNs, t0)
+			r.At = &n
+		}
+		if op := c.Op; op != nil {
+			name := op.Name
+			if name == "" {
+				name = "(no op)"
+			}
+			if op.DeviceOp != "" {
+				name += " > " + op.DeviceOp
+			}
+			r.Op = sinks.Printable(name)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // allocRows are the rows of an allocator (a chip's, or prefix's: a mesh's).

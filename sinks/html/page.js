@@ -5,7 +5,7 @@
   var NS = 'http://www.w3.org/2000/svg';
   var COLORS = {
     DRAM: '#4e79a7', L1: '#f28e2b', L1_SMALL: '#e15759', TRACE: '#76b7b2',
-    SYSTEM_MEMORY: '#59a14f', CB: '#b07aa1',
+    SYSTEM_MEMORY: '#59a14f', CB: '#b07aa1', L1_CORE: '#9c755f',
     dram: '#4e79a7', l1: '#f28e2b', l1_small: '#e15759', trace: '#76b7b2'
   };
   var data = JSON.parse(document.getElementById('tt-data').textContent || '{}');
@@ -168,9 +168,9 @@
       sub.setAttribute('data-type', s.type);
       div.appendChild(sub);
       chart(sub, [{
-        label: s.type, color: COLORS[s.type] || '#555', pts: s.pts,
-        peak: { 'data-proc': String(pc.p.proc), 'data-chip': String(pc.c.chip), 'data-type': s.type, 'data-field': 'peaks.' + s.field + '.value' }
-      }], { end: pc.p.end, height: 120 });
+        label: s.label || s.type, color: COLORS[s.type] || '#555', pts: s.pts,
+        peak: s.peak ? { 'data-proc': String(pc.p.proc), 'data-chip': String(pc.c.chip), 'data-type': s.type, 'data-field': s.peak } : null
+      }], { end: pc.p.end, height: 120, cap: s.cap || 0 });
     });
   }
 

@@ -67,7 +67,9 @@ func (sites) Python() *devices.PythonInfo {
 
 // workload runs a random program: two processes; DRAM through modelled
 // bank managers on chips 0 and 3 (random allocations and frees, some of
-// which fail), L1 buffers and a program's CBs that clash with one, buffers
+// which fail), L1 buffers and a program's CBs that clash with one on chip
+// 0, L1 per core on chip 3 (lockstep L1 buffers through its modelled L1
+// bank manager, programs whose CBs are dispatched on its cores), buffers
 // left allocated. It returns the page and the ledger's summary.
 func workload(t *testing.T, n int, seed uint64, more ...sinks.Sink) ([]byte, *devices.Summary, map[uint32]*truth) {
 	var out bytes.Buffer
@@ -130,6 +132,7 @@ func workload(t *testing.T, n int, seed uint64, more ...sinks.Sink) ([]byte, *de
 			e.Site = uint32(1 + s.rng.IntN(9))
 			s.emit(pid, e)
 		}
+		l1PerCore(t, s, pid, tr, max(n/10, 20))
 		// L1: a program's CBs end at 0x13000, an L1 buffer at 0x12000;
 		// the program runs again: a clash.
 		l1 := func(buf uint64, addr, size uint64) {
@@ -154,6 +157,79 @@ func workload(t *testing.T, n int, seed uint64, more ...sinks.Sink) ([]byte, *de
 		}
 	}
 	return out.Bytes(), &sum, truths
+}
+
+// An n150 core's L1 on chip 3 of the workload: 64 banks of l1Bank at
+// l1Base, L1_SMALL above.
+const (
+	l1Chip         = 3
+	l1Base, l1Bank = 0x18000, 0xe8000
+)
+
+// l1PerCore runs n random steps on chip 3's L1: lockstep L1 buffers of k
+// pages of 1 KiB per bank (64 k pages) placed by a modelled bank manager,
+// frees, and programs dispatched whose CBs are 1 KiB x a on cores
+// (0,0)-(3,3) and b KiB more above on core (2,2) alone. It keeps the truth
+// by its own arithmetic: L1 per core is the buffers' spans per bank (every
+// core holds each) plus the resident CBs of core (2,2), the busiest: the
+// last program dispatched's a + b KiB.
+func l1PerCore(t *testing.T, s *stream, pid uint32, tr *truth, n int) {
+	t.Helper()
+	const mgr = 0xe2
+	s.emit(pid, dt.Capacity(l1Chip, events.L1, mgr, 64, l1Bank, 16, l1Base))
+	s.emit(pid, dt.Capacity(l1Chip, events.L1Small, mgr+1, 64, 0x8000, 16, l1Base+l1Bank))
+	m, err := alloc.New(alloc.Config{Banks: 64, BankSize: l1Bank, Offset: l1Base, Alignment: 16, BlockAlign: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type buf struct{ addr, span uint64 }
+	live := map[uint64]buf{}
+	var keys []uint64
+	var spans, cbs uint64
+	set := func(v uint64) {
+		tr.add(l1Chip, "l1_busiest_core_bytes", int64(v)-int64(tr.cur[fmt.Sprintf("%d/l1_busiest_core_bytes", l1Chip)]))
+	}
+	next, prog := uint64(pid)<<24, uint64(pid)<<8
+	for range n {
+		switch r := s.rng.IntN(10); {
+		case r < 2:
+			prog++
+			a, b := uint64(1+s.rng.IntN(32)), uint64(1+s.rng.IntN(8))
+			s.emit(pid, dt.CBLayout(pid, prog, l1Chip))
+			s.emit(pid, dt.CBOn(pid, l1Chip, 0x1000, a<<10, [4]uint16{0, 0, 3, 3}))
+			s.emit(pid, dt.CBOn(pid, l1Chip, 0x1000+a<<10, b<<10, [4]uint16{2, 2, 2, 2}))
+			s.emit(pid, dt.Dispatch(pid, prog, l1Chip))
+			tr.add(l1Chip, "cb_bytes", int64((a+b)<<10)-int64(cbs))
+			cbs = (a + b) << 10
+		case r < 5 && len(keys) > 0:
+			i := s.rng.IntN(len(keys))
+			k := keys[i]
+			keys[i] = keys[len(keys)-1]
+			keys = keys[:len(keys)-1]
+			b := live[k]
+			delete(live, k)
+			m.Free(b.addr)
+			spans -= b.span
+			tr.add(l1Chip, "l1_bytes", -64*int64(b.span))
+			s.emit(pid, dt.Free(pid, k, l1Chip))
+		default:
+			req := alloc.Request{PageSize: 1024, Size: 64 * 1024 * uint64(1+s.rng.IntN(16))}
+			addr, f := m.Allocate(req)
+			s.emit(pid, dt.Request(pid, mgr, req.Size, req.PageSize, false))
+			if f != nil {
+				continue
+			}
+			next++
+			live[next] = buf{addr, req.Size / 64}
+			keys = append(keys, next)
+			spans += req.Size / 64
+			tr.add(l1Chip, "l1_bytes", int64(req.Size))
+			e := dt.AllocPage(pid, next, l1Chip, events.L1, addr, req.Size, req.PageSize)
+			e.Site = uint32(1 + s.rng.IntN(9))
+			s.emit(pid, e)
+		}
+		set(spans + cbs)
+	}
 }
 
 var (
@@ -264,6 +340,8 @@ type pageData struct {
 			Mem  []struct {
 				Type  string   `json:"type"`
 				Field string   `json:"field"`
+				Peak  string   `json:"peak"`
+				Cap   uint64   `json:"cap"`
 				Pts   []uint64 `json:"pts"`
 			} `json:"mem"`
 			Alloc []struct {
@@ -310,7 +388,9 @@ func TestPageNumbersAreTheSummary(t *testing.T) {
 	for _, f := range []string{"dram_bytes", "peaks.dram_bytes.value", "peaks.dram_bytes.ts_ns", "l1_bytes", "peaks.l1_bytes.value", "live_buffers",
 		"allocator.dram.total_allocated_bytes", "allocator.dram.largest_free_block_bytes", "allocator.dram.bank_size", "alloc_failures.0.size",
 		"alloc_failures.0.holders_bytes", "alloc_failures.0.holders.0.size", "l1_clashes.0.headroom", "min_l1_headroom.value", "leak_groups.0.bytes",
-		"leak_sites.0.bytes", "stats.l1_clashes"} {
+		"leak_sites.0.bytes", "stats.l1_clashes", "l1_busiest_core.total_bytes", "l1_busiest_core.l1_buffer_bytes", "l1_busiest_core.cb_bytes",
+		"l1_busiest_core.l1_size", "peak_l1_busiest_core.total_bytes", "peak_l1_busiest_core.core.0", "peak_l1_busiest_core.core.1",
+		"peak_l1_busiest_core.cb_bytes", "peak_l1_busiest_core.ts_ns"} {
 		if seen[f] == 0 {
 			t.Errorf("the page has no %s", f)
 		}
@@ -324,6 +404,7 @@ func TestPageNumbersAreTheSummary(t *testing.T) {
 	if len(d.Procs) != 2 {
 		t.Fatalf("%d processes in the chart data", len(d.Procs))
 	}
+	capped := map[bool]bool{} // an L1 per core series drawn with its cap, one without
 	for pi, p := range d.Procs {
 		ps := &sum.Processes[pi]
 		tr := truths[ps.Pid]
@@ -348,11 +429,39 @@ func TestPageNumbersAreTheSummary(t *testing.T) {
 				if s.Field == "dram_bytes" && (top != dev.Peaks.DRAMBytes.Value || last != dev.DRAMBytes) {
 					t.Errorf("pid %d chip %d DRAM: drawn peak %d end %d, summary %d %d", ps.Pid, c.Chip, top, last, dev.Peaks.DRAMBytes.Value, dev.DRAMBytes)
 				}
+				if s.Field == "l1_busiest_core_bytes" {
+					// L1 per core: its peak's marker names the summary's
+					// peak; a core's L1 is its cap when the peak came
+					// within half of it.
+					now, pk := dev.L1BusiestCore, dev.PeakL1BusiestCore
+					const size = l1Base + l1Bank + 0x8000
+					wantCap := uint64(0)
+					if 2*top >= size {
+						wantCap = size
+					}
+					capped[wantCap != 0] = true
+					if now == nil || pk == nil || top != pk.TotalBytes || last != now.TotalBytes || s.Peak != "peak_l1_busiest_core.total_bytes" ||
+						s.Cap != wantCap || s.Type != "L1_CORE" {
+						t.Errorf("pid %d chip %d L1 per core: drawn peak %d end %d cap %d (%s %q); summary %+v %+v", ps.Pid, c.Chip, top, last, s.Cap, s.Type, s.Peak, now, pk)
+					}
+					// Each time the busiest core held the most, it was
+					// (2,2), with a program's CBs: the summary says so.
+					if pk.Core == nil || *pk.Core != [2]uint16{2, 2} || pk.Program == "" || pk.CBBytes == 0 || pk.L1BufferBytes+pk.CBBytes != top {
+						t.Errorf("pid %d chip %d: peak_l1_busiest_core %+v", ps.Pid, c.Chip, pk)
+					}
+				} else if s.Peak != "peaks."+s.Field+".value" || s.Cap != 0 {
+					t.Errorf("pid %d chip %d %s: peak field %q, cap %d", ps.Pid, c.Chip, s.Type, s.Peak, s.Cap)
+				}
 				drawn++
 			}
 			for _, a := range c.Alloc {
-				at := dev.Allocator.DRAM
-				if a.Type != "dram" || at == nil || at.TotalAllocated == nil {
+				var at *devices.AllocatorType
+				for _, typ := range devices.AllocatorTypes() {
+					if devices.AllocatorKey(typ) == a.Type {
+						at = dev.Allocator.Type(typ)
+					}
+				}
+				if at == nil || at.TotalAllocated == nil {
 					t.Fatalf("pid %d chip %d: allocator series %s, summary %+v", ps.Pid, c.Chip, a.Type, at)
 				}
 				if n := len(a.Used); a.Used[n-1] != uint64(at.Banks)**at.TotalAllocated || a.Big[len(a.Big)-1] != uint64(at.Banks)**at.LargestFree ||
@@ -362,8 +471,8 @@ func TestPageNumbersAreTheSummary(t *testing.T) {
 				}
 			}
 		}
-		if drawn != 3 { // DRAM on chips 0 and 3, L1 on chip 0
-			t.Errorf("pid %d: %d memory series drawn, want 3", ps.Pid, drawn)
+		if drawn != 6 { // DRAM on chips 0 and 3, L1 on chips 0 and 3, CB and L1 per core on chip 3
+			t.Errorf("pid %d: %d memory series drawn, want 6", ps.Pid, drawn)
 		}
 		// The icicle: per type, what is in use and held at the peak are
 		// the chips' totals and peaks summed (the per-site accounting's
@@ -392,6 +501,9 @@ func TestPageNumbersAreTheSummary(t *testing.T) {
 				t.Errorf("pid %d icicle %s: callers allocated %d, the type %d", ps.Pid, tn.N, kids, tn.V[1])
 			}
 		}
+	}
+	if !capped[true] || !capped[false] {
+		t.Errorf("L1 per core drawn with a core's L1 as its cap %v, without %v: the workload's two processes make one of each", capped[true], capped[false])
 	}
 	for _, bad := range []string{"http://", "https://", "<link", " src=", "@import", "url("} {
 		if i := bytes.Index(page, []byte(bad)); i >= 0 && !bytes.Contains(page[max(0, i-40):i+40], []byte("www.w3.org/2000/svg")) {
