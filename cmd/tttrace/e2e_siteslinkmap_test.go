@@ -12,16 +12,13 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tttrace/tttrace/devices"
@@ -36,28 +33,8 @@ func TestE2ESitesShortWorkers(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3")
 	}
-	runs, workers := 3, 3
-	if s := os.Getenv("TTTRACE_STRESS_RUNS"); s != "" {
-		if runs, err = strconv.Atoi(s); err != nil || runs < 1 {
-			t.Fatalf("TTTRACE_STRESS_RUNS=%q", s)
-		}
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for x := 0; ctx.Err() == nil; x++ {
-				for range 1 << 16 {
-					x ^= x << 1
-				}
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer cancel()
+	runs, workers := stressRuns(t, 3), 3
+	loadCPUs(t)
 
 	pyReasons := map[string]int{}
 	for i := range runs {

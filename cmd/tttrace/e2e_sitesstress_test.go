@@ -34,14 +34,7 @@ func TestE2ESitesStress(t *testing.T) {
 	dir := filepath.Join(replica, "gcc-O2")
 	lib := filepath.Join(dir, "libtt_metal.so")
 	script := filepath.Join(dir, "ttwork.py")
-	runs := 3
-	if s := os.Getenv("TTTRACE_STRESS_RUNS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("TTTRACE_STRESS_RUNS=%q", s)
-		}
-		runs = n
-	}
+	runs := stressRuns(t, 3)
 	type scenario struct {
 		name string
 		argv []string // the command after --
@@ -66,22 +59,7 @@ func TestE2ESitesStress(t *testing.T) {
 		cases = append(cases, scenario{"no-shim", []string{"/usr/bin/python3", script, "--scenario", "basic", "--leak"}, 1})
 	}
 
-	// Load: a spinning goroutine per CPU for the whole test.
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for x := 0; ctx.Err() == nil; x++ {
-				for range 1 << 16 {
-					x ^= x << 1
-				}
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer cancel()
+	loadCPUs(t)
 
 	missingRuns := map[string]int{}
 	reasons := map[string]uint64{}
@@ -137,6 +115,40 @@ func TestE2ESitesStress(t *testing.T) {
 // leakSitesExactOrMarked lists the leaks of p that have neither a site with
 // its native stack placed in modules and its Python line, nor a
 // site_missing reason: the silent misses issue #37 forbids.
+// stressRuns is how many times a stress test runs each case: def, or
+// TTTRACE_STRESS_RUNS.
+func stressRuns(t *testing.T, def int) int {
+	t.Helper()
+	s := os.Getenv("TTTRACE_STRESS_RUNS")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("TTTRACE_STRESS_RUNS=%q", s)
+	}
+	return n
+}
+
+// loadCPUs keeps every CPU busy with a spinning goroutine until the test
+// ends: the load under which the stress tests run.
+func loadCPUs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := 0; ctx.Err() == nil; x++ {
+				for range 1 << 16 {
+					x ^= x << 1
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
 func leakSitesExactOrMarked(p *devices.ProcessSummary) []string {
 	sites := map[uint32]*devices.Site{}
 	for i := range p.Sites {
