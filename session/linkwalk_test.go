@@ -1,17 +1,12 @@
 package session
 
 import (
-	"bytes"
-	"context"
 	"debug/elf"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
-	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,7 +14,6 @@ import (
 	"github.com/tttrace/tttrace/events"
 	"github.com/tttrace/tttrace/procfs"
 	"github.com/tttrace/tttrace/pyframes"
-	"github.com/tttrace/tttrace/sinks"
 	"github.com/tttrace/tttrace/stacks"
 )
 
@@ -170,20 +164,7 @@ func TestRunSiteFromLinkMap(t *testing.T) {
 			script = append(script, linkMap(child), ca, stackRec(ca.rec.Hdr.Seq, child, ip), groupExit(child), idle, idle,
 				do(h.end(int(parent), 0, 0)))
 			be := newFakeBackend(script...)
-			be.attach["/opt/tt/libtt_metal.so"] = nil
-			r := &recorder{}
-			var nd bytes.Buffer
-			cfg := Config{Command: []string{"workload"}, Follow: true, Lib: "/opt/tt/libtt_metal.so"}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := run(ctx, cfg, be, h, []sinks.Sink{r, sinks.NewNDJSON(&nd, false)}); err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(nd.String()), "\n")
-			var sum devices.Summary
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
-				t.Fatal(err)
-			}
+			sum := runFollowedSummary(t, be, h)
 			var p *devices.ProcessSummary
 			for i := range sum.Processes {
 				if sum.Processes[i].Pid == child {
@@ -257,15 +238,8 @@ func TestRunSiteMainFromLinkMap(t *testing.T) {
 	be := newFakeBackend(fork(parent, child),
 		linkObjStep(seq, child, 0, events.LinkObjectLast|events.LinkObjectExecfn, mainObj), linkMap(child),
 		ca, stackRec(ca.rec.Hdr.Seq, child, ip), groupExit(child), idle, idle, do(h.end(int(parent), 0, 0)))
-	be.attach["/opt/tt/libtt_metal.so"] = nil
-	r := &recorder{}
-	cfg := Config{Command: []string{"workload"}, Follow: true, Lib: "/opt/tt/libtt_metal.so"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := run(ctx, cfg, be, h, []sinks.Sink{r}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range r.summary.Processes {
+	sum := runFollowedSummary(t, be, h)
+	for _, p := range sum.Processes {
 		if p.Pid != child {
 			continue
 		}
@@ -277,7 +251,7 @@ func TestRunSiteMainFromLinkMap(t *testing.T) {
 		}
 		return
 	}
-	t.Fatalf("no summary of the child: %+v", r.summary.Processes)
+	t.Fatalf("no summary of the child: %+v", sum.Processes)
 }
 
 // A child that ends before its fork record is read, of a parent

@@ -98,6 +98,27 @@ func TestRunSiteMissing(t *testing.T) {
 	}
 }
 
+// runFollowedSummary runs a followed command on be and h, its TT-Metal at
+// /opt/tt/libtt_metal.so, and returns the summary its NDJSON ends with.
+func runFollowedSummary(t *testing.T, be *fakeBackend, h *fakeHost) devices.Summary {
+	t.Helper()
+	be.attach["/opt/tt/libtt_metal.so"] = nil
+	r := &recorder{}
+	var nd bytes.Buffer
+	cfg := Config{Command: []string{"workload"}, Follow: true, Lib: "/opt/tt/libtt_metal.so"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := run(ctx, cfg, be, h, []sinks.Sink{r, sinks.NewNDJSON(&nd, false)}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(nd.String()), "\n")
+	var sum devices.Summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
 // A child forked by a live process, whose stack is read after it ended:
 // it is placed in its parent's modules, as of the fork (the same
 // mappings), not given up.
@@ -116,20 +137,7 @@ func TestRunSiteForkedChildEnded(t *testing.T) {
 		ca, stackRec(ca.rec.Hdr.Seq, child, ip), groupExit(child), idle, idle,
 		do(h.end(int(parent), 0, 0)),
 	)
-	be.attach["/opt/tt/libtt_metal.so"] = nil
-	r := &recorder{}
-	var nd bytes.Buffer
-	cfg := Config{Command: []string{"workload"}, Follow: true, Lib: "/opt/tt/libtt_metal.so"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := run(ctx, cfg, be, h, []sinks.Sink{r, sinks.NewNDJSON(&nd, false)}); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(nd.String()), "\n")
-	var sum devices.Summary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := runFollowedSummary(t, be, h)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +156,7 @@ func TestRunSiteForkedChildEnded(t *testing.T) {
 		}
 	}
 	if !seen {
-		t.Fatalf("no summary of the child: %+v", r.summary.Processes)
+		t.Fatalf("no summary of the child: %+v", sum.Processes)
 	}
 }
 
