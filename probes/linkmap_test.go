@@ -97,27 +97,34 @@ func (p *linkProc) dlopen(t *testing.T, path string) {
 	p.expect(t, "loaded")
 }
 
-// linkRecords reads the ring until it is quiet: pid's link objects (by
-// walk) and its link-map records.
-func linkRecords(t *testing.T, tr *Tracer, pid uint32) (walks [][]events.LinkObject, linkMaps int) {
+// pidRecords reads the ring until it is quiet (300 ms without a record)
+// and gives each record of pid, with its header, to each.
+func pidRecords(t *testing.T, tr *Tracer, pid uint32, each func(h *events.Header, rec []byte)) {
 	t.Helper()
 	rd := tr.Reader()
 	var buf []byte
-	bySeq := map[uint64]int{}
 	for {
 		rd.SetDeadline(time.Now().Add(300 * time.Millisecond))
 		rec, err := rd.Read(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return walks, linkMaps
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		buf = rec
-		h, err := events.Peek(rec)
-		if err != nil || h.Pid != pid {
-			continue
+		if h, err := events.Peek(rec); err == nil && h.Pid == pid {
+			each(h, rec)
 		}
+	}
+}
+
+// linkRecords reads the ring until it is quiet: pid's link objects (by
+// walk) and its link-map records.
+func linkRecords(t *testing.T, tr *Tracer, pid uint32) (walks [][]events.LinkObject, linkMaps int) {
+	t.Helper()
+	bySeq := map[uint64]int{}
+	pidRecords(t, tr, pid, func(h *events.Header, rec []byte) {
 		switch h.Kind {
 		case events.KindLinkMap:
 			linkMaps++
@@ -138,7 +145,8 @@ func linkRecords(t *testing.T, tr *Tracer, pid uint32) (walks [][]events.LinkObj
 			}
 			walks[i] = append(walks[i], o)
 		}
-	}
+	})
+	return walks, linkMaps
 }
 
 // mapsID parses a maps line's device ("fd:01", hex) into st_dev.

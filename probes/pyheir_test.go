@@ -3,7 +3,6 @@ package probes
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,27 +192,13 @@ func TestPythonHeir(t *testing.T) {
 // stacks that came with them.
 func heirRecords(t *testing.T, tr *Tracer, pid uint32) (allocs, pyStacks int) {
 	t.Helper()
-	rd := tr.Reader()
-	var buf []byte
-	for {
-		rd.SetDeadline(time.Now().Add(300 * time.Millisecond))
-		rec, err := rd.Read(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return allocs, pyStacks
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf = rec
-		h, err := events.Peek(rec)
-		if err != nil || h.Pid != pid {
-			continue
-		}
+	pidRecords(t, tr, pid, func(h *events.Header, _ []byte) {
 		switch h.Kind {
 		case events.KindAlloc:
 			allocs++
 		case events.KindPyStack:
 			pyStacks++
 		}
-	}
+	})
+	return allocs, pyStacks
 }
