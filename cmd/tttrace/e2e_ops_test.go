@@ -54,6 +54,14 @@ type opTruth struct {
 		Tid     uint32 `json:"tid"`
 		Op      *opRef `json:"op"`
 	} `json:"op_layouts"`
+	// Traces: every Metal trace call's entry (begin, end, replay, release)
+	// with the op it was made in.
+	Traces []struct {
+		Tid   uint32 `json:"tid"`
+		Call  string `json:"call"`
+		Trace uint32 `json:"trace"`
+		Op    *opRef `json:"op"`
+	} `json:"op_traces"`
 	Ops      []devices.OpRow `json:"ops"`
 	Failures []struct {
 		Op *opRef `json:"op"`
@@ -68,53 +76,85 @@ type opKey struct {
 	k   int
 }
 
+// traceLine is a trace record's trace id (nil when the call takes it inside)
+// and its TT-NN op.
+type traceLine struct {
+	traceID *uint32
+	op      *opRef
+}
+
 // opRecords reads the op of every alloc and cb_layout line of the NDJSON
-// at path.
-func opRecords(t *testing.T, path string) (allocs, layouts map[opKey]*opRef) {
+// at path, and of every trace line, keyed by its call (begin, end, replay,
+// release) as obj.
+func opRecords(t *testing.T, path string) (allocs, layouts map[opKey]*opRef, traces map[opKey]traceLine) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	allocs, layouts = map[opKey]*opRef{}, map[opKey]*opRef{}
+	allocs, layouts, traces = map[opKey]*opRef{}, map[opKey]*opRef{}, map[opKey]traceLine{}
 	seen := map[opKey]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	for sc.Scan() {
 		var l struct {
-			Type    string `json:"type"`
-			Tid     uint32 `json:"tid"`
-			Buffer  string `json:"buffer"`
-			Program string `json:"program"`
-			Op      *opRef `json:"op"`
+			Type    string          `json:"type"`
+			Tid     uint32          `json:"tid"`
+			Buffer  json.RawMessage `json:"buffer"` // an object on trace_capture_alloc
+			Program string          `json:"program"`
+			Op      json.RawMessage `json:"op"`
+			TTNNOp  *opRef          `json:"ttnn_op"`
+			TraceID *uint32         `json:"trace_id"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
+		}
+		if l.Type == "trace" {
+			// A trace record's "op" is its call; its TT-NN op is "ttnn_op".
+			var call string
+			if err := json.Unmarshal(l.Op, &call); err != nil {
+				t.Fatalf("trace line with op %s: %v", l.Op, err)
+			}
+			base := opKey{l.Tid, "trace " + call, 0}
+			traces[opKey{l.Tid, call, seen[base]}] = traceLine{l.TraceID, l.TTNNOp}
+			seen[base]++
+			continue
 		}
 		var obj string
 		var into map[opKey]*opRef
 		switch l.Type {
 		case "alloc":
-			obj, into = l.Buffer, allocs
+			if err := json.Unmarshal(l.Buffer, &obj); err != nil {
+				t.Fatalf("alloc line with buffer %s: %v", l.Buffer, err)
+			}
+			into = allocs
 		case "cb_layout":
 			obj, into = l.Program, layouts
 		default:
 			continue
 		}
+		var op *opRef
+		if len(l.Op) > 0 && string(l.Op) != "null" {
+			op = &opRef{}
+			if err := json.Unmarshal(l.Op, op); err != nil {
+				t.Fatal(err)
+			}
+		}
 		base := opKey{l.Tid, l.Type + " " + obj, 0}
 		k := opKey{l.Tid, obj, seen[base]}
 		seen[base]++
-		into[k] = l.Op
+		into[k] = op
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return allocs, layouts
+	return allocs, layouts, traces
 }
 
-// compareOps compares the ops tttrace gave every allocation, CB layout and
-// failed allocation, and its summary's ops rows, with the truth.
+// compareOps compares the ops tttrace gave every allocation, CB layout,
+// Metal trace call and failed allocation, and its summary's ops rows, with
+// the truth.
 func compareOps(t *testing.T, name, out, truthPath string, sum *devices.Summary) {
 	t.Helper()
 	b, err := os.ReadFile(truthPath)
@@ -128,7 +168,7 @@ func compareOps(t *testing.T, name, out, truthPath string, sum *devices.Summary)
 	if !tr.Recorded || tr.Truncated || len(tr.Allocs) == 0 {
 		t.Fatalf("%s: the truth has no complete op record (recorded %v, truncated %v, %d allocations)", name, tr.Recorded, tr.Truncated, len(tr.Allocs))
 	}
-	allocs, layouts := opRecords(t, out)
+	allocs, layouts, traces := opRecords(t, out)
 	var diffs []string
 	same := func(what string, got, want *opRef) {
 		if got.String() != want.String() {
@@ -165,6 +205,37 @@ func compareOps(t *testing.T, name, out, truthPath string, sum *devices.Summary)
 			continue
 		}
 		same(fmt.Sprintf("CB layout %d of program %s (tid %d)", i, l.Program, l.Tid), got, l.Op)
+	}
+	// Each trace call of the truth is the k-th of its kind on its thread,
+	// as in the stream; a trace line the truth has no call for is wrong too.
+	seen = map[opKey]int{}
+	inOp, outside := 0, 0
+	for _, c := range tr.Traces {
+		base := opKey{c.Tid, c.Call, -1}
+		k := opKey{c.Tid, c.Call, seen[base]}
+		seen[base]++
+		what := fmt.Sprintf("%s %d of trace %d (tid %d)", c.Call, k.k, c.Trace, c.Tid)
+		got, ok := traces[k]
+		if !ok {
+			diffs = append(diffs, what+": no trace line")
+			continue
+		}
+		delete(traces, k)
+		if got.traceID != nil && *got.traceID != c.Trace {
+			diffs = append(diffs, fmt.Sprintf("%s: its line says trace %d", what, *got.traceID))
+		}
+		if c.Op != nil {
+			inOp++
+		} else {
+			outside++
+		}
+		same(what, got.op, c.Op)
+	}
+	for k := range traces {
+		diffs = append(diffs, fmt.Sprintf("trace line %s %d (tid %d): no such call in the truth", k.obj, k.k, k.tid))
+	}
+	if len(tr.Traces) > 0 && (inOp == 0 || outside == 0) {
+		diffs = append(diffs, fmt.Sprintf("%d trace calls in ops and %d outside: the scenario tests only one side", inOp, outside))
 	}
 	if len(sum.Processes) != 1 {
 		t.Fatalf("%s: %d processes in the summary", name, len(sum.Processes))
@@ -209,7 +280,11 @@ func compareOps(t *testing.T, name, out, truthPath string, sum *devices.Summary)
 // op that throws after allocating (no later allocation is its), a failed
 // allocation inside a device op, program cache hits, two threads sharing a
 // program cache, and a dispatch thread where no op is live (its CB layouts
-// carry their launch's op).
+// carry their launch's op). ops_trace makes Metal trace calls outside any op
+// around a capture of ops, and inside an op (ttnn.traced_add captures a
+// nested ttnn.add and replays it): each trace record's ttnn_op is the
+// truth's, in each era's trace forms (2026 through a MeshCommandQueue&,
+// 2025 the mesh cq-id forms, g1 a Device's).
 func TestE2EOps(t *testing.T) {
 	bin, replica := setup(t)
 	for _, c := range []struct {
@@ -227,6 +302,13 @@ func TestE2EOps(t *testing.T) {
 		{"clang-O2-symtab", "python", "ops", nil},
 		{"clang-O3", "cmd", "ops", nil},
 		{"clang-O3", "cmd", "ops_threads", nil},
+		{"gcc-O2", "cmd", "ops_trace", nil},
+		{"gcc-O2", "cmd", "ops_trace", []string{"--leak"}},
+		{"gcc-O2", "pid", "ops_trace", nil},
+		{"gcc-O2", "python", "ops_trace", nil},
+		{"clang-O2-symtab", "cmd", "ops_trace", nil},
+		{"clang-O2-symtab", "pid", "ops_trace", []string{"--leak"}},
+		{"clang-O3", "cmd", "ops_trace", nil},
 	} {
 		name := fmt.Sprintf("%s_%s_%s%s", c.variant, c.mode, c.scenario, strings.Join(c.args, ""))
 		t.Run(name, func(t *testing.T) {

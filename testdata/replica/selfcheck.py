@@ -32,7 +32,7 @@ SCENARIOS = ["basic", "threads", "oom", "burst", "mesh", "galaxy", "sparse", "cb
 # chip 42 (ttwork.cpp, scenario_mark). "all" runs mark.
 DESIGNED_LEFT = {"mark": [(42, "DRAM", 4096)], "all": [(42, "DRAM", 4096)]}
 # With the TT-NN stand-in (a TTNN_ERA build): the ops scenarios (README "Ops").
-OPS_SCENARIOS = ["ops", "ops_threads"]
+OPS_SCENARIOS = ["ops", "ops_threads", "ops_trace"]
 SINGLE_THREADED = ["basic", "oom", "mesh", "galaxy", "sparse", "cb", "cb_legacy", "close",
                    "capture", "sametype", "midrun", "alloc:n300", "alloc:n300+mesh", "cb_cache"]
 # Chips whose CBs stay resident without --leak, by design: a core holds the CB configuration of
@@ -277,7 +277,7 @@ def check_ops(name, scenario, t, leak, out):
     for key, r in rows.items():
         if key not in sums and (r["allocs"] or r["alloc_failures"] or r["cb_bytes"]):
             fail("%s: row %s counts what no record says" % (name, key))
-    era = "2026" if "ops: 2026" in out or "ops_threads: 2026" in out else "older"
+    era = "2026" if any(s + ": 2026" in out for s in OPS_SCENARIOS) else "older"
     binary = "BinaryNgDeviceOperation" if era == "2026" else "BinaryDeviceOperation"
 
     def calls(n, d=""):
@@ -321,6 +321,27 @@ def check_ops(name, scenario, t, leak, out):
                               (("ttnn.reshard", "ReshardDeviceOperation"), 1)]) if leak else []
         if leaked != want_leaked:
             fail("%s: leaked rows %s, want %s" % (name, leaked, want_leaked))
+    if scenario == "ops_trace":
+        want = {("matmul", ""): 2, ("matmul", "MatmulDeviceOperation"): 2, ("add", ""): 2, ("add", binary): 2,
+                ("traced_add", ""): 3}
+        got = {(k[0][5:], k[1]): r["calls"] for k, r in rows.items()}
+        if got != want:
+            fail("%s: op calls %s, want %s" % (name, got, want))
+        calls_ = [(c["call"], c["trace"], op_key(c["op"]) if "op" in c else None, c.get("op", {}).get("depth"))
+                  for c in t["op_traces"]]
+        traced = ("ttnn.traced_add", "")
+        want_calls = [("begin", 0, None, None), ("end", 0, None, None), ("replay", 0, None, None),
+                      ("replay", 0, None, None), ("begin", 1, traced, 1), ("end", 1, traced, 1),
+                      ("replay", 1, traced, 1), ("replay", 1, traced, 1), ("replay", 1, traced, 1)]
+        want_calls += [("release", 0, None, None)] if leak else [("release", 1, None, None), ("release", 0, None, None)]
+        if calls_ != want_calls:
+            fail("%s: trace calls %s, want %s" % (name, calls_, want_calls))
+        depth2 = [a for a in t["op_allocs"] if a.get("op", {}).get("depth") == 2]
+        if [op_key(a["op"]) for a in depth2] != [("ttnn.add", binary)]:
+            fail("%s: allocations at depth 2: %s, want one of ttnn.add inside ttnn.traced_add" % (name, depth2))
+        if rows.get(traced, {}).get("allocs") != 1:
+            fail("%s: ttnn.traced_add's own allocations %s, want 1 (its trace buffer)" %
+                 (name, rows.get(traced, {}).get("allocs")))
     if scenario == "ops_threads":
         n = int(out.split(" threads on chip 61")[0].rsplit(" ", 1)[-1]) if " threads on chip 61" in out else 0
         if (calls("matmul"), calls("conv2d"), calls("add")) != (8 * n + 2, 8 * n, 16 * n + 1):

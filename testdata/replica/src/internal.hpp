@@ -139,6 +139,9 @@ TT_REPLICA_HIDDEN OpRef ops_note_failure();
 TT_REPLICA_HIDDEN OpRef ops_of_program(const void* program);
 TT_REPLICA_HIDDEN void ops_note_layout(const void* program, uint64_t program_id, const OpRef& op);
 TT_REPLICA_HIDDEN void ops_note_cb(const OpRef& op, uint64_t size, bool global);
+// A Metal trace call's entry on this thread (call: begin, end, replay, release): listed with its
+// op (op_traces).
+TT_REPLICA_HIDDEN void ops_note_trace(const char* call, uint32_t trace, bool mesh);
 // Program::set_runtime_id (takes mem_mutex itself).
 TT_REPLICA_HIDDEN void ops_set_runtime_id(const void* program, uint64_t id);
 TT_REPLICA_HIDDEN void ops_program_gone(const void* program);

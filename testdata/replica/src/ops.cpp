@@ -66,6 +66,14 @@ struct LayoutRecord {
     OpRef op;
 };
 
+struct TraceCall {
+    int tid;
+    const char* call;
+    uint32_t trace;
+    bool mesh;
+    OpRef op;
+};
+
 struct Row {
     uint64_t calls = 0, allocs = 0, bytes = 0, cb_bytes = 0, failures = 0;
     int64_t peak_dram = 0, peak_l1 = 0;
@@ -80,6 +88,7 @@ struct OpsTruth {
     bool truncated = false;
     std::vector<AllocRecord> allocs;
     std::vector<LayoutRecord> layouts;
+    std::vector<TraceCall> trace_calls;
     std::map<std::pair<int32_t, int32_t>, Row> rows;       // (name, device_op); -1: none
     std::unordered_map<const void*, OpRef> programs;       // ProgramImpl* -> op of its last set_runtime_id
     std::unordered_map<const void*, OpRef> owners;         // Buffer* -> op of its last allocation (leaks)
@@ -194,6 +203,16 @@ void ops_note_layout(const void* program, uint64_t program_id, const OpRef& op) 
     }
 }
 
+void ops_note_trace(const char* call, uint32_t trace, bool mesh) {
+    OpsTruth& o = ops();
+    if (!o.recording) return;
+    if (o.trace_calls.size() < kMaxRecords) {
+        o.trace_calls.push_back(TraceCall{this_tid(), call, trace, mesh, ops_current()});
+    } else {
+        o.truncated = true;
+    }
+}
+
 void ops_note_cb(const OpRef& op, uint64_t size, bool global) {
     if (op.live() && !global) row_of(op).cb_bytes += size;
 }
@@ -222,6 +241,7 @@ void ops_mark_attach() {
     OpsTruth& o = ops();
     o.allocs.clear();
     o.layouts.clear();
+    o.trace_calls.clear();
     o.rows.clear();
     o.owners.clear();
     o.truncated = false;
@@ -267,6 +287,14 @@ void ops_truth_json(std::string& out) {
                       i ? ",\n  " : "\n  ", l.program, l.program_id, l.tid);
         out += buf;
         out += ops_json(l.op) + "}";
+    }
+    out += "],\n \"op_traces\":[";
+    for (std::size_t i = 0; i < o.trace_calls.size(); ++i) {
+        const TraceCall& c = o.trace_calls[i];
+        std::snprintf(buf, sizeof buf, "%s{\"tid\":%d,\"call\":\"%s\",\"trace\":%u,\"mesh\":%s",
+                      i ? ",\n  " : "\n  ", c.tid, c.call, c.trace, c.mesh ? "true" : "false");
+        out += buf;
+        out += ops_json(c.op) + "}";
     }
     // Leaks per row: what open chips still hold, by the op of its allocation.
     std::map<std::pair<int32_t, int32_t>, std::pair<uint64_t, uint64_t>> leaked;

@@ -139,6 +139,7 @@ bool overlaps(DeviceAddr a, DeviceAddr alen, DeviceAddr b, DeviceAddr blen) { re
 
 void begin(const IDevice* device, bool mesh, uint8_t cq, uint32_t id) {
     std::lock_guard<std::mutex> lock(mem_mutex());
+    ops_note_trace("begin", id, mesh);
     for (const auto& e : traces().all) {
         if (e->device == device && e->cq == cq && e->capturing) {
             throw std::runtime_error("CQ " + std::to_string(cq) + " is already being used for tracing tid " +
@@ -163,6 +164,7 @@ void begin(const IDevice* device, bool mesh, uint8_t cq, uint32_t id) {
 // Stops the capture (record_end); returns the entry, whose trace buffer the caller makes.
 TraceEntry* end(const IDevice* device, uint8_t cq, uint32_t id) {
     std::lock_guard<std::mutex> lock(mem_mutex());
+    ops_note_trace("end", id, dynamic_cast<const distributed::MeshDevice*>(device) != nullptr);
     TraceEntry* e = find(device, id);
     if (e == nullptr || !e->capturing || e->cq != cq) {
         throw std::runtime_error("CQ " + std::to_string(cq) + " is not being used for tracing tid " + std::to_string(id));
@@ -198,6 +200,7 @@ void replay(const IDevice* device, uint32_t id) {
     std::lock_guard<std::mutex> lock(mem_mutex());
     TraceEntry* e = find(device, id);
     const bool mesh = dynamic_cast<const distributed::MeshDevice*>(device) != nullptr;
+    ops_note_trace("replay", id, mesh);
     const char* reason = nullptr;
     if (e == nullptr) {
         reason = "unknown";
@@ -235,6 +238,7 @@ void release(const IDevice* device, uint32_t id) {
     std::shared_ptr<distributed::MeshBuffer> mbuf;
     {
         std::lock_guard<std::mutex> lock(mem_mutex());
+        ops_note_trace("release", id, dynamic_cast<const distributed::MeshDevice*>(device) != nullptr);
         TraceEntry* e = find(device, id);
         if (e == nullptr || e->released) return;  // upstream: erasing a missing id does nothing
         e->released = true;

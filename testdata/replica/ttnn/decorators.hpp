@@ -71,6 +71,7 @@ constexpr auto add = register_operation<"ttnn::add", operations::binary::BinaryO
 constexpr auto conv2d = register_operation_with_auto_launch_op<"ttnn::conv2d", operations::conv::conv2d::Conv2dOperation>();
 constexpr auto reshard = register_operation<"ttnn::reshard", operations::data_movement::ReshardOperation>();
 constexpr auto split = register_operation<"ttnn::split", operations::data_movement::SplitOperation>();
+constexpr auto traced_add = register_operation<"ttnn::traced_add", operations::binary::TracedAddOperation>();
 namespace prim {
 // Primitive ops: the device operation is op_t (its static invoke is not an op: pass-through).
 constexpr auto matmul = register_operation<"ttnn::prim::matmul", operations::matmul::MatmulDeviceOperation>();

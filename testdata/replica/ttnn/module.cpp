@@ -26,6 +26,7 @@ struct Bound {
     Tensor (*conv2d)(const Tensor&, const Tensor&);
     Tensor (*reshard)(const Tensor&, uint32_t);
     std::vector<Tensor> (*split)(const Tensor&, uint32_t, uint64_t);
+    Tensor (*traced_add)(const Tensor&, const Tensor&);
 };
 Bound g_bound;
 
@@ -47,9 +48,10 @@ __attribute__((constructor)) void bind_module() {
     g_bound.conv2d = &ttnn::conv2d;
     g_bound.reshard = &ttnn::reshard;
     g_bound.split = &ttnn::split;
+    g_bound.traced_add = &ttnn::traced_add;
     g_classes = {&typeid(ttnn::unique_wrapper_base<"matmul">), &typeid(ttnn::unique_wrapper_base<"add">),
                  &typeid(ttnn::unique_wrapper_base<"conv2d">), &typeid(ttnn::unique_wrapper_base<"reshard">),
-                 &typeid(ttnn::unique_wrapper_base<"split">)};
+                 &typeid(ttnn::unique_wrapper_base<"split">), &typeid(ttnn::unique_wrapper_base<"traced_add">)};
 #else
     using namespace ttnn::operations;
     g_bound.matmul = &matmul::MatmulOperation::invoke;
@@ -57,10 +59,11 @@ __attribute__((constructor)) void bind_module() {
     g_bound.conv2d = &conv::conv2d::Conv2dOperation::invoke;
     g_bound.reshard = &data_movement::ReshardOperation::invoke;
     g_bound.split = &data_movement::SplitOperation::invoke;
+    g_bound.traced_add = &binary::TracedAddOperation::invoke;
     g_classes = {&typeid(decltype(ttnn::matmul)),  &typeid(decltype(ttnn::add)),
                  &typeid(decltype(ttnn::conv2d)),  &typeid(decltype(ttnn::reshard)),
                  &typeid(decltype(ttnn::split)),   &typeid(decltype(ttnn::prim::matmul)),
-                 &typeid(decltype(ttnn::prim::binary))};
+                 &typeid(decltype(ttnn::prim::binary)), &typeid(decltype(ttnn::traced_add))};
 #endif
 }
 
@@ -76,6 +79,19 @@ void* call(F&& f) {
     } catch (const std::exception& e) {
         t_error = e.what();
         return nullptr;
+    }
+}
+
+// A call that returns nothing: 0, or -1 when it threw (t_error says why).
+template <typename F>
+int trace_call(F&& f) {
+    try {
+        t_error.clear();
+        f();
+        return 0;
+    } catch (const std::exception& e) {
+        t_error = e.what();
+        return -1;
     }
 }
 
@@ -161,6 +177,43 @@ int ttnn_split(void* a, uint32_t parts, uint64_t part_bytes, void** out, int max
         t_error = e.what();
         return -1;
     }
+}
+
+// ttnn.traced_add (its first call on a device captures a trace of ttnn.add, every call replays it):
+// 0, or -1 when it threw. The output stays with the trace until ttnn_release_traced_add.
+int ttnn_traced_add(void* a, void* b) {
+    return call([&] { return g_bound.traced_add(*static_cast<Tensor*>(a), *static_cast<Tensor*>(b)); }) ? 0 : -1;
+}
+
+// Releases ttnn.traced_add's trace (outside any op) and deallocates its output: 0, -1 when none.
+int ttnn_release_traced_add(void* device) {
+    return ttnn::distributed::release_traced_add(static_cast<tt::tt_metal::IDevice*>(device)) ? 0 : -1;
+}
+
+// Metal trace as ttnn.begin_trace_capture / end_trace_capture / execute_trace / release_trace
+// call it (upstream binds them with lambdas that call the function: not ops), on command queue 0.
+// begin returns the trace id; each returns -1 when the call threw (ttnn_last_error says why).
+int64_t ttnn_begin_trace_capture(void* device) {
+    try {
+        t_error.clear();
+        return ttnn::distributed::trace_begin(static_cast<tt::tt_metal::IDevice*>(device));
+    } catch (const std::exception& e) {
+        t_error = e.what();
+        return -1;
+    }
+}
+
+int ttnn_end_trace_capture(void* device, uint32_t id) {
+    return trace_call([&] { ttnn::distributed::trace_end(static_cast<tt::tt_metal::IDevice*>(device), id); });
+}
+
+int ttnn_execute_trace(void* device, uint32_t id, int blocking) {
+    return trace_call(
+        [&] { ttnn::distributed::trace_execute(static_cast<tt::tt_metal::IDevice*>(device), id, blocking != 0); });
+}
+
+int ttnn_release_trace(void* device, uint32_t id) {
+    return trace_call([&] { ttnn::distributed::trace_release(static_cast<tt::tt_metal::IDevice*>(device), id); });
 }
 
 const char* ttnn_last_error(void) { return t_error.c_str(); }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -84,10 +85,10 @@ private:
     std::atomic<int64_t> device_operation_id_{0};
 };
 
-#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2025
+#if TT_REPLICA_TTNN_ERA != TTNN_ERA_G1
 }  // namespace ttnn
 namespace tt::stl {
-// 2025 tt_stl/strong_type.hpp's StrongType, as far as mangling and ABI go.
+// 2025-26 tt_stl/strong_type.hpp's StrongType, as far as mangling and ABI go.
 template <typename T, typename Tag>
 class StrongType {
 public:
@@ -101,7 +102,7 @@ private:
 namespace ttnn {
 using QueueId = tt::stl::StrongType<uint8_t, struct QueueIdTag>;
 inline constexpr QueueId DefaultQueueId = QueueId(0);
-#elif TT_REPLICA_TTNN_ERA == TTNN_ERA_G1
+#else
 using QueueId = uint8_t;
 inline constexpr uint8_t DefaultQueueId = 0;
 #endif
@@ -272,6 +273,59 @@ void launch_on_worker_thread(QueueId cq_id,
 #endif
 #undef TTNN_PRIM_INVOKE
 
+// ttnn.traced_add (a stand-in op, no upstream counterpart): on its first call on a device it
+// captures a Metal trace of ttnn.add(a, b) (begin_trace_capture, the nested add, end_trace_capture),
+// then, on that call and every later one, replays it (execute_trace) and returns the captured
+// output. Its trace calls are made inside an op, as a user's composite that captures its first
+// run and replays the next (a TraceContext-style helper) makes them.
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2026
+Tensor traced_add(const Tensor& input_tensor_a, const Tensor& input_tensor_b);
+#else
+namespace operations::binary {
+struct TracedAddOperation {
+    static Tensor invoke(const Tensor& input_tensor_a, const Tensor& input_tensor_b);
+};
+}  // namespace operations::binary
+#endif
+
+// Metal trace as TT-NN users call it (ttnn.begin_trace_capture, ttnn.end_trace_capture,
+// ttnn.execute_trace, ttnn.release_trace): plain functions, not ops (no frame; tttrace's op table
+// has none of them: docs/ttmetal.md §13). Upstream's shapes per era:
+//   2026  ttnn/cpp/ttnn/operations/trace.cpp, ttnn::operations::trace, on a MeshDevice, cq_id
+//         optional, through the MeshDevice's MeshCommandQueue& (begin_mesh_trace(cq) takes the id);
+//   2025  the same file: begin_mesh_trace_capture & co. (MeshTrace::next_id(), then the cq-id
+//         forms of MeshDevice's trace calls), beside single-device forms on an IDevice*;
+//   g1    ttnn/cpp/ttnn/operations/core/core.cpp, ttnn::operations::core, on a Device
+//         (Trace::next_id(), then Device::begin_trace/end_trace/replay_trace(cq, tid, blocking)/
+//         release_trace; upstream pushes each to the device's worker, which runs it inline in
+//         synchronous mode, as here).
+namespace operations {
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2026
+namespace trace {
+using MeshTraceId = tt::tt_metal::distributed::MeshTraceId;
+MeshTraceId begin_trace_capture(MeshDevice* device, std::optional<QueueId> cq_id);
+void end_trace_capture(MeshDevice* device, MeshTraceId trace_id, std::optional<QueueId> cq_id);
+void execute_trace(MeshDevice* device, MeshTraceId trace_id, std::optional<QueueId> cq_id, bool blocking);
+void release_trace(MeshDevice* device, MeshTraceId trace_id);
+}  // namespace trace
+#elif TT_REPLICA_TTNN_ERA == TTNN_ERA_2025
+namespace trace {
+using MeshTraceId = tt::tt_metal::distributed::MeshTraceId;
+MeshTraceId begin_mesh_trace_capture(MeshDevice* device, QueueId cq_id);
+void end_mesh_trace_capture(MeshDevice* device, MeshTraceId trace_id, QueueId cq_id);
+void execute_mesh_trace(MeshDevice* device, MeshTraceId trace_id, QueueId cq_id, bool blocking);
+void release_mesh_trace(MeshDevice* device, MeshTraceId trace_id);
+}  // namespace trace
+#else
+namespace core {
+uint32_t begin_trace_capture(tt::tt_metal::Device* device, uint8_t cq_id);
+void end_trace_capture(tt::tt_metal::Device* device, uint32_t tid, uint8_t cq_id);
+void execute_trace(tt::tt_metal::Device* device, uint32_t tid, uint8_t cq_id, bool blocking);
+void release_trace(tt::tt_metal::Device* device, uint32_t tid);
+}  // namespace core
+#endif
+}  // namespace operations
+
 // Devices the ops run on (upstream: ttnn::distributed::open_mesh_device; not ops). 2026 and 2025:
 // a MeshDevice over the chip; g1: the Device. dispatch_thread: programs are enqueued (CBs laid
 // out, dispatched) on the device's own dispatch thread while the launching thread waits, so the
@@ -280,6 +334,16 @@ namespace distributed {
 tt::tt_metal::IDevice* open_mesh_device(int chip, bool dispatch_thread);
 void close_mesh_device(tt::tt_metal::IDevice* device);
 void clear_program_cache(tt::tt_metal::IDevice* device);
+// Releases ttnn.traced_add's trace on the device (release_trace, outside any op) and deallocates
+// its captured output; false when it captured none.
+bool release_traced_add(tt::tt_metal::IDevice* device);
+// The era's trace calls above on a device the stand-in opened (a MeshDevice, or g1's Device), the
+// id as an integer, cq 0: for the module's entry points and ttnn.traced_add. Not ops (a namespace
+// below ttnn: tttrace's op table takes free functions of ttnn itself only).
+uint32_t trace_begin(tt::tt_metal::IDevice* device);
+void trace_end(tt::tt_metal::IDevice* device, uint32_t id);
+void trace_execute(tt::tt_metal::IDevice* device, uint32_t id, bool blocking);
+void trace_release(tt::tt_metal::IDevice* device, uint32_t id);
 }  // namespace distributed
 
 }  // namespace ttnn

@@ -78,6 +78,10 @@ struct DeviceCtx {
     Program* pending = nullptr;
     bool done = false, stop = false;
     std::exception_ptr error;
+    // ttnn.traced_add's trace on this device, once captured, and its output.
+    bool traced = false;
+    uint32_t traced_id = 0;
+    Tensor traced_out;
 
     void enqueue(Program& program) {
         if (!has_thread) {
@@ -534,6 +538,145 @@ TTNN_SPLIT_FN {
     g_launches.fetch_add(0, std::memory_order_relaxed);
     return out;
 }
+
+// ttnn.traced_add: its first call on a device captures ttnn.add(a, b) in a trace (the trace calls
+// and the nested add inside this op: the add at depth 2), each call replays it; the captured
+// output is what it returns.
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2026
+TTNN_OUT_OF_LINE Tensor traced_add(const Tensor& a, const Tensor& b)
+#else
+TTNN_OUT_OF_LINE Tensor operations::binary::TracedAddOperation::invoke(const Tensor& a, const Tensor& b)
+#endif
+{
+    OpFrame frame("ttnn.traced_add", TT_REPLICA_OP_TOP);
+    IDevice* device = device_of({a, b});
+    DeviceCtx& ctx = ctx_of(device);
+    if (!ctx.traced) {
+        const uint32_t id = distributed::trace_begin(device);
+        Tensor out = TTNN_CALL_ADD(a, b);
+        distributed::trace_end(device, id);
+        ctx.traced = true;
+        ctx.traced_id = id;
+        ctx.traced_out = out;
+    }
+    distributed::trace_execute(device, ctx.traced_id, true);
+    return ctx.traced_out;
+}
+
+// ------------------------------------------------------------------ Metal trace (not ops)
+
+namespace operations {
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2026
+namespace trace {
+MeshTraceId begin_trace_capture(MeshDevice* device, std::optional<QueueId> cq_id) {
+    const QueueId cq = cq_id.value_or(DefaultQueueId);
+    return device->begin_mesh_trace(device->mesh_command_queue(*cq));
+}
+void end_trace_capture(MeshDevice* device, MeshTraceId trace_id, std::optional<QueueId> cq_id) {
+    const QueueId cq = cq_id.value_or(DefaultQueueId);
+    device->end_mesh_trace(device->mesh_command_queue(*cq), trace_id);
+}
+void execute_trace(MeshDevice* device, MeshTraceId trace_id, std::optional<QueueId> cq_id, bool blocking) {
+    const QueueId cq = cq_id.value_or(DefaultQueueId);
+    device->replay_mesh_trace(device->mesh_command_queue(*cq), trace_id, blocking);
+}
+void release_trace(MeshDevice* device, MeshTraceId trace_id) { device->release_mesh_trace(trace_id); }
+}  // namespace trace
+#elif TT_REPLICA_TTNN_ERA == TTNN_ERA_2025
+namespace trace {
+MeshTraceId begin_mesh_trace_capture(MeshDevice* device, QueueId cq_id) {
+    const MeshTraceId trace_id = tt::tt_metal::distributed::MeshTrace::next_id();
+    device->begin_mesh_trace(*cq_id, trace_id);
+    return trace_id;
+}
+void end_mesh_trace_capture(MeshDevice* device, MeshTraceId trace_id, QueueId cq_id) {
+    device->end_mesh_trace(*cq_id, trace_id);
+}
+void execute_mesh_trace(MeshDevice* device, MeshTraceId trace_id, QueueId cq_id, bool blocking) {
+    device->replay_mesh_trace(*cq_id, trace_id, blocking);
+}
+void release_mesh_trace(MeshDevice* device, MeshTraceId trace_id) { device->release_mesh_trace(trace_id); }
+}  // namespace trace
+#else
+namespace core {
+uint32_t begin_trace_capture(tt::tt_metal::Device* device, uint8_t cq_id) {
+    const uint32_t tid = tt::tt_metal::Trace::next_id();
+    device->begin_trace(cq_id, tid);
+    return tid;
+}
+void end_trace_capture(tt::tt_metal::Device* device, uint32_t tid, uint8_t cq_id) { device->end_trace(cq_id, tid); }
+void execute_trace(tt::tt_metal::Device* device, uint32_t tid, uint8_t cq_id, bool blocking) {
+    device->replay_trace(cq_id, tid, blocking);
+}
+void release_trace(tt::tt_metal::Device* device, uint32_t tid) { device->release_trace(tid); }
+}  // namespace core
+#endif
+}  // namespace operations
+
+namespace distributed {
+namespace {
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_G1
+tt::tt_metal::Device* trace_device(IDevice* device) {
+    auto* d = dynamic_cast<tt::tt_metal::Device*>(device);
+    if (d == nullptr) throw std::runtime_error("TT_FATAL: trace on a device ttnn did not open");
+    return d;
+}
+#else
+MeshDevice* trace_device(IDevice* device) {
+    auto* d = dynamic_cast<MeshDevice*>(device);
+    if (d == nullptr) throw std::runtime_error("TT_FATAL: trace on a device ttnn did not open");
+    return d;
+}
+using tt::tt_metal::distributed::MeshTraceId;
+#endif
+}  // namespace
+
+#if TT_REPLICA_TTNN_ERA == TTNN_ERA_2026
+uint32_t trace_begin(IDevice* device) {
+    return operations::trace::begin_trace_capture(trace_device(device), std::nullopt).get();
+}
+void trace_end(IDevice* device, uint32_t id) {
+    operations::trace::end_trace_capture(trace_device(device), MeshTraceId(id), std::nullopt);
+}
+void trace_execute(IDevice* device, uint32_t id, bool blocking) {
+    operations::trace::execute_trace(trace_device(device), MeshTraceId(id), std::nullopt, blocking);
+}
+void trace_release(IDevice* device, uint32_t id) {
+    operations::trace::release_trace(trace_device(device), MeshTraceId(id));
+}
+#elif TT_REPLICA_TTNN_ERA == TTNN_ERA_2025
+uint32_t trace_begin(IDevice* device) {
+    return operations::trace::begin_mesh_trace_capture(trace_device(device), DefaultQueueId).get();
+}
+void trace_end(IDevice* device, uint32_t id) {
+    operations::trace::end_mesh_trace_capture(trace_device(device), MeshTraceId(id), DefaultQueueId);
+}
+void trace_execute(IDevice* device, uint32_t id, bool blocking) {
+    operations::trace::execute_mesh_trace(trace_device(device), MeshTraceId(id), DefaultQueueId, blocking);
+}
+void trace_release(IDevice* device, uint32_t id) {
+    operations::trace::release_mesh_trace(trace_device(device), MeshTraceId(id));
+}
+#else
+uint32_t trace_begin(IDevice* device) { return operations::core::begin_trace_capture(trace_device(device), DefaultQueueId); }
+void trace_end(IDevice* device, uint32_t id) { operations::core::end_trace_capture(trace_device(device), id, DefaultQueueId); }
+void trace_execute(IDevice* device, uint32_t id, bool blocking) {
+    operations::core::execute_trace(trace_device(device), id, DefaultQueueId, blocking);
+}
+void trace_release(IDevice* device, uint32_t id) { operations::core::release_trace(trace_device(device), id); }
+#endif
+
+bool release_traced_add(IDevice* device) {
+    DeviceCtx& ctx = ctx_of(device);
+    if (!ctx.traced) return false;
+    trace_release(device, ctx.traced_id);
+    ctx.traced_out.deallocate();
+    ctx.traced_out = Tensor();
+    ctx.traced = false;
+    return true;
+}
+
+}  // namespace distributed
 
 // ------------------------------------------------------------------ devices
 

@@ -1595,6 +1595,13 @@ struct TtnnApi {
     void* (*reshard)(void*, uint32_t) = nullptr;
     int (*split)(void*, uint32_t, uint64_t, void**, int) = nullptr;
     const char* (*last_error)() = nullptr;
+    // ops_trace: Metal trace as ttnn.begin_trace_capture & co. call it, and ttnn.traced_add.
+    int64_t (*begin_trace_capture)(void*) = nullptr;
+    int (*end_trace_capture)(void*, uint32_t) = nullptr;
+    int (*execute_trace)(void*, uint32_t, int) = nullptr;
+    int (*release_trace)(void*, uint32_t) = nullptr;
+    int (*traced_add)(void*, void*) = nullptr;
+    int (*release_traced_add)(void*) = nullptr;
 };
 
 TtnnApi load_ttnn() {
@@ -1632,6 +1639,12 @@ TtnnApi load_ttnn() {
     TTNN_SYM(reshard, "ttnn_reshard");
     TTNN_SYM(split, "ttnn_split");
     TTNN_SYM(last_error, "ttnn_last_error");
+    TTNN_SYM(begin_trace_capture, "ttnn_begin_trace_capture");
+    TTNN_SYM(end_trace_capture, "ttnn_end_trace_capture");
+    TTNN_SYM(execute_trace, "ttnn_execute_trace");
+    TTNN_SYM(release_trace, "ttnn_release_trace");
+    TTNN_SYM(traced_add, "ttnn_traced_add");
+    TTNN_SYM(release_traced_add, "ttnn_release_traced_add");
 #undef TTNN_SYM
     return api;
 }
@@ -1741,6 +1754,49 @@ int scenario_ops_threads(Ctx& ctx) {
     return 0;
 }
 
+// `ops_trace`: Metal traces around and inside TT-NN ops, on chip 64, one thread. Outside any op:
+// tensors a (64 KiB), b (32 KiB); begin_trace_capture; matmul(a, b) and add(m, a) run inside the
+// capture (their outputs are captured); end_trace_capture (the trace buffer is allocated outside
+// any op); matmul(a, b) again (a cache hit), then execute_trace right after it returned (outside
+// the op), blocking and not. Then ttnn.traced_add(a, b) three times: the first captures inside the
+// op (begin, the nested ttnn.add at depth 2, end: the trace buffer is the op's) and replays, the
+// next two replay, inside the op; then both traces are released outside any op. --leak keeps the
+// matmul outputs, leaves traced_add's trace unreleased and the chip open.
+int scenario_ops_trace(Ctx& ctx) {
+    TtnnApi t = load_ttnn();
+    go_point(ctx);
+    void* dev = t.open_device(64, 0);
+    CHECK(dev != nullptr);
+    void* a = t.tensor(dev, 64 << 10, kTtnnDram);
+    void* b = t.tensor(dev, 32 << 10, kTtnnDram);
+    CHECK(a && b);
+    const int64_t tid = t.begin_trace_capture(dev);
+    CHECK(tid >= 0);
+    void* m = t.matmul(a, b);
+    void* s = m ? t.add(m, a) : nullptr;
+    CHECK(m && s);
+    CHECK(t.end_trace_capture(dev, static_cast<uint32_t>(tid)) == 0);
+    void* m2 = t.matmul(a, b);
+    CHECK(m2 != nullptr);
+    CHECK(t.execute_trace(dev, static_cast<uint32_t>(tid), 1) == 0);
+    CHECK(t.execute_trace(dev, static_cast<uint32_t>(tid), 0) == 0);
+    for (int i = 0; i < 3; ++i) CHECK(t.traced_add(a, b) == 0);
+    std::printf("ops_trace: %s ops on chip 64, trace %" PRId64 " outside ops, traced_add's inside\n", t.era(), tid);
+    if (ctx.opt.leak) {
+        keep_forever(m);
+        keep_forever(m2);
+        CHECK(t.release_trace(dev, static_cast<uint32_t>(tid)) == 0);
+        for (void* x : {a, b, s}) t.free(x);
+        return 0;
+    }
+    CHECK(t.release_traced_add(dev) == 0);
+    CHECK(t.release_trace(dev, static_cast<uint32_t>(tid)) == 0);
+    for (void* x : {a, b, m, s, m2}) t.free(x);
+    t.clear_program_cache(dev);
+    t.close_device(dev);
+    return 0;
+}
+
 // `ops_loop`: --events N matmuls on chip 63 (program cache hits after the first), each output
 // freed at once; prints ops/s (what an op costs the process, traced or not).
 int scenario_ops_loop(Ctx& ctx) {
@@ -1802,6 +1858,7 @@ const Scenario kScenarios[] = {
     {"windows", scenario_windows},
     {"ops", scenario_ops},
     {"ops_threads", scenario_ops_threads},
+    {"ops_trace", scenario_ops_trace},
     {"ops_loop", scenario_ops_loop},
 };
 
