@@ -29,7 +29,11 @@ import (
 //
 // Each frame is one write: the cursor goes back to the frame's first line
 // and every line is rewritten and cleared to its end, so nothing blinks.
-// Lines never exceed the terminal's width. Register it before the sink
+// Lines never exceed the terminal's width, nor the frame its height (the
+// cursor cannot go back above the screen's top: a taller frame would
+// scroll and leave copies of itself behind): when the full frame does not
+// fit, the compact one (live_compact.go) draws a line per chip, the most
+// pressed first, as many as fit. Register it before the sink
 // that writes reports to the same terminal: it erases itself when a
 // process ends and at the summary.
 type Live struct {
@@ -37,19 +41,21 @@ type Live struct {
 	mu    sync.Mutex // the terminal: the frame and the log lines (Log)
 	w     io.Writer
 	every time.Duration
-	width func() int // the terminal's width now
+	size  func() (cols, rows int) // the terminal's size now
 	last  time.Time
 	lines int // lines of the last frame
 	buf   bytes.Buffer
 }
 
-// NewLive draws on w (a terminal) every interval; width returns the
-// terminal's current width in columns (nil: 80).
-func NewLive(w io.Writer, every time.Duration, width func() int) *Live {
-	if width == nil {
-		width = func() int { return 80 }
+// NewLive draws on w (a terminal) every interval; size returns the
+// terminal's current size, asked at each frame: its width in columns and
+// its height in rows, 0 when not known (no limit on the frame's height).
+// A nil size is 80 columns, rows not known.
+func NewLive(w io.Writer, every time.Duration, size func() (cols, rows int)) *Live {
+	if size == nil {
+		size = func() (int, int) { return 80, 0 }
 	}
-	return &Live{w: w, every: every, width: width}
+	return &Live{w: w, every: every, size: size}
 }
 
 // liveTypes are the memory types a bar is drawn for, in report order.
@@ -69,8 +75,8 @@ func (v *Live) Tick(view *View) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.last = view.Now
-	width := max(v.width(), 40)
-	lines := v.frame(view, width)
+	cols, rows := v.size()
+	lines := v.layout(view, max(cols, 40), rows)
 	v.buf.Reset()
 	if v.lines > 0 {
 		fmt.Fprintf(&v.buf, "\x1b[%dA\r", v.lines)
@@ -84,7 +90,19 @@ func (v *Live) Tick(view *View) {
 	_, _ = v.w.Write(v.buf.Bytes())
 }
 
-// frame renders view as lines of at most width columns.
+// layout renders view for a terminal of width columns and rows rows (0:
+// not known): the full frame when it fits above the line the cursor is
+// left on, else the compact one.
+func (v *Live) layout(view *View, width, rows int) []string {
+	lines := v.frame(view, width)
+	if rows <= 0 || len(lines) < rows {
+		return lines
+	}
+	return compactFrame(view, lines[:2], width, rows-1)
+}
+
+// frame renders view in full as lines of at most width columns, the first
+// two its header.
 func (v *Live) frame(view *View, width int) []string {
 	l := view.Ledger
 	head := fmt.Sprintf("tttrace live %s  %d events", view.Now.Format("15:04:05"), l.Events())

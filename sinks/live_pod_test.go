@@ -18,7 +18,7 @@ func TestLivePod(t *testing.T) {
 	ev.Seq = 1
 	l.Apply(ev)
 	var out bytes.Buffer
-	v := NewLive(&out, time.Millisecond, func() int { return 200 })
+	v := NewLive(&out, time.Millisecond, func() (int, int) { return 200, 0 })
 	v.Tick(&View{Now: time.Unix(1700000000, 0), Ledger: l, Libraries: 1, Procs: []Proc{
 		{Pid: 10, Command: "w", Placement: devices.Placement{Host: "h", PodUID: "u-1", Pod: "trainer-0", Namespace: "ml", Container: "worker"}},
 		{Pid: 11, Command: "x", Placement: devices.Placement{Host: "h", PodUID: "u-2", PodWhy: "not looked at yet"}},

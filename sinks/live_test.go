@@ -56,7 +56,7 @@ func TestLiveFrame(t *testing.T) {
 	rank := int64(3)
 	for _, width := range []int{72, 100, 200} {
 		var out bytes.Buffer
-		v := NewLive(&out, time.Millisecond, func() int { return width })
+		v := NewLive(&out, time.Millisecond, func() (int, int) { return width, 0 })
 		view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Libraries: 1, Waiting: 1,
 			Procs: []Proc{{Pid: 10, Command: "python -m pytest " + strings.Repeat("tests/x ", 40)}, {Pid: 11, Command: "w"},
 				{Pid: 12, Command: "u", Placement: devices.Placement{Host: "n1", Rank: &rank}}}}
@@ -142,7 +142,7 @@ func TestLiveCB(t *testing.T) {
 	apply(*chipEv(events.KindAlloc, 10, 0xe, 2, events.DRAM, 64)) // the layouts are complete
 	view := &View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: "w"}}}
 	for _, width := range []int{80, 120} {
-		lines := NewLive(&bytes.Buffer{}, time.Millisecond, func() int { return width }).frame(view, width)
+		lines := NewLive(&bytes.Buffer{}, time.Millisecond, func() (int, int) { return width, 0 }).frame(view, width)
 		text := strings.Join(lines, "\n")
 		for _, re := range []string{
 			`chip 1 .*\n    CB\s+#+\|\s+2\.0 KiB\s+peak\s+2\.0 KiB\n {13}resident on the busiest core \(1,1\); programs registered 7\.0 KiB\n`,
@@ -255,5 +255,173 @@ func TestLiveLog(t *testing.T) {
 	v.Tick(view)
 	if strings.HasPrefix(out.String(), "\x1b[") && strings.Contains(out.String()[:8], "A\r") {
 		t.Fatalf("the frame after a log line moved up over it: %q", out.String())
+	}
+}
+
+// liveFleet is a ledger of two processes on eight chips, each nearer to a
+// limit than the next in a known order: pid 10's chip 3 had a failed
+// allocation and pid 11's chip 7 CBs over an L1 buffer (flagged: first,
+// chip 3 with some use before chip 7 with none known); then by use over
+// capacity pid 11's chip 0 (DRAM 3.5 of 4 MiB, 87.5%), pid 10's chip 1
+// (L1 720 KiB of 960 KiB, 75%; its busiest core 720 KiB of a 1 MiB L1,
+// 70.3%), chip 2 (DRAM 2 of 4 MiB, 50%), chip 0 (DRAM 1 of 4 MiB, 25%);
+// then chips whose capacity is not known, by bytes: chip 4 (3 MiB), chip
+// 5 (1 KiB).
+func liveFleet(t *testing.T) (*devices.Ledger, *View) {
+	t.Helper()
+	l := devices.NewLedger(devices.Options{})
+	seq := uint64(0)
+	apply := func(e *events.Event) {
+		seq++
+		e.Seq, e.TsNs = seq, seq*100
+		l.Apply(e)
+	}
+	const kib, mib = 1 << 10, 1 << 20
+	capacity := func(pid uint32, chip int32, typ events.BufferType, mgr uint64, banks uint32, bank, base uint64) {
+		e := events.Event{Kind: events.KindAllocCapacity, Pid: pid, Tid: pid, Object: mgr, BufferType: typ,
+			DeviceKind: events.DeviceChip, Chip: chip, Device: 0x7f00 + uint64(chip)}
+		e.Banks, e.BankSize, e.Alignment, e.Base = banks, bank, 32, base
+		apply(&e)
+	}
+	for chip := range int32(4) {
+		capacity(10, chip, events.DRAM, 0xd00+uint64(chip), 4, mib, 0x40)
+		capacity(10, chip, events.L1, 0xe00+uint64(chip), 1, 960*kib, 64*kib)
+	}
+	capacity(11, 0, events.DRAM, 0xd00, 4, mib, 0x40)
+	apply(chipEv(events.KindAlloc, 10, 0xa0, 0, events.DRAM, mib))
+	// Chip 1's L1 buffer through its allocator: its span on every core is
+	// known.
+	req := events.Event{Kind: events.KindAllocRequest, Pid: 10, Tid: 10, Object: 0xe01, Size: 720 * kib, PageSize: 720 * kib, Chip: -1}
+	apply(&req)
+	l1 := chipEv(events.KindAlloc, 10, 0xa1, 1, events.L1, 720*kib)
+	l1.Address, l1.PageSize = 64*kib+960*kib-720*kib, 720*kib
+	apply(l1)
+	apply(chipEv(events.KindAlloc, 10, 0xa2, 2, events.DRAM, 2*mib))
+	// Chip 3: 2 MiB per bank asked of 1 MiB banks, no alloc after it:
+	// failed.
+	fail := events.Event{Kind: events.KindAllocRequest, Pid: 10, Tid: 10, Object: 0xd03, Size: 8 * mib, PageSize: 2 * mib, Chip: -1}
+	fail.BottomUp = true
+	apply(&fail)
+	l.Flush()
+	apply(chipEv(events.KindAlloc, 10, 0xa3, 3, events.DRAM, 64))
+	apply(chipEv(events.KindAlloc, 10, 0xa4, 4, events.DRAM, 3*mib))
+	apply(chipEv(events.KindAlloc, 10, 0xa5, 5, events.DRAM, kib))
+	apply(chipEv(events.KindAlloc, 11, 0xb0, 0, events.DRAM, 3*mib+512*kib))
+	// Chip 7: an L1 buffer at 0x1000, then a program's 4 KiB CB from
+	// 0x400 on one core, dispatched: the CBs end 3 KiB above the buffer.
+	apply(chipEv(events.KindAlloc, 11, 0xb1, 7, events.L1, 512))
+	apply(&events.Event{Kind: events.KindCBLayout, Pid: 11, Tid: 11, Object: 0x9000, Device: 0x7f07, DeviceKind: events.DeviceChip, Chip: 7})
+	cb := events.Event{Kind: events.KindCBAlloc, Pid: 11, Tid: 11, Device: 0x7f07, DeviceKind: events.DeviceChip, Chip: 7, Address: 0x400, Size: 4 * kib}
+	cb.RangesKnown, cb.NumRanges, cb.CoreRanges[0] = true, 1, events.CoreRange{X0: 2, Y0: 3, X1: 2, Y1: 3}
+	apply(&cb)
+	apply(&events.Event{Kind: events.KindProgramDispatch, Pid: 11, Tid: 11, Object: 0x9000, Device: 0x7f07, DeviceKind: events.DeviceChip, Chip: 7})
+	apply(chipEv(events.KindAlloc, 11, 0xb2, 0, events.DRAM, 0)) // the layout is complete
+	return l, &View{Now: time.Unix(1700000000, 0), Ledger: l, Libraries: 1,
+		Procs: []Proc{{Pid: 10, Command: "python train.py"}, {Pid: 11, Command: "python serve.py"}}}
+}
+
+// The live frame fits the terminal's rows: the full frame while it fits
+// above the cursor's line, else one line per chip, the most pressed first,
+// as many as fit, and a count of those left out; never a partial chip.
+func TestLiveFitsRows(t *testing.T) {
+	_, view := liveFleet(t)
+	// Each chip's line as worked out from the events above: pid, chip,
+	// DRAM, its use, L1, its use, the busiest core's L1 and its use of a
+	// core's L1, the resident CBs, the flags.
+	want := [][]string{
+		{"10", "3", "64 B", "0.0%", "0 B", "0.0%", "-", "-", "0 B", "1 FAILED"},
+		{"11", "7", "0 B", "-", "512 B", "-", "4.0 KiB", "-", "4.0 KiB", "CLASH"},
+		{"11", "0", "3.5 MiB", "87.5%", "0 B", "-", "-", "-", "0 B", ""},
+		{"10", "1", "0 B", "0.0%", "720.0 KiB", "75.0%", "720.0 KiB", "70.3%", "0 B", ""},
+		{"10", "2", "2.0 MiB", "50.0%", "0 B", "0.0%", "-", "-", "0 B", ""},
+		{"10", "0", "1.0 MiB", "25.0%", "0 B", "0.0%", "-", "-", "0 B", ""},
+		{"10", "4", "3.0 MiB", "-", "0 B", "-", "-", "-", "0 B", ""},
+		{"10", "5", "1.0 KiB", "-", "0 B", "-", "-", "-", "0 B", ""},
+	}
+	// The columns as the names line lays them out: the flags' column,
+	// present when a chip has flags, after the chip.
+	bytesRe := `(\d+ B|[\d.]+ [KMG]iB)`
+	rowRe := regexp.MustCompile(`^ *(\d+) +(\d+) +(?:(\S.*?) +)?` + bytesRe + ` +(\S+) +` + bytesRe + ` +(\S+) +(-|≤?` + bytesRe + `) +(\S+) +` + bytesRe + `$`)
+	const width = 100
+	v := NewLive(&bytes.Buffer{}, time.Millisecond, nil)
+	full := v.frame(view, width)
+	if len(full) < 20 {
+		t.Fatalf("the full frame has %d lines: too few to test", len(full))
+	}
+	for _, tc := range []struct {
+		rows  int
+		shown int    // chips shown in the compact frame; -1: the full frame
+		more  string // the last line
+	}{
+		{0, -1, ""},             // rows not known: no limit
+		{len(full) + 1, -1, ""}, // fits above the cursor's line
+		{len(full), 8, ""},      // one row short: compact, all eight fit
+		{13, 8, ""},             // 12 lines: header, note, names, 8 chips
+		{12, 6, "… 2 more chips (1 process)"},
+		{8, 2, "… 6 more chips (2 processes)"},
+		{7, 1, "… 7 more chips (2 processes)"},
+		{6, 0, "… 8 chips (2 processes): too few rows to show one"},
+		{2, 0, ""},
+	} {
+		lines := v.layout(view, width, tc.rows)
+		name := fmt.Sprintf("%d rows", tc.rows)
+		if tc.rows > 0 && len(lines) > tc.rows-1 {
+			t.Errorf("%s: %d lines", name, len(lines))
+		}
+		for _, line := range lines {
+			if n := utf8.RuneCountInString(line); n > width {
+				t.Errorf("%s: a line of %d columns: %q", name, n, line)
+			}
+		}
+		if tc.shown < 0 {
+			if strings.Join(lines, "\n") != strings.Join(full, "\n") {
+				t.Errorf("%s: not the full frame:\n%s", name, strings.Join(lines, "\n"))
+			}
+			continue
+		}
+		if !strings.HasPrefix(lines[0], "tttrace live ") {
+			t.Errorf("%s: first line %q", name, lines[0])
+		}
+		var rows [][]string
+		for _, line := range lines {
+			if m := rowRe.FindStringSubmatch(line); m != nil {
+				rows = append(rows, []string{m[1], m[2], m[4], m[5], m[6], m[7], m[8], m[10], m[11], m[3]})
+			}
+		}
+		if len(rows) != tc.shown {
+			t.Errorf("%s: %d chips shown, want %d:\n%s", name, len(rows), tc.shown, strings.Join(lines, "\n"))
+		}
+		for i := range min(len(rows), len(want)) {
+			if strings.Join(rows[i], "|") != strings.Join(want[i], "|") {
+				t.Errorf("%s: line %d is %q, want %q", name, i, rows[i], want[i])
+			}
+		}
+		if tc.more != "" && lines[len(lines)-1] != tc.more {
+			t.Errorf("%s: last line %q, want %q", name, lines[len(lines)-1], tc.more)
+		}
+		if tc.more == "" && tc.shown > 0 && strings.HasPrefix(lines[len(lines)-1], "…") {
+			t.Errorf("%s: chips left out: %q", name, lines[len(lines)-1])
+		}
+		if tc.shown > 0 && (lines[1] != "1 library probed  2 process(es)" || !strings.HasPrefix(lines[2], "8 chips of 2 processes, the most pressed first")) {
+			t.Errorf("%s: head %q", name, lines[:3])
+		}
+	}
+}
+
+// A frame drawn in a terminal of known rows is no taller than it allows,
+// and the next one moves back up exactly over it.
+func TestLiveTickRows(t *testing.T) {
+	_, view := liveFleet(t)
+	var out bytes.Buffer
+	v := NewLive(&out, time.Millisecond, func() (int, int) { return 90, 10 })
+	v.Tick(view)
+	first := out.String()
+	if n := strings.Count(first, "\n"); n != 9 {
+		t.Fatalf("a frame of %d lines in 10 rows:\n%s", n, first)
+	}
+	view.Now = view.Now.Add(time.Second)
+	v.Tick(view)
+	if second := out.String()[len(first):]; !strings.HasPrefix(second, "\x1b[9A\r") || strings.Count(second, "\n") != 9 {
+		t.Fatalf("second frame %q", second)
 	}
 }

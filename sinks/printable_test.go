@@ -59,7 +59,7 @@ func TestHumanOutputsEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := out.String()
-	v := NewLive(&strings.Builder{}, time.Millisecond, func() int { return 200 })
+	v := NewLive(&strings.Builder{}, time.Millisecond, func() (int, int) { return 200, 0 })
 	text += strings.Join(v.frame(&View{Now: time.Unix(1700000000, 0), Ledger: l, Procs: []Proc{{Pid: 10, Command: evil}}}, 200), "\n")
 	if !strings.Contains(text, `\x1b]2;owned\x07`) {
 		t.Errorf("the command is not shown escaped:\n%s", text)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,14 +37,19 @@ func liveBytes(n uint64) string {
 // is wider than the terminal. Scenarios mesh and cb_cache (programs whose
 // CBs are resident per core): under each CB row, the note names the bytes
 // as the busiest core's and, where they differ, shows what the programs
-// registered, the truth's cb_registered_bytes.
+// registered, the truth's cb_registered_bytes; galaxy's 32 chips in a pane
+// tall enough for their full blocks (TestE2ELiveViewGalaxy: in one that is
+// not).
 func TestE2ELiveView(t *testing.T) {
-	for _, scenario := range []string{"mesh", "cb_cache"} {
-		t.Run(scenario, func(t *testing.T) { liveView(t, scenario) })
+	for _, tc := range []struct {
+		scenario      string
+		width, height int
+	}{{"mesh", 96, 120}, {"cb_cache", 96, 120}, {"galaxy", 120, 400}} {
+		t.Run(tc.scenario, func(t *testing.T) { liveView(t, tc.scenario, tc.width, tc.height) })
 	}
 }
 
-func liveView(t *testing.T, scenario string) {
+func liveView(t *testing.T, scenario string, width, height int) {
 	bin, replica := setup(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -58,10 +65,9 @@ func liveView(t *testing.T, scenario string) {
 		"--go-file", goFile, "--hold-file", holdFile)
 	defer touch(t, holdFile)
 	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
-	const width = 96
 	session := fmt.Sprintf("tttrace-live-%d", os.Getpid())
 	cmd := fmt.Sprintf("%s -p %d -o %s --interval 100ms --ready-file %s", bin, w.Process.Pid, report, ready)
-	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", "120", cmd).CombinedOutput(); err != nil {
+	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), cmd).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
 	}
 	defer exec.Command("tmux", "kill-session", "-t", session).Run()
@@ -287,5 +293,198 @@ func TestE2ELiveViewAllocator(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the screen:\n%s", screen)
+	}
+}
+
+// TestE2ELiveViewGalaxy: tttrace -p on the replica's 32-chip galaxy in a
+// tmux pane of 120x30, whose full frame (a block of lines per chip) is
+// many times taller: after several redraws the pane and its history hold
+// one frame (its header once, each chip once: a frame taller than the
+// terminal scrolls at every redraw and leaves copies of itself behind),
+// no line is wider than the pane, and it is the compact frame: one line
+// per chip, as many as fit, in the order of their pressure worked out from
+// the truth, each with the truth's numbers, then the count of the chips
+// left out.
+func TestE2ELiveViewGalaxy(t *testing.T) {
+	bin, replica := setup(t)
+	requireTool(t, "tmux", "tmux")
+	tmp := t.TempDir()
+	f := func(name string) string { return filepath.Join(tmp, name) }
+	w, wout := start(t, filepath.Join(replica, "gcc-O2", "ttwork"), "--scenario", "galaxy", "--leak", "--truth", f("truth"),
+		"--go-file", f("go"), "--hold-file", f("hold"))
+	defer touch(t, f("hold"))
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") }, "workload ready")
+	const width, height = 120, 30
+	session := fmt.Sprintf("tttrace-galaxy-%d", os.Getpid())
+	cmd := fmt.Sprintf("%s -p %d -o %s --interval 100ms --ready-file %s", bin, w.Process.Pid, f("report"), f("ready"))
+	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), cmd).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	waitFor(t, func() bool { _, err := os.Stat(f("ready")); return err == nil }, "tttrace ready")
+	touch(t, f("go"))
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "holding") }, "workload holding")
+
+	b, err := os.ReadFile(f("truth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		Devices []struct {
+			truthDevice
+			Core      *l1CoreTruth `json:"l1_busiest_core"`
+			Allocator map[string]struct {
+				Banks    uint64 `json:"banks"`
+				BankSize uint64 `json:"bank_size"`
+			} `json:"allocator"`
+		} `json:"devices"`
+		Failures []json.RawMessage `json:"alloc_failures"`
+		Clashes  []json.RawMessage `json:"l1_clashes"`
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Devices) != 32 || len(tr.Failures) != 0 || len(tr.Clashes) != 0 {
+		t.Fatalf("the galaxy truth has %d chips, %d failures, %d clashes", len(tr.Devices), len(tr.Failures), len(tr.Clashes))
+	}
+	// What each chip's line must say, from the truth: pid, chip, DRAM in
+	// use and its share of the chip's DRAM (banks x bank size), the same
+	// for L1, the busiest core's L1 total (- when none), the resident CBs.
+	share := func(n uint64, typ string, d int) (float64, string) {
+		a := tr.Devices[d].Allocator[typ]
+		if a.Banks*a.BankSize == 0 {
+			return 0, "-"
+		}
+		f := float64(n) / float64(a.Banks*a.BankSize)
+		if f >= 0.9995 {
+			return f, fmt.Sprintf("%.0f%%", 100*f)
+		}
+		return f, fmt.Sprintf("%.1f%%", 100*f)
+	}
+	type chipWant struct {
+		line     string
+		pressure float64
+		used     uint64
+		chip     int32
+	}
+	var order []chipWant
+	for i, d := range tr.Devices {
+		_, dram := share(d.DRAMBytes, "DRAM", i)
+		_, l1 := share(d.L1Bytes, "L1", i)
+		core := "-"
+		if d.Core != nil {
+			core = liveBytes(d.Core.TotalBytes)
+		}
+		line := fmt.Sprintf("%d %d %s %s %s %s %s %s", w.Process.Pid, d.Device, liveBytes(d.DRAMBytes), dram, liveBytes(d.L1Bytes), l1, core, liveBytes(d.CBBytes))
+		// The pressure: the highest share of a type's capacity. No chip
+		// holds CBs here: a busiest core holds its chip's L1 buffers, of
+		// a core's L1, larger than the L1 bank: its share never decides.
+		c := chipWant{line: line, chip: d.Device, used: d.DRAMBytes + d.L1Bytes + d.L1SmallBytes + d.TraceBytes + d.SystemMemoryBytes + d.CBBytes}
+		for _, x := range []struct {
+			n   uint64
+			typ string
+		}{{d.DRAMBytes, "DRAM"}, {d.L1Bytes, "L1"}, {d.L1SmallBytes, "L1_SMALL"}, {d.TraceBytes, "TRACE"}} {
+			p, _ := share(x.n, x.typ, i)
+			c.pressure = max(c.pressure, p)
+		}
+		order = append(order, c)
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.pressure != b.pressure {
+			return a.pressure > b.pressure
+		}
+		if a.used != b.used {
+			return a.used > b.used
+		}
+		return a.chip < b.chip
+	})
+
+	bytesRe := `(\d+ B|[\d.]+ [KMGT]iB)`
+	rowRe := regexp.MustCompile(`^ *(\d+) +(\d+) +(?:(\S.*?) +)?` + bytesRe + ` +(\S+%|-) +` + bytesRe + ` +(\S+%|-) +(-|\?|≤?` + bytesRe + `) +(\S+%|-) +` + bytesRe + `$`)
+	moreRe := regexp.MustCompile(`^… (\d+) more chips? \((\d+) process(?:es)?\)$`)
+	// check lists how the pane differs from what it must show.
+	check := func(pane string) (problems []string) {
+		var shown []string
+		more := ""
+		for _, line := range strings.Split(strings.TrimRight(pane, "\n"), "\n") {
+			line = strings.TrimRight(line, " ") // tmux pads what a longer line drew before
+			if m := rowRe.FindStringSubmatch(line); m != nil {
+				if m[3] != "" {
+					problems = append(problems, fmt.Sprintf("flags %q on a chip without failures or clashes: %q", m[3], line))
+				}
+				shown = append(shown, strings.Join([]string{m[1], m[2], m[4], m[5], m[6], m[7], m[8], m[11]}, " "))
+			} else if moreRe.MatchString(line) {
+				more = line
+			}
+		}
+		if len(shown) == 0 {
+			return append(problems, "no chip line")
+		}
+		// 29 lines above the cursor's: the header's two, what follows,
+		// the columns' names, the chips, the count of the others.
+		if len(shown) != height-1-5 {
+			problems = append(problems, fmt.Sprintf("%d chips shown in %d rows, want %d", len(shown), height, height-1-5))
+		}
+		for i, got := range shown {
+			if i < len(order) && got != order[i].line {
+				problems = append(problems, fmt.Sprintf("chip line %d is %q, want %q", i, got, order[i].line))
+			}
+		}
+		if want := fmt.Sprintf("… %d more chip%s (1 process)", 32-len(shown), map[bool]string{true: "", false: "s"}[32-len(shown) == 1]); more != want {
+			problems = append(problems, fmt.Sprintf("last line %q, want %q", more, want))
+		}
+		return problems
+	}
+	var pane string
+	var problems []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-t", session).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pane = string(out)
+		if problems = check(pane); len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	// Ten more redraws, then the pane and everything it scrolled off.
+	time.Sleep(time.Second)
+	out, err := exec.Command("tmux", "capture-pane", "-p", "-J", "-S", "-", "-t", session).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := string(out)
+	if n := strings.Count(history, "tttrace live "); n != 1 {
+		t.Errorf("the pane and its history hold %d frame headers, want 1", n)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(history, "\n") {
+		if m := rowRe.FindStringSubmatch(strings.TrimRight(line, " ")); m != nil {
+			seen[m[2]]++
+		}
+	}
+	for chip, n := range seen {
+		if n > 1 {
+			t.Errorf("chip %s: %d lines in the pane and its history", chip, n)
+		}
+	}
+	frame := history[max(0, strings.Index(history, "tttrace live ")):]
+	lines := strings.Split(strings.TrimRight(frame, "\n"), "\n")
+	if len(lines) >= height {
+		t.Errorf("a frame of %d lines in %d rows", len(lines), height)
+	}
+	for _, line := range lines {
+		if n := utf8.RuneCountInString(line); n > width {
+			t.Errorf("a line of %d columns in a %d-column terminal: %q", n, width, line)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the pane:\n%s\nwith its history:\n%s", pane, history)
 	}
 }

@@ -306,12 +306,17 @@ func liveOutput(e *outputEnv) (sinks.Sink, error) {
 		return nil, nil
 	}
 	fd := int(file.Fd())
-	return sinks.NewLive(stderr, f.Interval, func() int {
+	// Asked at each frame: a resized terminal's next frame fits it.
+	return sinks.NewLive(stderr, f.Interval, func() (cols, rows int) {
 		ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
-		if err != nil || ws.Col == 0 {
-			return 80
+		if err != nil {
+			return 80, 0
 		}
-		return int(ws.Col)
+		cols, rows = int(ws.Col), int(ws.Row)
+		if cols == 0 {
+			cols = 80
+		}
+		return cols, rows
 	}), nil
 }
 
