@@ -27,6 +27,11 @@
  *    says whether a frame's code object needs one, py_code_read() fills
  *    it, py_code_sent() marks it sent once it is submitted (a lost record
  *    is sent again with the next stack that names it);
+ *  - the thread state found is kept in the thread's task storage
+ *    (py_threads) and checked, not trusted, at the next capture; the walk
+ *    hashes the chain (code objects and instructions) as it goes, for
+ *    bpf/pyknown.h's known Python stacks, and can leave the identities to
+ *    py_resolve (a known chain needs none);
  *  - a read that fails ends the stack there (PY_READ_ERROR): a partial
  *    stack, never a fault in the traced process (reads are probe reads).
  *
@@ -37,6 +42,7 @@
 #define TTTRACE_PYTHON_H
 
 #include "wire.h"
+#include "stack_hash.h"
 
 /* Thread states examined per capture, over all interpreters: a process with
  * more Python threads than this may report PY_NO_THREAD for some. */
@@ -59,6 +65,10 @@ struct py_proc {
 	__s64 interp_next;         /* PyInterpreterState.next */
 	__s64 interp_threads_head; /* PyInterpreterState.threads.head (3.10: tstate_head) */
 	__s64 ts_next;             /* PyThreadState.next */
+	__s64 ts_prev;             /* PyThreadState.prev */
+	__s64 ts_window;           /* 8-aligned start of PY_TS_WINDOW bytes of a thread state holding
+				    * prev, the thread and the frame, read at once to check a thread's
+				    * cached thread state (py_threads); -1: not cached */
 	__s64 ts_thread;           /* native_thread_id, or thread_id (PY_MATCH_FSBASE) */
 	__s64 ts_frame;            /* 3.10 frame, 3.11/3.12 cframe, 3.13 current_frame */
 	__s64 cframe_current;      /* _PyCFrame.current_frame (3.11/3.12), else -1 */
@@ -92,6 +102,8 @@ struct py_proc {
 				    * (py_code_freed), under this number, unique to the registration:
 				    * a code object's identity is then read once, not at every frame */
 	__u32 _pad2;
+	__u64 code_frees;          /* written by BPF (user space writes 0): code objects of the process
+				    * whose deallocation began under code_gen (py_code_freed) */
 };
 
 /* Per traced process, keyed by tgid; user space writes an entry when it
@@ -216,6 +228,22 @@ static __always_inline void py_frame_from(struct py_proc *p, const __u8 *win,
 	}
 }
 
+/* v &= mask, done in the program as written: clang drops a mask it can
+ * prove useless, and the verifier then sees an unbounded size. */
+#define PY_BOUND(v, mask) asm volatile("%0 &= %1" : "+r"(v) : "i"(mask))
+
+/* Frames a known Python stack may have (bpf/pyknown.h): deeper ones are
+ * always sent. */
+#ifndef PY_KEY_FRAMES
+#define PY_KEY_FRAMES 32
+#endif
+
+/* A frame of a known Python stack's chain. */
+struct py_key_frame {
+	__u64 code;  /* the frame's code object */
+	__u64 instr; /* its instruction field, as struct py_frame's */
+};
+
 /* The memory below the innermost frame, copied in one read (py_copy_frames):
  * CPython 3.11+ pushes a thread's frames one above the other on its data
  * stack, so most of a stack's frames are in it, and a frame found there
@@ -225,10 +253,18 @@ static __always_inline void py_frame_from(struct py_proc *p, const __u8 *win,
  * chunk of the data stack) is read on its own. */
 #define PY_COPY_BYTES 8192
 
+/* What is read of a thread state to check its cached address (py_threads). */
+#define PY_TS_WINDOW 256
+
 struct py_copy {
 	__u64 lo, hi; /* user addresses [lo, hi) of data[0, hi - lo) */
 	__u8 data[PY_COPY_BYTES + PY_FRAME_WINDOW];
 	__u8 win[PY_FRAME_WINDOW]; /* a frame read on its own */
+	__u8 ts[PY_TS_WINDOW];     /* a cached thread state's fields */
+	/* Never written: the chain a walk that has no known one to compare
+	 * with compares with (py_capture), so that it never has to check
+	 * for none. */
+	struct py_key_frame no_cand[PY_KEY_FRAMES];
 };
 
 struct {
@@ -239,24 +275,31 @@ struct {
 } py_copy SEC(".maps");
 
 /* Copy the PY_COPY_BYTES below the end of the innermost frame's window
- * (frame0 + frame_window + PY_FRAME_WINDOW), or, when that range is not all
- * mapped, from the start of the window's first page; an empty copy when
- * even that cannot be read. */
-static __always_inline struct py_copy *py_copy_frames(struct py_proc *p, __u64 frame0)
+ * (frame0 + frame_window + PY_FRAME_WINDOW), or from want_lo when that is
+ * less (what the thread's last walk needed: py_thread.copy_lo), or, when
+ * that range is not all mapped, from the start of the window's first page;
+ * an empty copy when even that cannot be read. */
+static __always_inline struct py_copy *py_copy_frames(struct py_copy *c, struct py_proc *p,
+						    __u64 frame0, __u64 want_lo)
 {
-	struct py_copy *c;
-	__u32 zero = 0;
 	__u64 hi, lo, n;
 
-	c = bpf_map_lookup_elem(&py_copy, &zero);
 	if (!c)
 		return 0;
 	c->lo = c->hi = 0;
 	if (p->frame_window < 0 || !frame0)
 		return c;
 	hi = frame0 + p->frame_window + PY_FRAME_WINDOW;
-	lo = hi - PY_COPY_BYTES;
-	if (bpf_probe_read_user(c->data, PY_COPY_BYTES, (void *)lo) == 0) {
+	n = PY_COPY_BYTES;
+	if (want_lo && want_lo < hi - PY_FRAME_WINDOW && hi - want_lo < PY_COPY_BYTES)
+		n = (hi - want_lo + 63) & ~63ULL;
+	PY_BOUND(n, PY_COPY_BYTES * 2 - 1);
+	if (n > PY_COPY_BYTES)
+		n = PY_COPY_BYTES;
+	if (n < PY_FRAME_WINDOW)
+		n = PY_FRAME_WINDOW;
+	lo = hi - n;
+	if (bpf_probe_read_user(c->data, n, (void *)lo) == 0) {
 		c->lo = lo;
 		c->hi = hi;
 		return c;
@@ -274,9 +317,12 @@ static __always_inline struct py_copy *py_copy_frames(struct py_proc *p, __u64 f
 
 /* Read a frame's fields: from the copy when its window is in it, else one
  * read of the window that holds them (into the copy's win), else (no
- * window, or it crosses into unmapped memory) one read each. */
+ * window, or it crosses into unmapped memory) one read each. *low: the
+ * window of the last frame taken from the copy (the outermost there: a
+ * thread's frames are pushed one above the other), a hint for its next
+ * copy (py_thread.copy_lo). */
 static __always_inline int py_read_frame(struct py_proc *p, struct py_copy *c, __u64 frame,
-					 struct py_frame_fields *f)
+					 struct py_frame_fields *f, __u64 *low)
 {
 	__u64 at = frame + p->frame_window;
 	const __u8 *src = 0;
@@ -284,9 +330,10 @@ static __always_inline int py_read_frame(struct py_proc *p, struct py_copy *c, _
 	f->instr = 0;
 	f->owner = 0;
 	if (c && p->frame_window >= 0) {
-		if (at >= c->lo && at + PY_FRAME_WINDOW <= c->hi)
+		if (at >= c->lo && at + PY_FRAME_WINDOW <= c->hi) {
 			src = c->data + ((at - c->lo) & (PY_COPY_BYTES - 8));
-		else if (bpf_probe_read_user(c->win, PY_FRAME_WINDOW, (void *)at) == 0)
+			*low = at;
+		} else if (bpf_probe_read_user(c->win, PY_FRAME_WINDOW, (void *)at) == 0)
 			src = c->win;
 	}
 	if (src) {
@@ -368,11 +415,84 @@ fault:
 	return 1;
 }
 
-/* The thread state of the calling thread, 0 when none was found. */
-static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *out,
-					    __u32 tid)
+/* The thread state each thread was last found to have (py_find_tstate),
+ * in the thread's task storage (a look-up of a few ns, no hash): found
+ * again with two reads instead of a walk over the process's thread states
+ * (two reads per thread state, and two to reach the list). Never taken on
+ * trust: the thread state may have been deleted since (a thread that
+ * called into Python from C through PyGILState_Ensure, and returned) and
+ * its memory freed, still holding the thread's id, or reused. So each use
+ * reads it again (py_tstate_check): it must name the calling thread and be
+ * linked in its interpreter's list (its prev's next is it, or with no prev
+ * it is the list's head), which CPython undoes (tstate_delete_common)
+ * before it frees one. Only for the registration it was found under
+ * (runtime, code_gen). The kernel frees it with the thread. */
+struct py_thread {
+	__u64 tstate;
+	__u64 interp;  /* the interpreter whose list held it */
+	__u64 runtime; /* py_proc.runtime it was found under */
+	/* How much the last capture of the thread needed: the lowest frame
+	 * address its walk took from the copy of its data stack (the next
+	 * copy starts there, not PY_COPY_BYTES below the innermost frame),
+	 * and the caller's (tttrace: the end of the native stack its known
+	 * walk read). Hints only: a copy too short costs reads, never a
+	 * frame. */
+	__u64 copy_lo;
+	__u64 native_top;
+	__u32 code_gen;
+	__u32 site; /* 1 + the py_sites slot of its last known Python stack
+		     * (bpf/pyknown.h), 0: none. A hint: the slot is compared */
+};
+
+#define PY_F_NO_PREALLOC 1  /* BPF_F_NO_PREALLOC: task storage wants it */
+#define PY_STORAGE_CREATE 1 /* BPF_LOCAL_STORAGE_GET_F_CREATE */
+
+struct task_struct;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, PY_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct py_thread);
+} py_threads SEC(".maps");
+
+/* Whether ts is a thread state of the calling thread (want: its tid, or
+ * fs base) linked in interp's list; *frame gets its ts_frame field. */
+static __always_inline int py_tstate_check(struct py_proc *p, struct py_copy *c, __u64 ts,
+					   __u64 interp, __u64 want, __u64 *frame)
+{
+	__u64 id, prev, link = 0, r;
+
+	if (!c || p->ts_window < 0 || !ts ||
+	    bpf_probe_read_user(c->ts, PY_TS_WINDOW, (void *)(ts + p->ts_window)) < 0)
+		return 0;
+	r = (p->ts_thread - p->ts_window) & (PY_TS_WINDOW - 8);
+	id = *(__u64 *)(c->ts + r);
+	if (p->thread_match == PY_MATCH_TID)
+		id &= 0xffffffff;
+	if (id != want)
+		return 0;
+	r = (p->ts_prev - p->ts_window) & (PY_TS_WINDOW - 8);
+	prev = *(__u64 *)(c->ts + r);
+	if ((prev ? py_read_ptr(&link, prev, p->ts_next) :
+		    py_read_ptr(&link, interp, p->interp_threads_head)) < 0 ||
+	    link != ts)
+		return 0;
+	r = (p->ts_frame - p->ts_window) & (PY_TS_WINDOW - 8);
+	*frame = *(__u64 *)(c->ts + r);
+	return 1;
+}
+
+/* The thread state of the calling thread tid of process tgid, 0 when none
+ * was found; *frame gets its ts_frame field, *tp the thread's py_threads
+ * entry when it was found there (else NULL). */
+static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_copy *c,
+					    struct py_stack *out, __u32 tgid, __u32 tid,
+					    __u64 *frame, struct py_thread **tp)
 {
 	struct py_thread_walk w = { .p = p, .want = tid };
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct py_thread *t;
 	long n;
 
 	w.interps = py_opaque_zero(&out->nframes);
@@ -385,6 +505,13 @@ static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *
 			return 0;
 		}
 	}
+	*tp = 0;
+	t = bpf_task_storage_get(&py_threads, task, 0, 0);
+	if (t && t->runtime == p->runtime && t->code_gen == p->code_gen &&
+	    py_tstate_check(p, c, t->tstate, t->interp, w.want, frame)) {
+		*tp = t;
+		return t->tstate;
+	}
 	if (py_read_ptr(&w.interp, p->runtime, p->runtime_interp_head) < 0) {
 		out->flags |= PY_READ_ERROR;
 		return 0;
@@ -394,15 +521,38 @@ static __always_inline __u64 py_find_tstate(struct py_proc *p, struct py_stack *
 	out->flags |= w.flags;
 	if (!w.found && !w.flags && n >= PY_MAX_THREADS + PY_MAX_INTERPS)
 		out->flags |= PY_THREADS_CUT;
+	if (!w.found)
+		return 0;
+	if (py_read_ptr(frame, w.found, p->ts_frame) < 0) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	if (p->ts_window >= 0 &&
+	    (t = bpf_task_storage_get(&py_threads, task, 0, PY_STORAGE_CREATE))) {
+		t->tstate = w.found;
+		t->interp = w.interp;
+		t->runtime = p->runtime;
+		t->code_gen = p->code_gen;
+		t->copy_lo = 0;
+		t->native_top = 0;
+		*tp = t;
+	}
 	return w.found;
 }
 
 struct py_frame_walk {
 	struct py_proc *p;
+	/* A known chain to compare the walk's with as it goes (the frames
+	 * of a py_sites slot), or NULL; diff: 0 while frame n equals the
+	 * n-th of cand (frames past PY_KEY_FRAMES wrap: such a stack is
+	 * never known). */
+	const struct py_key_frame *cand;
+	__u64 diff;
 	struct py_copy *copy; /* the memory below the innermost frame */
 	struct py_stack *out;
 	__u64 frame; /* next frame to read, 0 at the end */
-	__u64 sent;  /* bit n: frame n's code object was described (py_codes) */
+	__u64 h;     /* the chain's hash so far (py_site_frame) */
+	__u64 low;   /* py_read_frame's */
 	__u32 n;     /* frames kept */
 	__u32 flags;
 	__u32 tgid;
@@ -439,7 +589,7 @@ static long py_frame_step(__u64 i, void *arg)
 
 	if (!w->frame)
 		return 1;
-	if (py_read_frame(p, w->copy, w->frame, &f) < 0)
+	if (py_read_frame(p, w->copy, w->frame, &f, &w->low) < 0)
 		goto fault;
 	if (p->owner_skip == 0xff || f.owner != p->owner_skip) {
 		if (n >= PY_MAX_FRAMES) {
@@ -448,7 +598,9 @@ static long py_frame_step(__u64 i, void *arg)
 		}
 		out->frames[n].code = f.code;
 		out->frames[n].instr = f.instr;
-		out->frames[n].code_id = py_code_known(p, w->tgid, f.code, &w->sent, n, &w->flags);
+		w->diff |= (w->cand[n & (PY_KEY_FRAMES - 1)].code ^ f.code) |
+			   (w->cand[n & (PY_KEY_FRAMES - 1)].instr ^ f.instr);
+		w->h = py_site_frame(w->h, f.code, f.instr);
 		w->n = n + 1;
 	}
 	w->frame = f.previous;
@@ -484,45 +636,71 @@ static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
 	return bpf_map_lookup_elem(&py_procs, &tgid);
 }
 
-/* Copy the Python stack of the calling thread tid of process tgid into
- * *out (fully overwritten); p is its process's py_procs entry
- * (py_proc_lookup), NULL when it has none. *sent gets bit n set for each
- * frame n whose code object is known to have been described (pass it to
- * py_code_new). Returns the number of frames. It uses this CPU's py_copy:
- * the caller must keep another capture on this CPU from running meanwhile
- * (a thread preempted in its probe: tttrace's attach_python holds its
- * scratch's busy flag around it). */
-static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tgid,
-					__u32 tid, __u64 *sent)
+/* Walk the Python stack of the calling thread tid of process tgid into
+ * *out (its header and frames[0..nframes) overwritten, their code_id
+ * left for py_resolve: a chain py_sites knows needs none); p is its
+ * process's py_procs entry (py_proc_lookup), NULL when it has none. The
+ * walk compares its chain with cand, never NULL (a py_sites slot's frames):
+ * *diff gets 0 when its first frames are cand's. *h gets the chain's hash
+ * (py_site_set with nframes, bpf/stack_hash.h), *tp the thread's
+ * py_threads entry (NULL when it has none). Returns the number of frames.
+ * It uses this CPU's py_copy: the caller must keep another capture on this
+ * CPU from running meanwhile (a thread preempted in its probe: tttrace's
+ * attach_stack holds its scratch's busy flag around it). */
+static __always_inline __u32 py_walk(struct py_stack *out, struct py_proc *p, __u32 tgid,
+				     __u32 tid, __u64 *h, struct py_thread **tp,
+				     const struct py_key_frame *cand, __u64 *diff)
 {
-	struct py_frame_walk w = { .out = out, .tgid = tgid };
+	struct py_frame_walk w = { .out = out, .tgid = tgid, .low = ~0ULL, .cand = cand };
+	struct py_thread *t = 0;
+	struct py_copy *c;
+	__u32 zero = 0;
 	__u64 ts, frame = 0;
 
 	out->tstate = 0;
+	out->code_frees = 0;
+	out->token = 0;
 	out->nframes = 0;
 	out->flags = 0;
+	out->code_gen = 0;
+	out->_pad = 0;
+	*h = 0;
+	*tp = 0;
+	*diff = 1;
 	if (!p) {
 		out->flags = PY_NO_PROC;
 		return 0;
 	}
-	ts = py_find_tstate(p, out, tid);
+	/* Before anything of the stack is read: a code object freed after
+	 * this is counted in a later value (bpf/pyknown.h). */
+	out->code_frees = *(volatile __u64 *)&p->code_frees;
+	out->code_gen = p->code_gen;
+	c = bpf_map_lookup_elem(&py_copy, &zero);
+	ts = py_find_tstate(p, c, out, tgid, tid, &frame, &t);
+	*tp = t;
 	if (!ts) {
 		if (!out->flags)
 			out->flags = PY_NO_THREAD;
 		return 0;
 	}
 	out->tstate = ts;
-	if (py_read_ptr(&frame, ts, p->ts_frame) < 0 ||
-	    (p->cframe_current >= 0 && frame &&
-	     py_read_ptr(&frame, frame, p->cframe_current) < 0)) {
+	if (p->cframe_current >= 0 && frame &&
+	    py_read_ptr(&frame, frame, p->cframe_current) < 0) {
 		out->flags |= PY_READ_ERROR;
 		return 0;
 	}
 	w.p = p;
 	w.frame = frame;
-	w.copy = py_copy_frames(p, frame);
+	w.copy = py_copy_frames(c, p, frame, t ? t->copy_lo : 0);
+	w.h = py_site_start(tgid, p->code_gen);
 	w.n = py_opaque_zero(&out->nframes);
 	w.flags = py_opaque_zero(&out->nframes);
+	/* ~0 and 0, as u64s the verifier knows nothing of: what the steps
+	 * store in them stays in the range they start with. */
+	*(volatile __u64 *)&out->token = ~0ULL;
+	w.low = *(volatile __u64 *)&out->token;
+	*(volatile __u64 *)&out->token = 0;
+	w.diff = *(volatile __u64 *)&out->token;
 	/* Twice the frames kept: room for the C-stack shims (3.12+) between
 	 * them; a stack still going after that is reported cut. */
 	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);
@@ -530,8 +708,69 @@ static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p,
 		w.flags |= PY_TRUNCATED;
 	out->flags |= w.flags;
 	out->nframes = w.n;
-	*sent = w.sent;
+	*h = w.h;
+	*diff = w.diff;
+	if (t)
+		t->copy_lo = w.low == ~0ULL ? 0 : w.low;
 	return w.n;
+}
+
+struct py_resolve_walk {
+	struct py_proc *p;
+	struct py_stack *out;
+	__u64 sent;
+	__u32 tgid;
+	__u32 flags;
+};
+
+static long py_resolve_step(__u64 i, void *arg)
+{
+	struct py_resolve_walk *w = arg;
+	struct py_frame *f;
+
+	if (i >= PY_MAX_FRAMES || i >= w->out->nframes)
+		return 1;
+	f = &w->out->frames[i];
+	f->code_id = py_code_known(w->p, w->tgid, f->code, &w->sent, i, &w->flags);
+	return 0;
+}
+
+/* Take the code_id of every frame of a stack py_walk took without
+ * (resolve 0), as it would have; *sent as py_capture's. */
+static __always_inline void py_resolve(struct py_stack *out, struct py_proc *p, __u32 tgid,
+				       __u64 *sent)
+{
+	struct py_resolve_walk w = { .p = p, .out = out, .tgid = tgid };
+
+	w.flags = py_opaque_zero(&out->_pad);
+	w.sent = py_opaque_zero(&out->_pad);
+	bpf_loop(PY_MAX_FRAMES, py_resolve_step, &w, 0);
+	out->flags |= w.flags;
+	*sent = w.sent;
+}
+
+/* Copy the Python stack of the calling thread tid of process tgid into
+ * *out (fully overwritten), every frame's code_id taken (py_walk, then
+ * py_resolve); p is its process's py_procs entry, NULL when it has none.
+ * *sent gets bit n set for each frame n whose code object is known to have
+ * been described (pass it to py_code_new). Returns the number of frames.
+ * The same contract as py_walk's on this CPU's py_copy. */
+static __always_inline __u32 py_capture(struct py_stack *out, struct py_proc *p, __u32 tgid,
+					__u32 tid, __u64 *sent)
+{
+	struct py_thread *t;
+	struct py_copy *c;
+	__u32 zero = 0, n;
+	__u64 h, diff;
+
+	*sent = 0;
+	c = bpf_map_lookup_elem(&py_copy, &zero);
+	if (!c)
+		return 0;
+	n = py_walk(out, p, tgid, tid, &h, &t, c->no_cand, &diff);
+	if (p)
+		py_resolve(out, p, tgid, sent);
+	return n;
 }
 
 /* Whether the code object of frame n of a stack py_capture took (sent: its
@@ -566,13 +805,14 @@ static __always_inline void py_code_freed(__u32 tgid, __u64 code)
 
 	if (!p || !p->code_gen)
 		return;
+	/* Counted first, at the entry of the deallocation: before the address
+	 * can be given to another code object, and whether the object was
+	 * described or not (py_codes is LRU: its entry may have gone). */
+	__sync_fetch_and_add(&p->code_frees, 1);
 	r.gen = p->code_gen;
 	bpf_map_delete_elem(&py_codes, &r);
 }
 
-/* v &= mask, done in the program as written: clang drops a mask it can
- * prove useless, and the verifier then sees an unbounded size. */
-#define PY_BOUND(v, mask) asm volatile("%0 &= %1" : "+r"(v) : "i"(mask))
 
 /* Copy a compact str's data (its end when it does not fit). */
 static __always_inline int py_read_str(struct py_proc *p, __u64 str, __u8 *dst,

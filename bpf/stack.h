@@ -179,7 +179,7 @@ struct stack_scratch {
 	__u32 _pad;
 	struct stack_site_key key; /* the walk's key (stack_known) */
 	__u32 short_copy; /* the last walk needed bytes past rec.size */
-	__u32 _pad2;
+	__u32 need;       /* the bytes from sp the last walk read (stack_need) */
 };
 
 /* One record under construction per CPU. A uprobe program runs with
@@ -233,6 +233,7 @@ static __always_inline int stack_read8(struct stack_scratch *s, __u64 addr, __u6
 		s->short_copy = 1;
 		return -1;
 	}
+	s->need = off + 8; /* the walk reads upwards: the last read is the highest */
 	*v = *(__u64 *)(s->rec.data + (off & (STACK_COPY_BYTES - 1)));
 	return 0;
 }
@@ -258,13 +259,17 @@ static long stack_walk_step(__u64 i, void *arg)
 	if (i >= STACK_KEY_FRAMES)
 		return 1;
 	cfa = (st.cfa_bp ? w->bp : w->sp) + (__s64)st.cfa;
-	if (cfa <= w->sp || stack_read8(s, cfa + (__s64)st.ra, &ra))
+	if (cfa <= w->sp)
 		return 1;
+	/* rbp's slot first: it is below the return address, and the last
+	 * read is the highest (stack_read8's need). */
 	if (st.bp_saved && cfa + (__s64)st.bp >= w->sp) {
 		if (stack_read8(s, cfa + (__s64)st.bp, &bp))
 			return 1;
 		w->bp = bp;
 	}
+	if (stack_read8(s, cfa + (__s64)st.ra, &ra))
+		return 1;
 	s->key.pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
 	w->h = stack_mix(w->h, ra);
 	w->sp = cfa;
@@ -318,6 +323,7 @@ __noinline __u64 stack_known(struct stack_scratch *s)
 	if (!s)
 		return 0;
 	s->short_copy = 0;
+	s->need = 0;
 	__builtin_memset(&s->key, 0, sizeof(s->key));
 	s->key.tgid = s->rec.hdr.pid;
 	s->key.ip = s->rec.ip;
@@ -343,8 +349,10 @@ __noinline __u64 stack_known(struct stack_scratch *s)
  * lost stack). A non-NULL record must be handed back with stack_release()
  * once emitted.
  *
- * With known_stacks, STACK_FIRST_COPY bytes from rsp are copied and walked
- * first: a known stack goes out as its token, with nothing more copied.
+ * With known_stacks, STACK_FIRST_COPY bytes from rsp (or first, when it is
+ * more and at most STACK_COPY_BYTES: what the caller knows this thread's
+ * walk needs, stack_need) are copied and walked first: a known stack goes
+ * out as its token, with nothing more copied.
  * Else (or when that read fails) the copy is STACK_COPY_BYTES from rsp, or
  * up to the end of the stack's mapping when that is nearer (bpf_find_vma):
  * a read that runs past the mapping would fail as a whole, and a
@@ -353,15 +361,18 @@ __noinline __u64 stack_known(struct stack_scratch *s)
  * swapped out), the copy is retried page by page up to the first
  * unreadable page. A walk of the first copy that stopped at its end is
  * made again over the whole copy. */
-static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
-							  const struct record_header *of,
-							  __u32 *len)
+static __always_inline struct stack_record *stack_capture_first(struct pt_regs *ctx,
+								const struct record_header *of,
+								__u32 *len, __u32 first)
 {
 	struct stack_scratch *s;
 	struct stack_record *rec;
 	__u32 zero = 0, n = 0, chunk, want = STACK_COPY_BYTES, walk_again = 0;
 	__u64 sp, end = 0, token = 0;
 	int i;
+
+	if (first <= STACK_FIRST_COPY || first > STACK_COPY_BYTES)
+		first = STACK_FIRST_COPY;
 
 	s = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0)
@@ -380,8 +391,8 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	rec->_pad[1] = 0;
 	rec->_pad[2] = 0;
 	if (known_stacks) {
-		if (bpf_probe_read_user(rec->data, STACK_FIRST_COPY, (void *)sp) == 0) {
-			rec->size = STACK_FIRST_COPY;
+		if (bpf_probe_read_user(rec->data, first, (void *)sp) == 0) {
+			rec->size = first;
 			token = stack_known(s);
 			walk_again = !token && s->short_copy;
 			if (token && !check_known_stacks) {
@@ -437,6 +448,23 @@ static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
 	}
 	*len = STACK_HDR_SIZE + n;
 	return rec;
+}
+
+static __always_inline struct stack_record *stack_capture(struct pt_regs *ctx,
+							  const struct record_header *of,
+							  __u32 *len)
+{
+	return stack_capture_first(ctx, of, len, 0);
+}
+
+/* The bytes from sp the walk of rec (a known stack's, STACK_KNOWN) read:
+ * a later capture of the same chain finds it in a first copy of that
+ * size. 0 when rec is no known stack's. */
+static __always_inline __u32 stack_need(struct stack_record *rec)
+{
+	struct stack_scratch *s = (struct stack_scratch *)rec;
+
+	return rec->flags & STACK_KNOWN ? s->need : 0;
 }
 
 /* Hand the record back after bpf_ringbuf_output() (success or not). */

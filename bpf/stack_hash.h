@@ -11,6 +11,7 @@
 /* The tables' sizes (powers of two) and the slots of a set. */
 #define STACK_STEP_BITS 15
 #define STACK_SITE_BITS 12
+#define PY_SITE_BITS 11
 #define STACK_WAYS 2
 
 /* The tables' hash: a multiply-xor chain; a set is named by the top bits
@@ -39,6 +40,25 @@ static inline __attribute__((always_inline)) __u64 stack_site_start(__u32 tgid, 
 static inline __attribute__((always_inline)) __u32 stack_site_set(__u64 h, __u32 n)
 {
 	return (__u32)(stack_mix(h, n) >> (64 - STACK_SITE_BITS)) & ~(STACK_WAYS - 1);
+}
+
+/* A Python chain's hash (py_sites, bpf/pyknown.h) starts from its process
+ * and code generation, takes each frame's code object and instruction in
+ * turn (bpf/python.h's walk, innermost first), and ends with their number
+ * (py_site_set). */
+static inline __attribute__((always_inline)) __u64 py_site_start(__u32 tgid, __u32 gen)
+{
+	return stack_mix(stack_mix(STACK_HASH_MUL, (__u64)gen << 32 | tgid), 1);
+}
+
+static inline __attribute__((always_inline)) __u64 py_site_frame(__u64 h, __u64 code, __u64 instr)
+{
+	return stack_mix(stack_mix(h, code), instr);
+}
+
+static inline __attribute__((always_inline)) __u32 py_site_set(__u64 h, __u32 n)
+{
+	return (__u32)(stack_mix(h, n) >> (64 - PY_SITE_BITS)) & ~(STACK_WAYS - 1);
 }
 
 #endif /* TTTRACE_STACK_HASH_H */

@@ -29,6 +29,7 @@
 #include "tttrace.h"
 #include "stack.h"
 #include "python.h"
+#include "pyknown.h"
 
 /* libbpf 1.1 stops at PT_REGS_PARM5; the sixth SysV argument is in r9. */
 #ifndef PT_REGS_PARM6
@@ -525,6 +526,12 @@ static __always_inline void read_buffer(struct event *e, __u64 buf, struct site 
 struct py_scratch {
 	struct py_stack_record rec;
 	__u32 busy; /* a capture owns rec until it is emitted (see stack.h) */
+	/* What py_attach says to attach_stack, through memory: values the
+	 * verifier does not track, so the native capture after it is checked
+	 * once, not once per combination of them. */
+	__u32 sent;  /* the Python stack's record was sent */
+	__u64 token; /* the token of its known Python stack, 0: none */
+	__u32 first; /* the native first copy its thread needs (stack_capture_first) */
 	__u32 _pad;
 };
 
@@ -542,6 +549,7 @@ struct py_code_walk {
 	struct py_proc *proc;
 	__u64 sent; /* py_capture's: the frames whose code objects were described */
 };
+
 
 /* bpf_loop body: describe frame i's code object if not done yet. */
 static long py_send_code(__u64 i, void *arg)
@@ -568,28 +576,53 @@ static long py_send_code(__u64 i, void *arg)
 	return 0;
 }
 
-/* Emit the Python stack of the alloc e, whose process runs the supported
- * CPython p (user space put it in py_procs): the code records it needs,
- * then the stack. */
-static __always_inline void attach_python(struct event *e, struct py_proc *p)
+static __always_inline int stack_room(void);
+
+/* Emit the Python stack of an alloc (its header in s->rec.hdr, kind
+ * EV_PY_STACK) whose process runs the supported CPython p (user space put
+ * it in py_procs): the code records it needs, then the stack. With known
+ * stacks, a chain user space made known (pyknown.h) is not sent: s->token
+ * gets its token (0: none, or the stack was sent). s->sent says whether
+ * the stack was sent, s->first how long the native first copy of the
+ * thread (its stack pointer sp) is to be (py_native_first). 1 when the
+ * stack was sent (stack_room said there was room for it), 0 when nothing
+ * was, -1 when the stack is to be sent and the ring has no room for
+ * stacks: the alloc's stacks are lost. A global function: checked once,
+ * whatever the paths of the program that calls it. */
+__noinline int py_attach(struct py_scratch *s, struct py_proc *p, __u64 sp)
 {
 	struct py_code_walk w = { .proc = p };
-	struct py_scratch *s;
-	__u32 zero = 0;
+	struct py_walk_io io = {};
+	__u32 known;
+	__u64 token = 0;
 
-	s = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!s || __sync_val_compare_and_swap(&s->busy, 0, 1) != 0) {
-		lost_record(EV_PY_STACK);
-		return;
-	}
+	if (!s || !p)
+		return 0;
+	known = known_stacks && p->code_gen;
+	io.tgid = s->rec.hdr.pid;
+	io.tid = s->rec.hdr.tid;
+	io.known = known;
+	s->token = 0;
+	s->sent = 0;
+	s->first = py_native_first(sp);
 	w.rec = &s->rec;
-	s->rec.hdr = e->hdr;
-	s->rec.hdr.kind = EV_PY_STACK;
-	py_capture(&s->rec.stack, p, e->hdr.pid, e->hdr.tid, &w.sent);
+	py_walk_once(&s->rec.stack, p, &io);
+	token = io.token;
+	if (token && !check_known_stacks) {
+		s->token = token;
+		return 0;
+	}
+	if (!stack_room())
+		return -1;
+	/* Sent: the identities (and code records) it needs. */
+	py_resolve_once(&s->rec.stack, p, &io);
+	w.sent = io.sent;
+	s->rec.stack.token = token;
 	bpf_loop(PY_MAX_FRAMES, py_send_code, &w, 0);
 	if (bpf_ringbuf_output(&events, &s->rec, sizeof(s->rec), BPF_RB_NO_WAKEUP))
 		lost_record(EV_PY_STACK);
-	*(volatile __u32 *)&s->busy = 0;
+	s->sent = 1;
+	return 1;
 }
 
 /* Stacks are 100 times the size of events: they may fill at most half the
@@ -606,44 +639,75 @@ static __always_inline int stack_room(void)
 /* Give the alloc e (still reserved, so it stays ahead of its stacks in the
  * ring, and user space reading e knows whether one follows) its stack: the
  * token of a known stack in e itself (STACK_TOKEN) when no Python stack
- * goes with it, else the records: the Python stack's, if its process runs
- * a CPython, then the native stack's, which completes the alloc
- * (STACK_FOLLOWS). A stack that cannot be had is lost on its own: e still
- * goes out. */
+ * goes with it or that one is known too (py_token), else the records: the
+ * Python stack's, if its process runs a CPython and its stack is not known,
+ * then the native stack's, which completes the alloc (STACK_FOLLOWS). A
+ * stack that cannot be had is lost on its own: e still goes out. */
 static __always_inline void attach_stack(struct pt_regs *ctx, struct event *e)
 {
 	__u8 *f = pid_flags(e->hdr.pid);
 	struct py_proc *py = f && (*f & PID_PYTHON) ? py_proc_lookup(e->hdr.pid) : 0;
+	struct py_scratch *ps;
 	struct stack_record *rec;
-	__u32 len = 0;
+	__u64 py_token = 0, sp = PT_REGS_SP(ctx);
+	__u32 len = 0, first = 0, zero = 0, py_sent = 0;
 
 	if (!py && f && (*f & PID_HEIR))
 		py = py_heir_adopt(e->hdr.pid);
 	e->stack = STACK_LOST;
 	if (py) {
-		if (!stack_room()) {
+		int r = 0;
+
+		ps = bpf_map_lookup_elem(&py_scratch, &zero);
+		if (!ps)
+			return;
+		if (__sync_val_compare_and_swap(&ps->busy, 0, 1) != 0) {
+			/* Another capture owns it (see stack.h): no Python stack. */
+			lost_record(EV_PY_STACK);
+			ps->token = 0;
+			ps->sent = 0;
+			ps->first = 0;
+		} else {
+			ps->rec.hdr = e->hdr;
+			ps->rec.hdr.kind = EV_PY_STACK;
+			r = py_attach(ps, py, sp);
+			*(volatile __u32 *)&ps->busy = 0;
+		}
+		if (r < 0) {
 			lost_record(EV_STACK);
 			return;
 		}
-		attach_python(e, py);
+		/* Read back through memory: values the verifier does not
+		 * track, so the native capture after is checked once, not once
+		 * per combination of them. */
+		first = *(volatile __u32 *)&ps->first;
+		py_sent = *(volatile __u32 *)&ps->sent;
+		py_token = *(volatile __u64 *)&ps->token;
 	}
-	rec = stack_capture(ctx, &e->hdr, &len);
+	rec = stack_capture_first(ctx, &e->hdr, &len, first);
 	if (!rec) {
 		lost_record(EV_STACK);
 		return;
 	}
-	if (!py && len == STACK_HDR_SIZE && (rec->flags & STACK_KNOWN)) {
+	if (py)
+		py_native_need(sp, stack_need(rec));
+	if ((!py || py_token) && len == STACK_HDR_SIZE && (rec->flags & STACK_KNOWN)) {
+		/* Both stacks known: the tokens in the alloc, no record. */
 		e->stack = STACK_TOKEN;
 		e->stack_token = rec->token;
-	} else if (!py && !stack_room()) {
+		e->py_token = py_token;
+	} else if (!py_sent && !stack_room()) {
+		/* No Python record went first, whose sending checked the room. */
 		lost_record(EV_STACK);
 	} else {
 		if (len > sizeof(*rec))
 			len = sizeof(*rec);
-		if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0)
+		if (bpf_ringbuf_output(&events, rec, len, BPF_RB_NO_WAKEUP) == 0) {
 			e->stack = STACK_FOLLOWS;
-		else
+			e->py_token = py_token;
+		} else {
 			lost_record(EV_STACK);
+		}
 	}
 	stack_release(rec);
 }

@@ -91,7 +91,8 @@ enum stack_state : __u8 {
 	STACK_FOLLOWS = 1, /* an EV_STACK record with this seq is in the ring after this one */
 	STACK_LOST = 2,    /* the stack could not be captured or emitted (ring full, scratch busy) */
 	STACK_TOKEN = 3,   /* a stack user space made known (bpf/stack.h): stack_token names
-			    * it; no EV_STACK record follows */
+			    * it; no EV_STACK record follows (nor an EV_PY_STACK: with a
+			    * Python stack, py_token names it) */
 };
 
 /* The first bytes of every record. */
@@ -137,6 +138,8 @@ struct event {
 	__u64 page_size;   /* Buffer::page_size_, view page size */
 	__u64 lost_before; /* records this CPU failed to reserve since its previous event */
 	__u64 stack_token; /* stack == STACK_TOKEN: the token of its known native stack */
+	__u64 py_token;    /* alloc, stack STACK_TOKEN or STACK_FOLLOWS: nonzero names its known
+			    * Python stack (bpf/pyknown.h), and no EV_PY_STACK goes with it */
 	__u32 parent_pid;  /* EV_FORK: tgid of the forking process */
 	__u32 wait_status; /* EV_MAIN_EXIT: the main thread's exit_code (a wait status) */
 	__s32 chip;        /* Device::id_ when device_kind == DEV_CHIP, else -1 */
@@ -231,9 +234,17 @@ struct py_frame {
 
 /* A captured stack, innermost frame first. */
 struct py_stack {
-	__u64 tstate;  /* the PyThreadState* found, 0 if none */
-	__u32 nframes; /* frames[0..nframes) are valid */
-	__u32 flags;   /* enum py_stack_flags */
+	__u64 tstate;     /* the PyThreadState* found, 0 if none */
+	__u64 code_frees; /* the process's code objects deallocated before the capture
+			   * (py_proc.code_frees): with code_gen, the incarnations below
+			   * hold for as long as it has not grown (bpf/pyknown.h) */
+	__u64 token;      /* check_known_stacks: the token of the known Python stack the
+			   * capture found (the frames are sent all the same), else 0 */
+	__u32 nframes;    /* frames[0..nframes) are valid */
+	__u32 flags;      /* enum py_stack_flags */
+	__u32 code_gen;   /* py_proc.code_gen at the capture: nonzero, code_id is an
+			   * incarnation (PY_CODE_INCARNATION) */
+	__u32 _pad;
 	struct py_frame frames[PY_MAX_FRAMES];
 };
 

@@ -93,6 +93,7 @@ func Decode(raw []byte, e *Event) error {
 		WaitStatus: w.WaitStatus,
 		Stack:      w.Stack,
 		StackToken: w.StackToken,
+		PyToken:    w.PyToken,
 	}
 	return nil
 }

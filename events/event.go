@@ -119,6 +119,10 @@ type Event struct {
 	// StackToken (StackToken).
 	Stack      StackState
 	StackToken uint64
+	// PyToken, on an alloc whose Stack is StackToken or StackFollows,
+	// names its known Python stack (bpf/pyknown.h): no KindPyStack record
+	// goes with it. 0: none (a Python stack record, if any, follows).
+	PyToken uint64
 	// Site is where the buffer of an alloc was allocated: a site of the
 	// process's stack table (package stacks), given by the runtime once
 	// the stack record is read; 0: none.

@@ -167,6 +167,7 @@ type Wire struct {
 	PageSize   uint64
 	LostBefore uint64
 	StackToken uint64
+	PyToken    uint64
 	ParentPid  uint32
 	WaitStatus uint32
 	Chip       int32
@@ -182,7 +183,7 @@ type Wire struct {
 }
 
 // WireSize is the size of Wire in bytes.
-const WireSize = 120
+const WireSize = 128
 
 func (*Wire) wireID() uint8 { return 1 }
 
@@ -239,7 +240,7 @@ type PyStackWire struct {
 }
 
 // PyStackWireSize is the size of PyStackWire in bytes.
-const PyStackWireSize = 1584
+const PyStackWireSize = 1608
 
 func (*PyStackWire) wireID() uint8 { return 4 }
 
@@ -431,11 +432,15 @@ type PyFrame struct {
 
 // PyStack is struct py_stack of bpf/wire.h.
 type PyStack struct {
-	_       structs.HostLayout
-	Tstate  uint64
-	Nframes uint32
-	Flags   uint32
-	Frames  [64]PyFrame
+	_         structs.HostLayout
+	Tstate    uint64
+	CodeFrees uint64
+	Token     uint64
+	Nframes   uint32
+	Flags     uint32
+	CodeGen   uint32
+	_         uint32
+	Frames    [64]PyFrame
 }
 
 // wireOf is, per kind BPF writes, the wireID of its records' type (0: not
@@ -472,25 +477,25 @@ var wireOf = [64]uint8{
 // wireSize is, per kind BPF writes, the size of its records' type: the
 // least a record of that kind has.
 var wireSize = [64]uint32{
-	KindAlloc:           120,
-	KindFree:            120,
-	KindView:            120,
-	KindCBFree:          120,
-	KindCBLayout:        120,
-	KindCBTeardown:      120,
-	KindProgramDestroy:  120,
-	KindDeviceClose:     120,
-	KindMeshClose:       120,
-	KindMarkDeallocated: 120,
-	KindLinkMap:         120,
-	KindFork:            120,
-	KindMainExit:        120,
-	KindGroupExit:       120,
-	KindAllocOom:        120,
-	KindProgramDispatch: 120,
+	KindAlloc:           128,
+	KindFree:            128,
+	KindView:            128,
+	KindCBFree:          128,
+	KindCBLayout:        128,
+	KindCBTeardown:      128,
+	KindProgramDestroy:  128,
+	KindDeviceClose:     128,
+	KindMeshClose:       128,
+	KindMarkDeallocated: 128,
+	KindLinkMap:         128,
+	KindFork:            128,
+	KindMainExit:        128,
+	KindGroupExit:       128,
+	KindAllocOom:        128,
+	KindProgramDispatch: 128,
 	KindCBAlloc:         152,
 	KindStack:           72,
-	KindPyStack:         1584,
+	KindPyStack:         1608,
 	KindPyCode:          4752,
 	KindAllocCapacity:   104,
 	KindAllocRequest:    80,

@@ -108,6 +108,9 @@ type Tracer struct {
 	dlSeen map[uint32]uint64
 	// known: the known-stack tables, mapped at the first LearnStack.
 	known *tables.Known
+	// pyKnown: the known Python stacks' table, mapped at the first
+	// LearnPyStack.
+	pyKnown *tables.PyKnown
 	// pids: the programs' per-process flags (traced, Python), mapped.
 	pids *tables.Pids
 	// pyMu and pyDealloc: the CPython files whose code-object deallocation
@@ -239,6 +242,7 @@ func Load(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.known = tables.NewKnown(t.objs.StackSteps, t.objs.StackSites)
+	t.pyKnown = tables.NewPyKnown(t.objs.PySites)
 	if t.pids, err = tables.MapPids(t.objs.TracedPids); err != nil {
 		t.Close()
 		return nil, err
@@ -526,7 +530,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, p.Close())
 		delete(t.progs, n)
 	}
-	errs = append(errs, t.known.Close(), t.pids.Close(), t.objs.Close())
+	errs = append(errs, t.known.Close(), t.pyKnown.Close(), t.pids.Close(), t.objs.Close())
 	if t.coll != nil {
 		t.coll.Close() // the maps not in objs (.rodata, .bss)
 		t.coll, t.maps = nil, nil

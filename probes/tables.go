@@ -47,6 +47,22 @@ func (t *Tracer) ForgetStacks(pid uint32) {
 	t.known.Forget(pid)
 }
 
+// LearnPyStack makes a Python stack of process pid known to the BPF side
+// (bpf/pyknown.h): its frames, innermost first, as captured under code
+// generation gen (py_stack.code_gen, nonzero) after frees code objects of
+// the process had begun their deallocation (py_stack.code_frees). A later
+// walk that finds the same frames while no code object was freed since
+// sends only token. The caller must hold the description of every code
+// object of the stack under the identities that capture gave them.
+func (t *Tracer) LearnPyStack(pid, gen uint32, frees uint64, frames []tables.PyKeyFrame, token uint64) error {
+	return t.pyKnown.Learn(pid, gen, frees, frames, token)
+}
+
+// ForgetPyStacks clears what LearnPyStack told of process pid (it ended).
+func (t *Tracer) ForgetPyStacks(pid uint32) {
+	t.pyKnown.Forget(pid)
+}
+
 // ClearPython forgets the interpreter of process pid (it ended).
 func (t *Tracer) ClearPython(pid uint32) {
 	t.pids.Clear(pid, tables.PidPython)

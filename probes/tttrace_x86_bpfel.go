@@ -121,11 +121,17 @@ type tttracePyCodeRef struct {
 }
 
 type tttracePyCopy struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Hi   uint64
-	Data [8320]uint8
-	Win  [128]uint8
+	_      structs.HostLayout
+	Lo     uint64
+	Hi     uint64
+	Data   [8320]uint8
+	Win    [128]uint8
+	Ts     [256]uint8
+	NoCand [32]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Instr uint64
+	}
 }
 
 type tttracePyHeir struct {
@@ -143,6 +149,8 @@ type tttracePyProc struct {
 	InterpNext        int64
 	InterpThreadsHead int64
 	TsNext            int64
+	TsPrev            int64
+	TsWindow          int64
 	TsThread          int64
 	TsFrame           int64
 	CframeCurrent     int64
@@ -172,6 +180,7 @@ type tttracePyProc struct {
 	Pad               uint8
 	CodeGen           uint32
 	Pad2              uint32
+	CodeFrees         uint64
 }
 
 type tttracePyScratch struct {
@@ -189,11 +198,15 @@ type tttracePyScratch struct {
 			Pad      [6]uint8
 		}
 		Stack struct {
-			_       structs.HostLayout
-			Tstate  uint64
-			Nframes uint32
-			Flags   uint32
-			Frames  [64]struct {
+			_         structs.HostLayout
+			Tstate    uint64
+			CodeFrees uint64
+			Token     uint64
+			Nframes   uint32
+			Flags     uint32
+			CodeGen   uint32
+			Pad       uint32
+			Frames    [64]struct {
 				_      structs.HostLayout
 				Code   uint64
 				Instr  uint64
@@ -201,8 +214,37 @@ type tttracePyScratch struct {
 			}
 		}
 	}
-	Busy uint32
-	Pad  uint32
+	Busy  uint32
+	Sent  uint32
+	Token uint64
+	First uint32
+	Pad   uint32
+}
+
+type tttracePySiteSlot struct {
+	_         structs.HostLayout
+	Seq       uint32
+	Tgid      uint32
+	N         uint32
+	CodeGen   uint32
+	CodeFrees uint64
+	Token     uint64
+	Frames    [32]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Instr uint64
+	}
+}
+
+type tttracePyThread struct {
+	_         structs.HostLayout
+	Tstate    uint64
+	Interp    uint64
+	Runtime   uint64
+	CopyLo    uint64
+	NativeTop uint64
+	CodeGen   uint32
+	Site      uint32
 }
 
 type tttraceStackScratch struct {
@@ -239,7 +281,7 @@ type tttraceStackScratch struct {
 		Pcs  [32]uint64
 	}
 	ShortCopy uint32
-	Pad2      uint32
+	Need      uint32
 }
 
 type tttraceStackSiteSlot struct {
@@ -376,6 +418,8 @@ type tttraceMapSpecs struct {
 	PyHeirs      *ebpf.MapSpec `ebpf:"py_heirs"`
 	PyProcs      *ebpf.MapSpec `ebpf:"py_procs"`
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
+	PySites      *ebpf.MapSpec `ebpf:"py_sites"`
+	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSites   *ebpf.MapSpec `ebpf:"stack_sites"`
 	StackSteps   *ebpf.MapSpec `ebpf:"stack_steps"`
@@ -459,6 +503,8 @@ type tttraceMaps struct {
 	PyHeirs      *ebpf.Map `ebpf:"py_heirs"`
 	PyProcs      *ebpf.Map `ebpf:"py_procs"`
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
+	PySites      *ebpf.Map `ebpf:"py_sites"`
+	PyThreads    *ebpf.Map `ebpf:"py_threads"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StackSites   *ebpf.Map `ebpf:"stack_sites"`
 	StackSteps   *ebpf.Map `ebpf:"stack_steps"`
@@ -481,6 +527,8 @@ func (m *tttraceMaps) Close() error {
 		m.PyHeirs,
 		m.PyProcs,
 		m.PyScratch,
+		m.PySites,
+		m.PyThreads,
 		m.StackScratch,
 		m.StackSites,
 		m.StackSteps,

@@ -26,6 +26,7 @@ func dwarfFields(minor int) []dwarfField {
 		f(func(o *Offsets) *int64 { return &o.RuntimeInterpHead }, "pyruntimestate", "interpreters.head"),
 		f(func(o *Offsets) *int64 { return &o.InterpNext }, "_is", "next"),
 		f(func(o *Offsets) *int64 { return &o.TsNext }, "_ts", "next"),
+		f(func(o *Offsets) *int64 { return &o.TsPrev }, "_ts", "prev"),
 		f(func(o *Offsets) *int64 { return &o.CodeFilename }, "PyCodeObject", "co_filename"),
 		f(func(o *Offsets) *int64 { return &o.CodeName }, "PyCodeObject", "co_name"),
 		f(func(o *Offsets) *int64 { return &o.CodeFirstLine }, "PyCodeObject", "co_firstlineno"),

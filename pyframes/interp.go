@@ -230,7 +230,7 @@ type namedOffset struct {
 func offsetFields(o *Offsets) []namedOffset {
 	return []namedOffset{
 		{"interpreters.head", &o.RuntimeInterpHead}, {"interp.next", &o.InterpNext},
-		{"interp.threads_head", &o.InterpThreadsHead}, {"tstate.next", &o.TsNext},
+		{"interp.threads_head", &o.InterpThreadsHead}, {"tstate.next", &o.TsNext}, {"tstate.prev", &o.TsPrev},
 		{"tstate.thread", &o.TsThread}, {"tstate.frame", &o.TsFrame}, {"cframe.current_frame", &o.CframeCurrent},
 		{"frame.previous", &o.FramePrevious}, {"frame.code", &o.FrameCode}, {"frame.instr", &o.FrameInstr},
 		{"frame.owner", &o.FrameOwner}, {"co_filename", &o.CodeFilename}, {"co_name", &o.CodeName},

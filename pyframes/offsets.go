@@ -14,6 +14,7 @@ type Offsets struct {
 	InterpNext        int64 // PyInterpreterState.next
 	InterpThreadsHead int64 // .threads.head (3.10: .tstate_head)
 	TsNext            int64 // PyThreadState.next
+	TsPrev            int64 // PyThreadState.prev
 	TsThread          int64 // .native_thread_id (3.11+) or .thread_id (3.10)
 	TsFrame           int64 // .frame (3.10), .cframe (3.11/3.12), .current_frame (3.13)
 	CframeCurrent     int64 // _PyCFrame.current_frame (3.11/3.12)
@@ -56,7 +57,7 @@ const (
 var tables = map[int]Offsets{
 	10: {
 		RuntimeInterpHead: 32, InterpNext: 0, InterpThreadsHead: 8,
-		TsNext: 8, TsThread: 176, TsFrame: 24, CframeCurrent: -1,
+		TsNext: 8, TsPrev: 0, TsThread: 176, TsFrame: 24, CframeCurrent: -1,
 		FramePrevious: 24, FrameCode: 32, FrameInstr: 96, FrameOwner: -1,
 		ThreadMatch: matchFSBase, InstrSize: 4, OwnerSkip: ownerNone,
 		CodeFilename: 104, CodeName: 112, CodeQualname: -1, CodeFirstLine: 40,
@@ -66,7 +67,7 @@ var tables = map[int]Offsets{
 	},
 	11: {
 		RuntimeInterpHead: 40, InterpNext: 0, InterpThreadsHead: 16,
-		TsNext: 8, TsThread: 160, TsFrame: 56, CframeCurrent: 8,
+		TsNext: 8, TsPrev: 0, TsThread: 160, TsFrame: 56, CframeCurrent: 8,
 		FramePrevious: 48, FrameCode: 32, FrameInstr: 56, FrameOwner: 69,
 		ThreadMatch: matchTID, InstrSize: 8, OwnerSkip: ownerNone,
 		CodeFilename: 112, CodeName: 120, CodeQualname: 128, CodeFirstLine: 72,
@@ -76,7 +77,7 @@ var tables = map[int]Offsets{
 	},
 	12: {
 		RuntimeInterpHead: 40, InterpNext: 0, InterpThreadsHead: 72,
-		TsNext: 8, TsThread: 144, TsFrame: 56, CframeCurrent: 0,
+		TsNext: 8, TsPrev: 0, TsThread: 144, TsFrame: 56, CframeCurrent: 0,
 		FramePrevious: 8, FrameCode: 0, FrameInstr: 56, FrameOwner: 70,
 		ThreadMatch: matchTID, InstrSize: 8, OwnerSkip: ownerCStack,
 		CodeFilename: 112, CodeName: 120, CodeQualname: 128, CodeFirstLine: 68,
@@ -117,6 +118,7 @@ func fromDebugOffsets(b []byte) (Offsets, uint64, error) {
 		InterpNext:        u(64),
 		InterpThreadsHead: u(72),
 		TsNext:            u(168),
+		TsPrev:            u(160),
 		TsThread:          u(200), // native_thread_id
 		TsFrame:           u(184), // current_frame
 		CframeCurrent:     -1,

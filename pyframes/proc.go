@@ -39,6 +39,9 @@ type Process struct {
 	mem   *procfs.Mem // its memory, within memBudget for its life
 	mu    sync.Mutex
 	codes map[codeKey]*codeInfo
+	// latest: the identity of the last record AddCode had for each
+	// address (Described).
+	latest map[uint64]uint64
 }
 
 // What a process's memory may give over its life (procfs.Mem): code
@@ -82,6 +85,22 @@ func frameWindow(o *Offsets) int64 {
 		hi = max(hi, o.FrameOwner+1)
 	}
 	if hi-lo > frameWindowSize || o.FrameCode%8 != 0 || o.FramePrevious%8 != 0 || o.FrameInstr%int64(o.InstrSize) != 0 {
+		return -1
+	}
+	return lo
+}
+
+// tsWindowSize is PY_TS_WINDOW of bpf/python.h.
+const tsWindowSize = 256
+
+// tsWindow is the 8-aligned start of the bytes of a thread state that hold
+// prev, the thread id and the frame (what checks a thread's cached thread
+// state, bpf/python.h py_threads), -1 when they span more than
+// tsWindowSize bytes or one is not 8-aligned.
+func tsWindow(o *Offsets) int64 {
+	lo := min(o.TsPrev, o.TsThread, o.TsFrame) &^ 7
+	hi := max(o.TsPrev, o.TsThread, o.TsFrame) + 8
+	if lo < 0 || hi-lo > tsWindowSize || o.TsPrev%8 != 0 || o.TsThread%8 != 0 || o.TsFrame%8 != 0 {
 		return -1
 	}
 	return lo
@@ -329,6 +348,8 @@ func (p *Process) procValue() (procWire, error) {
 		InterpNext:        o.InterpNext,
 		InterpThreadsHead: o.InterpThreadsHead,
 		TsNext:            o.TsNext,
+		TsPrev:            o.TsPrev,
+		TsWindow:          tsWindow(&o),
 		TsThread:          o.TsThread,
 		TsFrame:           o.TsFrame,
 		CframeCurrent:     o.CframeCurrent,
@@ -360,6 +381,13 @@ func (p *Process) procValue() (procWire, error) {
 	return v, nil
 }
 
+// ErrNotRelocated is CodeDealloc's answer while the dynamic loader has
+// not yet relocated the interpreter's PyCode_Type in the process (its
+// tp_dealloc reads 0, or its link-time value in a file that is not at its
+// link-time address): a process registered as it starts, mapped but not
+// yet relocated. Asked again once the process runs, it may succeed.
+var ErrNotRelocated = errors.New("PyCode_Type.tp_dealloc is not relocated yet")
+
 // CodeDealloc opens the interpreter file this process maps, for a uprobe
 // on the deallocation of code objects at offset off: PyCode_Type's
 // tp_dealloc as the file says (dealloc.go), never as the process says,
@@ -384,7 +412,11 @@ func (p *Process) CodeDealloc() (f *os.File, off uint64, err error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("PyCode_Type.tp_dealloc: %w", err)
 	}
-	if got := binary.LittleEndian.Uint64(b) - p.Bias; got != in.codeDealloc {
+	raw := binary.LittleEndian.Uint64(b)
+	if raw == 0 || (p.Bias != 0 && raw == in.codeDealloc) {
+		return nil, 0, ErrNotRelocated
+	}
+	if got := raw - p.Bias; got != in.codeDealloc {
 		return nil, 0, fmt.Errorf("this process's PyCode_Type.tp_dealloc %#x is not its file's %#x", got, in.codeDealloc)
 	}
 	if f, err = procfs.OpenRegular(p.file); err != nil {

@@ -12,6 +12,8 @@ type procWire struct {
 	InterpNext        int64
 	InterpThreadsHead int64
 	TsNext            int64
+	TsPrev            int64
+	TsWindow          int64
 	TsThread          int64
 	TsFrame           int64
 	CframeCurrent     int64
@@ -41,4 +43,5 @@ type procWire struct {
 	_                 uint8
 	CodeGen           uint32
 	_                 uint32
+	CodeFrees         uint64
 }

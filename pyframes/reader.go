@@ -59,6 +59,12 @@ func NewRawStack(w *events.PyStack) RawStack {
 // still runs.
 func (p *Process) AddCode(c *events.PyCode) (err error) {
 	defer elfx.Recover(&err, "py_code record") // from the traced process
+	p.mu.Lock()
+	if p.latest == nil || len(p.latest) >= maxCodeInfoKeep {
+		p.latest = map[uint64]uint64{}
+	}
+	p.latest[c.Code] = c.CodeID
+	p.mu.Unlock()
 	if c.Flags&events.PyCodeReadError != 0 {
 		return fmt.Errorf("code object %#x: a read failed at event time", c.Code)
 	}
@@ -97,6 +103,27 @@ func (p *Process) AddCode(c *events.PyCode) (err error) {
 	defer p.mu.Unlock()
 	p.keep(codeKey{c.Code, c.CodeID}, ci)
 	return nil
+}
+
+// Described says whether every frame's code object is named by an
+// incarnation (Process.CodeGen) whose record AddCode kept, the last record
+// of its address: the stack symbolizes from what was captured alone, names
+// each code object as later captures of it do (a code object first seen
+// in several frames of one capture gets an incarnation in each, of which
+// the last sent stays, bpf/python.h), and a later capture of the same chain
+// may be named by a token (bpf/pyknown.h) without any record.
+func (p *Process) Described(frames []RawFrame) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range frames {
+		if f.CodeID&codeIncarnation == 0 || p.latest[f.Code] != f.CodeID {
+			return false
+		}
+		if ci := p.codes[codeKey{f.Code, f.CodeID}]; ci == nil || ci.err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Process) keep(k codeKey, ci *codeInfo) {

@@ -51,6 +51,10 @@ type Backend interface {
 	// (probes.Tracer.LearnStack); ForgetStacks forgets pid's.
 	LearnStack(pid uint32, ip uint64, steps []tables.StackStep, chain []uint64, token uint64) error
 	ForgetStacks(pid uint32)
+	// LearnPyStack makes a Python stack of pid known in the kernel under
+	// token (probes.Tracer.LearnPyStack); ForgetPyStacks forgets pid's.
+	LearnPyStack(pid, gen uint32, frees uint64, frames []tables.PyKeyFrame, token uint64) error
+	ForgetPyStacks(pid uint32)
 	// Traced reports whether pid is still in the BPF filter: the kernel
 	// takes a process out when its last thread exits.
 	Traced(pid uint32) bool
@@ -181,7 +185,11 @@ func (b *bpfBackend) AttachCodeDealloc(f *os.File, off uint64) error {
 func (b *bpfBackend) LearnStack(pid uint32, ip uint64, steps []tables.StackStep, chain []uint64, token uint64) error {
 	return b.t.LearnStack(pid, ip, steps, chain, token)
 }
-func (b *bpfBackend) ForgetStacks(pid uint32)      { b.t.ForgetStacks(pid) }
+func (b *bpfBackend) ForgetStacks(pid uint32)   { b.t.ForgetStacks(pid) }
+func (b *bpfBackend) ForgetPyStacks(pid uint32) { b.t.ForgetPyStacks(pid) }
+func (b *bpfBackend) LearnPyStack(pid, gen uint32, frees uint64, frames []tables.PyKeyFrame, token uint64) error {
+	return b.t.LearnPyStack(pid, gen, frees, frames, token)
+}
 func (b *bpfBackend) Wake()                        { _ = b.t.Reader().Flush() }
 func (b *bpfBackend) Lost() (probes.Losses, error) { return b.t.Losses() }
 func (b *bpfBackend) Detach() error                { return b.t.Detach() }

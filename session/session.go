@@ -752,8 +752,14 @@ func (s *session) finish(interrupted bool) (devices.Summary, error) {
 	if a := s.sites; a.on && s.cfg.Timeline != nil {
 		s.cfg.Timeline.Mark(fmt.Sprintf("stacks: %d copied, %d known (%d of an earlier process)", a.copied, a.known, a.staleKnown))
 	}
+	if a := s.sites; a.on && s.cfg.Timeline != nil {
+		s.cfg.Timeline.Mark(fmt.Sprintf("Python stacks: %d sent (%d before the code objects' deallocation was probed, %d not yet described, %d learnt), %d known (%d of an earlier process)",
+			a.pySent, a.pyNoGen, a.pyUndesc, a.pyLearnt, a.pyKnown, a.pyStale))
+	}
 	if a := s.sites; a.on && s.cfg.CheckKnownStacks {
 		fmt.Fprintf(s.log, "tttrace: known stacks checked: %d copied, %d known, %d checked, %d wrong\n", a.copied, a.known, a.checked, a.wrong)
+		fmt.Fprintf(s.log, "tttrace: known Python stacks checked: %d sent, %d known, %d checked, %d wrong; sent: %d captured before the code objects' deallocation was probed, %d with a code object not yet described, %d learnt\n",
+			a.pySent, a.pyKnown, a.pyChecked, a.pyWrong, a.pyNoGen, a.pyUndesc, a.pyLearnt)
 	}
 	if s.followedQuiet > 0 {
 		fmt.Fprintf(s.log, "tttrace: %d followed process(es) ended without using TT-Metal (not in the report)\n", s.followedQuiet)

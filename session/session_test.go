@@ -95,6 +95,10 @@ func (b *fakeBackend) LearnStack(uint32, uint64, []tables.StackStep, []uint64, u
 	return nil
 }
 func (b *fakeBackend) ForgetStacks(uint32) {}
+func (b *fakeBackend) LearnPyStack(uint32, uint32, uint64, []tables.PyKeyFrame, uint64) error {
+	return nil
+}
+func (b *fakeBackend) ForgetPyStacks(uint32) {}
 
 func (b *fakeBackend) RemovePID(pid uint32) error {
 	b.mu.Lock()

@@ -82,6 +82,17 @@ type procStacks struct {
 	tokens  map[uint64]stacks.StackID
 	learned map[stacks.StackID]uint64
 	taught  bool
+	// Known Python stacks (bpf/pyknown.h), the same way: pyTokens names
+	// the Python stacks (index+1 in pyRaw) made known by their tokens,
+	// pyLearned gives each its token; pyTaught: some are in the kernel's
+	// table.
+	pyTokens  map[uint64]uint32
+	pyLearned map[uint32]uint64
+	pyTaught  bool
+	// codeAgain: when not 0, the monotonic ns from which watchCode is
+	// tried again (at its next Python stack): its interpreter was not yet
+	// relocated when it was registered (pyframes.ErrNotRelocated).
+	codeAgain uint64
 }
 
 // sitePair is a site: native stack, Python stack (0: none).
@@ -139,6 +150,15 @@ type allocSites struct {
 	staleKnown uint64 // tokens of a process no longer the pid's
 	checked    uint64 // known stacks that came with their copy (CheckKnownStacks)
 	wrong      uint64 // of those, copies that unwind to another stack than the token's
+	pyKey      []tables.PyKeyFrame
+	pySent     uint64 // Python stack records
+	pyKnown    uint64 // known Python stacks (a token in the alloc, or with the record)
+	pyStale    uint64 // Python tokens no stack of the process has
+	pyChecked  uint64 // known Python stacks that came with their record (CheckKnownStacks)
+	pyWrong    uint64 // of those, records of another stack than the token's
+	pyNoGen    uint64 // Python stacks sent, captured before the code objects' deallocation was probed (watchCode)
+	pyUndesc   uint64 // Python stacks sent with a code object its record did not describe (yet)
+	pyLearnt   uint64 // Python stacks made known (LearnPyStack), counting each again
 }
 
 func newAllocSites(s *session) *allocSites {
@@ -407,7 +427,9 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 		p.Close()
 		return
 	}
-	a.watchCode(pid, p)
+	if a.watchCode(pid, p) {
+		ps.codeAgain = monotonicNow() + codeAgainNs
+	}
 	ps.pyInfo.Supported = true
 	ps.py = p
 	ps.pyAt = monotonicNow()
@@ -421,12 +443,20 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	fmt.Fprintf(a.log, "tttrace: pid %d runs CPython %s: allocation sites get its Python lines\n", pid, ps.pyInfo.Version)
 }
 
+// codeAgainNs is how long watchCode waits before asking again a process
+// whose interpreter was not yet relocated.
+const codeAgainNs = 20_000_000
+
 // watchCode probes the deallocation of pid's code objects, then registers
 // its interpreter again under a code generation of its own: the Python
 // walk then reads a code object once per incarnation at its address, not
-// at every frame (bpf/python.h, py_codes). Where that cannot be done, the
-// registration without it stands (each frame's code object is read).
-func (a *allocSites) watchCode(pid uint32, p *pyframes.Process) {
+// at every frame (bpf/python.h, py_codes), and its Python stacks can be
+// known (bpf/pyknown.h). Where that cannot be done, the registration
+// without it stands (each frame's code object is read). again: the
+// interpreter was not relocated yet; asked later, it may succeed (a
+// process registered as it started used to keep no code generation for
+// its whole run: every Python stack sent, none known).
+func (a *allocSites) watchCode(pid uint32, p *pyframes.Process) (again bool) {
 	file, off, err := p.CodeDealloc()
 	if err == nil {
 		err = a.be.AttachCodeDealloc(file, off)
@@ -440,11 +470,31 @@ func (a *allocSites) watchCode(pid uint32, p *pyframes.Process) {
 			err = a.be.SetPython(pid, v)
 		}
 	}
+	if err == nil && a.timeline != nil {
+		a.timeline.Mark(fmt.Sprintf("pid %d: code objects' deallocation probed, code generation %d: its Python stacks can be known", pid, p.CodeGen))
+	}
 	if err != nil {
 		p.CodeGen = 0
+		again = errors.Is(err, pyframes.ErrNotRelocated)
 		if a.timeline != nil {
 			a.timeline.Mark(fmt.Sprintf("pid %d: code objects read at every frame: %v", pid, err))
 		}
+	}
+	return again
+}
+
+// watchCodeAgain tries watchCode again for pid, whose interpreter was not
+// relocated when it was registered, once its time has come. A process
+// that sends Python stacks runs relocated code, so it is asked a bounded
+// number of times: one read of 8 bytes every codeAgainNs at most.
+func (a *allocSites) watchCodeAgain(pid uint32, ps *procStacks) {
+	now := monotonicNow()
+	if now < ps.codeAgain || ps.pyShared {
+		return
+	}
+	ps.codeAgain = 0
+	if a.watchCode(pid, ps.py) {
+		ps.codeAgain = now + codeAgainNs
 	}
 }
 
@@ -570,6 +620,9 @@ func (a *allocSites) onPyStack(raw []byte) {
 	if ps == nil || ps.py == nil || a.held.alloc(seq, pid) == nil {
 		return // not waiting: its native stack was lost, so is the site
 	}
+	if ps.codeAgain != 0 {
+		a.watchCodeAgain(pid, ps)
+	}
 	// The identity of a Python stack: its frames as captured, and flags
 	// (written into a buffer kept for it: a stack seen before, the common
 	// case, allocates nothing).
@@ -588,6 +641,85 @@ func (a *allocSites) onPyStack(raw []byte) {
 		ps.pyIDs[string(k)] = id
 	}
 	a.held.setPython(seq, id)
+	if st.Token != 0 {
+		// A known stack sent with its frames (CheckKnownStacks): they
+		// must be the stack its token names.
+		a.pyKnown++
+		a.pyChecked++
+		if got, ok := ps.pyTokens[st.Token]; !ok || got != id {
+			a.pyWrong++
+			fmt.Fprintf(a.log, "tttrace: pid %d seq %d: known Python stack %d (token %d) is stack %d\n", pid, seq, got, st.Token, id)
+		}
+		return
+	}
+	a.pySent++
+	a.learnPython(pid, ps, id, st)
+}
+
+// learnPython makes Python stack id of pid, just captured as st, known to
+// the kernel (bpf/pyknown.h) when it can be: a complete stack of at most
+// tables.KnownPyStackFrames frames, captured where the code objects'
+// deallocation is probed (its identities are incarnations), each of its
+// code objects described by its record. The next captures of the same
+// chain, while no code object of the process is freed, come as its token.
+// A stack made known before that comes again lost its slot (or a code
+// object was freed since): it is learnt again, under its token.
+func (a *allocSites) learnPython(pid uint32, ps *procStacks, id uint32, st *events.PyStack) {
+	n := int(st.Nframes)
+	if !a.learn {
+		return
+	}
+	if st.CodeGen == 0 || st.CodeGen != ps.py.CodeGen {
+		// Captured before the process's registration under its code
+		// generation (watchCode), or where there is none: a code
+		// object's address does not name it, so no chain of it is
+		// exact. A run whose calls all came before that sends every
+		// Python stack (docs/python.md).
+		a.pyNoGen++
+		return
+	}
+	if st.Flags != 0 || n == 0 || n > tables.KnownPyStackFrames || n > len(st.Frames) {
+		return
+	}
+	raw := ps.pyRaw[id-1]
+	if !ps.py.Described(raw.Frames) {
+		a.pyUndesc++
+		return
+	}
+	a.pyKey = a.pyKey[:0]
+	for _, f := range raw.Frames {
+		a.pyKey = append(a.pyKey, tables.PyKeyFrame{Code: f.Code, Instr: f.Instr})
+	}
+	token, again := ps.pyLearned[id]
+	if !again {
+		token = a.lastToken + 1
+	}
+	if err := a.be.LearnPyStack(pid, st.CodeGen, st.CodeFrees, a.pyKey, token); err != nil {
+		return // this stack keeps being sent
+	}
+	ps.pyTaught = true
+	a.pyLearnt++
+	if again {
+		return
+	}
+	a.lastToken = token
+	if ps.pyLearned == nil {
+		ps.pyLearned, ps.pyTokens = map[uint32]uint64{}, map[uint64]uint32{}
+	}
+	ps.pyLearned[id] = token
+	ps.pyTokens[token] = id
+}
+
+// pyTokenStack is the Python stack (index+1 in pyRaw) the known Python
+// stack token of ev's process names, 0 when none does (a token of an
+// earlier process with this pid).
+func (a *allocSites) pyTokenStack(ps *procStacks, token uint64) uint32 {
+	a.pyKnown++
+	id, ok := ps.pyTokens[token]
+	if !ok {
+		a.pyStale++
+	}
+	return id
 }
 
 // site interns the pair (native, py) as a site of ps.
@@ -631,6 +763,11 @@ func (a *allocSites) ended(pid uint32) *pyframes.Process {
 	if ps != nil {
 		a.forgetKnown(pid, ps)
 		ps.tokens, ps.learned = nil, nil
+		if ps.pyTaught {
+			a.be.ForgetPyStacks(pid)
+			ps.pyTaught = false
+		}
+		ps.pyTokens, ps.pyLearned = nil, nil
 	}
 	if ps == nil || ps.py == nil {
 		return nil
@@ -691,15 +828,19 @@ func (a *allocSites) learnStack(pid uint32, ps *procStacks, id stacks.StackID, i
 
 // onToken gives the alloc ev, whose native stack BPF found known
 // (StackToken), the site its token names, as onStack does for the record
-// of a known stack; no Python stack goes with it (BPF sends the token in
-// the alloc only then).
+// of a known stack; its Python stack, if it has one, is known too
+// (PyToken: BPF sends the tokens in the alloc only then).
 func (a *allocSites) onToken(ev *events.Event) {
 	a.reborn(ev.Pid)
 	ps := a.procStacksOf(ev.Pid)
 	a.known++
+	var py uint32
+	if ev.PyToken != 0 {
+		py = a.pyTokenStack(ps, ev.PyToken)
+	}
 	if id, ok := ps.tokens[ev.StackToken]; ok {
-		ev.Site = ps.site(id, 0)
-		ev.SiteMissing = ps.pythonMissing(id, 0, ev.TsNs)
+		ev.Site = ps.site(id, py)
+		ev.SiteMissing = ps.pythonMissing(id, py, ev.TsNs)
 	} else {
 		a.staleKnown++ // of an earlier process with this pid: no site
 		ev.SiteMissing = events.MissingStaleToken
@@ -892,6 +1033,12 @@ func (a *allocSites) hold(ev *events.Event) bool {
 	switch {
 	case ev.Stack == events.StackToken:
 		a.onToken(ev)
+	case ev.Stack == events.StackFollows && ev.PyToken != 0:
+		// Its Python stack is known; its native stack follows.
+		a.reborn(ev.Pid)
+		if py := a.pyTokenStack(a.procStacksOf(ev.Pid), ev.PyToken); py != 0 {
+			a.held.setPython(ev.Seq, py)
+		}
 	case ev.Stack == events.StackLost && ev.Kind == events.KindAlloc && a.on:
 		ev.SiteMissing = events.MissingStackLost
 	}

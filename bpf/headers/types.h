@@ -27,6 +27,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
 
 enum {

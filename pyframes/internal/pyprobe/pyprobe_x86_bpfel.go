@@ -21,11 +21,17 @@ type pyprobePyCodeRef struct {
 }
 
 type pyprobePyCopy struct {
-	_    structs.HostLayout
-	Lo   uint64
-	Hi   uint64
-	Data [8320]uint8
-	Win  [128]uint8
+	_      structs.HostLayout
+	Lo     uint64
+	Hi     uint64
+	Data   [8320]uint8
+	Win    [128]uint8
+	Ts     [256]uint8
+	NoCand [32]struct {
+		_     structs.HostLayout
+		Code  uint64
+		Instr uint64
+	}
 }
 
 type pyprobePyProc struct {
@@ -35,6 +41,8 @@ type pyprobePyProc struct {
 	InterpNext        int64
 	InterpThreadsHead int64
 	TsNext            int64
+	TsPrev            int64
+	TsWindow          int64
 	TsThread          int64
 	TsFrame           int64
 	CframeCurrent     int64
@@ -64,6 +72,7 @@ type pyprobePyProc struct {
 	Pad               uint8
 	CodeGen           uint32
 	Pad2              uint32
+	CodeFrees         uint64
 }
 
 type pyprobePyStackRecord struct {
@@ -79,17 +88,32 @@ type pyprobePyStackRecord struct {
 		Pad      [6]uint8
 	}
 	Stack struct {
-		_       structs.HostLayout
-		Tstate  uint64
-		Nframes uint32
-		Flags   uint32
-		Frames  [64]struct {
+		_         structs.HostLayout
+		Tstate    uint64
+		CodeFrees uint64
+		Token     uint64
+		Nframes   uint32
+		Flags     uint32
+		CodeGen   uint32
+		Pad       uint32
+		Frames    [64]struct {
 			_      structs.HostLayout
 			Code   uint64
 			Instr  uint64
 			CodeId uint64
 		}
 	}
+}
+
+type pyprobePyThread struct {
+	_         structs.HostLayout
+	Tstate    uint64
+	Interp    uint64
+	Runtime   uint64
+	CopyLo    uint64
+	NativeTop uint64
+	CodeGen   uint32
+	Site      uint32
 }
 
 // loadPyprobe returns the embedded CollectionSpec for pyprobe.
@@ -142,11 +166,12 @@ type pyprobeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeMapSpecs struct {
-	PyCodes *ebpf.MapSpec `ebpf:"py_codes"`
-	PyCopy  *ebpf.MapSpec `ebpf:"py_copy"`
-	PyProcs *ebpf.MapSpec `ebpf:"py_procs"`
-	Records *ebpf.MapSpec `ebpf:"records"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	PyCodes   *ebpf.MapSpec `ebpf:"py_codes"`
+	PyCopy    *ebpf.MapSpec `ebpf:"py_copy"`
+	PyProcs   *ebpf.MapSpec `ebpf:"py_procs"`
+	PyThreads *ebpf.MapSpec `ebpf:"py_threads"`
+	Records   *ebpf.MapSpec `ebpf:"records"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // pyprobeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -180,11 +205,12 @@ func (o *pyprobeObjects) Close() error {
 //
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeMaps struct {
-	PyCodes *ebpf.Map `ebpf:"py_codes"`
-	PyCopy  *ebpf.Map `ebpf:"py_copy"`
-	PyProcs *ebpf.Map `ebpf:"py_procs"`
-	Records *ebpf.Map `ebpf:"records"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
+	PyCodes   *ebpf.Map `ebpf:"py_codes"`
+	PyCopy    *ebpf.Map `ebpf:"py_copy"`
+	PyProcs   *ebpf.Map `ebpf:"py_procs"`
+	PyThreads *ebpf.Map `ebpf:"py_threads"`
+	Records   *ebpf.Map `ebpf:"records"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *pyprobeMaps) Close() error {
@@ -192,6 +218,7 @@ func (m *pyprobeMaps) Close() error {
 		m.PyCodes,
 		m.PyCopy,
 		m.PyProcs,
+		m.PyThreads,
 		m.Records,
 		m.Scratch,
 	)

@@ -49,7 +49,7 @@ type stacktestStackScratch struct {
 		Pcs  [32]uint64
 	}
 	ShortCopy uint32
-	Pad2      uint32
+	Need      uint32
 }
 
 type stacktestStackSiteSlot struct {

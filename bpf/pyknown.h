@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Known Python stacks (docs/python.md, "Known Python stacks"): a thread's
+ * Python chain sent once, then named by a token, as bpf/stack.h does for
+ * native stacks.
+ *
+ * A Python stack is still walked at every allocation (the walk is what
+ * finds the chain), but only its code objects and instructions are taken:
+ * neither code object identities (a py_codes look-up per frame) nor code
+ * records nor the stack's record. User space makes a chain known
+ * (probes/tables/pyknown.go, PyKnown.Learn) once it has the records of all
+ * its code objects, under the token of the stack it interned; a later walk
+ * that finds the same chain in py_sites sends the token in the alloc. The
+ * walk compares its chain, frame by frame as it goes, with the slot that
+ * held its thread's last known chain (py_thread.site): a thread allocates
+ * from the same places again and again; only when that is another chain
+ * is the set its hash names searched (py_site_token).
+ *
+ * Exact under code reuse: a frame's code object is named by its address,
+ * and the address may be another code object's now. Where a slot's chain
+ * was learnt, every code object in it was alive (a frame holds a reference
+ * to its code object) and had the incarnation the stack's record gave it.
+ * A slot holds the process's count of code objects whose deallocation
+ * began (py_proc.code_frees, counted by py_code_freed before the memory is
+ * freed) when that stack was captured, and matches only a capture that
+ * read the same count before its walk. A code object of the chain freed
+ * since would have counted, before another could take its address, before
+ * that one could be in a frame of the walking thread: so the same count
+ * means the same code objects, and the token's stack (its incarnations) is
+ * the stack. Any deallocation of a code object of the process makes its
+ * chains unknown until they are sent again; a chain is compared whole
+ * (process, code generation, count, every code object and instruction),
+ * never by its hash alone. Only stacks with every frame (no flag) of at
+ * most PY_KEY_FRAMES frames, and only where the code objects' deallocation
+ * is probed (code_gen): elsewhere an identity is a hash of what a code
+ * object points to, read at every frame anyway.
+ *
+ * py_sites is an array user space maps and writes, a key in one of the
+ * STACK_WAYS slots of the set py_site_set names (bpf/stack_hash.h),
+ * written under a sequence count, as stack_sites (bpf/stack.h).
+ *
+ * Include after python.h and stack.h.
+ */
+#ifndef TTTRACE_PYKNOWN_H
+#define TTTRACE_PYKNOWN_H
+
+/* py_sites: a chain user space made known, and its token. */
+struct py_site_slot {
+	__u32 seq;        /* odd while user space writes the slot */
+	__u32 tgid;       /* 0: the slot is empty */
+	__u32 n;          /* frames in frames[] (the rest are 0) */
+	__u32 code_gen;   /* py_proc.code_gen of the capture it was learnt from */
+	__u64 code_frees; /* py_stack.code_frees of that capture */
+	__u64 token;
+	struct py_key_frame frames[PY_KEY_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, STACK_F_MMAPABLE);
+	__uint(max_entries, 1 << PY_SITE_BITS);
+	__type(key, __u32);
+	__type(value, struct py_site_slot);
+} py_sites SEC(".maps");
+
+struct py_site_cmp {
+	struct py_site_slot *c;
+	struct py_stack *st;
+	__u64 diff;
+	__u32 n;
+	__u32 _pad;
+};
+
+/* bpf_loop body: frame i of the chain against the slot's. */
+static long py_site_cmp_step(__u64 i, void *arg)
+{
+	struct py_site_cmp *w = arg;
+
+	if (i >= PY_KEY_FRAMES || i >= w->n)
+		return 1;
+	w->diff |= (w->c->frames[i].code ^ w->st->frames[i].code) |
+		   (w->c->frames[i].instr ^ w->st->frames[i].instr);
+	return 0;
+}
+
+/* The token of the stack py_walk took into *st (h: the hash it gave) if
+ * a slot of py_sites holds its chain, else 0. The frames are compared in a
+ * bpf_loop whose state the verifier does not know (py_opaque_zero): it
+ * checks the body a couple of times, not once per frame. A global
+ * function: checked once, not on every path of the programs that call it. */
+__noinline __u64 py_site_token(struct py_stack *st, __u32 tgid, __u64 h, __u32 *slot)
+{
+	struct py_site_cmp w = {};
+	struct py_site_slot *c;
+	__u32 set, n, seq, k, i;
+	__u64 token;
+
+	if (!st || !slot)
+		return 0;
+	n = st->nframes;
+	if (n == 0 || n > PY_KEY_FRAMES || st->flags || !st->code_gen)
+		return 0;
+	set = py_site_set(h, n);
+	for (i = 0; i < STACK_WAYS; i++) {
+		k = set + i;
+		c = bpf_map_lookup_elem(&py_sites, &k);
+		if (!c)
+			return 0;
+		seq = *(volatile __u32 *)&c->seq;
+		stack_barrier();
+		w.c = c;
+		w.st = st;
+		w.n = n;
+		w.diff = (c->tgid ^ tgid) | (c->n ^ n) | (c->code_gen ^ st->code_gen) |
+			 (c->code_frees ^ st->code_frees);
+		bpf_loop(PY_KEY_FRAMES, py_site_cmp_step, &w, 0);
+		token = c->token;
+		stack_barrier();
+		if (w.diff || !token || (seq & 1) || *(volatile __u32 *)&c->seq != seq)
+			continue;
+		*slot = k;
+		return token;
+	}
+	return 0;
+}
+
+/* py_walk and py_resolve for the programs (bpf/python.h), as global
+ * functions: the verifier checks each once, on its own, not again on every
+ * path of every program that calls them (inlined, with the branches of
+ * known stacks, the heaviest program took ~90,000 instructions to verify). */
+struct py_walk_io {
+	__u64 sent;  /* out: py_resolve's *sent */
+	__u64 token; /* out: the token of the chain walked, if known (known set) */
+	__u32 tgid;
+	__u32 tid;
+	__u32 known; /* look the chain up in py_sites */
+	__u32 _pad;
+};
+
+/* Walk the calling thread's Python stack into *out (py_walk, no code
+ * object identities taken: py_resolve_once takes them when the stack is
+ * sent) and, with io->known, look its chain up: first in the slot that
+ * held the thread's last known chain (compared frame by frame as the walk
+ * goes: a thread allocates from the same places again and again), then in
+ * the set its hash names. */
+__noinline int py_walk_once(struct py_stack *out, struct py_proc *p, struct py_walk_io *io)
+{
+	struct py_thread *t, *self;
+	struct py_site_slot *c;
+	__u32 k, seq, n;
+	__u64 h, diff;
+
+	if (!out || !io)
+		return 0;
+	io->token = 0;
+	self = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+	/* Slot 0 when the thread has no hint: a slot all the same, so that
+	 * the walk is checked for one kind of candidate only. */
+	k = self && self->site ? self->site - 1 : 0;
+	c = bpf_map_lookup_elem(&py_sites, &k);
+	if (!c)
+		return 0;
+	seq = *(volatile __u32 *)&c->seq;
+	stack_barrier();
+	n = py_walk(out, p, io->tgid, io->tid, &h, &t, c->frames, &diff);
+	if (!io->known || n == 0 || n > PY_KEY_FRAMES || out->flags || !out->code_gen)
+		return n;
+	diff |= (c->tgid ^ io->tgid) | (c->n ^ n) | (c->code_gen ^ out->code_gen) |
+		(c->code_frees ^ out->code_frees);
+	io->token = c->token;
+	stack_barrier();
+	if (!diff && io->token && !(seq & 1) && *(volatile __u32 *)&c->seq == seq)
+		return n;
+	k = 0;
+	io->token = py_site_token(out, io->tgid, h, &k);
+	/* Taken again, not kept across the walk: with both kinds of self live
+	 * there, the verifier would check the walk for each. */
+	self = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+	if (io->token && self)
+		self->site = k + 1;
+	return n;
+}
+
+__noinline int py_resolve_once(struct py_stack *out, struct py_proc *p, struct py_walk_io *io)
+{
+	if (!out || !p || !io)
+		return 0;
+	py_resolve(out, p, io->tgid, &io->sent);
+	return 0;
+}
+
+/* The native first copy the calling thread's last known walk needed
+ * (stack_capture_first), from sp: up to the end it read then, so within
+ * the stack when sp is below it; 0 when none is known. A Python thread's
+ * native stack runs through the interpreter's frames, whose chain
+ * STACK_FIRST_COPY rarely holds. Global functions, as above. */
+__noinline __u32 py_native_first(__u64 sp)
+{
+	struct py_thread *t = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (!t || t->native_top <= sp || t->native_top - sp > STACK_COPY_BYTES)
+		return 0;
+	return t->native_top - sp;
+}
+
+/* Keep what the walk of a native stack from sp needed (stack_need: 0 for
+ * a stack that was not known) for the thread's next capture. */
+__noinline int py_native_need(__u64 sp, __u32 need)
+{
+	struct py_thread *t = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (t)
+		t->native_top = need ? sp + need : 0;
+	return 0;
+}
+
+#endif /* TTTRACE_PYKNOWN_H */
