@@ -254,7 +254,14 @@ func (a *allocSites) snapshotMaps(pid uint32) {
 // it is written, and reading a libc's debug file there took ~200 ms:
 // time in which another short process maps TT-Metal, allocates and ends
 // before its maps are read. Each file is warmed once, one file at a time.
+// Only when a sink wants sites as they come (NDJSON with its events):
+// otherwise nothing is described before tracing ends, and a warm-up
+// would only hold the files' symbols and DWARF (~20 MB for a libc with
+// its debug file) through a run that may never describe a site.
 func (a *allocSites) warmFiles(mods *stacks.Modules) {
+	if len(a.sinks) == 0 {
+		return
+	}
 	var todo []*stacks.File
 	for _, f := range mods.Files() {
 		if a.warmed[f] || !a.warmWorthy(f) {
