@@ -17,17 +17,7 @@ import (
 // programs compute, by bpf/stack_hash.h itself, built with the host's C
 // compiler (the same source the programs include).
 func TestKnownSetsMatchC(t *testing.T) {
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no gcc")
-		}
-		t.Skip("no gcc")
-	}
-	hdr, err := filepath.Abs("../../bpf/stack_hash.h")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, hdr := stackHashC(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	type stepIn struct {
 		tgid  uint32
@@ -70,25 +60,7 @@ func TestKnownSetsMatchC(t *testing.T) {
 		fmt.Fprintf(&src, "printf(\"%%u\\n\", stack_site_set(h, %d)); }\n", len(s.chain))
 	}
 	src.WriteString("return 0; }\n")
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "sets.c"), []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O2", "-o", filepath.Join(dir, "sets"), filepath.Join(dir, "sets.c")).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	out, err := exec.Command(filepath.Join(dir, "sets")).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []uint32
-	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
-		v, err := strconv.ParseUint(sc.Text(), 10, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, uint32(v))
-	}
+	got := runHashC(t, cc, src.String())
 	if len(got) != 2+len(steps)+len(sites) {
 		t.Fatalf("%d numbers from C, want %d", len(got), 2+len(steps)+len(sites))
 	}
@@ -271,4 +243,48 @@ func TestKnownTables(t *testing.T) {
 	if err := k.Learn(7, 0x1000, steps, chain, 0); err == nil {
 		t.Error("token 0 (no token) was learnt")
 	}
+}
+
+// stackHashC is the host's C compiler and the path of bpf/stack_hash.h,
+// for the tests that compute the sets by the BPF programs' own source.
+func stackHashC(t *testing.T) (cc, hdr string) {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no gcc")
+		}
+		t.Skip("no gcc")
+	}
+	hdr, err = filepath.Abs("../../bpf/stack_hash.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc, hdr
+}
+
+// runHashC builds the C program src with cc, runs it and returns the
+// numbers it printed, one a line.
+func runHashC(t *testing.T, cc, src string) []uint32 {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sets.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O2", "-o", filepath.Join(dir, "sets"), filepath.Join(dir, "sets.c")).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "sets")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		v, err := strconv.ParseUint(sc.Text(), 10, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, uint32(v))
+	}
+	return got
 }

@@ -1,14 +1,8 @@
 package tables
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -17,17 +11,7 @@ import (
 // programs compute (bpf/stack_hash.h, built with the host's C compiler),
 // and py_sites is as large as the header says.
 func TestPySetsMatchC(t *testing.T) {
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no gcc")
-		}
-		t.Skip("no gcc")
-	}
-	hdr, err := filepath.Abs("../../bpf/stack_hash.h")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc, hdr := stackHashC(t)
 	type chain struct {
 		tgid, gen uint32
 		frames    []PyKeyFrame
@@ -52,25 +36,7 @@ func TestPySetsMatchC(t *testing.T) {
 		fmt.Fprintf(&src, "printf(\"%%u\\n\", py_site_set(h, %d)); }\n", len(c.frames))
 	}
 	src.WriteString("return 0; }\n")
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pysets.c"), []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O2", "-o", filepath.Join(dir, "pysets"), filepath.Join(dir, "pysets.c")).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	out, err := exec.Command(filepath.Join(dir, "pysets")).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []uint32
-	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
-		v, err := strconv.ParseUint(sc.Text(), 10, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, uint32(v))
-	}
+	got := runHashC(t, cc, src.String())
 	if len(got) != 1+len(chains) {
 		t.Fatalf("%d numbers from C, want %d", len(got), 1+len(chains))
 	}
