@@ -32,8 +32,12 @@ type fixedRun struct {
 	// Hits: runs of tttrace's uprobe programs during the starts (kernel
 	// BPF statistics): the loader probe firing in processes it was not
 	// limited to. -1: not known.
-	Hits int64  `json:"hits"`
-	Err  string `json:"err,omitempty"`
+	Hits int64 `json:"hits"`
+	// Linger (tttrace runs): seconds from tttrace's exit until the
+	// machine's uprobe_multi links were back to the bench's start
+	// (settle.go): how long its probes stayed in the library after it.
+	Linger []float64 `json:"linger,omitempty"`
+	Err    string    `json:"err,omitempty"`
 }
 
 const (
@@ -44,19 +48,26 @@ const (
 	startAll    = "tttrace --all running (loader probe in every process)"
 )
 
-// tttraceTrue times `tttrace --lib LIB -- /bin/true`, start to exit.
-func tttraceTrue(c *config, flags ...string) (float64, string) {
+// tttraceTrue times `tttrace --lib LIB -- /bin/true`, start to exit, and
+// how long its probes stayed after its exit (-1: longer than settleLimit).
+// It starts once the last run's probes are gone.
+func tttraceTrue(c *config, flags ...string) (secs, linger float64, errs string) {
+	settleBefore("fixed")
 	args := append(append([]string{"--json", "--no-events", "-o", os.DevNull}, flags...),
 		"--lib", filepath.Join(c.replica, "libtt_metal.so"), "--", "/bin/true")
 	p, err := startProc(nil, c.tttrace, args...)
 	if err != nil {
-		return 0, err.Error()
+		return 0, 0, err.Error()
 	}
 	code, d := p.wait()
 	if code != 0 {
-		return 0, fmt.Sprintf("tttrace exit %d: %s", code, lastLine(p.stderr.String()))
+		return 0, 0, fmt.Sprintf("tttrace exit %d: %s", code, lastLine(p.stderr.String()))
 	}
-	return d.Seconds(), ""
+	left, ok := settle()
+	if !ok {
+		return d.Seconds(), -1, ""
+	}
+	return d.Seconds(), left.Seconds(), ""
 }
 
 // startTimes starts /bin/true n times, one after the other, and returns
@@ -158,12 +169,13 @@ func runFixed(c *config) []fixedRun {
 				flags = []string{"--no-uprobe-multi"}
 			}
 			for i := 0; i < 5; i++ {
-				s, err := tttraceTrue(c, flags...)
+				s, left, err := tttraceTrue(c, flags...)
 				if err != "" {
 					r.Err = err
 					continue
 				}
 				r.Secs = append(r.Secs, s)
+				r.Linger = append(r.Linger, left)
 			}
 			logf("fixed round %d/%d: tttrace -- /bin/true, %s: median %.3f s%s", round+1, c.rounds, m, median(r.Secs), errSuffix(r.Err))
 			out = append(out, r)
@@ -236,6 +248,11 @@ func (r *results) fixedRows() []row {
 			fig += multiNote
 		}
 		rows = append(rows, row{"6", fig, meas, goal, met})
+		if m == fixedMulti {
+			if lr := lingerRow(r.Fixed); lr != nil {
+				rows = append(rows, *lr)
+			}
+		}
 	}
 	base := all["start/"+startNone]
 	b := median(base)
@@ -265,4 +282,34 @@ func (r *results) fixedRows() []row {
 		rows = append(rows, row{"6", "process start cost: `/bin/true` fork to exit, " + m, meas + failed(k) + spreadFlag(roundMedians(k)), goal, met})
 	}
 	return rows
+}
+
+// lingerRow: how long the probes of `tttrace -- /bin/true` (uprobe_multi
+// links) stayed in the library after tttrace exited, trapping in any
+// process that called there.
+func lingerRow(runs []fixedRun) *row {
+	var v []float64
+	over := 0
+	for _, x := range runs {
+		if x.Kind != "tttrace" || x.Mode != fixedMulti {
+			continue
+		}
+		for _, l := range x.Linger {
+			if l < 0 {
+				over++
+				continue
+			}
+			v = append(v, l)
+		}
+	}
+	if len(v)+over == 0 {
+		return nil
+	}
+	lo, hi := minMax(v)
+	meas := fmt.Sprintf("**%.3f s** median (%.3f-%.3f, %d runs)", median(v), lo, hi, len(v))
+	if over > 0 {
+		meas += fmt.Sprintf("; %d runs' probes stayed more than %v", over, settleLimit)
+	}
+	return &row{"6", "`tttrace --lib LIB -- /bin/true`, uprobe_multi links: its probes still in the library after it exited (closed by its link holder), from its exit until the machine's uprobe_multi links were back to the bench's start",
+		meas, "(measured)", ""}
 }

@@ -102,6 +102,7 @@ func main() {
 	if err := os.MkdirAll(c.work, 0o755); err != nil {
 		fatalf("%v", err)
 	}
+	initSettle()
 	r := &results{Machine: machine()}
 	// What else runs: a look before, then all along (quiet.go).
 	r.Machine.OtherBefore = sampleOther(quietPause)
@@ -512,6 +513,7 @@ func runRounds(c *config, part string, width int, ms []mode) []costRun {
 	for round := 0; round < c.rounds; round++ {
 		for i := range ms {
 			m := ms[(i+round)%len(ms)]
+			settleBefore(part + " " + m.name)
 			r := m.run(c, round)
 			r.Round, r.Mode = round, m.name
 			logf("%s round %d/%d: %-*s burst %.3f s (exit %d)%s", part, round+1, c.rounds, width, m.name, r.BurstSecs, r.Exit, errSuffix(r.Err))
