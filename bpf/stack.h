@@ -180,6 +180,22 @@ struct stack_scratch {
 	struct stack_site_key key; /* the walk's key (stack_known) */
 	__u32 short_copy; /* the last walk needed bytes past rec.size */
 	__u32 need;       /* the bytes from sp the last walk read (stack_need) */
+	/* The walk's, for the thread's memo (stack_memos): where in the copy
+	 * each return address was (offsets from sp), whether every frame's
+	 * CFA came from the stack pointer, and the stack_sites slot (and its
+	 * seq) that held the chain. */
+	__u16 offs[STACK_KEY_FRAMES];
+	__u16 bp_offs[STACK_KEY_FRAMES]; /* the saved rbp slots read, */
+	__u64 bp_vals[STACK_KEY_FRAMES]; /* and what they held */
+	__u64 bp_used;  /* bit 0: the rbp register was a CFA's base; bit k + 1:
+			 * read k's value was */
+	__u32 nbp;      /* saved rbp slots read */
+	__u32 bp_src;   /* where the walk's rbp came from: 0 the register,
+			 * k + 1 read k */
+	__u32 memo_ok;  /* the walk can be remembered */
+	__u32 sp_only;  /* no CFA came from rbp */
+	__u32 hit_slot;
+	__u32 hit_seq;
 };
 
 /* One record under construction per CPU. A uprobe program runs with
@@ -210,6 +226,118 @@ static long stack_vma_end(struct task_struct *task, struct vm_area_struct *vma, 
 {
 	*(__u64 *)data = vma->vm_end;
 	return 0;
+}
+
+/* ---- the thread's memo: its last known chain, checked without a walk ----
+ *
+ * A thread that allocates in a loop captures the same stack again and
+ * again. Its memo (task storage) keeps what its last walk that found a
+ * known chain read: the offset from sp of each return address, and of each
+ * saved rbp it read with the value there, which of those values (or the
+ * rbp register itself) some frame took its CFA from, and the stack_sites
+ * slot that held the chain with that slot's seq. The next capture at the
+ * same probe pc compares the values at those offsets with the slot's chain
+ * and the remembered rbps: no step is looked up.
+ *
+ * Exact: the walk is a function of the steps of the pcs it meets, the
+ * registers and the values it reads. From the same probe pc it takes the
+ * same first step, so it reads at the same offsets from sp, or, for a
+ * frame whose CFA is rbp plus a constant, at the same addresses when that
+ * rbp is the same value; where every value it reads is what it was, it
+ * reads the same next addresses and so on, to the same chain, ending where
+ * it ended (the outermost frame's step says so). A chain none of whose
+ * CFAs came from rbp depends on sp only through the offsets, so its memo
+ * holds at any sp; one with such a frame holds at the same sp only (its
+ * rbp is an address), with the same rbp register where a CFA was taken
+ * from it, and the same values in the saved rbp slots some CFA was taken
+ * from (a saved rbp no CFA used does not change the walk). The steps are
+ * user space's for the process's current mappings; when those change,
+ * user space empties every slot of the process (probes/tables,
+ * Known.Forget), which bumps the chain slot's seq, and the memo no longer
+ * matches; a slot rewritten for another chain changes its seq too. So a
+ * memo hit is the chain the walk would have found, or, where the walk
+ * would have found a step missing (evicted), the same stack all the same. */
+struct stack_memo {
+	__u32 tgid;
+	__u32 n;    /* return addresses in the chain */
+	__u64 ip;   /* the probe's pc */
+	__u64 sp;   /* the stack pointer it holds at; 0: any */
+	__u64 bp;   /* the rbp register, when reg_used */
+	__u32 slot; /* the stack_sites slot that held the chain */
+	__u32 seq;  /* that slot's seq then (even) */
+	__u32 need; /* the bytes from sp the walk read (stack_need) */
+	__u32 reg_used;
+	__u32 bp_used; /* bit j: bp_vals[j] at sp + bp_offs[j] is compared */
+	__u32 _pad;
+	__u16 off[STACK_KEY_FRAMES]; /* return address i at sp + off[i] */
+	__u16 bp_offs[STACK_KEY_FRAMES];
+	__u64 bp_vals[STACK_KEY_FRAMES];
+};
+
+#define STACK_F_NO_PREALLOC 1  /* BPF_F_NO_PREALLOC: task storage wants it */
+#define STACK_STORAGE_CREATE 1 /* BPF_LOCAL_STORAGE_GET_F_CREATE */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, STACK_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct stack_memo);
+} stack_memos SEC(".maps");
+
+/* The token of the calling thread's memo if the copy in s holds its chain
+ * (see above), else 0. Branch-free over the frames, as stack_site_token: a
+ * branch per frame would be a verifier state per frame. A global function:
+ * each of its ways out would otherwise be a state in which the verifier
+ * checks the whole walk after it again (~14,000 instructions more per
+ * program). */
+__noinline __u64 stack_memo_token(struct stack_scratch *s)
+{
+	struct stack_site_slot *c;
+	struct stack_memo *m;
+	__u64 token, diff, v, mask, off;
+	__u32 k, seq, n, used;
+	int j;
+
+	if (!s)
+		return 0;
+	m = bpf_task_storage_get(&stack_memos, bpf_get_current_task_btf(), 0, 0);
+	if (!m)
+		return 0;
+	if (m->tgid != s->rec.hdr.pid || m->ip != s->rec.ip || m->need > s->rec.size ||
+	    m->n > STACK_KEY_FRAMES || (m->sp && m->sp != s->rec.sp) ||
+	    (m->reg_used && m->bp != s->rec.bp))
+		return 0;
+	k = m->slot;
+	c = bpf_map_lookup_elem(&stack_sites, &k);
+	if (!c)
+		return 0;
+	seq = *(volatile __u32 *)&c->seq;
+	stack_barrier();
+	n = m->n;
+	used = m->bp_used;
+	diff = (seq ^ m->seq) | (seq & 1) | (c->tgid ^ m->tgid) | (c->ip ^ m->ip) | (c->n ^ n);
+#pragma unroll
+	for (j = 0; j < STACK_KEY_FRAMES; j++) {
+		off = m->off[j] & (STACK_COPY_BYTES - 1);
+		v = *(__u64 *)(s->rec.data + off);
+		/* All ones for j < n; in asm, or the compiler makes it a branch. */
+		mask = (__u64)j - (__u64)n;
+		asm volatile("%0 s>>= 63" : "+r"(mask));
+		diff |= (v ^ c->pcs[j]) & mask;
+		off = m->bp_offs[j] & (STACK_COPY_BYTES - 1);
+		v = *(__u64 *)(s->rec.data + off);
+		mask = -(__u64)((used >> j) & 1);
+		diff |= (v ^ m->bp_vals[j]) & mask;
+		/* One frame after the other: unrolled and scheduled at once,
+		 * the loads spill past the 512-byte stack. */
+		asm volatile("" : "+r"(diff));
+	}
+	token = c->token;
+	stack_barrier();
+	if (diff || *(volatile __u32 *)&c->seq != seq)
+		return 0;
+	s->need = m->need;
+	return token;
 }
 
 struct stack_walk {
@@ -248,6 +376,7 @@ static long stack_walk_step(__u64 i, void *arg)
 	struct stack_scratch *s = w->s;
 	struct stack_step_slot st;
 	__u64 cfa, ra = 0, bp;
+	__u32 k;
 
 	if (stack_step_get(s->key.tgid, i == 0, w->pc, &st))
 		return 1;
@@ -258,6 +387,10 @@ static long stack_walk_step(__u64 i, void *arg)
 	}
 	if (i >= STACK_KEY_FRAMES)
 		return 1;
+	/* Branch-free (a branch here is verifier states at every step):
+	 * bit bp_src of bp_used is the source of the rbp this CFA takes. */
+	s->sp_only &= st.cfa_bp ^ 1;
+	s->bp_used |= (__u64)(st.cfa_bp & 1) << (s->bp_src & 63);
 	cfa = (st.cfa_bp ? w->bp : w->sp) + (__s64)st.cfa;
 	if (cfa <= w->sp)
 		return 1;
@@ -267,10 +400,20 @@ static long stack_walk_step(__u64 i, void *arg)
 		if (stack_read8(s, cfa + (__s64)st.bp, &bp))
 			return 1;
 		w->bp = bp;
+		/* Read k is bit k + 1 of bp_used; past STACK_KEY_FRAMES reads
+		 * (never: a read a frame, at most STACK_KEY_FRAMES frames) no
+		 * memo. */
+		k = s->nbp;
+		s->bp_offs[k & (STACK_KEY_FRAMES - 1)] = (__u16)(cfa + (__s64)st.bp - s->rec.sp);
+		s->bp_vals[k & (STACK_KEY_FRAMES - 1)] = bp;
+		s->memo_ok &= ((k >> 5) ^ 1) & 1;
+		s->bp_src = k + 1;
+		s->nbp = k + 1;
 	}
 	if (stack_read8(s, cfa + (__s64)st.ra, &ra))
 		return 1;
 	s->key.pcs[i & (STACK_KEY_FRAMES - 1)] = ra;
+	s->offs[i & (STACK_KEY_FRAMES - 1)] = (__u16)(cfa + (__s64)st.ra - s->rec.sp);
 	w->h = stack_mix(w->h, ra);
 	w->sp = cfa;
 	w->pc = ra;
@@ -305,6 +448,8 @@ static __always_inline __u64 stack_site_token(struct stack_scratch *s, __u64 h)
 		stack_barrier();
 		if (diff || (seq & 1) || *(volatile __u32 *)&c->seq != seq)
 			continue;
+		s->hit_slot = k;
+		s->hit_seq = seq;
 		return token;
 	}
 	return 0;
@@ -319,11 +464,21 @@ static __always_inline __u64 stack_site_token(struct stack_scratch *s, __u64 h)
 __noinline __u64 stack_known(struct stack_scratch *s)
 {
 	struct stack_walk w = {};
+	struct stack_memo *m;
+	__u64 token;
 
 	if (!s)
 		return 0;
 	s->short_copy = 0;
 	s->need = 0;
+	token = stack_memo_token(s);
+	if (token)
+		return token;
+	s->sp_only = 1;
+	s->memo_ok = 1;
+	s->nbp = 0;
+	s->bp_src = 0;
+	s->bp_used = 0;
 	__builtin_memset(&s->key, 0, sizeof(s->key));
 	s->key.tgid = s->rec.hdr.pid;
 	s->key.ip = s->rec.ip;
@@ -339,7 +494,26 @@ __noinline __u64 stack_known(struct stack_scratch *s)
 	bpf_loop(STACK_KEY_FRAMES + 1, stack_walk_step, &w, 0);
 	if (!w.done)
 		return 0;
-	return stack_site_token(s, w.h);
+	token = stack_site_token(s, w.h);
+	if (!token || !s->memo_ok || s->key.n > STACK_KEY_FRAMES)
+		return token;
+	m = bpf_task_storage_get(&stack_memos, bpf_get_current_task_btf(), 0, STACK_STORAGE_CREATE);
+	if (m) {
+		m->tgid = s->key.tgid;
+		m->n = s->key.n;
+		m->ip = s->key.ip;
+		m->slot = s->hit_slot;
+		m->seq = s->hit_seq;
+		m->need = s->need;
+		m->sp = s->sp_only ? 0 : s->rec.sp;
+		m->bp = s->rec.bp;
+		m->reg_used = s->bp_used & 1;
+		m->bp_used = s->bp_used >> 1;
+		__builtin_memcpy(m->off, s->offs, sizeof(m->off));
+		__builtin_memcpy(m->bp_offs, s->bp_offs, sizeof(m->bp_offs));
+		__builtin_memcpy(m->bp_vals, s->bp_vals, sizeof(m->bp_vals));
+	}
+	return token;
 }
 
 /* Fill the per-CPU record with the current thread's registers and stack,

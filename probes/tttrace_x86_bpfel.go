@@ -247,6 +247,24 @@ type tttracePyThread struct {
 	Site      uint32
 }
 
+type tttraceStackMemo struct {
+	_       structs.HostLayout
+	Tgid    uint32
+	N       uint32
+	Ip      uint64
+	Sp      uint64
+	Bp      uint64
+	Slot    uint32
+	Seq     uint32
+	Need    uint32
+	RegUsed uint32
+	BpUsed  uint32
+	Pad     uint32
+	Off     [32]uint16
+	BpOffs  [32]uint16
+	BpVals  [32]uint64
+}
+
 type tttraceStackScratch struct {
 	_   structs.HostLayout
 	Rec struct {
@@ -282,6 +300,16 @@ type tttraceStackScratch struct {
 	}
 	ShortCopy uint32
 	Need      uint32
+	Offs      [32]uint16
+	BpOffs    [32]uint16
+	BpVals    [32]uint64
+	BpUsed    uint64
+	Nbp       uint32
+	BpSrc     uint32
+	MemoOk    uint32
+	SpOnly    uint32
+	HitSlot   uint32
+	HitSeq    uint32
 }
 
 type tttraceStackSiteSlot struct {
@@ -420,6 +448,7 @@ type tttraceMapSpecs struct {
 	PyScratch    *ebpf.MapSpec `ebpf:"py_scratch"`
 	PySites      *ebpf.MapSpec `ebpf:"py_sites"`
 	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
+	StackMemos   *ebpf.MapSpec `ebpf:"stack_memos"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSites   *ebpf.MapSpec `ebpf:"stack_sites"`
 	StackSteps   *ebpf.MapSpec `ebpf:"stack_steps"`
@@ -505,6 +534,7 @@ type tttraceMaps struct {
 	PyScratch    *ebpf.Map `ebpf:"py_scratch"`
 	PySites      *ebpf.Map `ebpf:"py_sites"`
 	PyThreads    *ebpf.Map `ebpf:"py_threads"`
+	StackMemos   *ebpf.Map `ebpf:"stack_memos"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StackSites   *ebpf.Map `ebpf:"stack_sites"`
 	StackSteps   *ebpf.Map `ebpf:"stack_steps"`
@@ -529,6 +559,7 @@ func (m *tttraceMaps) Close() error {
 		m.PyScratch,
 		m.PySites,
 		m.PyThreads,
+		m.StackMemos,
 		m.StackScratch,
 		m.StackSites,
 		m.StackSteps,
