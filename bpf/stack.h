@@ -79,6 +79,13 @@ const volatile __u8 check_known_stacks = 0;
 #define STACK_FIRST_COPY 2048
 #endif
 
+/* The saved rbps a thread's memo compares (stack_memos, below): those a
+ * frame took its CFA from, i.e. frames with a frame pointer, few in
+ * release builds (the replica's native burst: Buffer::create; a call
+ * through ctypes: also libffi's ffi_call_unix64); more and there is no
+ * memo. */
+#define STACK_MEMO_BPS 8
+
 /* The walk's key of a stack: its whole chain. */
 struct stack_site_key {
 	__u32 tgid;
@@ -185,13 +192,13 @@ struct stack_scratch {
 	 * CFA came from the stack pointer, and the stack_sites slot (and its
 	 * seq) that held the chain. */
 	__u16 offs[STACK_KEY_FRAMES];
-	__u16 bp_offs[STACK_KEY_FRAMES]; /* the saved rbp slots read, */
-	__u64 bp_vals[STACK_KEY_FRAMES]; /* and what they held */
-	__u64 bp_used;  /* bit 0: the rbp register was a CFA's base; bit k + 1:
-			 * read k's value was */
-	__u32 nbp;      /* saved rbp slots read */
-	__u32 bp_src;   /* where the walk's rbp came from: 0 the register,
-			 * k + 1 read k */
+	__u16 bp_offs[STACK_MEMO_BPS]; /* the saved rbps a CFA was taken from: */
+	__u64 bp_vals[STACK_MEMO_BPS]; /* where they were and what they held */
+	__u64 bp_val;   /* the walk's rbp, when read (bp_src) */
+	__u32 bp_off;   /* and where */
+	__u32 bp_src;   /* where the walk's rbp came from: 0 the register, 1 a read */
+	__u32 nbp;      /* bp_offs and bp_vals taken */
+	__u32 reg_used; /* a CFA was taken from the rbp register */
 	__u32 memo_ok;  /* the walk can be remembered */
 	__u32 sp_only;  /* no CFA came from rbp */
 	__u32 hit_slot;
@@ -267,11 +274,10 @@ struct stack_memo {
 	__u32 seq;  /* that slot's seq then (even) */
 	__u32 need; /* the bytes from sp the walk read (stack_need) */
 	__u32 reg_used;
-	__u32 bp_used; /* bit j: bp_vals[j] at sp + bp_offs[j] is compared */
-	__u32 _pad;
+	__u32 nbp; /* bp_vals[j] at sp + bp_offs[j], j < nbp, are compared */
 	__u16 off[STACK_KEY_FRAMES]; /* return address i at sp + off[i] */
-	__u16 bp_offs[STACK_KEY_FRAMES];
-	__u64 bp_vals[STACK_KEY_FRAMES];
+	__u16 bp_offs[STACK_MEMO_BPS];
+	__u64 bp_vals[STACK_MEMO_BPS];
 };
 
 #define STACK_F_NO_PREALLOC 1  /* BPF_F_NO_PREALLOC: task storage wants it */
@@ -295,7 +301,7 @@ __noinline __u64 stack_memo_token(struct stack_scratch *s)
 	struct stack_site_slot *c;
 	struct stack_memo *m;
 	__u64 token, diff, v, mask, off;
-	__u32 k, seq, n, used;
+	__u32 k, seq, n, nbp;
 	int j;
 
 	if (!s)
@@ -314,7 +320,7 @@ __noinline __u64 stack_memo_token(struct stack_scratch *s)
 	seq = *(volatile __u32 *)&c->seq;
 	stack_barrier();
 	n = m->n;
-	used = m->bp_used;
+	nbp = m->nbp;
 	diff = (seq ^ m->seq) | (seq & 1) | (c->tgid ^ m->tgid) | (c->ip ^ m->ip) | (c->n ^ n);
 #pragma unroll
 	for (j = 0; j < STACK_KEY_FRAMES; j++) {
@@ -324,12 +330,17 @@ __noinline __u64 stack_memo_token(struct stack_scratch *s)
 		mask = (__u64)j - (__u64)n;
 		asm volatile("%0 s>>= 63" : "+r"(mask));
 		diff |= (v ^ c->pcs[j]) & mask;
-		off = m->bp_offs[j] & (STACK_COPY_BYTES - 1);
-		v = *(__u64 *)(s->rec.data + off);
-		mask = -(__u64)((used >> j) & 1);
-		diff |= (v ^ m->bp_vals[j]) & mask;
 		/* One frame after the other: unrolled and scheduled at once,
 		 * the loads spill past the 512-byte stack. */
+		asm volatile("" : "+r"(diff));
+	}
+#pragma unroll
+	for (j = 0; j < STACK_MEMO_BPS; j++) {
+		off = m->bp_offs[j] & (STACK_COPY_BYTES - 1);
+		v = *(__u64 *)(s->rec.data + off);
+		mask = (__u64)j - (__u64)nbp;
+		asm volatile("%0 s>>= 63" : "+r"(mask));
+		diff |= (v ^ m->bp_vals[j]) & mask;
 		asm volatile("" : "+r"(diff));
 	}
 	token = c->token;
@@ -376,7 +387,7 @@ static long stack_walk_step(__u64 i, void *arg)
 	struct stack_scratch *s = w->s;
 	struct stack_step_slot st;
 	__u64 cfa, ra = 0, bp;
-	__u32 k;
+	__u32 k, j;
 
 	if (stack_step_get(s->key.tgid, i == 0, w->pc, &st))
 		return 1;
@@ -388,9 +399,17 @@ static long stack_walk_step(__u64 i, void *arg)
 	if (i >= STACK_KEY_FRAMES)
 		return 1;
 	/* Branch-free (a branch here is verifier states at every step):
-	 * bit bp_src of bp_used is the source of the rbp this CFA takes. */
-	s->sp_only &= st.cfa_bp ^ 1;
-	s->bp_used |= (__u64)(st.cfa_bp & 1) << (s->bp_src & 63);
+	 * a CFA taken from rbp notes where that rbp came from, the register
+	 * or the saved rbp last read (kept as entry nbp, taken when used). */
+	k = st.cfa_bp & 1;
+	s->sp_only &= k ^ 1;
+	s->reg_used |= k & (s->bp_src ^ 1);
+	j = s->nbp;
+	s->bp_offs[j & (STACK_MEMO_BPS - 1)] = (__u16)s->bp_off;
+	s->bp_vals[j & (STACK_MEMO_BPS - 1)] = s->bp_val;
+	j += k & s->bp_src;
+	s->nbp = j;
+	s->memo_ok &= (((j + 7) >> 4) ^ 1) & 1; /* j <= STACK_MEMO_BPS */
 	cfa = (st.cfa_bp ? w->bp : w->sp) + (__s64)st.cfa;
 	if (cfa <= w->sp)
 		return 1;
@@ -400,15 +419,9 @@ static long stack_walk_step(__u64 i, void *arg)
 		if (stack_read8(s, cfa + (__s64)st.bp, &bp))
 			return 1;
 		w->bp = bp;
-		/* Read k is bit k + 1 of bp_used; past STACK_KEY_FRAMES reads
-		 * (never: a read a frame, at most STACK_KEY_FRAMES frames) no
-		 * memo. */
-		k = s->nbp;
-		s->bp_offs[k & (STACK_KEY_FRAMES - 1)] = (__u16)(cfa + (__s64)st.bp - s->rec.sp);
-		s->bp_vals[k & (STACK_KEY_FRAMES - 1)] = bp;
-		s->memo_ok &= ((k >> 5) ^ 1) & 1;
-		s->bp_src = k + 1;
-		s->nbp = k + 1;
+		s->bp_off = (__u32)(cfa + (__s64)st.bp - s->rec.sp);
+		s->bp_val = bp;
+		s->bp_src = 1;
 	}
 	if (stack_read8(s, cfa + (__s64)st.ra, &ra))
 		return 1;
@@ -478,7 +491,9 @@ __noinline __u64 stack_known(struct stack_scratch *s)
 	s->memo_ok = 1;
 	s->nbp = 0;
 	s->bp_src = 0;
-	s->bp_used = 0;
+	s->bp_off = 0;
+	s->bp_val = 0;
+	s->reg_used = 0;
 	__builtin_memset(&s->key, 0, sizeof(s->key));
 	s->key.tgid = s->rec.hdr.pid;
 	s->key.ip = s->rec.ip;
@@ -507,8 +522,8 @@ __noinline __u64 stack_known(struct stack_scratch *s)
 		m->need = s->need;
 		m->sp = s->sp_only ? 0 : s->rec.sp;
 		m->bp = s->rec.bp;
-		m->reg_used = s->bp_used & 1;
-		m->bp_used = s->bp_used >> 1;
+		m->reg_used = s->reg_used;
+		m->nbp = s->nbp;
 		__builtin_memcpy(m->off, s->offs, sizeof(m->off));
 		__builtin_memcpy(m->bp_offs, s->bp_offs, sizeof(m->bp_offs));
 		__builtin_memcpy(m->bp_vals, s->bp_vals, sizeof(m->bp_vals));

@@ -258,11 +258,11 @@ type tttraceStackMemo struct {
 	Seq     uint32
 	Need    uint32
 	RegUsed uint32
-	BpUsed  uint32
-	Pad     uint32
+	Nbp     uint32
 	Off     [32]uint16
-	BpOffs  [32]uint16
-	BpVals  [32]uint64
+	BpOffs  [8]uint16
+	_       [4]byte
+	BpVals  [8]uint64
 }
 
 type tttraceStackScratch struct {
@@ -301,11 +301,13 @@ type tttraceStackScratch struct {
 	ShortCopy uint32
 	Need      uint32
 	Offs      [32]uint16
-	BpOffs    [32]uint16
-	BpVals    [32]uint64
-	BpUsed    uint64
-	Nbp       uint32
+	BpOffs    [8]uint16
+	BpVals    [8]uint64
+	BpVal     uint64
+	BpOff     uint32
 	BpSrc     uint32
+	Nbp       uint32
+	RegUsed   uint32
 	MemoOk    uint32
 	SpOnly    uint32
 	HitSlot   uint32
