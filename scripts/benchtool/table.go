@@ -154,7 +154,10 @@ func (r *results) costRows(c *config) []row {
 			timing(recordMode) + fmt.Sprintf("; added **%.2f µs/event** = **%.2fx floor** (rounds %.2f-%.2f)", fr, fr/fa, recLo, recHi) +
 				r.countCheck(recordMode, c), "(reference)", ""},
 		{"1", "in-process reporter: blocking Unix-socket send per event (REPORTER=socket)",
-			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**", ra) + r.countCheck(rep, c), "(alternative)", ""},
+			// The floor is what the traps alone cost: a tracer at these
+			// addresses adds at least that, so at or above the reporter
+			// no tracer there can be under it (issue #33 part 1).
+			timing(rep) + fmt.Sprintf("; added **%.2f µs/event**; the floor (the traps alone) is %.2fx it", ra, fa/ra) + r.countCheck(rep, c), "(alternative)", ""},
 	}
 	const stacksOn, stacksOff = "tttrace --json -o /dev/null", "tttrace --json -o /dev/null --no-stacks"
 	for _, mode := range []string{stacksOn, "tttrace (human report) -o /dev/null", "tttrace --json --no-events", stacksOff, copyMode} {
