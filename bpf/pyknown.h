@@ -137,22 +137,165 @@ struct py_walk_io {
 	__u32 _pad;
 };
 
+/* ---- the thread's memo: its last known chain, checked without a walk ----
+ *
+ * A thread allocates from the same few chains again and again, and at the
+ * same depth of its data stack: its frames are at the same addresses each
+ * time. When a walk finds its chain known (the hint's slot, or the set's),
+ * and every frame it went through was taken from the copy of the data
+ * stack and kept (none skipped: py_copy.bad), the thread's py_threads entry
+ * keeps each frame's address a_0 (the innermost) .. a_{n-1} and the slot
+ * (py_memo_keep). The next capture, when its innermost frame is a_0
+ * again, reads each frame's fields at a_i in this capture's copy and
+ * compares them with the slot's, branch-free over PY_KEY_FRAMES, frames
+ * past n masked off (py_memo_token): no step, no hash.
+ *
+ * Exact: the walk from a_0 takes a frame from the copy when its window
+ * lies in it, at the offset py_read_frame computes, which is what the memo
+ * checks for each a_i and where it reads; so, with a_i's fields in this
+ * copy being code_i, instr_i and previous_i, the walk would read exactly
+ * those. It keeps frame i as (code_i, instr_i), skipping none (the memo
+ * is used only where the build has no shim frames); if previous_i is
+ * a_{i+1} it goes there next, and where previous_{n-1} is 0 it ends, with
+ * n frames and no flag (n is at most PY_KEY_FRAMES, below PY_MAX_FRAMES:
+ * not cut). The walk would thus take exactly the chain (code_i, instr_i),
+ * i < n, which the memo found equal to the frames of a slot that passes
+ * the checks py_walk_once's look-up makes (seq even and unchanged, tgid,
+ * n, code_gen, and code_frees against this capture's, read before
+ * anything of the stack): a slot that look-up would accept for that
+ * chain, whose token names the stack by the code-reuse argument above.
+ * Any difference, a frame outside the copy, an odd or moved seq: the walk
+ * runs as before and, finding a known chain, renews the memo. The
+ * addresses are only where to look: a memo that no longer fits
+ * (the thread ran other code, its stack moved) just misses. */
+
+/* Keep the walk's frames (py_copy.addr, py_copy.bad) as the calling
+ * thread's memo of the chain of n frames the py_sites slot k holds. A
+ * global function: checked once. */
+__noinline int py_memo_keep(struct py_copy *c, __u32 k, __u32 n)
+{
+	struct py_thread *t;
+	__u64 mask;
+	int j;
+
+	if (!c)
+		return 0;
+	t = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+	if (!t)
+		return 0;
+	t->memo_n = 0;
+	if (c->bad || n == 0 || n > PY_KEY_FRAMES)
+		return 0;
+#pragma unroll
+	for (j = 0; j < PY_KEY_FRAMES; j++) {
+		mask = (__u64)j - n; /* all ones for j < n (see py_memo_token) */
+		asm volatile("%0 s>>= 63" : "+r"(mask));
+		t->memo[j] = c->addr[j] & mask;
+	}
+	t->memo_slot = k;
+	t->memo_n = n;
+	return 0;
+}
+
+/* The token of the thread's memo (see above) if its chain is this
+ * capture's (out's header from py_walk_start, frame0 its innermost frame,
+ * c its copy, io its process), else 0; out->nframes gets
+ * the chain's length on a hit. Branch-free over the frames, as
+ * stack_memo_token (bpf/stack.h): a branch per frame is a verifier state
+ * per frame. Only where a frame's instruction is a pointer (3.11+: the
+ * load below is 8 bytes) and no frame is ever skipped (owner_skip none:
+ * 3.11). 3.12+ end every chain at a shim, the entry frame each call of
+ * _PyEval_EvalFrameDefault keeps on its own C stack (Python/ceval.c),
+ * outside the copy: no memo is ever kept there (py_copy.bad), and the
+ * owner byte need not be compared. A global function: checked once. */
+__noinline __u64 py_memo_token(struct py_copy *c, struct py_proc *p, struct py_stack *out,
+			       struct py_walk_io *io, __u64 frame0)
+{
+	struct py_thread *t;
+	struct py_site_slot *s;
+	__u64 diff, d, token, lim, off, mask, next, fw, a;
+	__u64 r_code, r_prev, r_instr;
+	const __u8 *src;
+	__u32 k, seq, n;
+	int j;
+
+	if (!c || !p || !out || !io || !frame0)
+		return 0;
+	t = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
+	if (!t)
+		return 0;
+	n = t->memo_n;
+	if (n == 0 || n > PY_KEY_FRAMES || t->memo[0] != frame0 || p->instr_size != 8 ||
+	    p->owner_skip != 0xff || p->frame_window < 0 || c->hi < c->lo + PY_FRAME_WINDOW)
+		return 0;
+	k = t->memo_slot;
+	s = bpf_map_lookup_elem(&py_sites, &k);
+	if (!s)
+		return 0;
+	seq = *(volatile __u32 *)&s->seq;
+	stack_barrier();
+	diff = (s->tgid ^ io->tgid) | (s->n ^ n) | (s->code_gen ^ out->code_gen) |
+	       (s->code_frees ^ out->code_frees);
+	fw = p->frame_window;
+	/* py_frame_from's offsets in the window. */
+	r_code = (p->frame_code - fw) & (PY_FRAME_WINDOW - 8);
+	r_prev = (p->frame_previous - fw) & (PY_FRAME_WINDOW - 8);
+	r_instr = (p->frame_instr - fw) & (PY_FRAME_WINDOW - 8);
+	/* A window at offset off of the copy lies in it when off <= lim
+	 * (py_read_frame's test); below the copy, off wraps to >= 2^63. */
+	lim = c->hi - c->lo - PY_FRAME_WINDOW;
+	a = frame0;
+#pragma unroll
+	for (j = 0; j < PY_KEY_FRAMES; j++) {
+		/* All ones for j < n: shifted in the program as written, or
+		 * clang makes a branch of it. */
+		mask = (__u64)j - n;
+		asm volatile("%0 s>>= 63" : "+r"(mask));
+		next = j + 1 < PY_KEY_FRAMES ? t->memo[j + 1] : 0;
+		off = a + fw - c->lo;
+		src = c->data + (off & (PY_COPY_BYTES - 8));
+		d = ((lim - off) | off) >> 63; /* outside the copy */
+		d |= *(__u64 *)(src + r_code) ^ s->frames[j].code;
+		d |= *(__u64 *)(src + r_instr) ^ s->frames[j].instr;
+		d |= *(__u64 *)(src + r_prev) ^ next;
+		diff |= d & mask;
+		a = next;
+		/* One frame after the other: hoisted, the loads of every frame
+		 * would be live at once, more than the stack holds. */
+		asm volatile("" : "+r"(diff), "+r"(a));
+	}
+	token = s->token;
+	stack_barrier();
+	if (diff || !token || (seq & 1) || *(volatile __u32 *)&s->seq != seq)
+		return 0;
+	out->nframes = n;
+	return token;
+}
+
 /* Walk the calling thread's Python stack into *out (py_walk, no code
  * object identities taken: py_resolve_once takes them when the stack is
- * sent) and, with io->known, look its chain up: first in the slot that
- * held the thread's last known chain (compared frame by frame as the walk
- * goes: a thread allocates from the same places again and again), then in
- * the set its hash names. */
+ * sent) and, with io->known, look its chain up: first in the thread's
+ * memo (py_memo_token: no walk), then in the slot that held the thread's
+ * last known chain (compared frame by frame as the walk goes: a thread
+ * allocates from the same places again and again), then in the set its
+ * hash names. With check_known_stacks a memo hit still walks, and the
+ * walk's frames go out with the memo's token: tttrace checks the one
+ * against the other. */
 __noinline int py_walk_once(struct py_stack *out, struct py_proc *p, struct py_walk_io *io)
 {
 	struct py_thread *t, *self;
 	struct py_site_slot *c;
-	__u32 k, seq, n;
-	__u64 h, diff;
+	struct py_copy *cp;
+	__u32 k, seq, n, zero = 0;
+	__u64 h, diff, frame, memo = 0;
 
 	if (!out || !io)
 		return 0;
 	io->token = 0;
+	out->nframes = 0;
+	cp = bpf_map_lookup_elem(&py_copy, &zero);
+	if (!cp)
+		return 0;
 	self = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
 	/* Slot 0 when the thread has no hint: a slot all the same, so that
 	 * the walk is checked for one kind of candidate only. */
@@ -162,22 +305,38 @@ __noinline int py_walk_once(struct py_stack *out, struct py_proc *p, struct py_w
 		return 0;
 	seq = *(volatile __u32 *)&c->seq;
 	stack_barrier();
-	n = py_walk(out, p, io->tgid, io->tid, &h, &t, c->frames, &diff);
-	if (!io->known || n == 0 || n > PY_KEY_FRAMES || out->flags || !out->code_gen)
+	if (!py_walk_start(out, p, cp, io->tgid, io->tid, &t, &frame))
+		return 0;
+	if (io->known) {
+		memo = py_memo_token(cp, p, out, io, frame);
+		if (memo) {
+			io->token = memo;
+			if (!check_known_stacks)
+				return out->nframes;
+		}
+	}
+	h = 0;
+	diff = 1;
+	n = py_walk_frames(out, p, cp, t, io->tgid, frame, &h, c->frames, &diff);
+	if (memo || !io->known || n == 0 || n > PY_KEY_FRAMES || out->flags || !out->code_gen)
 		return n;
 	diff |= (c->tgid ^ io->tgid) | (c->n ^ n) | (c->code_gen ^ out->code_gen) |
 		(c->code_frees ^ out->code_frees);
 	io->token = c->token;
 	stack_barrier();
-	if (!diff && io->token && !(seq & 1) && *(volatile __u32 *)&c->seq == seq)
+	if (!diff && io->token && !(seq & 1) && *(volatile __u32 *)&c->seq == seq) {
+		py_memo_keep(cp, k, n);
 		return n;
+	}
 	k = 0;
 	io->token = py_site_token(out, io->tgid, h, &k);
 	/* Taken again, not kept across the walk: with both kinds of self live
 	 * there, the verifier would check the walk for each. */
 	self = bpf_task_storage_get(&py_threads, bpf_get_current_task_btf(), 0, 0);
-	if (io->token && self)
+	if (io->token && self) {
 		self->site = k + 1;
+		py_memo_keep(cp, k, n);
+	}
 	return n;
 }
 

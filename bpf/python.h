@@ -265,6 +265,12 @@ struct py_copy {
 	 * with compares with (py_capture), so that it never has to check
 	 * for none. */
 	struct py_key_frame no_cand[PY_KEY_FRAMES];
+	/* The last walk's frames: addr[i] the address of frame i (its first
+	 * PY_KEY_FRAMES), bad 0 when every frame it went through was taken
+	 * from the copy and kept (no shim): what a thread's memo of its
+	 * chain is made of (py_thread.memo, bpf/pyknown.h). */
+	__u64 addr[PY_KEY_FRAMES];
+	__u64 bad;
 };
 
 struct {
@@ -442,6 +448,13 @@ struct py_thread {
 	__u32 code_gen;
 	__u32 site; /* 1 + the py_sites slot of its last known Python stack
 		     * (bpf/pyknown.h), 0: none. A hint: the slot is compared */
+	/* The memo of the thread's last known chain (bpf/pyknown.h,
+	 * py_memo_token): memo_n frames (0: none) at memo[0..memo_n), the
+	 * rest 0, whose chain the py_sites slot memo_slot held. Checked
+	 * against the copy and the slot at each use, never trusted. */
+	__u32 memo_n;
+	__u32 memo_slot;
+	__u64 memo[PY_KEY_FRAMES];
 };
 
 #define PY_F_NO_PREALLOC 1  /* BPF_F_NO_PREALLOC: task storage wants it */
@@ -553,6 +566,7 @@ struct py_frame_walk {
 	__u64 frame; /* next frame to read, 0 at the end */
 	__u64 h;     /* the chain's hash so far (py_site_frame) */
 	__u64 low;   /* py_read_frame's */
+	__u64 bad;   /* py_copy.bad */
 	__u32 n;     /* frames kept */
 	__u32 flags;
 	__u32 tgid;
@@ -591,17 +605,22 @@ static long py_frame_step(__u64 i, void *arg)
 		return 1;
 	if (py_read_frame(p, w->copy, w->frame, &f, &w->low) < 0)
 		goto fault;
+	/* Not 0 unless the frame came from the copy (low is its window). */
+	w->bad |= w->low ^ (w->frame + p->frame_window);
 	if (p->owner_skip == 0xff || f.owner != p->owner_skip) {
 		if (n >= PY_MAX_FRAMES) {
 			w->flags |= PY_TRUNCATED;
 			return 1;
 		}
+		w->copy->addr[n & (PY_KEY_FRAMES - 1)] = w->frame;
 		out->frames[n].code = f.code;
 		out->frames[n].instr = f.instr;
 		w->diff |= (w->cand[n & (PY_KEY_FRAMES - 1)].code ^ f.code) |
 			   (w->cand[n & (PY_KEY_FRAMES - 1)].instr ^ f.instr);
 		w->h = py_site_frame(w->h, f.code, f.instr);
 		w->n = n + 1;
+	} else {
+		w->bad |= 1;
 	}
 	w->frame = f.previous;
 	return 0;
@@ -636,6 +655,88 @@ static __always_inline struct py_proc *py_proc_lookup(__u32 tgid)
 	return bpf_map_lookup_elem(&py_procs, &tgid);
 }
 
+/* The start of py_walk (see there): *out's header reset, the thread state
+ * found, the innermost frame's address in *frame (0: the thread runs no
+ * Python code) and the memory below it copied into c, this CPU's py_copy.
+ * Returns the thread state, 0 when there is none (out->flags say why):
+ * then the walk ends there, with no frame. */
+static __always_inline __u64 py_walk_start(struct py_stack *out, struct py_proc *p,
+					   struct py_copy *c, __u32 tgid, __u32 tid,
+					   struct py_thread **tp, __u64 *frame)
+{
+	struct py_thread *t = 0;
+	__u64 ts;
+
+	out->tstate = 0;
+	out->code_frees = 0;
+	out->token = 0;
+	out->nframes = 0;
+	out->flags = 0;
+	out->code_gen = 0;
+	out->_pad = 0;
+	*tp = 0;
+	*frame = 0;
+	if (!p) {
+		out->flags = PY_NO_PROC;
+		return 0;
+	}
+	/* Before anything of the stack is read: a code object freed after
+	 * this is counted in a later value (bpf/pyknown.h). */
+	out->code_frees = *(volatile __u64 *)&p->code_frees;
+	out->code_gen = p->code_gen;
+	ts = py_find_tstate(p, c, out, tgid, tid, frame, &t);
+	*tp = t;
+	if (!ts) {
+		if (!out->flags)
+			out->flags = PY_NO_THREAD;
+		return 0;
+	}
+	out->tstate = ts;
+	if (p->cframe_current >= 0 && *frame &&
+	    py_read_ptr(frame, *frame, p->cframe_current) < 0) {
+		out->flags |= PY_READ_ERROR;
+		return 0;
+	}
+	py_copy_frames(c, p, *frame, t ? t->copy_lo : 0);
+	return ts;
+}
+
+/* The rest of py_walk: the frames from frame (py_walk_start's), t the
+ * thread's py_threads entry or NULL. */
+static __always_inline __u32 py_walk_frames(struct py_stack *out, struct py_proc *p,
+					    struct py_copy *c, struct py_thread *t, __u32 tgid,
+					    __u64 frame, __u64 *h,
+					    const struct py_key_frame *cand, __u64 *diff)
+{
+	struct py_frame_walk w = { .out = out, .tgid = tgid, .cand = cand, .copy = c };
+
+	w.p = p;
+	w.frame = frame;
+	w.h = py_site_start(tgid, p->code_gen);
+	w.n = py_opaque_zero(&out->nframes);
+	w.flags = py_opaque_zero(&out->nframes);
+	/* ~0 and 0, as u64s the verifier knows nothing of: what the steps
+	 * store in them stays in the range they start with. */
+	*(volatile __u64 *)&out->token = ~0ULL;
+	w.low = *(volatile __u64 *)&out->token;
+	*(volatile __u64 *)&out->token = 0;
+	w.diff = *(volatile __u64 *)&out->token;
+	w.bad = *(volatile __u64 *)&out->token;
+	/* Twice the frames kept: room for the C-stack shims (3.12+) between
+	 * them; a stack still going after that is reported cut. */
+	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);
+	if (w.frame && !w.flags)
+		w.flags |= PY_TRUNCATED;
+	out->flags |= w.flags;
+	out->nframes = w.n;
+	*h = w.h;
+	*diff = w.diff;
+	c->bad = w.bad;
+	if (t)
+		t->copy_lo = w.low == ~0ULL ? 0 : w.low;
+	return w.n;
+}
+
 /* Walk the Python stack of the calling thread tid of process tgid into
  * *out (its header and frames[0..nframes) overwritten, their code_id
  * left for py_resolve: a chain py_sites knows needs none); p is its
@@ -651,68 +752,22 @@ static __always_inline __u32 py_walk(struct py_stack *out, struct py_proc *p, __
 				     __u32 tid, __u64 *h, struct py_thread **tp,
 				     const struct py_key_frame *cand, __u64 *diff)
 {
-	struct py_frame_walk w = { .out = out, .tgid = tgid, .low = ~0ULL, .cand = cand };
-	struct py_thread *t = 0;
 	struct py_copy *c;
 	__u32 zero = 0;
-	__u64 ts, frame = 0;
+	__u64 frame;
 
-	out->tstate = 0;
-	out->code_frees = 0;
-	out->token = 0;
-	out->nframes = 0;
-	out->flags = 0;
-	out->code_gen = 0;
-	out->_pad = 0;
 	*h = 0;
 	*tp = 0;
 	*diff = 1;
-	if (!p) {
-		out->flags = PY_NO_PROC;
-		return 0;
-	}
-	/* Before anything of the stack is read: a code object freed after
-	 * this is counted in a later value (bpf/pyknown.h). */
-	out->code_frees = *(volatile __u64 *)&p->code_frees;
-	out->code_gen = p->code_gen;
 	c = bpf_map_lookup_elem(&py_copy, &zero);
-	ts = py_find_tstate(p, c, out, tgid, tid, &frame, &t);
-	*tp = t;
-	if (!ts) {
-		if (!out->flags)
-			out->flags = PY_NO_THREAD;
+	if (!c) {
+		out->nframes = 0;
+		out->flags = PY_READ_ERROR;
 		return 0;
 	}
-	out->tstate = ts;
-	if (p->cframe_current >= 0 && frame &&
-	    py_read_ptr(&frame, frame, p->cframe_current) < 0) {
-		out->flags |= PY_READ_ERROR;
+	if (!py_walk_start(out, p, c, tgid, tid, tp, &frame))
 		return 0;
-	}
-	w.p = p;
-	w.frame = frame;
-	w.copy = py_copy_frames(c, p, frame, t ? t->copy_lo : 0);
-	w.h = py_site_start(tgid, p->code_gen);
-	w.n = py_opaque_zero(&out->nframes);
-	w.flags = py_opaque_zero(&out->nframes);
-	/* ~0 and 0, as u64s the verifier knows nothing of: what the steps
-	 * store in them stays in the range they start with. */
-	*(volatile __u64 *)&out->token = ~0ULL;
-	w.low = *(volatile __u64 *)&out->token;
-	*(volatile __u64 *)&out->token = 0;
-	w.diff = *(volatile __u64 *)&out->token;
-	/* Twice the frames kept: room for the C-stack shims (3.12+) between
-	 * them; a stack still going after that is reported cut. */
-	bpf_loop(PY_MAX_FRAMES * 2, py_frame_step, &w, 0);
-	if (w.frame && !w.flags)
-		w.flags |= PY_TRUNCATED;
-	out->flags |= w.flags;
-	out->nframes = w.n;
-	*h = w.h;
-	*diff = w.diff;
-	if (t)
-		t->copy_lo = w.low == ~0ULL ? 0 : w.low;
-	return w.n;
+	return py_walk_frames(out, p, c, *tp, tgid, frame, h, cand, diff);
 }
 
 struct py_resolve_walk {

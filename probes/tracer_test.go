@@ -131,7 +131,9 @@ func TestVerifierWork(t *testing.T) {
 	// 20,000 since the threads' memo of their last known native chain
 	// (bpf/stack.h, stack_memo_token: ~1,300, its 32 frames compared in
 	// one branch-free global function; a j < n mask written in C, which
-	// clang made a branch per frame, cost ~13,000).
+	// clang made a branch per frame, cost ~13,000), and of their last
+	// known Python chain (bpf/pyknown.h, py_memo_token and py_memo_keep:
+	// ~1,000 more, the same way; with the mask in C, ~24,000).
 	const budget = 20000
 	spec, err := loadTttrace()
 	if err != nil {

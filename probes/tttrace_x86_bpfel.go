@@ -132,6 +132,8 @@ type tttracePyCopy struct {
 		Code  uint64
 		Instr uint64
 	}
+	Addr [32]uint64
+	Bad  uint64
 }
 
 type tttracePyHeir struct {
@@ -245,6 +247,9 @@ type tttracePyThread struct {
 	NativeTop uint64
 	CodeGen   uint32
 	Site      uint32
+	MemoN     uint32
+	MemoSlot  uint32
+	Memo      [32]uint64
 }
 
 type tttraceStackMemo struct {

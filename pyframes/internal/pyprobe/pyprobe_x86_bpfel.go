@@ -32,6 +32,8 @@ type pyprobePyCopy struct {
 		Code  uint64
 		Instr uint64
 	}
+	Addr [32]uint64
+	Bad  uint64
 }
 
 type pyprobePyProc struct {
@@ -114,6 +116,9 @@ type pyprobePyThread struct {
 	NativeTop uint64
 	CodeGen   uint32
 	Site      uint32
+	MemoN     uint32
+	MemoSlot  uint32
+	Memo      [32]uint64
 }
 
 // loadPyprobe returns the embedded CollectionSpec for pyprobe.
