@@ -13,6 +13,24 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type stacktestStackMemo struct {
+	_       structs.HostLayout
+	Tgid    uint32
+	N       uint32
+	Ip      uint64
+	Sp      uint64
+	Bp      uint64
+	Slot    uint32
+	Seq     uint32
+	Need    uint32
+	RegUsed uint32
+	Nbp     uint32
+	Off     [32]uint16
+	BpOffs  [8]uint16
+	_       [4]byte
+	BpVals  [8]uint64
+}
+
 type stacktestStackRecord struct {
 	_   structs.HostLayout
 	Hdr struct {
@@ -50,6 +68,18 @@ type stacktestStackScratch struct {
 	}
 	ShortCopy uint32
 	Need      uint32
+	Offs      [32]uint16
+	BpOffs    [8]uint16
+	BpVals    [8]uint64
+	BpVal     uint64
+	BpOff     uint32
+	BpSrc     uint32
+	Nbp       uint32
+	RegUsed   uint32
+	MemoOk    uint32
+	SpOnly    uint32
+	HitSlot   uint32
+	HitSeq    uint32
 }
 
 type stacktestStackSiteSlot struct {
@@ -131,6 +161,7 @@ type stacktestProgramSpecs struct {
 type stacktestMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	StackMemos   *ebpf.MapSpec `ebpf:"stack_memos"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackSites   *ebpf.MapSpec `ebpf:"stack_sites"`
 	StackSteps   *ebpf.MapSpec `ebpf:"stack_steps"`
@@ -171,6 +202,7 @@ func (o *stacktestObjects) Close() error {
 type stacktestMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	StackMemos   *ebpf.Map `ebpf:"stack_memos"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	StackSites   *ebpf.Map `ebpf:"stack_sites"`
 	StackSteps   *ebpf.Map `ebpf:"stack_steps"`
@@ -180,6 +212,7 @@ func (m *stacktestMaps) Close() error {
 	return _StacktestClose(
 		m.Events,
 		m.Lost,
+		m.StackMemos,
 		m.StackScratch,
 		m.StackSites,
 		m.StackSteps,
