@@ -44,6 +44,9 @@ type Interpreter struct {
 	codeDeallocErr error
 	// dev and ino name the file read (CodeDealloc attaches to no other).
 	dev, ino uint64
+	// evalLo, evalHi: the link-time addresses of _PyEval_EvalFrameDefault,
+	// [evalLo, evalHi); 0, 0 when it has no sized symbol (EvalFrame).
+	evalLo, evalHi uint64
 }
 
 // segment is a loaded part of a file: size bytes at link-time address
@@ -77,7 +80,7 @@ func Detect(path string) (*Interpreter, error) {
 var limits = elfx.Limits{Section: 512 << 20, Table: 64 << 20}
 
 func detect(path string, ef *elf.File) (*Interpreter, error) {
-	syms, err := symbols(ef, "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
+	syms, err := symbols(ef, "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "_PyEval_EvalFrameDefault")
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +102,10 @@ func detect(path string, ef *elf.File) (*Interpreter, error) {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
 			in.text = append(in.text, segment{vaddr: p.Vaddr, size: p.Filesz, off: p.Off})
 		}
+	}
+	if ev, ok := syms["_PyEval_EvalFrameDefault"]; ok && elf.ST_TYPE(ev.Info) == elf.STT_FUNC &&
+		ev.Size > 0 && ev.Value+ev.Size > ev.Value && in.inText(ev.Value, ev.Size) {
+		in.evalLo, in.evalHi = ev.Value, ev.Value+ev.Size
 	}
 	if err := in.version(ef, syms); err != nil {
 		in.Err = err
@@ -280,4 +287,27 @@ func readVaddr(ef *elf.File, addr uint64, n int) ([]byte, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("%#x+%d is not in the file's loaded data", addr, n)
+}
+
+// inText says whether [addr, addr+size) lies in one executable segment.
+func (in *Interpreter) inText(addr, size uint64) bool {
+	for _, t := range in.text {
+		if addr >= t.vaddr && addr-t.vaddr <= t.size && size <= t.size-(addr-t.vaddr) {
+			return true
+		}
+	}
+	return false
+}
+
+// EvalFrame is where the interpreter's evaluation loop,
+// _PyEval_EvalFrameDefault, is in process p: [lo, hi). Every Python
+// function runs in it (3.10-3.13); the native frames that call it are the
+// interpreter's own, which the Python stack names (docs/stacks.md). ok is
+// false when the file has no sized symbol for it.
+func (p *Process) EvalFrame() (lo, hi uint64, ok bool) {
+	in := p.Interp
+	if in == nil || in.evalHi == 0 {
+		return 0, 0, false
+	}
+	return in.evalLo + p.Bias, in.evalHi + p.Bias, true
 }

@@ -3,6 +3,9 @@ package pyframes
 import (
 	"debug/elf"
 	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +44,11 @@ func TestDetect(t *testing.T) {
 		}
 		seen++
 		t.Logf("%s %s: offsets from %s", file, py.version, in.Source)
+		// The evaluation loop, where native stacks of Python threads end
+		// (EvalFrame): where nm(1) puts _PyEval_EvalFrameDefault.
+		if lo, hi := nmFunc(t, file, "_PyEval_EvalFrameDefault"); in.evalLo != lo || in.evalHi != hi || lo == 0 {
+			t.Errorf("%s: _PyEval_EvalFrameDefault at [%#x, %#x), nm says [%#x, %#x)", file, in.evalLo, in.evalHi, lo, hi)
+		}
 		// The BPF side reads a frame's fields in one window and hashes
 		// 32 bytes holding the code object's three pointers.
 		o := &in.Offsets
@@ -71,4 +79,27 @@ func TestDetect(t *testing.T) {
 	if _, err := Detect("/bin/true"); !errors.Is(err, ErrNotPython) {
 		t.Errorf("/bin/true: %v, want ErrNotPython", err)
 	}
+}
+
+// nmFunc is where nm(1) puts function name in file (its dynamic symbols,
+// then its own): [lo, hi), or 0, 0.
+func nmFunc(t *testing.T, file, name string) (lo, hi uint64) {
+	t.Helper()
+	for _, args := range [][]string{{"-D", "-S", "--defined-only", file}, {"-S", "--defined-only", file}} {
+		out, err := exec.Command("nm", args...).Output()
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 4 && f[3] == name && (f[2] == "T" || f[2] == "t") {
+				a, err1 := strconv.ParseUint(f[0], 16, 64)
+				n, err2 := strconv.ParseUint(f[1], 16, 64)
+				if err1 == nil && err2 == nil {
+					return a, a + n
+				}
+			}
+		}
+	}
+	return 0, 0
 }

@@ -26,6 +26,9 @@ func (a *allocSites) heir(child uint32, ps, pp *procStacks, ts uint64) {
 	// none (python_not_registered).
 	info := *pp.pyInfo
 	ps.py, ps.pyShared, ps.pyInfo, ps.pyAt = pp.py, true, &info, max(pp.pyAt, ts)
+	if ps.py != nil {
+		a.evalStops(child, ps)
+	}
 }
 
 // heirs: pid was just registered (ps.py). Its children known by their fork

@@ -440,6 +440,7 @@ func (a *allocSites) findPython(pid uint32, ps *procStacks) {
 	ps.pyInfo.Supported = true
 	ps.py = p
 	ps.pyAt = monotonicNow()
+	a.evalStops(pid, ps)
 	defer a.heirs(pid, ps)
 	if ps.mods == nil {
 		// Its maps now, while it surely lives (a program that imports
@@ -784,6 +785,23 @@ func (a *allocSites) ended(pid uint32) *pyframes.Process {
 		return nil // its parent's, closed with it
 	}
 	return ps.py
+}
+
+// evalStops: pid runs the interpreter ps.py, so its native stacks end at
+// their first frame of the interpreter's evaluation loop (stacks.Table
+// SetStops, docs/stacks.md): the frames past it are the interpreter's,
+// which its Python stack names, and however deep the Python code, the
+// native chain stays short enough to be known (bpf/stack.h: at most 32
+// return addresses; a pytest run's chains had 68). The stacks the kernel
+// learnt without the stop are forgotten, to be learnt again with it.
+func (a *allocSites) evalStops(pid uint32, ps *procStacks) {
+	lo, hi, ok := ps.py.EvalFrame()
+	if !ok {
+		return
+	}
+	if ps.tab.SetStops([]stacks.Range{{Lo: lo, Hi: hi}}) {
+		a.forgetKnown(pid, ps)
+	}
 }
 
 // forgetKnown deletes the kernel's known stacks of pid, if it has any.

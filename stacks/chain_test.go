@@ -413,6 +413,55 @@ func TestTableInterns(t *testing.T) {
 	}
 }
 
+// TestTableStops: a stop (SetStops, the interpreter's evaluation loop in
+// a Python process) ends a stack at the first caller frame whose return
+// address it holds, as the outermost frame: the chain is the full
+// unwind's up to that frame, not truncated, fixed, its last step End; a
+// stop at the innermost pc or at no pc of the chain changes nothing.
+func TestTableStops(t *testing.T) {
+	b := buildChain(t, chainVariants[0])
+	regs, stack, maps := b.capture(t, 0)
+	mods := bindByPath(NewCache(), maps)
+	full, _ := Unwind(mods, regs, stack, 0, nil)
+	if len(full) < 5 {
+		t.Fatalf("%d frames", len(full))
+	}
+	for _, k := range []int{1, 3} {
+		tab := NewTable()
+		pc := full[k].PC
+		if !tab.SetStops([]Range{{Lo: pc - 1, Hi: pc}}) || tab.SetStops([]Range{{Lo: pc - 1, Hi: pc}}) {
+			t.Fatal("SetStops: changed is wrong")
+		}
+		id, trunc, steps, fixed := tab.AddSteps(mods, regs, stack, nil)
+		st, _ := tab.Stack(id)
+		if trunc || !fixed || len(st.Locs) != k+1 {
+			t.Fatalf("stop at frame %d: %d frames, truncated %v, fixed %v", k, len(st.Locs), trunc, fixed)
+		}
+		for i, l := range st.Locs {
+			if l.PC != full[i].PC {
+				t.Errorf("stop at frame %d: #%d %#x, want %#x", k, i, l.PC, full[i].PC)
+			}
+		}
+		if len(steps) != k+1 || !steps[k].End || steps[k].PC != pc || steps[k].First {
+			t.Errorf("stop at frame %d: steps %+v, want %d ending with End at %#x", k, steps, k+1, pc)
+		}
+		if again, _ := tab.Add(mods, regs, stack); again != id {
+			t.Errorf("stop at frame %d: Add gives stack %d, AddSteps %d", k, again, id)
+		}
+	}
+	for name, r := range map[string]Range{
+		"innermost": {Lo: full[0].PC, Hi: full[0].PC + 1},
+		"elsewhere": {Lo: 1, Hi: 2},
+	} {
+		tab := NewTable()
+		tab.SetStops([]Range{r})
+		id, _ := tab.Add(mods, regs, stack)
+		if st, _ := tab.Stack(id); len(st.Locs) != len(full) {
+			t.Errorf("stop %s: %d frames, want all %d", name, len(st.Locs), len(full))
+		}
+	}
+}
+
 func fr0File(tab *Table, id StackID) *File {
 	s, _ := tab.Stack(id)
 	return s.Locs[0].File

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -24,6 +25,7 @@ type Table struct {
 	MaxFrames int
 
 	mu      sync.Mutex
+	stops   []Range // SetStops
 	byHash  map[uint64][]StackID
 	stacks  []Stack
 	scratch []Loc
@@ -38,8 +40,26 @@ func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (StackID, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var trunc bool
-	t.scratch, trunc = Unwind(mods, regs, stack, t.MaxFrames, t.scratch[:0])
+	t.scratch, trunc, _ = unwind(mods, regs, stack, t.MaxFrames, t.scratch[:0], nil, t.stops)
 	return t.internLocked(t.scratch, trunc), trunc
+}
+
+// Range is the pcs [Lo, Hi) of a function in a process.
+type Range struct{ Lo, Hi uint64 }
+
+// SetStops makes every later unwind of Add and AddSteps end at the first
+// caller frame whose return address is in one of stops (a frame of
+// CPython's evaluation loop, whose callers are the interpreter's own
+// frames, which the Python stack names), as at an outermost frame: the
+// frame is kept, its step says End. It reports whether the stops changed.
+func (t *Table) SetStops(stops []Range) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slices.Equal(t.stops, stops) {
+		return false
+	}
+	t.stops = append([]Range(nil), stops...)
+	return true
 }
 
 // AddSteps is Add that also returns the stack's steps and whether it is
@@ -47,7 +67,9 @@ func (t *Table) Add(mods *Modules, regs Regs, stack []byte) (StackID, bool) {
 func (t *Table) AddSteps(mods *Modules, regs Regs, stack []byte, steps []Step) (_ StackID, truncated bool, _ []Step, fixed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.scratch, steps, truncated, fixed = UnwindSteps(mods, regs, stack, t.MaxFrames, t.scratch[:0], steps)
+	steps = steps[:0]
+	t.scratch, truncated, fixed = unwind(mods, regs, stack, t.MaxFrames, t.scratch[:0], &steps, t.stops)
+	fixed = fixed && !truncated
 	return t.internLocked(t.scratch, truncated), truncated, steps, fixed
 }
 

@@ -36,7 +36,7 @@ const DefaultMaxFrames = 128
 // frame that does not move up the stack. It never fails otherwise: garbage
 // gives a short stack.
 func Unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc) (_ []Loc, truncated bool) {
-	out, truncated, _ = unwind(mods, regs, stack, maxFrames, out, nil)
+	out, truncated, _ = unwind(mods, regs, stack, maxFrames, out, nil, nil)
 	return out, truncated
 }
 
@@ -63,11 +63,22 @@ func fitsInt32(v int64) bool { return v >= -1<<31 && v < 1<<31 }
 // and finds the same pcs has the same frames (bpf/stack.h: known stacks).
 func UnwindSteps(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, steps []Step) (_ []Loc, _ []Step, truncated, fixed bool) {
 	steps = steps[:0]
-	out, truncated, fixed = unwind(mods, regs, stack, maxFrames, out, &steps)
+	out, truncated, fixed = unwind(mods, regs, stack, maxFrames, out, &steps, nil)
 	return out, steps, truncated, fixed && !truncated
 }
 
-func unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, steps *[]Step) (_ []Loc, truncated, fixed bool) {
+// inStops says whether the return address pc is in one of stops (pc-1: a
+// call may be a function's last instruction).
+func inStops(stops []Range, pc uint64) bool {
+	for _, r := range stops {
+		if pc-1 >= r.Lo && pc-1 < r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+func unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, steps *[]Step, stops []Range) (_ []Loc, truncated, fixed bool) {
 	defer func() {
 		// The CFI comes from files of the traced processes: a panic on
 		// one ends this stack, not the tracer (elfx.Recover's rule).
@@ -96,6 +107,15 @@ func unwind(mods *Modules, regs Regs, stack []byte, maxFrames int, out []Loc, st
 		}
 		addr := pc - m.bias
 		out = append(out, Loc{PC: pc, File: m.file, Addr: addr})
+		if n > 0 && len(stops) > 0 && inStops(stops, pc) {
+			// A stop (Table.SetStops): the stack ends here, as at an
+			// outermost frame, and so does the kernel's walk of it (its
+			// step says End).
+			if steps != nil {
+				*steps = append(*steps, Step{PC: pc, End: true})
+			}
+			return out, false, fixed
+		}
 		lookup := addr
 		if n > 0 {
 			lookup-- // a return address may be just past its function
