@@ -170,13 +170,13 @@ struct py_walk_io {
  * (the thread ran other code, its stack moved) just misses. */
 
 /* Keep the walk's frames (py_copy.addr, py_copy.bad) as the calling
- * thread's memo of the chain of n frames the py_sites slot k holds. A
- * global function: checked once. */
+ * thread's memo of the chain of n frames the py_sites slot k holds: all
+ * PY_KEY_FRAMES addresses copied, those past n whatever an earlier walk
+ * left there (py_memo_token masks them off). A global function: checked
+ * once. */
 __noinline int py_memo_keep(struct py_copy *c, __u32 k, __u32 n)
 {
 	struct py_thread *t;
-	__u64 mask;
-	int j;
 
 	if (!c)
 		return 0;
@@ -186,15 +186,68 @@ __noinline int py_memo_keep(struct py_copy *c, __u32 k, __u32 n)
 	t->memo_n = 0;
 	if (c->bad || n == 0 || n > PY_KEY_FRAMES)
 		return 0;
-#pragma unroll
-	for (j = 0; j < PY_KEY_FRAMES; j++) {
-		mask = (__u64)j - n; /* all ones for j < n (see py_memo_token) */
-		asm volatile("%0 s>>= 63" : "+r"(mask));
-		t->memo[j] = c->addr[j] & mask;
-	}
+	__builtin_memcpy(t->memo, c->addr, sizeof(t->memo));
 	t->memo_slot = k;
 	t->memo_n = n;
 	return 0;
+}
+
+/* Where py_memo_frames finds a frame's fields in the copy (py_memo_token
+ * works them out once per capture). */
+struct py_memo_geo {
+	__u64 fw;    /* py_proc.frame_window */
+	__u64 lo;    /* py_copy.lo */
+	__u64 lim;   /* a window at offset off of the copy lies in it when off <= lim */
+	__u64 r_code, r_prev, r_instr; /* py_frame_from's offsets in the window */
+	__u64 n;     /* the memo's frames */
+};
+
+/* The memo's frames base .. base + PY_MEMO_CHUNK - 1 (those below n)
+ * against the slot's: 0 when each is, in this capture's copy, at its
+ * remembered address with the slot's code object and instruction, and its
+ * previous is the next remembered address (0 after the last). Branch-free
+ * over its PY_MEMO_CHUNK frames, frames past n masked off; a global
+ * function, checked once whatever base is, so the PY_KEY_FRAMES frames
+ * cost the verifier one chunk's instructions, not all of them unrolled
+ * (with 64 frames unrolled the heaviest program passed 20,000). */
+#define PY_MEMO_CHUNK 8
+
+__noinline __u64 py_memo_frames(struct py_copy *c, struct py_thread *t, struct py_site_slot *s,
+				struct py_memo_geo *g, __u32 base)
+{
+	__u64 diff = 0, d, off, mask, next, a, j, n;
+	const __u8 *src;
+	int i;
+
+	if (!c || !t || !s || !g)
+		return 1;
+	base &= PY_KEY_FRAMES - PY_MEMO_CHUNK;
+	n = g->n;
+#pragma unroll
+	for (i = 0; i < PY_MEMO_CHUNK; i++) {
+		j = base + i;
+		/* All ones for j < n, and for j + 1 < n: shifted in the
+		 * program as written, or clang makes a branch of it. */
+		mask = j - n;
+		asm volatile("%0 s>>= 63" : "+r"(mask));
+		next = j + 1 - n;
+		asm volatile("%0 s>>= 63" : "+r"(next));
+		next &= t->memo[(j + 1) & (PY_KEY_FRAMES - 1)];
+		a = t->memo[j & (PY_KEY_FRAMES - 1)];
+		off = a + g->fw - g->lo;
+		src = c->data + (off & (PY_COPY_BYTES - 8));
+		d = ((g->lim - off) | off) >> 63; /* outside the copy */
+		d |= *(__u64 *)(src + (g->r_code & (PY_FRAME_WINDOW - 8))) ^
+		     s->frames[j & (PY_KEY_FRAMES - 1)].code;
+		d |= *(__u64 *)(src + (g->r_instr & (PY_FRAME_WINDOW - 8))) ^
+		     s->frames[j & (PY_KEY_FRAMES - 1)].instr;
+		d |= *(__u64 *)(src + (g->r_prev & (PY_FRAME_WINDOW - 8))) ^ next;
+		diff |= d & mask;
+		/* One frame after the other: hoisted, the loads of every frame
+		 * would be live at once, more than the stack holds. */
+		asm volatile("" : "+r"(diff));
+	}
+	return diff;
 }
 
 /* The token of the thread's memo (see above) if its chain is this
@@ -211,13 +264,11 @@ __noinline int py_memo_keep(struct py_copy *c, __u32 k, __u32 n)
 __noinline __u64 py_memo_token(struct py_copy *c, struct py_proc *p, struct py_stack *out,
 			       struct py_walk_io *io, __u64 frame0)
 {
+	struct py_memo_geo g;
 	struct py_thread *t;
 	struct py_site_slot *s;
-	__u64 diff, d, token, lim, off, mask, next, fw, a;
-	__u64 r_code, r_prev, r_instr;
-	const __u8 *src;
-	__u32 k, seq, n;
-	int j;
+	__u64 diff, token;
+	__u32 k, seq, n, base;
 
 	if (!c || !p || !out || !io || !frame0)
 		return 0;
@@ -236,33 +287,19 @@ __noinline __u64 py_memo_token(struct py_copy *c, struct py_proc *p, struct py_s
 	stack_barrier();
 	diff = (s->tgid ^ io->tgid) | (s->n ^ n) | (s->code_gen ^ out->code_gen) |
 	       (s->code_frees ^ out->code_frees);
-	fw = p->frame_window;
-	/* py_frame_from's offsets in the window. */
-	r_code = (p->frame_code - fw) & (PY_FRAME_WINDOW - 8);
-	r_prev = (p->frame_previous - fw) & (PY_FRAME_WINDOW - 8);
-	r_instr = (p->frame_instr - fw) & (PY_FRAME_WINDOW - 8);
-	/* A window at offset off of the copy lies in it when off <= lim
-	 * (py_read_frame's test); below the copy, off wraps to >= 2^63. */
-	lim = c->hi - c->lo - PY_FRAME_WINDOW;
-	a = frame0;
+	g.fw = p->frame_window;
+	g.lo = c->lo;
+	/* Below the copy, off wraps to >= 2^63 (py_read_frame's test). */
+	g.lim = c->hi - c->lo - PY_FRAME_WINDOW;
+	g.r_code = p->frame_code - g.fw;
+	g.r_prev = p->frame_previous - g.fw;
+	g.r_instr = p->frame_instr - g.fw;
+	g.n = n;
 #pragma unroll
-	for (j = 0; j < PY_KEY_FRAMES; j++) {
-		/* All ones for j < n: shifted in the program as written, or
-		 * clang makes a branch of it. */
-		mask = (__u64)j - n;
-		asm volatile("%0 s>>= 63" : "+r"(mask));
-		next = j + 1 < PY_KEY_FRAMES ? t->memo[j + 1] : 0;
-		off = a + fw - c->lo;
-		src = c->data + (off & (PY_COPY_BYTES - 8));
-		d = ((lim - off) | off) >> 63; /* outside the copy */
-		d |= *(__u64 *)(src + r_code) ^ s->frames[j].code;
-		d |= *(__u64 *)(src + r_instr) ^ s->frames[j].instr;
-		d |= *(__u64 *)(src + r_prev) ^ next;
-		diff |= d & mask;
-		a = next;
-		/* One frame after the other: hoisted, the loads of every frame
-		 * would be live at once, more than the stack holds. */
-		asm volatile("" : "+r"(diff), "+r"(a));
+	for (base = 0; base < PY_KEY_FRAMES; base += PY_MEMO_CHUNK) {
+		if (base >= n)
+			break;
+		diff |= py_memo_frames(c, t, s, &g, base);
 	}
 	token = s->token;
 	stack_barrier();

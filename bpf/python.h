@@ -235,7 +235,7 @@ static __always_inline void py_frame_from(struct py_proc *p, const __u8 *win,
 /* Frames a known Python stack may have (bpf/pyknown.h): deeper ones are
  * always sent. */
 #ifndef PY_KEY_FRAMES
-#define PY_KEY_FRAMES 32
+#define PY_KEY_FRAMES 64
 #endif
 
 /* A frame of a known Python stack's chain. */
@@ -449,8 +449,8 @@ struct py_thread {
 	__u32 site; /* 1 + the py_sites slot of its last known Python stack
 		     * (bpf/pyknown.h), 0: none. A hint: the slot is compared */
 	/* The memo of the thread's last known chain (bpf/pyknown.h,
-	 * py_memo_token): memo_n frames (0: none) at memo[0..memo_n), the
-	 * rest 0, whose chain the py_sites slot memo_slot held. Checked
+	 * py_memo_token): memo_n frames (0: none) at memo[0..memo_n) (the
+	 * rest is not used), whose chain the py_sites slot memo_slot held. Checked
 	 * against the copy and the slot at each use, never trusted. */
 	__u32 memo_n;
 	__u32 memo_slot;

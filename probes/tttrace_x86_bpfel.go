@@ -127,12 +127,12 @@ type tttracePyCopy struct {
 	Data   [8320]uint8
 	Win    [128]uint8
 	Ts     [256]uint8
-	NoCand [32]struct {
+	NoCand [64]struct {
 		_     structs.HostLayout
 		Code  uint64
 		Instr uint64
 	}
-	Addr [32]uint64
+	Addr [64]uint64
 	Bad  uint64
 }
 
@@ -231,7 +231,7 @@ type tttracePySiteSlot struct {
 	CodeGen   uint32
 	CodeFrees uint64
 	Token     uint64
-	Frames    [32]struct {
+	Frames    [64]struct {
 		_     structs.HostLayout
 		Code  uint64
 		Instr uint64
@@ -249,7 +249,7 @@ type tttracePyThread struct {
 	Site      uint32
 	MemoN     uint32
 	MemoSlot  uint32
-	Memo      [32]uint64
+	Memo      [64]uint64
 }
 
 type tttraceStackMemo struct {

@@ -16,8 +16,8 @@ import (
 )
 
 // KnownPyStackFrames is the most frames a known Python stack may have
-// (PY_KEY_FRAMES in bpf/pyknown.h).
-const KnownPyStackFrames = 32
+// (PY_KEY_FRAMES, bpf/python.h).
+const KnownPyStackFrames = 64
 
 // PyKeyFrame is a frame of a known Python stack: its code object and
 // instruction field, as struct py_frame has them.

@@ -27,12 +27,12 @@ type pyprobePyCopy struct {
 	Data   [8320]uint8
 	Win    [128]uint8
 	Ts     [256]uint8
-	NoCand [32]struct {
+	NoCand [64]struct {
 		_     structs.HostLayout
 		Code  uint64
 		Instr uint64
 	}
-	Addr [32]uint64
+	Addr [64]uint64
 	Bad  uint64
 }
 
@@ -118,7 +118,7 @@ type pyprobePyThread struct {
 	Site      uint32
 	MemoN     uint32
 	MemoSlot  uint32
-	Memo      [32]uint64
+	Memo      [64]uint64
 }
 
 // loadPyprobe returns the embedded CollectionSpec for pyprobe.

@@ -1,0 +1,113 @@
+package main
+
+// Deep known Python stacks (bpf/pyknown.h, docs/python.md): chains of up
+// to PY_KEY_FRAMES = 64 frames are known, as deep as pytest makes a TT-NN
+// test's (34 frames for a test function calling the library, 40-60 for a
+// model's), compared whole: two chains that differ only past their 40th
+// frame are two stacks.
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// pyDeepScript calls the replica through a recursion 45 calls deep from
+// two functions, outer_a and outer_b (48 frames: work, deep 45 times, the
+// outer function, the module), whose chains differ only in their two
+// outermost frames, one right after the other at the same frame addresses
+// (each capture meets the other's memo), and through a recursion 57 calls
+// deep from the module (59 frames). Each chain is sent once first and
+// learnt (the pauses of the first round); the last round leaks one buffer
+// from each chain.
+const pyDeepScript = `import ctypes, os, sys, time
+time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
+lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
+lib.ttwork_main.restype = ctypes.c_int
+lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+def work(leak):
+    enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
+    argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
+    assert lib.ttwork_main(len(enc), argv) == 0
+def deep(n, leak):
+    if n == 0:
+        work(leak)
+    else:
+        deep(n - 1, leak)
+def outer_a(leak):
+    deep(44, leak)
+def outer_b(leak):
+    deep(44, leak)
+for r in range(21):
+    leak = r == 20
+    for f in (outer_a, outer_b):
+        f(leak)
+        if r == 0:
+            time.sleep(0.1)
+    deep(56, leak)
+    if r == 0:
+        time.sleep(0.1)
+time.sleep(1)  # tttrace reads the maps of a process it sees load a library
+`
+
+func TestE2EKnownPyDeep(t *testing.T) {
+	_, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	lib := filepath.Join(dir, "libtt_metal.so")
+	script := filepath.Join(t.TempDir(), "pydeep.py")
+	if err := os.WriteFile(script, []byte(pyDeepScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := []string{"python3", script, dir}
+
+	// Every known stack also sent with its frames, walked: a token that
+	// names another chain (one that differs only in its outermost
+	// frames) is counted wrong. A run that knew none (tttrace starved of
+	// CPU) is tried again, twice at most.
+	var known, checked, wrong uint64
+	for try := 1; ; try++ {
+		_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
+		m := knownPyCounts.FindStringSubmatch(log)
+		if m == nil {
+			t.Fatalf("no known Python stack counts in the log:\n%s", log)
+		}
+		known, _ = strconv.ParseUint(m[2], 10, 64)
+		checked, _ = strconv.ParseUint(m[3], 10, 64)
+		wrong, _ = strconv.ParseUint(m[4], 10, 64)
+		t.Logf("run %d: %s Python stacks sent, %d known, %d checked, %d wrong", try, m[1], known, checked, wrong)
+		if wrong != 0 {
+			t.Errorf("%d known Python stacks are not the stack their token names:\n%s", wrong, log)
+		}
+		if known != 0 || try == 3 {
+			break
+		}
+	}
+	if known == 0 || checked != known {
+		t.Errorf("%d known Python stacks, %d checked: no stack of 48 or 59 frames was known, or the check did not run", known, checked)
+	}
+
+	// Without the check: the leak sites, Python lines and all, are those
+	// of a run that sends every stack.
+	ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
+	got, _ := traceKnown(t, lib, nil, target)
+	a, b := leakSites(t, ref), leakSites(t, got)
+	if !slices.Equal(a, b) {
+		t.Errorf("leak sites differ:\nevery stack sent:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	// The reference has the three chains, whole.
+	depth := map[string]int{"py:outer_a:": 45, "py:outer_b:": 45, "py:<module>:pydeep.py:25": 57}
+	for want, n := range depth {
+		found := false
+		for _, s := range a {
+			if strings.Contains(s, want) && strings.Count(s, "py:deep:pydeep.py:") == n {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no leak site with %q and %d frames of deep():\n%s", want, n, strings.Join(a, "\n"))
+		}
+	}
+}
