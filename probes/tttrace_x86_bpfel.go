@@ -132,8 +132,10 @@ type tttracePyCopy struct {
 		Code  uint64
 		Instr uint64
 	}
-	Addr [64]uint64
-	Bad  uint64
+	Addr     [64]uint64
+	Bad      uint64
+	Recopied uint32
+	Pad      uint32
 }
 
 type tttracePyHeir struct {

@@ -32,8 +32,10 @@ type pyprobePyCopy struct {
 		Code  uint64
 		Instr uint64
 	}
-	Addr [64]uint64
-	Bad  uint64
+	Addr     [64]uint64
+	Bad      uint64
+	Recopied uint32
+	Pad      uint32
 }
 
 type pyprobePyProc struct {
