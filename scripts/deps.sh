@@ -18,7 +18,7 @@ for what in "${@:-build}"; do
 	build) need g++ g++; need clang++ clang; need python3 python3; need make make; need strip binutils; need objcopy binutils; need zstd zstd ;;
 	bpf) need clang clang; need llvm-strip llvm ;;
 	test) need tmux tmux; need prometheus prometheus; need promtool prometheus; need pytest-3 python3-pytest; need protoc protobuf-compiler; need setpriv util-linux; need npx npm; need node nodejs ;;
-	bench) need /usr/bin/time time; need taskset util-linux ;;
+	bench) need /usr/bin/time time; need taskset util-linux; need pytest-3 python3-pytest ;;
 	*) echo "deps.sh: unknown set $what" >&2; exit 2 ;;
 	esac
 done

@@ -539,8 +539,13 @@ func runUntraced(c *config, _ int) costRun {
 // status, and when it failed, why (prefix and the last line it wrote on
 // stderr). p is nil when it did not start.
 func runBurst(prefix, name string, args ...string) (r costRun, p *proc) {
+	return runBurstEnv(nil, prefix, name, args...)
+}
+
+// runBurstEnv is runBurst with env added to the environment.
+func runBurstEnv(env []string, prefix, name string, args ...string) (r costRun, p *proc) {
 	r = costRun{Counted: -1, Lost: -1}
-	p, err := startProc(nil, name, args...)
+	p, err := startProc(env, name, args...)
 	if err != nil {
 		r.Err = err.Error()
 		return r, nil
