@@ -51,6 +51,21 @@ time.sleep(1)  # tttrace reads the maps of a process it sees load a library
 
 var knownCounts = regexp.MustCompile(`known stacks checked: (\d+) copied, (\d+) known, (\d+) checked, (\d+) wrong`)
 
+// knownCountsOf reads the known-stack counts of a --check-known-stacks
+// run's log: stacks copied, known, checked and wrong.
+func knownCountsOf(t *testing.T, log string) (copied, known, checked, wrong uint64) {
+	t.Helper()
+	m := knownCounts.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no known-stack counts in the log:\n%s", log)
+	}
+	n := make([]uint64, 4)
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	return n[0], n[1], n[2], n[3]
+}
+
 // traceKnown runs tttrace with flags on target and returns its summary and
 // log.
 func traceKnown(t *testing.T, lib string, flags []string, target []string) (*devices.Summary, string) {
@@ -100,15 +115,7 @@ func TestE2EKnownStacks(t *testing.T) {
 			}
 			lib := filepath.Join(dir, "libtt_metal.so")
 			_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
-			m := knownCounts.FindStringSubmatch(log)
-			if m == nil {
-				t.Fatalf("no known-stack counts in the log:\n%s", log)
-			}
-			n := make([]uint64, 4)
-			for i := range n {
-				n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-			}
-			copied, known, checked, wrong := n[0], n[1], n[2], n[3]
+			copied, known, checked, wrong := knownCountsOf(t, log)
 			t.Logf("%d stacks copied, %d known (%.1f%% known), %d checked", copied, known, 100*float64(known)/float64(max(copied+known, 1)), checked)
 			if wrong != 0 {
 				t.Errorf("%d known stacks unwind to another stack than their token's:\n%s", wrong, log)

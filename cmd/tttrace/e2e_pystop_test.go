@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -55,15 +54,7 @@ func TestE2EPythonNativeStop(t *testing.T) {
 		t.Run(strings.TrimPrefix(py, "/"), func(t *testing.T) {
 			target := []string{py, script, dir}
 			_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
-			m := knownCounts.FindStringSubmatch(log)
-			if m == nil {
-				t.Fatalf("no known-stack counts in the log:\n%s", log)
-			}
-			n := make([]uint64, 4)
-			for i := range n {
-				n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-			}
-			copied, known, checked, wrong := n[0], n[1], n[2], n[3]
+			copied, known, checked, wrong := knownCountsOf(t, log)
 			t.Logf("%d stacks copied, %d known, %d checked", copied, known, checked)
 			// 3,000 allocations: a few are copied until the first is learnt.
 			if wrong != 0 || checked != known || known < 2000 {
