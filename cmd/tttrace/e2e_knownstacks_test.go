@@ -127,14 +127,24 @@ func TestE2EKnownStacks(t *testing.T) {
 				return
 			}
 			// The same sites with known stacks as with every stack copied.
-			ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
-			got, _ := traceKnown(t, lib, nil, target)
-			a, b := leakSites(t, ref), leakSites(t, got)
-			if !slices.Equal(a, b) {
-				t.Errorf("leak sites differ:\nevery stack copied:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
-			}
+			sameLeakSites(t, lib, target)
 		})
 	}
+}
+
+// sameLeakSites traces target with every stack copied
+// (--known-stacks=false) and with known stacks (the default): the leak
+// sites must be the same. It returns them, and the summary of the run
+// with known stacks.
+func sameLeakSites(t *testing.T, lib string, target []string) ([]string, *devices.Summary) {
+	t.Helper()
+	ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
+	got, _ := traceKnown(t, lib, nil, target)
+	a, b := leakSites(t, ref), leakSites(t, got)
+	if !slices.Equal(a, b) {
+		t.Errorf("leak sites differ:\nevery stack copied:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	return a, got
 }
 
 // leakSites lists each leak of the traced process with its site, as

@@ -9,8 +9,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -67,36 +65,15 @@ func TestE2EKnownPyDeep(t *testing.T) {
 	// names another chain (one that differs only in its outermost
 	// frames) is counted wrong. A run that knew none (tttrace starved of
 	// CPU) is tried again, twice at most.
-	var known, checked, wrong uint64
-	for try := 1; ; try++ {
-		_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
-		m := knownPyCounts.FindStringSubmatch(log)
-		if m == nil {
-			t.Fatalf("no known Python stack counts in the log:\n%s", log)
-		}
-		known, _ = strconv.ParseUint(m[2], 10, 64)
-		checked, _ = strconv.ParseUint(m[3], 10, 64)
-		wrong, _ = strconv.ParseUint(m[4], 10, 64)
-		t.Logf("run %d: %s Python stacks sent, %d known, %d checked, %d wrong", try, m[1], known, checked, wrong)
-		if wrong != 0 {
-			t.Errorf("%d known Python stacks are not the stack their token names:\n%s", wrong, log)
-		}
-		if known != 0 || try == 3 {
-			break
-		}
-	}
+	c := checkKnownPy(t, lib, target)
+	known, checked := c.known, c.checked
 	if known == 0 || checked != known {
 		t.Errorf("%d known Python stacks, %d checked: no stack of 48 or 59 frames was known, or the check did not run", known, checked)
 	}
 
 	// Without the check: the leak sites, Python lines and all, are those
 	// of a run that sends every stack.
-	ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
-	got, _ := traceKnown(t, lib, nil, target)
-	a, b := leakSites(t, ref), leakSites(t, got)
-	if !slices.Equal(a, b) {
-		t.Errorf("leak sites differ:\nevery stack sent:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
-	}
+	a, _ := sameLeakSites(t, lib, target)
 	// The reference has the three chains, whole.
 	depth := map[string]int{"py:outer_a:": 45, "py:outer_b:": 45, "py:<module>:pydeep.py:25": 57}
 	for want, n := range depth {

@@ -9,8 +9,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,36 +75,15 @@ func TestE2EKnownPyMemo(t *testing.T) {
 	// Every known stack also sent with its frames, walked: a memo hit
 	// that names another chain's token is counted wrong. A run that knew
 	// none (tttrace starved of CPU) is tried again, twice at most.
-	var known, checked, wrong uint64
-	for try := 1; ; try++ {
-		_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
-		m := knownPyCounts.FindStringSubmatch(log)
-		if m == nil {
-			t.Fatalf("no known Python stack counts in the log:\n%s", log)
-		}
-		known, _ = strconv.ParseUint(m[2], 10, 64)
-		checked, _ = strconv.ParseUint(m[3], 10, 64)
-		wrong, _ = strconv.ParseUint(m[4], 10, 64)
-		t.Logf("run %d: %s Python stacks sent, %d known, %d checked, %d wrong", try, m[1], known, checked, wrong)
-		if wrong != 0 {
-			t.Errorf("%d known Python stacks are not the stack their token names:\n%s", wrong, log)
-		}
-		if known != 0 || try == 3 {
-			break
-		}
-	}
+	c := checkKnownPy(t, lib, target)
+	known, checked := c.known, c.checked
 	if known == 0 || checked != known {
 		t.Errorf("%d known Python stacks, %d checked: no stack was known, or the check did not run", known, checked)
 	}
 
 	// Without the check a memo hit sends no walk at all: the leak sites,
 	// Python lines and all, are those of a run that sends every stack.
-	ref, _ := traceKnown(t, lib, []string{"--known-stacks=false"}, target)
-	got, _ := traceKnown(t, lib, nil, target)
-	a, b := leakSites(t, ref), leakSites(t, got)
-	if !slices.Equal(a, b) {
-		t.Errorf("leak sites differ:\nevery stack sent:\n%s\nknown stacks:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
-	}
+	a, _ := sameLeakSites(t, lib, target)
 	// The reference tells the chains apart: both lines of line(), both
 	// functions at the same depth.
 	for _, want := range []string{"py:line:pymemo.py:12", "py:line:pymemo.py:14", "py:via_a:", "py:via_b:"} {
