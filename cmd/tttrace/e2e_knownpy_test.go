@@ -56,6 +56,34 @@ time.sleep(1)  # tttrace reads the maps of a process it sees load a library
 
 var knownPyCounts = regexp.MustCompile(`known Python stacks checked: (\d+) sent, (\d+) known, (\d+) checked, (\d+) wrong; sent: (\d+) captured before the code objects' deallocation was probed, \d+ with a code object not yet described, (\d+) learnt`)
 
+// pyWorkScript begins the known Python stack tests' scripts (the replica
+// build's directory in argv[1]): work(leak) runs the replica's basic
+// scenario through ctypes, leaking its buffers when leak is true.
+const pyWorkScript = `import ctypes, os, sys, time
+time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
+lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
+lib.ttwork_main.restype = ctypes.c_int
+lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+def work(leak):
+    enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
+    argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
+    assert lib.ttwork_main(len(enc), argv) == 0
+`
+
+// pyScriptTarget writes script as name in a temporary directory and
+// returns the gcc-O2 replica's library and the command that runs script
+// with it (python3 SCRIPT DIR).
+func pyScriptTarget(t *testing.T, name, script string) (lib string, target []string) {
+	t.Helper()
+	_, replica := setup(t)
+	dir := filepath.Join(replica, "gcc-O2")
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "libtt_metal.so"), []string{"python3", path, dir}
+}
+
 // knownPyRun is what a --check-known-stacks run's log says of its Python
 // stacks.
 type knownPyRun struct{ sent, known, checked, wrong, noGen, learnt uint64 }
@@ -92,14 +120,7 @@ func checkKnownPy(t *testing.T, lib string, target []string) knownPyRun {
 }
 
 func TestE2EKnownPyStacks(t *testing.T) {
-	_, replica := setup(t)
-	dir := filepath.Join(replica, "gcc-O2")
-	lib := filepath.Join(dir, "libtt_metal.so")
-	script := filepath.Join(t.TempDir(), "knownpy.py")
-	if err := os.WriteFile(script, []byte(knownPyScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	target := []string{"python3", script, dir}
+	lib, target := pyScriptTarget(t, "knownpy.py", knownPyScript)
 
 	// A run whose every call came before any chain was learnt (tttrace
 	// starved of CPU for the whole script under load) knows none: such a

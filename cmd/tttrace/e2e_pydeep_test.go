@@ -7,8 +7,6 @@ package main
 // frame are two stacks.
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -21,16 +19,7 @@ import (
 // deep from the module (59 frames). Each chain is sent once first and
 // learnt (the pauses of the first round); the last round leaks one buffer
 // from each chain.
-const pyDeepScript = `import ctypes, os, sys, time
-time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
-lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
-lib.ttwork_main.restype = ctypes.c_int
-lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work(leak):
-    enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
-    argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
-    assert lib.ttwork_main(len(enc), argv) == 0
-def deep(n, leak):
+const pyDeepScript = pyWorkScript + `def deep(n, leak):
     if n == 0:
         work(leak)
     else:
@@ -52,14 +41,7 @@ time.sleep(1)  # tttrace reads the maps of a process it sees load a library
 `
 
 func TestE2EKnownPyDeep(t *testing.T) {
-	_, replica := setup(t)
-	dir := filepath.Join(replica, "gcc-O2")
-	lib := filepath.Join(dir, "libtt_metal.so")
-	script := filepath.Join(t.TempDir(), "pydeep.py")
-	if err := os.WriteFile(script, []byte(pyDeepScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	target := []string{"python3", script, dir}
+	lib, target := pyScriptTarget(t, "pydeep.py", pyDeepScript)
 
 	// Every known stack also sent with its frames, walked: a token that
 	// names another chain (one that differs only in its outermost

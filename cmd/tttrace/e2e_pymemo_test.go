@@ -7,8 +7,6 @@ package main
 // the very same frame addresses.
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,16 +20,7 @@ import (
 // call site (a code object differs). Each chain is sent once first and
 // learnt (the pauses of the first round); the last round leaks one buffer
 // from each chain.
-const pyMemoScript = `import ctypes, os, sys, time
-time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
-lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
-lib.ttwork_main.restype = ctypes.c_int
-lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work(leak):
-    enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
-    argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
-    assert lib.ttwork_main(len(enc), argv) == 0
-def line(k, leak):
+const pyMemoScript = pyWorkScript + `def line(k, leak):
     if k:
         work(leak)
     else:
@@ -63,14 +52,7 @@ time.sleep(1)  # tttrace reads the maps of a process it sees load a library
 `
 
 func TestE2EKnownPyMemo(t *testing.T) {
-	_, replica := setup(t)
-	dir := filepath.Join(replica, "gcc-O2")
-	lib := filepath.Join(dir, "libtt_metal.so")
-	script := filepath.Join(t.TempDir(), "pymemo.py")
-	if err := os.WriteFile(script, []byte(pyMemoScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	target := []string{"python3", script, dir}
+	lib, target := pyScriptTarget(t, "pymemo.py", pyMemoScript)
 
 	// Every known stack also sent with its frames, walked: a memo hit
 	// that names another chain's token is counted wrong. A run that knew
