@@ -92,6 +92,56 @@ func floorInstructions(counters *ebpf.Map) asm.Instructions {
 	}
 }
 
+// The floor's one-operation variants (-floor-op): what one operation a
+// uprobe program makes costs, the count-only program's time subtracted.
+// Each reads or writes 8 bytes, so the figure is the operation's own cost,
+// not that of the bytes moved.
+const (
+	opRead  = "read"  // one bpf_probe_read_user of the hit's stack (its return address)
+	opRead2 = "read2" // two of them (the return address and the slot above it)
+	opRing  = "ring"  // one 8-byte ring record, reserved and submitted without waking the reader
+)
+
+// opInstructions is the count-only program followed by op.
+func opInstructions(counters, ring *ebpf.Map, op string) asm.Instructions {
+	count := floorInstructions(counters)
+	ins := append(asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}, count[:len(count)-2]...)
+	read := func(fp, at int16) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, asm.RFP),
+			asm.Add.Imm(asm.R1, int32(fp)),
+			asm.Mov.Imm(asm.R2, 8),
+			asm.LoadMem(asm.R3, asm.R6, regsSP, asm.DWord),
+			asm.Add.Imm(asm.R3, int32(at)),
+			asm.FnProbeReadUser.Call(),
+		}
+	}
+	// The count's "out" label moves to after the operation: a site
+	// whose counter is missing still does it.
+	ins = append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol("out"))
+	switch op {
+	case opRead:
+		ins = append(ins, read(-16, 0)...)
+	case opRead2:
+		ins = append(ins, read(-16, 0)...)
+		ins = append(ins, read(-24, 8)...)
+	case opRing:
+		ins = append(ins,
+			asm.LoadMapPtr(asm.R1, ring.FD()),
+			asm.Mov.Imm(asm.R2, 8),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnRingbufReserve.Call(),
+			asm.JEq.Imm(asm.R0, 0, "done"),
+			asm.Mov.Imm(asm.R1, 0),
+			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+			asm.Mov.Reg(asm.R1, asm.R0),
+			asm.Mov.Imm(asm.R2, 1), // BPF_RB_NO_WAKEUP
+			asm.FnRingbufSubmit.Call(),
+		)
+	}
+	return append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol("done"), asm.Return())
+}
+
 // floor is the floor's probes in one library.
 type floor struct {
 	plan     *ttmetal.Plan
@@ -182,7 +232,7 @@ func recordInstructions(counters, ring *ebpf.Map) asm.Instructions {
 // attachFloor loads the counting program (with record, the recording one)
 // and attaches it at every site of plan in lib: one uprobe_multi link, or
 // one classic uprobe per site where the kernel has no such links.
-func attachFloor(lib string, plan *ttmetal.Plan, record bool) (*floor, error) {
+func attachFloor(lib string, plan *ttmetal.Plan, record bool, op string) (*floor, error) {
 	f := &floor{plan: plan, multi: probes.HaveUprobeMulti() == nil}
 	var err error
 	f.counters, err = ebpf.NewMap(&ebpf.MapSpec{
@@ -196,13 +246,21 @@ func attachFloor(lib string, plan *ttmetal.Plan, record bool) (*floor, error) {
 		return nil, fmt.Errorf("create the counters: %w", err)
 	}
 	ins := floorInstructions(f.counters)
-	if record {
+	if record || op == opRing {
 		f.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "floor_records", Type: ebpf.RingBuf, MaxEntries: recordRing})
 		if err != nil {
 			f.close()
 			return nil, fmt.Errorf("create the ring: %w", err)
 		}
 		ins = recordInstructions(f.counters, f.ring)
+	}
+	switch op {
+	case "":
+	case opRead, opRead2, opRing:
+		ins = opInstructions(f.counters, f.ring, op)
+	default:
+		f.close()
+		return nil, fmt.Errorf("unknown -floor-op %q (read, read2, ring)", op)
 	}
 	spec := &ebpf.ProgramSpec{
 		Name:         floorProgName,
@@ -295,9 +353,9 @@ func (f *floor) close() {
 }
 
 // floorMain is benchtool's floor mode; it returns the exit status.
-func floorMain(lib string, atEntry, noAllocator, record bool, argv []string) int {
+func floorMain(lib string, atEntry, noAllocator, record bool, op string, argv []string) int {
 	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] [-floor-no-allocator] [-floor-record] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "floor: usage: benchtool -floor-lib LIB [-floor-at-entry] [-floor-no-allocator] [-floor-record | -floor-op OP] -- CMD ARGS...")
 		return 2
 	}
 	plan, err := floorPlan(lib, atEntry, noAllocator)
@@ -305,7 +363,7 @@ func floorMain(lib string, atEntry, noAllocator, record bool, argv []string) int
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
 	}
-	f, err := attachFloor(lib, plan, record)
+	f, err := attachFloor(lib, plan, record, op)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 		return 1
@@ -317,8 +375,13 @@ func floorMain(lib string, atEntry, noAllocator, record bool, argv []string) int
 	}
 	what := "counting"
 	var records func() uint64
-	if record {
-		what = "recording"
+	if op != "" {
+		what = "counting and one operation (" + op + ")"
+	}
+	if f.ring != nil {
+		if record {
+			what = "recording"
+		}
 		if records, err = f.readRecords(); err != nil {
 			fmt.Fprintf(os.Stderr, "floor: %v\n", err)
 			return 1

@@ -79,9 +79,11 @@ func main() {
 	flag.BoolVar(&floorAtEntry, "floor-at-entry", false, "floor mode: probe each function's first instruction (no placement, as --probe-at-entry)")
 	flag.BoolVar(&floorNoAllocator, "floor-no-allocator", false, "floor mode: leave the allocator's sites out (as tttrace --no-allocator-probes)")
 	flag.BoolVar(&floorRecord, "floor-record", false, "floor mode: also write one ring record per hit with what tttrace reads there, read and thrown away (the recording floor)")
+	var floorOp string
+	flag.StringVar(&floorOp, "floor-op", "", "floor mode: also do one operation per hit, to price it: read (one 8-byte user-memory read), read2 (two), ring (one 8-byte ring record)")
 	flag.Parse()
 	if floorLib != "" {
-		os.Exit(floorMain(floorLib, floorAtEntry, floorNoAllocator, floorRecord, flag.Args()))
+		os.Exit(floorMain(floorLib, floorAtEntry, floorNoAllocator, floorRecord, floorOp, flag.Args()))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -617,6 +619,24 @@ func (c *config) floorArgs(record bool) []string {
 	return append(append(args, "--", filepath.Join(c.replica, "ttwork")), c.burstArgs()...)
 }
 
+// opMode is the profile mode of the floor with one operation per hit
+// (floor.go's -floor-op).
+func opMode(op string) string {
+	switch op {
+	case opRead:
+		return "floor + one 8-byte user-memory read per hit"
+	case opRead2:
+		return "floor + two 8-byte user-memory reads per hit"
+	}
+	return "floor + one 8-byte ring record per hit"
+}
+
+// floorOpArgs runs this benchtool in floor mode with one operation per hit.
+func (c *config) floorOpArgs(op string) []string {
+	args := []string{"-floor-lib", filepath.Join(c.replica, "libtt_metal.so"), "-floor-op", op}
+	return append(append(args, "--", filepath.Join(c.replica, "ttwork")), c.burstArgs()...)
+}
+
 var countRe = regexp.MustCompile(`(?m)^@(\w+): (\d+)$`)
 
 func runFloor(c *config, _ int, record bool) costRun {
@@ -718,6 +738,9 @@ func runProfile(c *config) []profileRun {
 			filepath.Join(c.replica, "libtt_metal.so"), "--", filepath.Join(c.replica, "ttwork")}, c.burstArgs()...)},
 		{floorMode, c.self, c.floorArgs(false)},
 		{recordMode, c.self, c.floorArgs(true)},
+		{opMode(opRead), c.self, c.floorOpArgs(opRead)},
+		{opMode(opRead2), c.self, c.floorOpArgs(opRead2)},
+		{opMode(opRing), c.self, c.floorOpArgs(opRing)},
 	}
 	var out []profileRun
 	for _, rr := range runs {

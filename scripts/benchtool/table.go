@@ -192,6 +192,22 @@ func (r *results) costRows(c *config) []row {
 				fmt.Sprintf("%.2f µs vs %.2f µs vs %.2f µs: the stack costs %.2f µs known, %.2f µs copied", on, k, off, on-off, k-off), "less than copied", yesNo(on < k)})
 		}
 	}
+	perHit := map[string]float64{}
+	for _, p := range r.Profile {
+		if p.Err == "" && p.ProgRuns > 0 {
+			perHit[p.Mode] = p.ProgNsPerRun
+		}
+	}
+	if base, ok := perHit[floorMode]; ok {
+		rd, ok1 := perHit[opMode(opRead)]
+		rd2, ok2 := perHit[opMode(opRead2)]
+		rg, ok3 := perHit[opMode(opRing)]
+		if ok1 && ok2 && ok3 {
+			rows = append(rows, row{"1", "what one operation of a uprobe program costs here: the count-only program with one more operation per hit, less the count-only program (one run each, kernel BPF stats on; 8 bytes each, so the operation, not the bytes)",
+				fmt.Sprintf("count-only program %.0f ns per hit; a user-memory read (bpf_probe_read_user of the stack) **%.0f ns**, a second one %.0f ns; a ring record (reserve + submit, reader not woken) **%.0f ns**",
+					base, rd-base, rd2-rd, rg-base), "", ""})
+		}
+	}
 	for _, p := range r.Profile {
 		if p.Err != "" && p.ProgRuns == 0 {
 			rows = append(rows, row{"1", "BPF program time, " + p.Mode, "not measured: " + p.Err, "", ""})
