@@ -15,6 +15,12 @@
 #include "bpf/bpf_helpers.h"
 #include "bpf/bpf_tracing.h"
 #include "bpf/bpf_core_read.h"
+
+/* First copies of the data stack that could not be read (python.h): each
+ * cost a fault and a second read. */
+__u64 copy_missed = 0;
+#define PY_COPY_MISSED() __sync_fetch_and_add(&copy_missed, 1)
+
 #include "python.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -19,6 +19,14 @@ func (o *Objects) Program() *ebpf.Program { return o.PyStackProbe }
 // forgets the code object's description (bpf/python.h, py_code_freed).
 func (o *Objects) CodeDealloc() *ebpf.Program { return o.PyCodeDealloc }
 
+// CopyMissed is how many first copies of a data stack could not be read
+// (bpf/python.h, py_copy_frames: a fault, and a second read).
+func (o *Objects) CopyMissed() (uint64, error) {
+	var n uint64
+	err := o.pyprobeVariables.CopyMissed.Get(&n)
+	return n, err
+}
+
 // Procs is the py_procs map (tgid -> struct py_proc).
 func (o *Objects) Procs() *ebpf.Map { return o.PyProcs }
 

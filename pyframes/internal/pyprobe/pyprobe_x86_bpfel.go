@@ -186,6 +186,7 @@ type pyprobeMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type pyprobeVariableSpecs struct {
 	Capture    *ebpf.VariableSpec `ebpf:"capture"`
+	CopyMissed *ebpf.VariableSpec `ebpf:"copy_missed"`
 	Lost       *ebpf.VariableSpec `ebpf:"lost"`
 	NoWakeup   *ebpf.VariableSpec `ebpf:"no_wakeup"`
 	PyCodeNext *ebpf.VariableSpec `ebpf:"py_code_next"`
@@ -236,6 +237,7 @@ func (m *pyprobeMaps) Close() error {
 // It can be passed to loadPyprobeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pyprobeVariables struct {
 	Capture    *ebpf.Variable `ebpf:"capture"`
+	CopyMissed *ebpf.Variable `ebpf:"copy_missed"`
 	Lost       *ebpf.Variable `ebpf:"lost"`
 	NoWakeup   *ebpf.Variable `ebpf:"no_wakeup"`
 	PyCodeNext *ebpf.Variable `ebpf:"py_code_next"`
