@@ -73,6 +73,16 @@ type procStacks struct {
 	pyKey   []byte
 	siteIDs map[sitePair]uint32 // -> index+1 in sites
 	sites   []sitePair
+	// evalLo, evalHi: the interpreter's evaluation loop, where its native
+	// stacks end (evalStops; 0, 0: no stop). siteNative memoizes the
+	// native stack a site with a Python stack is keyed by (siteNativeOf).
+	evalLo, evalHi uint64
+	siteNative     map[stacks.StackID]stacks.StackID
+	// sitePy memoizes the Python stack a site is keyed by (sitePyOf),
+	// pyLines the first Python stack (index+1 in pyRaw) of each
+	// symbolized one.
+	sitePy  map[uint32]uint32
+	pyLines map[string]uint32
 	// Known stacks: tokens names the native stacks made known to the
 	// kernel (LearnStack) by their tokens, learned gives each its token
 	// (a stack learnt again keeps it); taught: some are in the kernel's
@@ -732,6 +742,10 @@ func (a *allocSites) pyTokenStack(ps *procStacks, token uint64) uint32 {
 
 // site interns the pair (native, py) as a site of ps.
 func (ps *procStacks) site(native stacks.StackID, py uint32) uint32 {
+	if py != 0 {
+		native = ps.siteNativeOf(native)
+		py = ps.sitePyOf(py)
+	}
 	k := sitePair{native, py}
 	id := ps.siteIDs[k]
 	if id == 0 {
@@ -740,6 +754,76 @@ func (ps *procStacks) site(native stacks.StackID, py uint32) uint32 {
 		ps.siteIDs[k] = id
 	}
 	return id
+}
+
+// siteNativeOf is the native stack a site whose Python stack is known is
+// keyed by: native without its last frame where that is the frame of the
+// evaluation loop the stack ended at (evalStops). Where in the loop the
+// call into C was made says which of its handlers ran the call, not where
+// in Python: CPython 3.11+ specializes a call's instruction after it has
+// run a few times, and the same call then returns to another handler
+// (3.13: generated_cases.c.h:813 for the first calls of a ctypes
+// function, :1839 after), so one Python line made two sites. The Python
+// stack names the frame. The kernel's chain, and the stack learnt, keep
+// the frame: only the site drops it.
+func (ps *procStacks) siteNativeOf(id stacks.StackID) stacks.StackID {
+	if ps.evalHi == 0 {
+		return id
+	}
+	if v, ok := ps.siteNative[id]; ok {
+		return v
+	}
+	v := id
+	if st, ok := ps.tab.Stack(id); ok && len(st.Locs) > 1 {
+		if pc := st.Locs[len(st.Locs)-1].PC; pc-1 >= ps.evalLo && pc-1 < ps.evalHi {
+			v = ps.tab.Intern(st.Locs[:len(st.Locs)-1], st.Truncated)
+		}
+	}
+	if ps.siteNative == nil {
+		ps.siteNative = map[stacks.StackID]stacks.StackID{}
+	}
+	ps.siteNative[id] = v
+	return v
+}
+
+// sitePyOf is the Python stack a site is keyed by: the first of those
+// with the same frames (file, function, line), where py symbolizes whole.
+// A frame's raw identity is its instruction, and CPython 3.11+ rewrites a
+// call's instruction once it has run a few times (specialization: 3.11's
+// PRECALL then makes the call, not CALL), so one line of Python made two
+// sites, the first calls' and the rest's. A stack that does not symbolize
+// whole keys its site itself.
+func (ps *procStacks) sitePyOf(py uint32) uint32 {
+	if ps.py == nil || py == 0 || int(py) > len(ps.pyRaw) {
+		return py
+	}
+	if v, ok := ps.sitePy[py]; ok {
+		return v
+	}
+	v := py
+	if st := ps.py.Symbolize(ps.pyRaw[py-1]); st.Err == nil {
+		var b strings.Builder
+		if st.Truncated {
+			b.WriteString("truncated\x00")
+		}
+		for _, f := range st.Frames {
+			fmt.Fprintf(&b, "%s\x00%s\x00%d\x00", f.File, f.Function, f.Line)
+		}
+		k := b.String()
+		if first, ok := ps.pyLines[k]; ok {
+			v = first
+		} else {
+			if ps.pyLines == nil {
+				ps.pyLines = map[string]uint32{}
+			}
+			ps.pyLines[k] = py
+		}
+	}
+	if ps.sitePy == nil {
+		ps.sitePy = map[uint32]uint32{}
+	}
+	ps.sitePy[py] = v
+	return v
 }
 
 // retire forgets pid's stack state when the ledger is about to retire its
@@ -799,6 +883,7 @@ func (a *allocSites) evalStops(pid uint32, ps *procStacks) {
 	if !ok {
 		return
 	}
+	ps.evalLo, ps.evalHi = lo, hi
 	if ps.tab.SetStops([]stacks.Range{{Lo: lo, Hi: hi}}) {
 		a.forgetKnown(pid, ps)
 	}
