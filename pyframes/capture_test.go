@@ -2,12 +2,10 @@ package pyframes
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -52,34 +50,8 @@ func captureOne(t *testing.T, py testInterp, script, so string, objs *pyprobe.Ob
 	cmd, stdin, out, proc := startScript(t, py, script, so, truthFile)
 	pid := cmd.Process.Pid
 	t.Logf("%s: %s, offsets from %s", proc.Interp.Path, proc.Interp.Version(), proc.Interp.Source)
-	val, err := proc.ProcValue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := uint32(pid)
-	if err := objs.Procs().Put(&key, val); err != nil {
-		t.Fatal(err)
-	}
-	defer objs.Procs().Delete(&key)
-	fmt.Fprintln(stdin, "go")
-
-	recs := newProbeRecords(pid)
+	recs := runCalls(t, objs, rd, proc, pid, stdin, out, scriptCalls)
 	stacks, tids := recs.stacks, recs.tids
-	deadline := time.Now().Add(30 * time.Second)
-	for len(stacks) < scriptCalls {
-		rd.SetDeadline(deadline)
-		rec, err := rd.Read()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("only %d of %d calls seen", len(stacks), scriptCalls)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs.add(t, rec.RawSample)
-	}
-	if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
-		t.Fatalf("script: %q, %v", line, err)
-	}
 	var truth map[string][][3]any
 	b, err := os.ReadFile(truthFile)
 	if err != nil {

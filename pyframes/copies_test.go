@@ -1,12 +1,10 @@
 package pyframes
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/tttrace/tttrace/pyframes/internal/pyprobe"
 )
@@ -45,33 +43,7 @@ func TestCaptureCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd, stdin, out, proc := startScript(t, py, script, so, strconv.Itoa(copiesLo), strconv.Itoa(copiesHi))
-			pid := cmd.Process.Pid
-			val, err := proc.ProcValue()
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := uint32(pid)
-			if err := objs.Procs().Put(&key, val); err != nil {
-				t.Fatal(err)
-			}
-			defer objs.Procs().Delete(&key)
-			fmt.Fprintln(stdin, "go")
-			recs := newProbeRecords(pid)
-			deadline := time.Now().Add(30 * time.Second)
-			for len(recs.stacks) < calls {
-				rd.SetDeadline(deadline)
-				rec, err := rd.Read()
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatalf("only %d of %d calls seen", len(recs.stacks), calls)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				recs.add(t, rec.RawSample)
-			}
-			if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
-				t.Fatalf("script: %q, %v", line, err)
-			}
+			recs := runCalls(t, objs, rd, proc, cmd.Process.Pid, stdin, out, calls)
 			fmt.Fprintln(stdin, "exit")
 			_ = cmd.Wait()
 			after, err := objs.CopyMissed()

@@ -2,6 +2,7 @@ package pyframes
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
@@ -200,4 +202,39 @@ func (r *probeRecords) add(t testing.TB, b []byte) {
 	default:
 		t.Fatalf("record of kind %s", h.Kind)
 	}
+}
+
+// runCalls registers proc (its script started by startScript, pid) with
+// the test program, tells the script to go, and reads the program's
+// records until calls stacks of pid are in, then the script's "done" line.
+// The registration goes with the test.
+func runCalls(t *testing.T, objs *pyprobe.Objects, rd *ringbuf.Reader, proc *Process, pid int, stdin io.Writer, lines *bufio.Reader, calls int) *probeRecords {
+	t.Helper()
+	val, err := proc.ProcValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := uint32(pid)
+	if err := objs.Procs().Put(&key, val); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.Procs().Delete(&key) })
+	fmt.Fprintln(stdin, "go")
+	recs := newProbeRecords(pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(recs.stacks) < calls {
+		rd.SetDeadline(deadline)
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("only %d of %d calls seen", len(recs.stacks), calls)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs.add(t, rec.RawSample)
+	}
+	if line, err := lines.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("script: %q, %v", line, err)
+	}
+	return recs
 }

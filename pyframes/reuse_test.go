@@ -2,13 +2,11 @@ package pyframes
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf/link"
 
@@ -76,32 +74,7 @@ func reuseOne(t *testing.T, py testInterp, script, so string, probed bool) int {
 		defer dl.Close()
 	}
 	proc.CodeGen = 1
-	val, err := proc.ProcValue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := uint32(pid)
-	if err := objs.Procs().Put(&key, val); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(stdin, "go")
-
-	recs := newProbeRecords(pid)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(recs.stacks) < reuseCalls {
-		rd.SetDeadline(deadline)
-		rec, err := rd.Read()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("only %d of %d calls seen", len(recs.stacks), reuseCalls)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs.add(t, rec.RawSample)
-	}
-	if line, err := lines.ReadString('\n'); err != nil || line != "done\n" {
-		t.Fatalf("script: %q, %v", line, err)
-	}
+	recs := runCalls(t, objs, rd, proc, pid, stdin, lines, reuseCalls)
 	var got struct {
 		Truth map[string][][3]any
 		IDs   map[string]uint64
