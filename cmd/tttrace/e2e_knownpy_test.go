@@ -24,15 +24,7 @@ import (
 // function's, which has the same code object address and instruction but
 // another line. The pauses let tttrace read the stacks sent before. It
 // leaks on a few calls only (the replica's L1 is small).
-const knownPyScript = `import ctypes, gc, os, sys, time
-time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
-lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
-lib.ttwork_main.restype = ctypes.c_int
-lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work(leak):
-    enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
-    argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
-    assert lib.ttwork_main(len(enc), argv) == 0
+const knownPyScript = pyWorkScript + `import gc
 def deep(n, leak):
     if n == 0:
         work(leak)
@@ -56,15 +48,20 @@ time.sleep(1)  # tttrace reads the maps of a process it sees load a library
 
 var knownPyCounts = regexp.MustCompile(`known Python stacks checked: (\d+) sent, (\d+) known, (\d+) checked, (\d+) wrong; sent: (\d+) captured before the code objects' deallocation was probed, \d+ with a code object not yet described, (\d+) learnt`)
 
-// pyWorkScript begins the known Python stack tests' scripts (the replica
-// build's directory in argv[1]): work(leak) runs the replica's basic
-// scenario through ctypes, leaking its buffers when leak is true.
-const pyWorkScript = `import ctypes, os, sys, time
+// pyLibScript begins the e2e tests' Python scripts that call the replica
+// through ctypes (the replica build's directory in argv[1]): it waits for
+// tttrace to register the interpreter and loads libttwork.so as lib.
+const pyLibScript = `import ctypes, os, sys, time
 time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
 lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
 lib.ttwork_main.restype = ctypes.c_int
 lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work(leak):
+`
+
+// pyWorkScript begins the known Python stack tests' scripts: work(leak)
+// runs the replica's basic scenario through ctypes, leaking its buffers
+// when leak is true.
+const pyWorkScript = pyLibScript + `def work(leak):
     enc = [b"ttwork", b"--scenario", b"basic"] + ([b"--leak"] if leak else [])
     argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
     assert lib.ttwork_main(len(enc), argv) == 0

@@ -25,12 +25,7 @@ import (
 // knownScript calls the replica from Python on different paths: at several
 // recursion depths and from two functions, each allocating on the basic
 // scenario's lines (and leaking, so every site is in the summary).
-const knownScript = `import ctypes, os, sys, time
-time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
-lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
-lib.ttwork_main.restype = ctypes.c_int
-lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work():
+const knownScript = pyLibScript + `def work():
     enc = [b"ttwork", b"--scenario", b"basic", b"--leak"]
     argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
     assert lib.ttwork_main(len(enc), argv) == 0

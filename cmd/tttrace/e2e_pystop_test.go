@@ -25,12 +25,7 @@ import (
 // and sum call the next level), so that in every CPython version the
 // evaluation loop nests once per level on the native stack: a burst of
 // 200 events, a pause, then one of 6,000.
-const stopScript = `import ctypes, os, sys, time
-time.sleep(1)  # tttrace registers the interpreter (docs/python.md)
-lib = ctypes.CDLL(os.path.join(sys.argv[1], "libttwork.so"))
-lib.ttwork_main.restype = ctypes.c_int
-lib.ttwork_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-def work():
+const stopScript = pyLibScript + `def work():
     enc = [b"ttwork", b"--scenario", b"burst", b"--threads", b"0", b"--events", events, b"--leak"]
     argv = (ctypes.c_char_p * (len(enc) + 1))(*enc, None)
     assert lib.ttwork_main(len(enc), argv) == 0
