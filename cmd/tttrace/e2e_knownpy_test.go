@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -96,14 +95,7 @@ func checkKnownPy(t *testing.T, lib string, target []string) knownPyRun {
 	var c knownPyRun
 	for try := 1; ; try++ {
 		_, log := traceKnown(t, lib, []string{"--check-known-stacks"}, target)
-		m := knownPyCounts.FindStringSubmatch(log)
-		if m == nil {
-			t.Fatalf("no known Python stack counts in the log:\n%s", log)
-		}
-		n := make([]uint64, 6)
-		for i := range n {
-			n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-		}
+		n := logCounts(t, knownPyCounts, "known Python stack", log)
 		c = knownPyRun{n[0], n[1], n[2], n[3], n[4], n[5]}
 		t.Logf("run %d: %d Python stacks sent (%d before the code objects' deallocation was probed, %d learnt), %d known, %d checked, %d wrong",
 			try, c.sent, c.noGen, c.learnt, c.known, c.checked, c.wrong)

@@ -50,15 +50,23 @@ var knownCounts = regexp.MustCompile(`known stacks checked: (\d+) copied, (\d+) 
 // run's log: stacks copied, known, checked and wrong.
 func knownCountsOf(t *testing.T, log string) (copied, known, checked, wrong uint64) {
 	t.Helper()
-	m := knownCounts.FindStringSubmatch(log)
+	n := logCounts(t, knownCounts, "known-stack", log)
+	return n[0], n[1], n[2], n[3]
+}
+
+// logCounts reads the numbers re's groups match in log, what counts
+// (what re matches) names them, failing the test without them.
+func logCounts(t *testing.T, re *regexp.Regexp, what, log string) []uint64 {
+	t.Helper()
+	m := re.FindStringSubmatch(log)
 	if m == nil {
-		t.Fatalf("no known-stack counts in the log:\n%s", log)
+		t.Fatalf("no %s counts in the log:\n%s", what, log)
 	}
-	n := make([]uint64, 4)
+	n := make([]uint64, len(m)-1)
 	for i := range n {
 		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
 	}
-	return n[0], n[1], n[2], n[3]
+	return n
 }
 
 // traceKnown runs tttrace with flags on target and returns its summary and
